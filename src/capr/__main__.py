@@ -1,0 +1,3 @@
+from capr.cli import main
+
+main()

@@ -1,0 +1,99 @@
+"""Readers: every source becomes a stream of :class:`capr.records.Document`."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Iterator
+
+from capr.corpus.files import read_head
+from capr.corpus.report import ReadReport
+from capr.errors import BadInputError
+from capr.records import Document
+
+
+class Format(str, Enum):
+    auto = "auto"
+    text = "text"
+    jsonl = "jsonl"
+    medquad = "medquad"
+    medquad_cdv = "medquad-cdv"
+    mtsamples = "mtsamples"
+    mts_dialog = "mts-dialog"
+    beir = "beir"
+
+
+def detect_format(source: Path) -> Format:
+    source = Path(source)
+    if not source.exists():
+        raise BadInputError(str(source), "no such file or directory")
+    if source.is_dir():
+        names = {p.name for p in source.iterdir()}
+        if names & {"corpus.jsonl", "corpus.jsonl.gz"}:
+            return Format.beir
+        if "passages.jsonl.gz" in names and "queries.jsonl.gz" in names:
+            return Format.medquad_cdv
+        if any(n.startswith("MTS-Dialog-") for n in names):
+            return Format.mts_dialog
+        if "MedQuAD.tar.gz" in names:
+            raise BadInputError(str(source), "directory holds MedQuAD.tar.gz: pass that file as SOURCE")
+        if any(source.rglob("*.xml")) and not any(source.rglob("*.txt")):
+            return Format.medquad
+        return Format.text
+    name = source.name.lower()
+    if name.endswith((".tar.gz", ".tgz", ".tar", ".xml")):
+        return Format.medquad
+    if name.endswith((".txt", ".md", ".text", ".markdown")):
+        return Format.text
+    if name.endswith((".csv", ".csv.gz")):
+        header = read_head(source, 4096).split(b"\n", 1)[0].lower()
+        if b"transcription" in header:
+            return Format.mtsamples
+        if b"section_header" in header:
+            return Format.mts_dialog
+        raise BadInputError(str(source), "CSV is neither MTSamples (transcription column) nor MTS-Dialog")
+    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+        first = read_head(source, 65536).split(b"\n", 1)[0]
+        try:
+            rec = json.loads(first)
+        except ValueError:
+            return Format.jsonl  # the JSONL reader reports the bad line precisely
+        if isinstance(rec, dict) and "medquad_file" in rec and "pid" in rec:
+            return Format.medquad_cdv
+        return Format.jsonl
+    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir)")
+
+
+def read_documents(source: str | Path, format: Format | str = Format.auto, report: ReadReport | None = None) -> Iterator[Document]:
+    """Stream documents from ``source``. Bad records raise :class:`BadInputError` unless
+    ``report.skip_bad`` is set, in which case they are collected in ``report.skipped``."""
+    from capr.corpus import beir, jsonl, medquad, mts_dialog, mtsamples, text
+
+    source = Path(source)
+    report = report if report is not None else ReadReport()
+    try:
+        fmt = Format(format)
+    except ValueError:
+        raise BadInputError(str(source), f"unknown format {format!r}; choose one of {[f.value for f in Format]}") from None
+    if fmt is Format.auto:
+        fmt = detect_format(source)
+    elif not source.exists():
+        raise BadInputError(str(source), "no such file or directory")
+    readers = {
+        Format.text: text.read_text_dir,
+        Format.jsonl: jsonl.read_jsonl,
+        Format.medquad: medquad.read_medquad,
+        Format.medquad_cdv: medquad.read_medquad_cdv,
+        Format.mtsamples: mtsamples.read_mtsamples,
+        Format.mts_dialog: mts_dialog.read_mts_dialog,
+        Format.beir: beir.read_beir_corpus,
+    }
+    for doc in readers[fmt](source, report):
+        if not doc.text.strip():
+            report.empty += 1
+            continue
+        yield doc
+
+
+__all__ = ["Format", "ReadReport", "detect_format", "read_documents"]

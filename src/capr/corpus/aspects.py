@@ -1,0 +1,141 @@
+"""Canonical aspects and the synonym/abbreviation table that maps note headings onto them.
+
+Headings not in the table keep their cleaned, lower-cased text as aspect, so a
+user's own section names still work as aspects and filters.
+"""
+
+from __future__ import annotations
+
+import re
+
+# canonical aspect -> synonyms and abbreviations (lower case, no trailing colon)
+ASPECT_SYNONYMS: dict[str, list[str]] = {
+    # clinical note sections
+    "chief complaint": ["cc", "chief complaints", "reason for visit", "reason for consultation",
+                        "reason for consult", "presenting complaint"],
+    "history of present illness": ["hpi", "history of the present illness", "present illness", "genhx",
+                                   "history", "interval history", "subjective", "history of presenting illness"],
+    "past medical history": ["pmh", "pmhx", "past history", "medical history", "pastmedicalhx",
+                             "past medical history/problem list", "past medical/surgical history"],
+    "past surgical history": ["psh", "pshx", "surgical history", "pastsurgical", "previous surgeries"],
+    "family history": ["fh", "fhx", "family hx", "family medical history"],
+    "social history": ["sh", "shx", "social hx", "habits", "personal history"],
+    "family/social history": ["fam/sochx", "family and social history", "social and family history"],
+    "medications": ["meds", "current medications", "medication", "home medications", "medications on admission",
+                    "admission medications", "outpatient medications", "current meds"],
+    "discharge medications": ["medications on discharge", "discharge meds"],
+    "allergies": ["allergy", "all", "drug allergies", "nkda", "allergies to medications"],
+    "review of systems": ["ros", "systems review", "review of system"],
+    "physical examination": ["pe", "exam", "physical exam", "examination", "objective", "physical findings",
+                             "heent", "neck", "lungs", "chest", "heart", "cardiovascular", "abdomen", "extremities",
+                             "neurologic", "neurological", "neuro", "skin", "general", "musculoskeletal",
+                             "psychiatric", "genitourinary", "lymphatic", "respiratory", "head", "eyes", "ears"],
+    "vital signs": ["vitals", "vs", "vital sign"],
+    "laboratory data": ["labs", "lab", "laboratory", "laboratory studies", "laboratory results",
+                        "diagnostic studies", "lab results", "data"],
+    "imaging": ["radiology", "x-ray", "ct", "mri", "imaging studies"],
+    "assessment": ["impression", "clinical impression", "assessment/impression", "diagnostic impression"],
+    "plan": ["recommendations", "recommendation", "treatment plan", "disposition plan"],
+    "assessment and plan": ["a/p", "a&p", "assessment/plan", "impression and plan", "impression/plan"],
+    "diagnosis": ["diagnoses", "final diagnosis", "discharge diagnosis", "discharge diagnoses", "admitting diagnosis",
+                  "admission diagnosis", "dx"],
+    "preoperative diagnosis": ["pre-operative diagnosis", "preop diagnosis", "preoperative diagnoses"],
+    "postoperative diagnosis": ["post-operative diagnosis", "postop diagnosis", "postoperative diagnoses"],
+    "procedure": ["procedures", "procedure performed", "procedures performed", "operation", "name of procedure",
+                  "operation performed", "title of operation", "description of procedure", "details of procedure",
+                  "description of operation", "procedure in detail"],
+    "anesthesia": ["anesthetic", "type of anesthesia"],
+    "indications": ["indication", "indications for procedure", "indication for procedure", "indications for operation"],
+    "findings": ["operative findings", "finding"],
+    "complications": ["complication"],
+    "estimated blood loss": ["ebl", "blood loss"],
+    "specimen": ["specimens", "specimen removed", "pathology"],
+    "hospital course": ["course", "brief hospital course", "course in hospital", "edcourse", "ed course",
+                        "emergency department course", "clinical course"],
+    "disposition": ["condition on discharge", "discharge condition", "discharge disposition"],
+    "discharge instructions": ["instructions", "patient instructions"],
+    "follow-up": ["follow up", "followup", "follow-up instructions"],
+    "immunizations": ["immunization", "vaccinations", "vaccines"],
+    "gynecologic history": ["gynhx", "ob/gyn history", "obstetric history", "gyn history"],
+    # health-article aspects (MedQuAD question types and the CDV aspect headings)
+    "information": ["overview", "what is", "description", "definition", "summary", "about", "introduction"],
+    "symptoms": ["signs and symptoms", "symptoms and presentation", "presentation", "clinical features",
+                 "signs", "symptom"],
+    "causes": ["cause", "etiology", "aetiology", "causes and risk factors", "why"],
+    "treatment": ["treatments", "therapy", "management", "treatment and management", "how is it treated"],
+    "prevention": ["prevent", "preventing", "prevention and screening"],
+    "exams and tests": ["diagnosis and tests", "tests", "exams", "testing", "diagnostic tests", "screening",
+                        "how is it diagnosed", "evaluation"],
+    "outlook": ["prognosis", "outlook and prognosis", "expectations", "possible outcomes"],
+    "inheritance": ["inherited", "genetics and inheritance", "how is it inherited"],
+    "frequency": ["frequency and epidemiology", "epidemiology", "prevalence", "incidence", "how common"],
+    "genetic changes": ["genetics", "genes", "genetic causes", "mutations"],
+    "research": ["research and clinical trials", "clinical trials", "current research"],
+    "susceptibility": ["risk factors", "who is at risk", "risk"],
+    "considerations": ["special considerations", "when to contact a medical professional"],
+    "stages": ["staging", "stage"],
+}
+
+_CLEAN_RE = re.compile(r"^[\s#*\d.)(\-]+|[\s:.\-*#]+$")
+_SPACE_RE = re.compile(r"\s+")
+
+_LOOKUP: dict[str, str] = {}
+for _canonical, _syns in ASPECT_SYNONYMS.items():
+    _LOOKUP[_canonical] = _canonical
+    for _s in _syns:
+        _LOOKUP.setdefault(_s, _canonical)
+
+
+def clean_heading(heading: str) -> str:
+    h = _CLEAN_RE.sub("", heading.strip())
+    return _SPACE_RE.sub(" ", h).strip().lower()
+
+
+def normalize_aspect(heading: str) -> str:
+    """Canonical aspect for a heading; unknown headings keep their cleaned text."""
+    h = clean_heading(heading)
+    if h in _LOOKUP:
+        return _LOOKUP[h]
+    h2 = h.replace("_", " ").replace(" & ", " and ")
+    return _LOOKUP.get(h2, h2)
+
+
+def is_known_heading(heading: str) -> bool:
+    return clean_heading(heading) in _LOOKUP
+
+
+def aspect_terms(aspect: str) -> list[str]:
+    """The aspect's canonical name followed by its synonyms (for query expansion)."""
+    canonical = normalize_aspect(aspect)
+    return [canonical, *ASPECT_SYNONYMS.get(canonical, [])]
+
+
+def canonical_aspects() -> list[str]:
+    return list(ASPECT_SYNONYMS)
+
+
+# Question wording → the aspect it asks about (first match wins).
+_QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(p, re.I), a)
+    for p, a in [
+        (r"\b(symptoms?|signs?|presentation|present with|feel like)\b", "symptoms"),
+        (r"\b(treat(ed|ment|ments|ing)?|therap(y|ies)|manage(d|ment)?|cure[ds]?|medications? for)\b", "treatment"),
+        (r"\b(diagnos(e|ed|is|tic)|tests?|exams?|screen(ing|ed)?)\b", "exams and tests"),
+        (r"\b(caus(e|es|ed)|why does|risk factors?)\b", "causes"),
+        (r"\b(inherit(ed|ance)?|hereditary|passed down)\b", "inheritance"),
+        (r"\b(genes?|genetic|mutations?)\b", "genetic changes"),
+        (r"\b(how many|how common|prevalence|incidence|frequency)\b", "frequency"),
+        (r"\b(prevent(ed|ion)?|avoid)\b", "prevention"),
+        (r"\b(outlook|prognosis|life expectancy|survival)\b", "outlook"),
+        (r"\b(complications?)\b", "complications"),
+        (r"\bfamily history\b", "family history"),
+    ]
+]
+
+
+def infer_aspect(question: str) -> str | None:
+    """The aspect a free-text question asks about, if its wording says so."""
+    for pattern, aspect in _QUESTION_ASPECTS:
+        if pattern.search(question):
+            return aspect
+    return None

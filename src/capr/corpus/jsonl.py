@@ -1,0 +1,50 @@
+"""JSON Lines: one document per line with at least ``text``; other keys become metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+from capr.corpus.files import open_text
+from capr.corpus.report import ReadReport
+from capr.records import Document
+
+_ID_KEYS = ("doc_id", "id", "_id", "docid")
+_RESERVED = {"text", "title", "metadata", "sections", *_ID_KEYS}
+
+
+def parse_document_json(obj: object, source: str, record: str, report: ReadReport) -> Document | None:
+    if not isinstance(obj, dict):
+        report.bad(source, f"expected a JSON object, got {type(obj).__name__}", record)
+        return None
+    text = obj.get("text")
+    if not isinstance(text, str):
+        report.bad(source, "missing string field 'text'", record)
+        return None
+    doc_id = next((str(obj[k]) for k in _ID_KEYS if obj.get(k) not in (None, "")), None)
+    if doc_id is None:
+        report.bad(source, f"missing document id (one of {', '.join(_ID_KEYS)})", record)
+        return None
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        report.bad(source, "'metadata' must be an object", record)
+        return None
+    meta = {**{k: v for k, v in obj.items() if k not in _RESERVED}, **meta}
+    return Document(doc_id=doc_id, title=str(obj.get("title") or ""), text=text, metadata=meta)
+
+
+def read_jsonl(path: Path, report: ReadReport) -> Iterator[Document]:
+    path = Path(path)
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                report.bad(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}")
+                continue
+            doc = parse_document_json(obj, str(path), f"line {lineno}", report)
+            if doc is not None:
+                yield doc

@@ -1,0 +1,230 @@
+"""Segmentation: headings → sections → sentences → passages of at most N tokens.
+
+All spans are character offsets into ``Document.text``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from capr.corpus.aspects import is_known_heading, normalize_aspect
+from capr.records import Document, Passage, Section, Span
+
+_SMALL_WORDS = {"and", "of", "the", "or", "for", "to", "in", "on", "with", "at", "by", "a", "an", "/", "&"}
+_MAX_HEADING_WORDS = 7
+
+_MARKDOWN_RE = re.compile(r"^[ \t]*(#{1,6})[ \t]+(?P<h>[^\n]+?)[ \t#]*$", re.M)
+_NUMBERED_RE = re.compile(r"^[ \t]*\d{1,2}(?:\.\d{1,2})*[.)]?[ \t]+(?P<h>[A-Za-z][^\n.:]{1,60}?)[ \t]*:?[ \t]*$", re.M)
+_COLON_RE = re.compile(r"^[ \t]*(?P<h>[A-Za-z][A-Za-z0-9 /&\-(),']{0,60}?)[ \t]*:(?=[ \t]|$)", re.M)
+_CAPS_LINE_RE = re.compile(r"^[ \t]*(?P<h>[A-Z][A-Z0-9 /&\-]{2,60}?)[ \t]*$", re.M)
+# A heading inside running text: "... stable. PLAN: continue". All caps only, to avoid "Note: ...".
+_INLINE_RE = re.compile(r"(?<=[.!?])[ \t]+(?P<h>[A-Z][A-Z/&\-]+(?:[ \t][A-Z/&\-]+){0,5}):[ \t]")
+
+
+def _looks_like_heading(h: str) -> bool:
+    words = h.split()
+    if not words or len(words) > _MAX_HEADING_WORDS:
+        return False
+    if is_known_heading(h):
+        return True
+    letters = [c for c in h if c.isalpha()]
+    if len(letters) >= 2 and all(c.isupper() for c in letters):
+        return True
+    # Title Case: every word capitalised except small connecting words
+    return all(w[0].isupper() or w.lower() in _SMALL_WORDS or not w[0].isalpha() for w in words)
+
+
+@dataclass(slots=True)
+class _Hit:
+    start: int  # where the section begins (the heading itself)
+    heading: str
+
+
+def detect_headings(text: str) -> list[_Hit]:
+    hits: dict[int, _Hit] = {}
+
+    def add(start: int, heading: str) -> None:
+        heading = heading.strip()
+        if heading and start not in hits:
+            hits[start] = _Hit(start, heading)
+
+    for m in _MARKDOWN_RE.finditer(text):
+        add(m.start(), m.group("h"))
+    for m in _NUMBERED_RE.finditer(text):
+        h = m.group("h")
+        if _looks_like_heading(h) and len(h.split()) <= 5:
+            add(m.start(), h)
+    for m in _COLON_RE.finditer(text):
+        h = m.group("h")
+        if _looks_like_heading(h):
+            add(m.start(), h)
+    for m in _CAPS_LINE_RE.finditer(text):
+        h = m.group("h")
+        if sum(c.isalpha() for c in h) >= 3 and _looks_like_heading(h):
+            add(m.start(), h)
+    for m in _INLINE_RE.finditer(text):
+        add(m.start("h"), m.group("h"))
+    return [hits[k] for k in sorted(hits)]
+
+
+def detect_sections(text: str) -> list[Section]:
+    """Sections from headings; text before the first heading becomes an untitled section.
+    Sections that hold nothing but their heading are dropped."""
+    hits = detect_headings(text)
+    bounds = [h.start for h in hits] + [len(text)]
+    sections: list[Section] = []
+    if hits and text[: hits[0].start].strip():
+        sections.append(Section(heading="", aspect="", start=0, end=hits[0].start))
+    for hit, end in zip(hits, bounds[1:]):
+        body = text[hit.start:end]
+        line_end = body.find("\n")
+        heading_line = body if line_end < 0 else body[:line_end]
+        rest = body[len(heading_line):]
+        after_heading = heading_line.split(":", 1)[1] if ":" in heading_line else ""
+        if not (rest.strip() or after_heading.strip()):
+            continue
+        sections.append(Section(heading=hit.heading, aspect=normalize_aspect(hit.heading), start=hit.start, end=end))
+    return [_trim(s, text) for s in sections]
+
+
+def _trim(section: Section, text: str) -> Section:
+    start, end = section.start, section.end
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    section.start, section.end = start, end
+    return section
+
+
+_PARA_RE = re.compile(r"\n[ \t]*\n")
+
+
+def paragraph_sections(text: str) -> list[Section]:
+    """Fallback for documents without headings: one section per paragraph."""
+    out, pos = [], 0
+    for m in list(_PARA_RE.finditer(text)) + [None]:
+        end = m.start() if m else len(text)
+        if text[pos:end].strip():
+            out.append(_trim(Section(heading="", aspect="", start=pos, end=end), text))
+        pos = m.end() if m else len(text)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _nupunkt():
+    import nupunkt
+
+    return nupunkt
+
+
+def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[Span]:
+    """Sentence spans within text[start:end] (nupunkt: robust to "Dr.", "e.g.", "pts."),
+    trimmed of surrounding whitespace; line breaks inside a section also end sentences
+    so list items and headings do not swallow the next line."""
+    end = len(text) if end is None else end
+    spans: list[Span] = []
+    pos = start
+    for line in re.finditer(r"[^\n]+", text[start:end]):
+        a0, b0 = start + line.start(), start + line.end()
+        chunk = text[a0:b0]
+        if not chunk.strip():
+            continue
+        for a, b in _nupunkt().sent_spans(chunk):
+            a, b = a0 + a, a0 + b
+            while a < b and text[a].isspace():
+                a += 1
+            while b > a and text[b - 1].isspace():
+                b -= 1
+            if b > a:
+                spans.append((a, b))
+        pos = b0
+    del pos
+    return spans
+
+
+_WORD_RE = re.compile(r"\S+")
+
+
+def count_tokens(text: str) -> int:
+    return len(_WORD_RE.findall(text))
+
+
+@dataclass(slots=True)
+class SegmenterConfig:
+    max_tokens: int = 200  # 0 = never split a section
+    overlap: int = 0  # tokens of trailing sentences repeated at the start of the next passage
+    include_title: bool = True  # lexical index sees "title + passage"
+
+
+def _split_long(text: str, span: Span, max_tokens: int) -> list[Span]:
+    """Hard split of one over-long sentence at word boundaries."""
+    words = [(span[0] + m.start(), span[0] + m.end()) for m in _WORD_RE.finditer(text[span[0]:span[1]])]
+    return [(words[i][0], words[min(i + max_tokens, len(words)) - 1][1]) for i in range(0, len(words), max_tokens)]
+
+
+def section_passages(doc: Document, section: Section, index: int, config: SegmenterConfig) -> list[Passage]:
+    text = doc.text
+    sents = split_sentences(text, section.start, section.end)
+    if not sents:
+        return []
+    base = section.section_id or f"{doc.doc_id}#s{index}"
+    if config.max_tokens <= 0:
+        groups = [sents]
+    else:
+        units: list[Span] = []
+        for s in sents:
+            units.extend(_split_long(text, s, config.max_tokens) if count_tokens(text[s[0]:s[1]]) > config.max_tokens else [s])
+        groups, cur, cur_tok = [], [], 0
+        for s in units:
+            n = count_tokens(text[s[0]:s[1]])
+            if cur and cur_tok + n > config.max_tokens:
+                groups.append(cur)
+                carry, carry_tok = [], 0
+                for prev in reversed(cur):
+                    pn = count_tokens(text[prev[0]:prev[1]])
+                    if carry_tok + pn > config.overlap or carry_tok + pn + n > config.max_tokens:
+                        break
+                    carry.insert(0, prev)
+                    carry_tok += pn
+                cur, cur_tok = carry, carry_tok
+            cur.append(s)
+            cur_tok += n
+        if cur:
+            groups.append(cur)
+    out = []
+    for k, g in enumerate(groups):
+        start, end = g[0][0], g[-1][1]
+        if len(groups) == 1:
+            start, end = min(start, section.start), max(end, section.end)
+        pid = base if len(groups) == 1 else f"{base}#p{k}"
+        out.append(
+            Passage(
+                pid=pid,
+                doc_id=doc.doc_id,
+                text=text[start:end],
+                aspect=section.aspect or None,
+                start=start,
+                end=end,
+                sentences=list(g),
+                title=doc.title,
+                heading=section.heading,
+                metadata=doc.metadata,
+            )
+        )
+    return out
+
+
+def segment(doc: Document, config: SegmenterConfig | None = None) -> list[Passage]:
+    """Passages of a document: its given sections, else detected headings, else paragraphs."""
+    config = config or SegmenterConfig()
+    if doc.sections is not None:
+        sections = doc.sections
+    else:
+        sections = detect_sections(doc.text) or paragraph_sections(doc.text)
+    passages: list[Passage] = []
+    for i, s in enumerate(sections):
+        passages.extend(section_passages(doc, s, i, config))
+    return passages

@@ -1,0 +1,39 @@
+"""Plain-text directory (or single file): one document per .txt/.md file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from capr.corpus.files import read_text
+from capr.corpus.report import ReadReport
+from capr.errors import BadInputError
+from capr.records import Document
+
+TEXT_SUFFIXES = {".txt", ".md", ".text", ".markdown"}
+
+
+def _title(path: Path, text: str) -> str:
+    first = text.lstrip().split("\n", 1)[0].strip()
+    if first.startswith("# "):
+        return first[2:].strip()
+    return path.stem.replace("_", " ").replace("-", " ")
+
+
+def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
+    source = Path(source)
+    if source.is_file():
+        files, root = [source], source.parent
+    else:
+        files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+        root = source
+        if not files:
+            raise BadInputError(str(source), f"no text files ({', '.join(sorted(TEXT_SUFFIXES))}) found")
+    for path in files:
+        try:
+            text = read_text(path)
+        except BadInputError as e:
+            report.bad(e.source, e.reason)
+            continue
+        rel = path.relative_to(root).with_suffix("").as_posix()
+        yield Document(doc_id=rel, title=_title(path, text), text=text, metadata={"path": rel + path.suffix})

@@ -1,0 +1,60 @@
+"""TREC qrels ("qid 0 docid rel") and run files ("qid Q0 docid rank score tag"), read and written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from capr.corpus.files import open_text
+from capr.errors import BadInputError
+from capr.index.atomic import write_bytes
+from capr.records import Qrel, Run, ScoredPassage
+
+
+def read_qrels(path: Path) -> list[Qrel]:
+    out = []
+    with open_text(Path(path)) as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4:
+                raise BadInputError(str(path), f"qrels lines have 4 columns, found {len(parts)}", f"line {lineno}")
+            try:
+                out.append(Qrel(parts[0], parts[2], int(parts[3])))
+            except ValueError:
+                raise BadInputError(str(path), f"relevance must be an integer: {parts[3]!r}", f"line {lineno}") from None
+    return out
+
+
+def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
+    write_bytes(Path(path), "".join(f"{q.qid} 0 {q.pid} {q.relevance}\n" for q in qrels).encode())
+
+
+def read_run(path: Path) -> Run:
+    run = Run()
+    with open_text(Path(path)) as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise BadInputError(str(path), f"run lines have 6 columns, found {len(parts)}", f"line {lineno}")
+            try:
+                sp = ScoredPassage(pid=parts[2], rank=int(parts[3]), score=float(parts[4]))
+            except ValueError as e:
+                raise BadInputError(str(path), f"bad rank or score: {e}", f"line {lineno}") from None
+            run.name = parts[5]
+            run.results.setdefault(parts[0], []).append(sp)
+    for hits in run.results.values():
+        hits.sort(key=lambda h: h.rank)
+    return run
+
+
+def write_run(path: Path, run: Run) -> None:
+    lines = [
+        f"{qid} Q0 {h.pid} {i + 1} {h.score:.6f} {run.name}\n"
+        for qid, hits in run.results.items()
+        for i, h in enumerate(hits)
+    ]
+    write_bytes(Path(path), "".join(lines).encode())

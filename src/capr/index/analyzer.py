@@ -1,0 +1,105 @@
+"""Text analysis for lexical retrieval: Unicode word tokens, case folding,
+per-language stopwords and Snowball stemming."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+from capr.errors import CaprError
+
+# Unicode-aware: \w matches letters and digits of any script (é, ß, кириллица, 汉字).
+_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+
+_STOPWORD_LISTS = {
+    "english": "STOPWORDS_EN",
+    "german": "STOPWORDS_GERMAN",
+    "french": "STOPWORDS_FRENCH",
+    "spanish": "STOPWORDS_SPANISH",
+    "italian": "STOPWORDS_ITALIAN",
+    "portuguese": "STOPWORDS_PORTUGUESE",
+    "dutch": "STOPWORDS_DUTCH",
+    "danish": "STOPWORDS_DANISH",
+    "swedish": "STOPWORDS_SWEDISH",
+    "norwegian": "STOPWORDS_NORWEGIAN",
+    "russian": "STOPWORDS_RUSSIAN",
+    "turkish": "STOPWORDS_TURKISH",
+}
+
+
+@dataclass(slots=True)
+class AnalyzerConfig:
+    language: str = "english"
+    lowercase: bool = True
+    stopwords: bool = True
+    stem: bool = True
+    extra_stopwords: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AnalyzerConfig":
+        return cls(**d)
+
+
+class Analyzer:
+    """Turns text into index terms. The same instance analyses documents and queries."""
+
+    def __init__(self, config: AnalyzerConfig | None = None) -> None:
+        self.config = config or AnalyzerConfig()
+        lang = self.config.language.lower()
+        if self.config.stem:
+            import Stemmer  # PyStemmer: Snowball stemmers, C speed
+
+            if lang not in Stemmer.algorithms():
+                raise CaprError(
+                    f"no stemmer for language {lang!r}; choose one of {sorted(Stemmer.algorithms())} "
+                    "or disable stemming"
+                )
+            self._stemmer = Stemmer.Stemmer(lang)
+        else:
+            self._stemmer = None
+        self._stopwords = frozenset(self._load_stopwords(lang))
+
+    def _load_stopwords(self, lang: str) -> set[str]:
+        words: set[str] = {w.lower() for w in self.config.extra_stopwords}
+        if self.config.stopwords:
+            name = _STOPWORD_LISTS.get(lang)
+            if name is None:
+                raise CaprError(
+                    f"no stopword list for language {lang!r}; known: {sorted(_STOPWORD_LISTS)}. "
+                    "Disable stopwords or pass extra_stopwords"
+                )
+            import bm25s.stopwords
+
+            words |= {w.lower() for w in getattr(bm25s.stopwords, name)}
+        return words
+
+    def words(self, text: str) -> list[tuple[str, int, int]]:
+        """Surface words with their character spans (for highlighting)."""
+        return [(m.group(), m.start(), m.end()) for m in _TOKEN_RE.finditer(text)]
+
+    def analyze_word(self, word: str) -> str | None:
+        w = word.lower() if self.config.lowercase else word
+        if w.lower() in self._stopwords:
+            return None
+        if self._stemmer is not None:
+            w = self._stemmer.stemWord(w)
+        return w
+
+    def __call__(self, text: str) -> list[str]:
+        raw = _TOKEN_RE.findall(text)
+        if self.config.lowercase:
+            raw = [w.lower() for w in raw]
+        if self._stopwords:
+            raw = [w for w in raw if w.lower() not in self._stopwords]
+        if self._stemmer is not None:
+            raw = self._stemmer.stemWords(raw)
+        return raw
+
+    @cached_property
+    def signature(self) -> dict[str, Any]:
+        return self.config.to_dict()

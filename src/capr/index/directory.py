@@ -1,0 +1,104 @@
+"""The index directory: generations committed by atomically replacing the CURRENT pointer.
+
+    DIR/CURRENT            "gen-000007"   (replaced with write-temp + fsync + rename)
+    DIR/gen-000007/        manifest.json, passages.jsonl, documents.jsonl, lexical/, columns/
+    DIR/.gen-000008.tmp-N  a write in progress (or a killed one: removed by the next writer)
+
+A reader only ever sees a complete generation; a writer killed at any moment
+leaves CURRENT pointing at the previous one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from capr.errors import IndexError_
+from capr.index.atomic import fsync_dir, write_bytes
+
+CURRENT = "CURRENT"
+_GEN_RE = re.compile(r"^gen-(\d{6})$")
+_TMP_RE = re.compile(r"^\.gen-\d{6}\.tmp-(\d+)$")
+
+
+def is_index_dir(root: Path) -> bool:
+    return (root / CURRENT).is_file()
+
+
+def current_generation(root: Path) -> Path:
+    root = Path(root)
+    if not root.exists():
+        raise IndexError_(f"{root}: no such index directory")
+    if not is_index_dir(root):
+        raise IndexError_(f"{root}: not a capr index (no {CURRENT} file); build one with `capr index`")
+    name = (root / CURRENT).read_text().strip()
+    gen = root / name
+    if not _GEN_RE.match(name) or not gen.is_dir():
+        raise IndexError_(f"{root}: {CURRENT} names {name!r}, which is missing; the index is corrupt")
+    return gen
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(root: Path) -> None:
+    """Delete half-written generations of dead writers and generations no longer current."""
+    current = (root / CURRENT).read_text().strip() if is_index_dir(root) else None
+    for p in root.iterdir():
+        m = _TMP_RE.match(p.name)
+        if m and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+        elif _GEN_RE.match(p.name) and p.name != current:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+@contextmanager
+def write_lock(root: Path) -> Iterator[None]:
+    with open(root / "LOCK", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexError_(f"{root}: another process is writing this index") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def prepare_root(root: Path) -> None:
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise IndexError_(f"{root}: exists and is not a directory")
+    if root.exists() and any(root.iterdir()) and not is_index_dir(root):
+        raise IndexError_(f"{root}: directory is not empty and is not a capr index; refusing to overwrite it")
+    root.mkdir(parents=True, exist_ok=True)
+
+
+def new_generation(root: Path) -> tuple[Path, str]:
+    nums = [int(m.group(1)) for p in root.iterdir() if (m := _GEN_RE.match(p.name))]
+    name = f"gen-{max(nums, default=0) + 1:06d}"
+    tmp = root / f".{name}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    return tmp, name
+
+
+def commit_generation(root: Path, tmp: Path, name: str) -> Path:
+    fsync_dir(tmp)
+    final = root / name
+    os.replace(tmp, final)
+    fsync_dir(root)
+    write_bytes(root / CURRENT, (name + "\n").encode())
+    remove_stale(root)
+    return final

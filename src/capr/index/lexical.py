@@ -1,0 +1,206 @@
+"""Lexical scoring: BM25 (Lucene variant) and TF-IDF over one term-frequency matrix.
+
+The matrix stores raw term frequencies, not precomputed BM25 weights (as bm25s
+does). Collection statistics — N, document frequencies, average length — are
+derived from it, so adding or deleting passages keeps scores identical to a
+fresh rebuild without re-analysing any text. Scores equal bm25s' ``lucene``
+method (tested in tests/test_lexical.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from capr.index.atomic import write_json, write_npy
+
+
+@dataclass(slots=True)
+class BM25Params:
+    k1: float = 1.2
+    b: float = 0.75
+
+
+class TermMatrix:
+    """Term → postings (doc row, tf) in CSC layout; rows are passages."""
+
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        tf: np.ndarray,
+        doc_len: np.ndarray,
+        live: np.ndarray | None = None,
+    ) -> None:
+        self.vocab = vocab
+        self.indptr = indptr
+        self.indices = indices
+        self.tf = tf
+        self.doc_len = doc_len
+        self.live = live if live is not None else np.ones(len(doc_len), dtype=bool)
+        self._derived: dict[str, np.ndarray] = {}
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def from_token_lists(cls, token_lists: Iterable[Sequence[str]], vocab: dict[str, int] | None = None) -> "TermMatrix":
+        vocab = dict(vocab or {})
+        rows: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        lens: list[int] = []
+        for r, toks in enumerate(token_lists):
+            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in toks), dtype=np.int64, count=len(toks))
+            lens.append(len(toks))
+            if len(ids):
+                cols.append(ids)
+                rows.append(np.full(len(ids), r, dtype=np.int64))
+        n = len(lens)
+        if cols:
+            row = np.concatenate(rows)
+            col = np.concatenate(cols)
+        else:
+            row = col = np.zeros(0, dtype=np.int64)
+        m = sp.csc_matrix((np.ones(len(row), dtype=np.float32), (row, col)), shape=(n, len(vocab)))
+        m.sum_duplicates()
+        return cls(
+            vocab,
+            m.indptr.astype(np.int64),
+            m.indices.astype(np.int32),
+            m.data.astype(np.float32),
+            np.asarray(lens, dtype=np.float32),
+        )
+
+    def to_csc(self) -> sp.csc_matrix:
+        return sp.csc_matrix((self.tf, self.indices, self.indptr), shape=(len(self.doc_len), len(self.vocab)))
+
+    def appended(self, other: "TermMatrix") -> "TermMatrix":
+        """Rows of ``other`` (analysed with a vocabulary extending ours) appended below ours."""
+        a = self.to_csc()
+        b = other.to_csc()
+        width = max(a.shape[1], b.shape[1])
+        a.resize((a.shape[0], width))
+        b.resize((b.shape[0], width))
+        m = sp.vstack([a, b], format="csc")
+        m.sort_indices()
+        return TermMatrix(
+            other.vocab,
+            m.indptr.astype(np.int64),
+            m.indices.astype(np.int32),
+            m.data.astype(np.float32),
+            np.concatenate([self.doc_len, other.doc_len]),
+            np.concatenate([self.live, other.live]),
+        )
+
+    @classmethod
+    def from_coo(cls, rows: np.ndarray, cols: np.ndarray, doc_len: np.ndarray, vocab: dict[str, int]) -> "TermMatrix":
+        m = sp.csc_matrix(
+            (np.ones(len(rows), dtype=np.float32), (rows.astype(np.int64), cols.astype(np.int64))),
+            shape=(len(doc_len), len(vocab)),
+        )
+        m.sum_duplicates()
+        return cls(vocab, m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data.astype(np.float32), np.asarray(doc_len, dtype=np.float32))
+
+    # -- persistence -------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_json(directory / "vocab.json", self.vocab)
+        write_npy(directory / "indptr.npy", self.indptr)
+        write_npy(directory / "indices.npy", self.indices)
+        write_npy(directory / "tf.npy", self.tf)
+        write_npy(directory / "doc_len.npy", self.doc_len)
+        write_npy(directory / "live.npy", self.live)
+
+    @classmethod
+    def load(cls, directory: Path, mmap: bool = True) -> "TermMatrix":
+        mode = "r" if mmap else None
+        vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+        arrays = {n: np.load(directory / f"{n}.npy", mmap_mode=mode) for n in ("indptr", "indices", "tf", "doc_len")}
+        live = np.array(np.load(directory / "live.npy"))  # small and mutable: kept in memory
+        return cls(vocab, arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"], live)
+
+    # -- statistics ---------------------------------------------------------
+    @property
+    def n_live(self) -> int:
+        return int(self.live.sum())
+
+    def _live_postings_mask(self) -> np.ndarray:
+        return self.live[self.indices]
+
+    def document_frequency(self) -> np.ndarray:
+        if "df" not in self._derived:
+            counted = self._live_postings_mask().astype(np.float64)
+            self._derived["df"] = np.add.reduceat(counted, self.indptr[:-1]) if len(counted) else np.zeros(len(self.vocab))
+            # reduceat gives a wrong value for empty postings: fix them to 0
+            empty = self.indptr[:-1] == self.indptr[1:]
+            self._derived["df"][empty] = 0.0
+        return self._derived["df"]
+
+    def avg_doc_len(self) -> float:
+        n = self.n_live
+        return float(self.doc_len[self.live].sum() / n) if n else 0.0
+
+    def term_ids(self, tokens: Sequence[str]) -> list[int]:
+        return [self.vocab[t] for t in tokens if t in self.vocab]
+
+
+class BM25Scorer:
+    """Lucene BM25: idf = ln(1 + (N - df + .5)/(df + .5)), tf' = tf / (tf + k1·(1 - b + b·dl/avgdl))."""
+
+    def __init__(self, matrix: TermMatrix, params: BM25Params | None = None) -> None:
+        self.m = matrix
+        self.params = params or BM25Params()
+        n = matrix.n_live
+        df = matrix.document_frequency()
+        self.idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        avgdl = matrix.avg_doc_len() or 1.0
+        k1, b = self.params.k1, self.params.b
+        self.norm = (k1 * (1.0 - b + b * np.asarray(matrix.doc_len) / avgdl)).astype(np.float32)
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(self.m.doc_len), dtype=np.float32)
+        for t in self.m.term_ids(tokens):
+            lo, hi = self.m.indptr[t], self.m.indptr[t + 1]
+            docs = self.m.indices[lo:hi]
+            tf = self.m.tf[lo:hi]
+            out[docs] += self.idf[t] * tf / (tf + self.norm[docs])
+        out[~self.m.live] = 0.0
+        return out
+
+
+class TfidfScorer:
+    """Cosine similarity of sublinear-tf × smoothed-idf vectors (scikit-learn's TfidfVectorizer defaults)."""
+
+    def __init__(self, matrix: TermMatrix) -> None:
+        self.m = matrix
+        n = matrix.n_live
+        df = matrix.document_frequency()
+        self.idf = (np.log((1.0 + n) / (1.0 + df)) + 1.0).astype(np.float32)
+        weights = (1.0 + np.log(np.asarray(matrix.tf, dtype=np.float32))) * np.repeat(self.idf, np.diff(matrix.indptr))
+        sq = np.bincount(matrix.indices, weights=weights.astype(np.float64) ** 2, minlength=len(matrix.doc_len))
+        self.doc_norm = np.sqrt(sq).astype(np.float32)
+        self.doc_norm[self.doc_norm == 0] = 1.0
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(self.m.doc_len), dtype=np.float32)
+        ids = self.m.term_ids(tokens)
+        if not ids:
+            return out
+        uniq, counts = np.unique(np.asarray(ids), return_counts=True)
+        qw = (1.0 + np.log(counts)) * self.idf[uniq]
+        qw = qw / np.linalg.norm(qw)
+        for t, w in zip(uniq, qw):
+            lo, hi = self.m.indptr[t], self.m.indptr[t + 1]
+            docs = self.m.indices[lo:hi]
+            out[docs] += w * self.idf[t] * (1.0 + np.log(self.m.tf[lo:hi]))
+        out /= self.doc_norm
+        out[~self.m.live] = 0.0
+        return out
+
+
+def params_dict(p: BM25Params) -> dict[str, float]:
+    return asdict(p)

@@ -1,0 +1,95 @@
+"""Record stores: JSON Lines plus a memory-mapped offsets array for O(1) random access."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from capr.index.atomic import fsync_dir, write_npy
+
+
+def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
+    offsets = [0]
+    with open(path, "wb") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+            offsets.append(fh.tell())
+        fh.flush()
+        os.fsync(fh.fileno())
+    write_npy(path.with_suffix(".offsets.npy"), np.asarray(offsets, dtype=np.int64))
+    fsync_dir(path.parent)
+    return len(offsets) - 1
+
+
+class RecordStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offsets = np.load(path.with_suffix(".offsets.npy"), mmap_mode="r")
+        self._fh = open(path, "rb")
+        size = os.fstat(self._fh.fileno()).st_size
+        self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def get(self, i: int) -> dict[str, Any]:
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        assert self._mm is not None
+        return json.loads(self._mm[a:b])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self.get(i)
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+        self._fh.close()
+
+
+class Column:
+    """A categorical column (one value per passage) for metadata filters: codes + value table."""
+
+    def __init__(self, values: list[Any], codes: np.ndarray) -> None:
+        self.values = values
+        self.codes = codes
+        self._lookup = {self._key(v): i for i, v in enumerate(values)}
+
+    @staticmethod
+    def _key(v: Any) -> str:
+        return str(v).strip().lower()
+
+    @classmethod
+    def build(cls, raw: list[Any]) -> "Column":
+        values: list[Any] = []
+        index: dict[str, int] = {}
+        codes = np.empty(len(raw), dtype=np.int32)
+        for i, v in enumerate(raw):
+            k = cls._key(v) if v is not None else "\x00none"
+            if k not in index:
+                index[k] = len(values)
+                values.append(v)
+            codes[i] = index[k]
+        return cls(values, codes)
+
+    def mask(self, wanted: Any) -> np.ndarray:
+        code = self._lookup.get(self._key(wanted))
+        if code is None:
+            return np.zeros(len(self.codes), dtype=bool)
+        return np.asarray(self.codes) == code
+
+    def save(self, directory: Path, name: str) -> None:
+        from capr.index.atomic import write_json
+
+        write_json(directory / f"{name}.values.json", self.values)
+        write_npy(directory / f"{name}.codes.npy", self.codes)
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> "Column":
+        values = json.loads((directory / f"{name}.values.json").read_text(encoding="utf-8"))
+        return cls(values, np.load(directory / f"{name}.codes.npy", mmap_mode="r"))

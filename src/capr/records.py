@@ -1,0 +1,147 @@
+"""Typed records shared by every reader, index, model and evaluator.
+
+Character offsets always refer to ``Document.text`` so that evidence found in a
+passage can be highlighted in the original document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+Span = tuple[int, int]
+
+
+@dataclass(slots=True)
+class Section:
+    """A headed region of a document; ``aspect`` is the normalized heading."""
+
+    heading: str
+    aspect: str
+    start: int
+    end: int
+    section_id: str | None = None  # an id the source assigns (e.g. a MedQuAD answer id)
+
+
+@dataclass(slots=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # Readers of structured sources fill sections; otherwise segmentation detects them.
+    sections: list[Section] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Document":
+        sections = d.get("sections")
+        return cls(
+            doc_id=d["doc_id"],
+            title=d.get("title", ""),
+            text=d["text"],
+            metadata=dict(d.get("metadata") or {}),
+            sections=[Section(**s) for s in sections] if sections is not None else None,
+        )
+
+
+@dataclass(slots=True)
+class Sentence:
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(slots=True)
+class Passage:
+    pid: str
+    doc_id: str
+    text: str
+    aspect: str | None
+    start: int
+    end: int
+    sentences: list[Span] = field(default_factory=list)  # document offsets
+    title: str = ""
+    heading: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sentences"] = [list(s) for s in self.sentences]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Passage":
+        return cls(
+            pid=d["pid"],
+            doc_id=d["doc_id"],
+            text=d["text"],
+            aspect=d.get("aspect"),
+            start=int(d.get("start", 0)),
+            end=int(d.get("end", len(d["text"]))),
+            sentences=[(int(a), int(b)) for a, b in d.get("sentences", [])],
+            title=d.get("title", ""),
+            heading=d.get("heading", ""),
+            metadata=dict(d.get("metadata") or {}),
+        )
+
+    def sentence_texts(self) -> list[str]:
+        """Sentences as text, using passage-relative slicing of the document offsets."""
+        return [self.text[a - self.start : b - self.start] for a, b in self.sentences]
+
+
+@dataclass(slots=True)
+class Query:
+    """A free-text question, a structured ⟨entity, aspect⟩ question, or both."""
+
+    qid: str
+    text: str | None = None
+    entity: str | None = None
+    aspect: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.text and self.text.strip()) and not (
+            (self.entity and self.entity.strip()) or (self.aspect and self.aspect.strip())
+        ):
+            raise ValueError(f"query {self.qid!r} is empty: give a text or an entity/aspect")
+
+
+@dataclass(slots=True, frozen=True)
+class Qrel:
+    qid: str
+    pid: str
+    relevance: int = 1
+
+
+@dataclass(slots=True)
+class ScoredPassage:
+    pid: str
+    score: float
+    rank: int
+    passage: Passage | None = None
+
+
+@dataclass(slots=True)
+class Run:
+    """Ranked results per query, as written to and read from TREC run files."""
+
+    name: str = "capr"
+    results: dict[str, list[ScoredPassage]] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[tuple[str, list[ScoredPassage]]]:
+        return iter(self.results.items())
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def as_scores(self) -> dict[str, dict[str, float]]:
+        return {qid: {sp.pid: sp.score for sp in hits} for qid, hits in self.results.items()}
+
+
+def qrels_as_dict(qrels: list[Qrel]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for q in qrels:
+        out.setdefault(q.qid, {})[q.pid] = q.relevance
+    return out

@@ -1,0 +1,50 @@
+"""Query-term highlighting and snippets, with offsets into the passage text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from capr.index.analyzer import Analyzer
+
+Span = tuple[int, int]
+
+
+@dataclass(slots=True)
+class Snippet:
+    text: str
+    start: int  # offset of the snippet in the passage text
+    highlights: list[Span]  # offsets within the snippet
+    ellipsis_before: bool
+    ellipsis_after: bool
+
+
+def term_spans(text: str, query_terms: set[str], analyzer: Analyzer) -> list[Span]:
+    """Spans of words in ``text`` whose analysed form is a query term."""
+    out = []
+    for word, a, b in analyzer.words(text):
+        t = analyzer.analyze_word(word)
+        if t is not None and t in query_terms:
+            out.append((a, b))
+    return out
+
+
+def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 40) -> Snippet:
+    """The ``width``-word window with most query-term hits."""
+    words = analyzer.words(text)
+    hits = [1 if (t := analyzer.analyze_word(w)) is not None and t in query_terms else 0 for w, _, _ in words]
+    if len(words) <= width:
+        lo, hi = 0, len(words)
+    else:
+        best, best_i, cur = -1, 0, sum(hits[:width])
+        for i in range(len(words) - width + 1):
+            if i:
+                cur += hits[i + width - 1] - hits[i - 1]
+            if cur > best:
+                best, best_i = cur, i
+        lo, hi = best_i, best_i + width
+    if not words:
+        return Snippet(text, 0, [], False, False)
+    start = words[lo][1] if lo > 0 else 0
+    end = words[hi - 1][2] if hi < len(words) else len(text)
+    spans = [(a - start, b - start) for (w, a, b), h in zip(words[lo:hi], hits[lo:hi]) if h]
+    return Snippet(text[start:end], start, spans, lo > 0, hi < len(words))
