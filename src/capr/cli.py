@@ -26,8 +26,8 @@ from capr.records import Query, ScoredPassage
 from capr.retrieve.highlight import snippet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="capr: clinical and health answer-passage retrieval.")
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -150,6 +150,7 @@ def result_dict(index: Index, hit: ScoredPassage, terms: set[str]) -> dict:
         "snippet": snip.text,
         "snippet_start": snip.start,
         "highlights": [[a + snip.start + p.start, b + snip.start + p.start] for a, b in snip.highlights],
+        "metadata": p.metadata,
     }
 
 

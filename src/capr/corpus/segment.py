@@ -165,6 +165,11 @@ def _split_long(text: str, span: Span, max_tokens: int) -> list[Span]:
     return [(words[i][0], words[min(i + max_tokens, len(words)) - 1][1]) for i in range(0, len(words), max_tokens)]
 
 
+def _is_heading_line(text: str, span: Span, heading: str) -> bool:
+    line = text[span[0]:span[1]].strip().lstrip("#0123456789.) ").rstrip(": ")
+    return line.lower() == heading.lower()
+
+
 def section_passages(doc: Document, section: Section, index: int, config: SegmenterConfig) -> list[Passage]:
     text = doc.text
     sents = split_sentences(text, section.start, section.end)
@@ -178,8 +183,10 @@ def section_passages(doc: Document, section: Section, index: int, config: Segmen
         for s in sents:
             units.extend(_split_long(text, s, config.max_tokens) if count_tokens(text[s[0]:s[1]]) > config.max_tokens else [s])
         groups, cur, cur_tok = [], [], 0
+        heading_unit = units[0] if section.heading and _is_heading_line(text, units[0], section.heading) else None
         for s in units:
-            n = count_tokens(text[s[0]:s[1]])
+            # the heading line rides along with the first passage and is not counted against the budget
+            n = 0 if s == heading_unit else count_tokens(text[s[0]:s[1]])
             if cur and cur_tok + n > config.max_tokens:
                 groups.append(cur)
                 carry, carry_tok = [], 0

@@ -1,5 +1,6 @@
 """Ranking metrics, as percentages averaged over queries (trec_eval definitions).
 
+nDCG uses linear gain (the relevance grade), as trec_eval does.
 Recall@k is the fraction of a query's relevant passages in the top k; queries
 with no retrieved relevant passage count as 0 everywhere.
 """
@@ -37,9 +38,9 @@ def query_metrics(ranking: list[str], relevant: Mapping[str, int]) -> dict[str, 
     out["MAP"] = ap / n_rel
     first = next((i for i, h in enumerate(hits[:10], 1) if h), None)
     out["MRR@10"] = 1.0 / first if first else 0.0
-    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 1) for i, d in enumerate(ranking[:10], 1) if relevant.get(d, 0) > 0)
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 1) for i, d in enumerate(ranking[:10], 1) if relevant.get(d, 0) > 0)
     ideal = sorted((r for r in relevant.values() if r > 0), reverse=True)[:10]
-    idcg = sum((2**r - 1) / math.log2(i + 1) for i, r in enumerate(ideal, 1))
+    idcg = sum(r / math.log2(i + 1) for i, r in enumerate(ideal, 1))
     out["nDCG@10"] = dcg / idcg if idcg else 0.0
     return out
 

@@ -81,7 +81,8 @@ def prepare_root(root: Path) -> None:
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise IndexError_(f"{root}: exists and is not a directory")
-    if root.exists() and any(root.iterdir()) and not is_index_dir(root):
+    foreign = [p for p in root.iterdir() if p.name != "LOCK" and not _TMP_RE.match(p.name)] if root.is_dir() else []
+    if foreign and not is_index_dir(root):
         raise IndexError_(f"{root}: directory is not empty and is not a capr index; refusing to overwrite it")
     root.mkdir(parents=True, exist_ok=True)
 

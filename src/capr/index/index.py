@@ -309,7 +309,21 @@ class Index:
 
     def scores(self, query: Query | str, retriever: Retriever | str = Retriever.bm25, expand: bool = True) -> np.ndarray:
         """One score per passage row (0 for passages sharing no term with the query)."""
-        return self.scorer(retriever).scores(query_tokens(self.analyzer, query, expand))
+        scorer = self.scorer(retriever)
+        if not (expand and isinstance(query, Query) and query.aspect):
+            return scorer.scores(query_tokens(self.analyzer, query, expand))
+        # Aspect synonyms are alternatives, not extra evidence: entity (and text) terms plus the
+        # best-matching phrasing of the aspect (a disjunction-max), so rare abbreviations such as
+        # "FHX" cannot outweigh the entity.
+        base_tokens = list(dict.fromkeys(self.analyzer(" ".join(filter(None, [query.entity, query.text])))))
+        scores = scorer.scores(base_tokens) if base_tokens else np.zeros(len(self), dtype=np.float32)
+        best = None
+        for phrase in aspect_terms(query.aspect):
+            toks = [t for t in dict.fromkeys(self.analyzer(phrase)) if t not in base_tokens]
+            if toks:
+                s = scorer.scores(toks)
+                best = s if best is None else np.maximum(best, s)
+        return scores + best if best is not None else scores
 
     def aspect_prior(self, query: Query | str, weight: float) -> np.ndarray | None:
         """Multiplier (1 + weight) for passages whose section aspect is the one the query asks about."""

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("CAPR_DATA_DIR", REPO.parent / "shared" / "data"))
+
+
+def need_data(*parts: str) -> Path:
+    """Path inside ../shared/data, or skip the test cleanly when the data is absent."""
+    path = DATA_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return path
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return need_data()
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def capr_cli(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    """Runs the real console entry point in a subprocess."""
+    proc = subprocess.run([sys.executable, "-m", "capr", *args], capture_output=True, text=True, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"capr {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    from capr.cli import demo_corpus_dir
+
+    return demo_corpus_dir()

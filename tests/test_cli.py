@@ -1,0 +1,106 @@
+"""The `capr` command line, end to end through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from capr.cli import app
+
+from conftest import capr_cli, need_data
+
+
+@pytest.fixture(scope="module")
+def demo_index(tmp_path_factory, demo_dir) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "idx"
+    proc = capr_cli("index", str(demo_dir), "--out", str(out))
+    assert "indexed 36 documents" in proc.stderr
+    return out
+
+
+def test_search_json_structured(demo_index):
+    proc = capr_cli("search", str(demo_index), "--entity", "IgA nephropathy", "--aspect", "symptoms", "-k", "3", "--json")
+    res = json.loads(proc.stdout)
+    assert res["query"] == {"text": None, "entity": "IgA nephropathy", "aspect": "symptoms"}
+    top = res["results"][0]
+    assert top["rank"] == 1 and top["aspect"] == "symptoms" and "IgA" in top["title"]
+    assert len(res["results"]) == 3 and res["results"][0]["score"] >= res["results"][1]["score"]
+    # highlights are document offsets of query terms
+    words = {top["text"][a - top["start"]:b - top["start"]].lower() for a, b in top["highlights"]}
+    assert words & {"symptoms", "iga", "nephropathy", "signs"}
+
+
+def test_search_free_text_with_filter_and_rich_output(runner, demo_index):
+    res = runner.invoke(app, ["search", str(demo_index), "how is atrial fibrillation treated", "--filter", "aspect=treatment", "-k", "2"])
+    assert res.exit_code == 0, res.output
+    assert "Atrial fibrillation" in res.output and "treatment" in res.output and "score" in res.output
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["   "], "empty query"),
+        (["--aspect", "symptons", "--entity", "gout"], "unknown aspect 'symptons'"),
+        (["gout", "--filter", "ward=3"], "unknown filter field 'ward'"),
+        (["gout", "--filter", "aspect"], "bad filter 'aspect'"),
+    ],
+)
+def test_search_bad_input_is_one_clear_line(demo_index, args, message):
+    proc = capr_cli("search", str(demo_index), *args, check=False)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_index_bad_input_fails_then_skip_bad_reports(tmp_path, demo_dir):
+    src = tmp_path / "src"
+    shutil.copytree(demo_dir, src)
+    (src / "empty.txt").write_bytes(b"")
+    (src / "scan.txt").write_bytes(b"\x00\x01\x02binary")
+    out = tmp_path / "idx"
+    proc = capr_cli("index", str(src), "--out", str(out), check=False)
+    assert proc.returncode == 2 and "empty.txt: file is empty" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (out / "CURRENT").exists()
+    proc = capr_cli("index", str(src), "--out", str(out), "--skip-bad")
+    assert "2 bad record(s) skipped" in proc.stderr
+    assert "empty.txt: file is empty" in proc.stderr and "scan.txt: binary file" in proc.stderr
+    assert json.loads((out / (out / "CURRENT").read_text().strip() / "manifest.json").read_text())["counts"]["documents"] == 36
+
+
+def test_index_invalid_xml_and_unknown_format(tmp_path):
+    bad = tmp_path / "MedQuAD-broken.xml"
+    bad.write_text("<Document id='9'><QAPairs><QAPair><Answer>unterminated")
+    proc = capr_cli("index", str(bad), "--out", str(tmp_path / "i"), check=False)
+    assert proc.returncode == 2 and "MedQuAD-broken.xml: invalid XML" in proc.stderr
+    proc = capr_cli("index", str(bad), "--out", str(tmp_path / "i"), "--format", "docx", check=False)
+    assert proc.returncode == 2 and "docx" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_index_mtsamples_real(tmp_path):
+    src = need_data("mtsamples", "mtsamples.csv.gz")
+    out = tmp_path / "mts"
+    proc = capr_cli("index", str(src), "--out", str(out))
+    assert "indexed 2357 documents" in proc.stderr and "33 empty record(s) ignored" in proc.stderr
+    res = json.loads(capr_cli("search", str(out), "--entity", "hypertension", "--aspect", "family history", "-k", "5", "--json").stdout)
+    assert [r["aspect"] for r in res["results"]] == ["family history"] * 5
+    assert "hypertension" in res["results"][0]["text"].lower()
+    res = json.loads(capr_cli("search", str(out), "seizure", "--filter", "specialty=Neurology", "--json").stdout)
+    assert len(res["results"]) == 10 and {r["metadata"]["specialty"] for r in res["results"]} == {"Neurology"}
+
+
+def test_stats_reports_sections_and_aspects(tmp_path):
+    src = need_data("mtsamples", "mtsamples.csv.gz")
+    res = json.loads(capr_cli("stats", str(src), "--json").stdout)
+    assert res["documents"] == 2357 and res["sections"] > 15000 and len(res["top_aspects"]) == 30
+    top = [a for a, _ in res["top_aspects"][:10]]
+    assert "physical examination" in top and "history of present illness" in top
+
+
+def test_demo_runs_three_queries(tmp_path):
+    proc = capr_cli("demo", "--cache-dir", str(tmp_path))
+    assert "indexed 36 documents" in proc.stdout
+    for label in ("IgA nephropathy, symptoms", "cardiomyopathy, family history", "how is atrial fibrillation treated"):
+        assert label in proc.stdout
+    assert (tmp_path / "demo-index" / "CURRENT").exists()

@@ -1,0 +1,89 @@
+"""Metrics cross-checked against pytrec_eval; the medquad-cdv protocols and BM25 numbers."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from capr.eval.benchmarks import POOL_DEPTH, Protocol, QueryField, lexical_scorer, load_medquad_cdv, rerank64_pools, run_benchmark
+from capr.eval.metrics import evaluate
+from capr.index import Retriever
+from capr.records import qrels_as_dict
+
+from conftest import capr_cli, need_data
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+
+def _reference(run: dict, qrels: dict) -> dict[str, float]:
+    """The same metrics computed by trec_eval (pytrec_eval). MRR@10 = recip_rank over the top 10."""
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"map", "recall.1,5,10", "ndcg_cut.10"}).evaluate(run)
+    top10 = {q: dict(sorted(d.items(), key=lambda x: -x[1])[:10]) for q, d in run.items()}
+    rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    n = len(qrels)
+    mean = lambda key, res=full: 100 * sum(res.get(q, {}).get(key, 0.0) for q in qrels) / n  # noqa: E731
+    return {
+        "R@1": mean("recall_1"), "R@5": mean("recall_5"), "R@10": mean("recall_10"),
+        "MAP": mean("map"), "MRR@10": mean("recip_rank", rr), "nDCG@10": mean("ndcg_cut_10"),
+    }
+
+
+def test_metrics_match_trec_eval_on_random_graded_runs():
+    rng = random.Random(7)
+    qrels, run = {}, {}
+    for q in range(60):
+        docs = [f"d{i}" for i in range(40)]
+        qrels[f"q{q}"] = {d: rng.choice([1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 6))}
+        scores = rng.sample(range(1000), len(docs))
+        run[f"q{q}"] = {d: float(s) for d, s in zip(docs, scores)}
+    run["q3"] = {}  # a query with nothing retrieved counts as zero
+    ours = evaluate(run, qrels)
+    ref = _reference(run, qrels)
+    for k, v in ref.items():
+        assert ours[k] == pytest.approx(v, abs=0.01), k
+
+
+@pytest.fixture(scope="module")
+def cdv(tmp_path_factory):
+    need_data("medquad_cdv_test")
+    from conftest import DATA_DIR
+
+    return load_medquad_cdv(DATA_DIR, tmp_path_factory.mktemp("cdv") / "index")
+
+
+def test_rerank64_pools_follow_the_protocol(cdv):
+    pools = rerank64_pools(cdv, QueryField.tuple)
+    rels = qrels_as_dict(cdv.qrels)
+    rows = cdv.index.pid_rows()
+    assert len(pools) == 3293
+    for qid, pool in pools.items():
+        assert len(pool) == POOL_DEPTH == len(set(pool.tolist()))
+        assert {rows[p] for p in rels[qid]} <= set(pool.tolist())  # gold always in the pool
+    again = rerank64_pools(cdv, QueryField.tuple)
+    assert all(np.array_equal(pools[q], again[q]) for q in pools)  # fixed seed
+
+
+def test_bm25_on_medquad_cdv_matches_published_range_and_trec_eval(cdv):
+    metrics, run = run_benchmark(cdv, lexical_scorer(cdv.index, Retriever.bm25), Protocol.rerank64, QueryField.tuple)
+    assert 27 <= metrics["R@1"] <= 34 and metrics["R@5"] >= 75
+    ref = _reference(run.as_scores(), qrels_as_dict(cdv.qrels))
+    for k, v in ref.items():
+        assert metrics[k] == pytest.approx(v, abs=0.01), k
+    tfidf, _ = run_benchmark(cdv, lexical_scorer(cdv.index, Retriever.tfidf), Protocol.rerank64, QueryField.tuple)
+    assert tfidf["R@1"] < metrics["R@1"]
+
+
+def test_capr_eval_cli_json(tmp_path):
+    data = need_data()
+    proc = capr_cli("eval", "--benchmark", "medquad-cdv", "--data-dir", str(data), "--retriever", "bm25",
+                    "--protocol", "rerank64", "--query-field", "question", "--run-out", str(tmp_path / "run.trec"),
+                    "--cache-dir", str(tmp_path / "cache"), "--json")
+    result = json.loads(proc.stdout)
+    assert set(result) == {"benchmark", "protocol", "retriever", "query_field", "queries", "metrics"}
+    assert result["queries"] == 3293 and set(result["metrics"]) == {"R@1", "R@5", "R@10", "MAP", "MRR@10", "nDCG@10"}
+    assert 27 <= result["metrics"]["R@1"] <= 40
+    lines = (tmp_path / "run.trec").read_text().splitlines()
+    assert len(lines) == 3293 * 64 and lines[0].split()[1] == "Q0"

@@ -1,0 +1,139 @@
+"""The index directory: build, reopen, search, filters, errors, and crash safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capr import Query, build_index, load_index, read_documents
+from capr.errors import CaprError, IndexError_, QueryError
+from capr.records import Document
+
+
+@pytest.fixture(scope="module")
+def demo_index(tmp_path_factory, demo_dir):
+    root = tmp_path_factory.mktemp("idx") / "demo"
+    build_index(read_documents(demo_dir), root)
+    return load_index(root)
+
+
+def test_manifest_and_layout(demo_index):
+    m = demo_index.manifest
+    assert m["format_version"] == 1
+    assert m["analyzer"]["language"] == "english" and m["analyzer"]["stem"] is True
+    assert m["counts"]["documents"] == 36 and m["counts"]["passages"] == len(demo_index) > 100
+    root = demo_index.root
+    assert (root / "CURRENT").read_text().strip() == demo_index.gen.name
+    # arrays are memory-mapped, not read into memory
+    assert isinstance(demo_index.matrix.tf, np.memmap)
+    assert isinstance(demo_index.passages.offsets, np.memmap)
+
+
+def test_structured_and_free_text_queries(demo_index):
+    top = demo_index.search(Query("q", entity="IgA nephropathy", aspect="symptoms"), k=1)[0].passage
+    assert top.aspect == "symptoms" and "IgA" in top.title
+    assert "hematuria" in top.text.lower() or "blood in the urine" in top.text.lower()
+    top = demo_index.search(Query("q", entity="cardiomyopathy", aspect="family history"), k=1)[0].passage
+    assert top.aspect == "family history" and "cardiomyopathy" in top.text.lower()
+    top = demo_index.search("how is atrial fibrillation treated", k=1)[0].passage
+    assert top.aspect == "treatment" and "anticoagula" in top.text.lower()
+
+
+def test_passage_offsets_point_into_the_stored_document(demo_index):
+    for hit in demo_index.search("heart failure", k=5):
+        p = hit.passage
+        doc = demo_index.document(p.doc_id)
+        assert doc.text[p.start:p.end] == p.text
+        for a, b in p.sentences:
+            assert p.start <= a < b <= p.end
+
+
+def test_filters_on_aspect_and_metadata(demo_index):
+    hits = demo_index.search("mg daily", k=20, filters={"aspect": "medications"})
+    assert hits and all(h.passage.aspect == "medications" for h in hits)
+    # aspect filter values are normalized like headings are
+    assert [h.pid for h in demo_index.search("mg daily", k=5, filters={"aspect": "MEDS"})] == [h.pid for h in hits[:5]]
+    path = "note_02_dilated_cardiomyopathy_consult.txt"
+    hits = demo_index.search("cardiomyopathy", k=50, filters={"path": path})
+    assert hits and {h.passage.doc_id for h in hits} == {"note_02_dilated_cardiomyopathy_consult"}
+
+
+def test_query_errors_are_clear(demo_index):
+    with pytest.raises(QueryError, match="empty query"):
+        demo_index.search("   ")
+    with pytest.raises(ValueError, match="empty"):
+        Query("q", entity=" ", aspect="")
+    with pytest.raises(QueryError, match="unknown filter field 'specialty'; filterable fields: .*aspect"):
+        demo_index.search("asthma", filters={"specialty": "x"})
+    with pytest.raises(QueryError, match=r"unknown aspect 'symptons'; did you mean symptoms"):
+        demo_index.search(Query("q", entity="asthma", aspect="symptons"))
+    with pytest.raises(QueryError, match=r"no passage has aspect='treatmnt' \(close: treatment"):
+        demo_index.search("asthma", filters={"aspect": "treatmnt"})
+
+
+def test_reopen_gives_identical_results(tmp_path, demo_dir):
+    root = tmp_path / "idx"
+    first = build_index(read_documents(demo_dir), root)
+    q = Query("q", entity="gout", aspect="treatment")
+    before = [(h.pid, h.score) for h in first.search(q, k=10)]
+    again = load_index(root)
+    assert [(h.pid, h.score) for h in again.search(q, k=10)] == before
+    assert [(h.pid, round(h.score, 5)) for h in again.search(q, k=10, retriever="tfidf")]
+
+
+def test_refuses_to_overwrite_a_foreign_directory(tmp_path):
+    (tmp_path / "notes.txt").write_text("precious")
+    with pytest.raises(IndexError_, match="not empty and is not a capr index"):
+        build_index([Document("a", "", "FINDINGS: ok.")], tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "precious"
+    with pytest.raises(IndexError_, match="not a capr index"):
+        load_index(tmp_path)
+
+
+def test_failed_rebuild_keeps_previous_index(tmp_path):
+    root = tmp_path / "idx"
+    build_index([Document("a", "", "FINDINGS: the liver is normal.")], root)
+
+    def docs():
+        yield Document("b", "", "FINDINGS: kidneys normal.")
+        raise CaprError("reader failed halfway")
+
+    with pytest.raises(CaprError, match="halfway"):
+        build_index(docs(), root)
+    idx = load_index(root)
+    assert [h.pid for h in idx.search("liver")] == ["a#s0"]
+    assert not [p for p in root.iterdir() if p.name.startswith(".gen-")]
+
+
+def test_killed_index_process_leaves_previous_index_intact(tmp_path, demo_dir):
+    """SIGKILL `capr index` while it writes a new generation: the old index still opens, unchanged."""
+    root = tmp_path / "idx"
+    build_index(read_documents(demo_dir), root)
+    before = [(h.pid, h.score) for h in load_index(root).search("atrial fibrillation anticoagulation", k=5)]
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as fh:
+        for i in range(60000):
+            fh.write(json.dumps({"id": f"n{i}", "text": f"ASSESSMENT: patient {i} has gout. PLAN: colchicine and follow up in {i % 9} weeks."}) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "capr", "index", str(big), "--out", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.startswith(".gen-") for p in root.iterdir()):
+        time.sleep(0.05)
+    time.sleep(1.0)  # well into indexing
+    assert proc.poll() is None, "indexing finished before it could be killed; make the input bigger"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert any(p.name.startswith(".gen-") for p in root.iterdir())  # it really died mid-write
+    idx = load_index(root)
+    assert idx.counts["documents"] == 36
+    assert [(h.pid, h.score) for h in idx.search("atrial fibrillation anticoagulation", k=5)] == before
+    # the next write cleans up the dead writer's leftovers
+    build_index(read_documents(demo_dir), root)
+    assert not any(p.name.startswith(".gen-") for p in root.iterdir())

@@ -1,0 +1,79 @@
+"""capr's BM25 equals bm25s (Lucene variant) and TF-IDF equals a dense reference, on real passages."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from capr.index.analyzer import Analyzer, AnalyzerConfig
+from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
+
+from conftest import need_data
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    path = need_data("medquad_cdv_test", "passages.jsonl.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line)["text"] for line in itertools.islice(fh, 400)]
+
+
+QUERIES = [
+    "what are the symptoms of facio thoraco genital syndrome",
+    "spastic paraplegia inheritance",
+    "how many people are affected",
+    "treatment of seizures and epilepsy in children",
+]
+
+
+@pytest.mark.parametrize("k1,b", [(1.2, 0.75), (1.5, 0.3)])
+def test_bm25_scores_equal_bm25s_lucene(corpus, k1, b):
+    import bm25s
+
+    analyzer = Analyzer(AnalyzerConfig())
+    tokens = [analyzer(t) for t in corpus]
+    ours = BM25Scorer(TermMatrix.from_token_lists(tokens), BM25Params(k1=k1, b=b))
+    ref = bm25s.BM25(k1=k1, b=b, method="lucene")
+    ref.index(tokens, show_progress=False)
+    for q in QUERIES:
+        qt = analyzer(q)
+        np.testing.assert_allclose(ours.scores(qt), ref.get_scores(qt), rtol=1e-5, atol=1e-5)
+
+
+def test_tfidf_equals_dense_reference(corpus):
+    analyzer = Analyzer(AnalyzerConfig())
+    tokens = [analyzer(t) for t in corpus]
+    m = TermMatrix.from_token_lists(tokens)
+    dense = m.to_csc().toarray().astype(np.float64)
+    n = dense.shape[0]
+    df = (dense > 0).sum(0)
+    idf = np.log((1 + n) / (1 + df)) + 1
+    w = np.where(dense > 0, 1 + np.log(np.maximum(dense, 1)), 0) * idf
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    ours = TfidfScorer(m)
+    for q in QUERIES:
+        qv = np.zeros(dense.shape[1])
+        for t, c in zip(*np.unique([m.vocab[t] for t in analyzer(q) if t in m.vocab], return_counts=True)):
+            qv[t] = (1 + np.log(c)) * idf[t]
+        qv /= np.linalg.norm(qv)
+        np.testing.assert_allclose(ours.scores(analyzer(q)), w @ qv, rtol=1e-4, atol=1e-5)
+
+
+def test_unicode_languages():
+    de = Analyzer(AnalyzerConfig(language="german"))
+    assert de("Die Müdigkeit und Übelkeit des Patienten") == ["mudig", "ubel", "patient"]
+    ru = Analyzer(AnalyzerConfig(language="russian"))
+    assert ru("Боли в груди у пациентов") == ["бол", "груд", "пациент"]
+    raw = Analyzer(AnalyzerConfig(language="english", stopwords=False, stem=False))
+    assert raw("Naïve IgA-nephropathy, 50mg") == ["naïve", "iga", "nephropathy", "50mg"]
+
+
+def test_unknown_language_is_a_clear_error():
+    from capr.errors import CaprError
+
+    with pytest.raises(CaprError, match="no stemmer for language 'klingon'"):
+        Analyzer(AnalyzerConfig(language="klingon"))

@@ -1,0 +1,189 @@
+"""Every reader on a real sample from ../shared/data, plus malformed input."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from capr.corpus import Format, ReadReport, detect_format, read_documents
+from capr.corpus.beir import read_beir_qrels, read_beir_queries
+from capr.corpus.medquad import read_medquad_cdv_queries
+from capr.corpus.trec import read_qrels, read_run, write_qrels, write_run
+from capr.errors import BadInputError
+from capr.records import Qrel, Run, ScoredPassage
+
+from conftest import need_data
+
+
+def _cdv_rows(n: int) -> list[dict]:
+    path = need_data("medquad_cdv_test", "passages.jsonl.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in itertools.islice(fh, n)]
+
+
+def test_medquad_tarball_streams_real_documents():
+    tar = need_data("medquad", "MedQuAD.tar.gz")
+    report = ReadReport()
+    docs = list(itertools.islice(read_documents(tar, report=report), 40))
+    assert len(docs) == 40
+    for d in docs:
+        assert d.title and d.sections
+        for s in d.sections:
+            assert s.section_id.startswith(d.metadata["source"] + "_")
+            assert d.text[s.start:s.end].strip()
+            assert s.aspect  # MedQuAD qtype, normalized
+
+
+def test_medquad_all_schema_variants_are_read(tmp_path):
+    tar = need_data("medquad", "MedQuAD.tar.gz")
+    import tarfile
+
+    wanted = {"MedQuAD/6_NINDS_QA/0000007.xml", "MedQuAD/9_CDC_QA/0000397.xml", "MedQuAD/1_CancerGov_QA/0000001_1.xml"}
+    with tarfile.open(tar) as t:
+        for m in t:
+            if m.name in wanted:
+                (tmp_path / Path(m.name).name).write_bytes(t.extractfile(m).read())
+    docs = {d.doc_id: d for d in read_documents(tmp_path, Format.medquad)}
+    assert set(docs) == {"NINDS_0000007", "CDC_0000397", "CancerGov_0000001_1"}
+    assert docs["NINDS_0000007"].title == "Holmes-Adie"
+    assert docs["CDC_0000397"].title == "Parasites - Taeniasis"
+
+
+def test_medquad_invalid_xml_names_the_file(tmp_path):
+    bad = tmp_path / "broken.xml"
+    bad.write_text("<Document id='1'><Focus>x</Focus><QAPairs><QAPair>")
+    with pytest.raises(BadInputError, match=r"broken\.xml.*invalid XML"):
+        list(read_documents(bad, Format.medquad))
+
+
+def test_medquad_cdv_test_split_counts():
+    path = need_data("medquad_cdv_test")
+    docs = list(read_documents(path))
+    assert len(docs) == 1111
+    assert sum(len(d.sections) for d in docs) == 3762
+    queries, qrels, _ = read_medquad_cdv_queries(path)
+    assert len(queries) == 3293 and len({q.pid for q in qrels}) > 3000
+    q = queries[0]
+    assert q.entity and q.aspect and q.text
+
+
+def test_mtsamples_restores_flattened_headings():
+    path = need_data("mtsamples", "mtsamples.csv.gz")
+    report = ReadReport()
+    docs = list(itertools.islice(read_documents(path, report=report), 30))
+    first = docs[0]
+    assert first.doc_id == "mtsamples-1"
+    assert "\nMEDICATIONS: Her only medication" in first.text
+    assert first.metadata["specialty"] == "Allergy / Immunology"
+    from capr.corpus.segment import detect_sections
+
+    aspects = [s.aspect for s in detect_sections(first.text)]
+    assert aspects[:3] == ["history of present illness", "medications", "allergies"]
+    assert "assessment" in aspects and "plan" in aspects
+
+
+def test_mtsamples_whole_file_dedupes_and_ignores_empty():
+    path = need_data("mtsamples", "mtsamples.csv.gz")
+    report = ReadReport()
+    n = sum(1 for _ in read_documents(path, report=report))
+    assert n == 2357  # 2,358 distinct transcriptions minus the empty one
+    assert report.empty == 33 and report.duplicates > 2000
+
+
+def test_mts_dialog_sections_have_gold_aspects():
+    path = need_data("mts_dialog")
+    docs = list(read_documents(path))
+    assert len(docs) == 1701
+    by_header = {d.metadata["section_header"]: d.sections[0].aspect for d in docs}
+    assert by_header["GENHX"] == "history of present illness"
+    assert by_header["PASTMEDICALHX"] == "past medical history"
+    assert by_header["ROS"] == "review of systems"
+
+
+def test_text_directory_and_jsonl_on_real_passages(tmp_path):
+    rows = _cdv_rows(25)
+    txt = tmp_path / "txt"
+    txt.mkdir()
+    for r in rows:
+        (txt / f"{r['pid']}.txt").write_text(f"# {r['doc_title']}\n\n{r['text']}\n", encoding="utf-8")
+    docs = list(read_documents(txt))
+    assert detect_format(txt) is Format.text
+    assert {d.doc_id: d.title for d in docs} == {r["pid"]: r["doc_title"] for r in rows}
+
+    jl = tmp_path / "docs.jsonl"
+    jl.write_text("".join(json.dumps({"id": r["pid"], "title": r["doc_title"], "text": r["text"], "url": r["url"]}) + "\n" for r in rows))
+    docs = list(read_documents(jl))
+    assert detect_format(jl) is Format.jsonl
+    assert [d.doc_id for d in docs] == [r["pid"] for r in rows]
+    assert docs[0].metadata["url"] == rows[0]["url"]
+
+
+def test_jsonl_bad_lines_fail_or_are_skipped_with_location(tmp_path):
+    jl = tmp_path / "docs.jsonl"
+    jl.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n{"id": "c"}\n{"id": "d", "text": "also fine"}\n')
+    with pytest.raises(BadInputError, match=r"docs\.jsonl \[line 2\]: invalid JSON"):
+        list(read_documents(jl))
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(jl, report=report)] == ["a", "d"]
+    assert [e.record for e in report.skipped] == ["line 2", "line 3"]
+    assert "missing string field 'text'" in str(report.skipped[1])
+
+
+def test_beir_layout_round_trip_on_real_sample(tmp_path):
+    rows = _cdv_rows(30)
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": r["pid"], "title": r["doc_title"], "text": r["text"]}) + "\n" for r in rows))
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"{r['entity']} {r['aspect']}"}) + "\n" for i, r in enumerate(rows)))
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{r['pid']}\t1\n" for i, r in enumerate(rows)))
+    assert detect_format(tmp_path) is Format.beir
+    docs = list(read_documents(tmp_path))
+    assert [d.doc_id for d in docs] == [r["pid"] for r in rows]
+    assert len(list(read_beir_queries(tmp_path))) == 30
+    assert read_beir_qrels(tmp_path)[0] == Qrel("q0", rows[0]["pid"], 1)
+
+
+def test_trec_qrels_and_run_round_trip(tmp_path):
+    path = need_data("medquad_cdv_test")
+    _, qrels, _ = read_medquad_cdv_queries(path)
+    write_qrels(tmp_path / "qrels.txt", qrels)
+    assert read_qrels(tmp_path / "qrels.txt") == qrels
+    run = Run("bm25", {"q1": [ScoredPassage("p2", 3.5, 1), ScoredPassage("p1", 1.25, 2)]})
+    write_run(tmp_path / "run.trec", run)
+    back = read_run(tmp_path / "run.trec")
+    assert back.name == "bm25" and [(h.pid, h.rank, h.score) for h in back.results["q1"]] == [("p2", 1, 3.5), ("p1", 2, 1.25)]
+    (tmp_path / "bad.trec").write_text("q1 Q0 p1 1\n")
+    with pytest.raises(BadInputError, match=r"bad\.trec \[line 1\]: run lines have 6 columns"):
+        read_run(tmp_path / "bad.trec")
+
+
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("empty.txt", b"", "file is empty"),
+        ("blob.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00IHDR", "binary file"),
+        ("latin1.txt", "Patient mit Müdigkeit".encode("latin-1"), "not UTF-8"),
+    ],
+)
+def test_bad_files_get_clear_errors_and_can_be_skipped(tmp_path, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / "good.txt").write_text("FINDINGS: normal.")
+    with pytest.raises(BadInputError, match=message) as e:
+        list(read_documents(tmp_path, Format.text))
+    assert name in str(e.value)
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(tmp_path, Format.text, report)] == ["good"]
+    assert len(report.skipped) == 1
+
+
+def test_unknown_format_and_missing_source(tmp_path):
+    (tmp_path / "x.parquet").write_bytes(b"PAR1")
+    with pytest.raises(BadInputError, match="cannot detect the format"):
+        list(read_documents(tmp_path / "x.parquet"))
+    with pytest.raises(BadInputError, match="unknown format 'docx'"):
+        list(read_documents(tmp_path, "docx"))
+    with pytest.raises(BadInputError, match="no such file"):
+        list(read_documents(tmp_path / "nope.jsonl"))

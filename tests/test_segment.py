@@ -1,0 +1,92 @@
+from capr.corpus.aspects import infer_aspect, normalize_aspect
+from capr.corpus.segment import SegmenterConfig, count_tokens, detect_sections, segment, split_sentences
+from capr.records import Document
+
+NOTE = """# Nephrology consult
+
+CHIEF COMPLAINT:
+Blood in urine.
+
+HPI: 34-year-old man seen by Dr. Smith, e.g. for hematuria. He denies pain. The pt. is well. PMH: hypertension.
+Past Medical History: asthma.
+Family History:
+Father with cardiomyopathy.
+1. Assessment
+IgA nephropathy suspected.
+## Plan
+Biopsy. Follow up in 2 weeks. A/P: start lisinopril 10 mg daily.
+MEDS: lisinopril
+"""
+
+
+def test_heading_styles_are_detected_and_normalized():
+    secs = detect_sections(NOTE)
+    got = [(s.heading, s.aspect) for s in secs]
+    assert got == [
+        ("CHIEF COMPLAINT", "chief complaint"),
+        ("HPI", "history of present illness"),
+        ("PMH", "past medical history"),  # inline after a sentence
+        ("Past Medical History", "past medical history"),
+        ("Family History", "family history"),
+        ("Assessment", "assessment"),  # numbered
+        ("Plan", "plan"),  # markdown
+        ("A/P", "assessment and plan"),  # inline abbreviation
+        ("MEDS", "medications"),
+    ]
+    for s in secs:  # spans point into the original text
+        assert NOTE[s.start:s.end].lstrip("#0123456789. ").startswith(s.heading)
+
+
+def test_aspect_table_synonyms_and_unknown_headings():
+    assert normalize_aspect("ROS:") == "review of systems"
+    assert normalize_aspect("Signs and Symptoms") == "symptoms"
+    assert normalize_aspect("symptoms and presentation") == "symptoms"
+    assert normalize_aspect("HEENT") == "physical examination"
+    assert normalize_aspect("OPERATIVE NOTE DETAILS") == "operative note details"
+    assert infer_aspect("How is IgA nephropathy treated?") == "treatment"
+    assert infer_aspect("What is IgA nephropathy?") is None
+
+
+def test_sentences_survive_abbreviations():
+    text = "Dr. Smith saw the pt. on Monday, e.g. for pain. She was fine. Pts. were told to rest."
+    spans = split_sentences(text)
+    assert [text[a:b] for a, b in spans] == [
+        "Dr. Smith saw the pt. on Monday, e.g. for pain.",
+        "She was fine.",
+        "Pts. were told to rest.",
+    ]
+
+
+def test_passages_respect_token_limit_offsets_and_overlap():
+    body = " ".join(f"Sentence number {i} mentions hematuria and edema." for i in range(40))
+    doc = Document("d", "IgA nephropathy", f"SYMPTOMS:\n{body}\n")
+    ps = segment(doc, SegmenterConfig(max_tokens=30))
+    assert len(ps) > 5
+    assert ps[0].text.startswith("SYMPTOMS:\n")
+    for p in ps:
+        assert count_tokens(p.text.removeprefix("SYMPTOMS:")) <= 30
+        assert doc.text[p.start:p.end] == p.text
+        assert p.aspect == "symptoms"
+        assert all(doc.text[a:b].endswith(".") or doc.text[a:b] == "SYMPTOMS:" for a, b in p.sentences)
+    assert len({p.pid for p in ps}) == len(ps)
+    overlapped = segment(doc, SegmenterConfig(max_tokens=30, overlap=8))
+    assert overlapped[1].sentences[0] == overlapped[0].sentences[-1]  # last sentence repeated
+    assert all(count_tokens(p.text.removeprefix("SYMPTOMS:")) <= 30 for p in overlapped)
+
+
+def test_documents_without_headings_fall_back_to_paragraphs():
+    text = "The patient was seen today for follow up.\n\nShe reports mild fatigue and no fever.\n\n\nLabs were stable."
+    ps = segment(Document("d", "", text))
+    assert [p.text for p in ps] == [
+        "The patient was seen today for follow up.",
+        "She reports mild fatigue and no fever.",
+        "Labs were stable.",
+    ]
+    assert all(p.aspect is None for p in ps)
+
+
+def test_overlong_sentence_is_split_at_word_boundaries():
+    text = "FINDINGS:\n" + " ".join(["word"] * 95)
+    ps = segment(Document("d", "", text), SegmenterConfig(max_tokens=40))
+    assert [count_tokens(p.text) for p in ps] == [41, 40, 15]  # heading + 40 words, 40, the rest
+    assert ps[0].text.startswith("FINDINGS:\nword")
