@@ -126,7 +126,6 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[S
     so list items and headings do not swallow the next line."""
     end = len(text) if end is None else end
     spans: list[Span] = []
-    pos = start
     for line in re.finditer(r"[^\n]+", text[start:end]):
         a0, b0 = start + line.start(), start + line.end()
         chunk = text[a0:b0]
@@ -140,8 +139,6 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[S
                 b -= 1
             if b > a:
                 spans.append((a, b))
-        pos = b0
-    del pos
     return spans
 
 

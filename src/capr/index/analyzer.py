@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from typing import Any
 
 from capr.errors import CaprError
@@ -100,6 +99,3 @@ class Analyzer:
             raw = self._stemmer.stemWords(raw)
         return raw
 
-    @cached_property
-    def signature(self) -> dict[str, Any]:
-        return self.config.to_dict()

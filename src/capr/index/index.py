@@ -5,12 +5,13 @@ from __future__ import annotations
 import array
 import difflib
 import json
+import os
 import shutil
 import time
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import IndexError_, QueryError
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
-from capr.index.atomic import write_json
+from capr.index.atomic import write_json, write_npy
 from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
 from capr.index.store import Column, RecordStore, write_records
 from capr.records import Document, Passage, Query, ScoredPassage
@@ -185,10 +186,6 @@ class IndexWriter:
         self._lock.__exit__(None, None, None)
 
     def commit(self) -> "Index":
-        import os
-
-        from capr.index.atomic import write_npy
-
         if self._closed:
             raise IndexError_("writer already closed")
         try:
@@ -414,7 +411,3 @@ def build_index(
 def load_index(root: str | Path) -> Index:
     return Index.load(root)
 
-
-def passage_rows(index: Index, pids: Sequence[str]) -> np.ndarray:
-    rows = index.pid_rows()
-    return np.asarray([rows[p] for p in pids], dtype=np.int64)

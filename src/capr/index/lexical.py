@@ -10,7 +10,7 @@ method (tested in tests/test_lexical.py).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -48,62 +48,29 @@ class TermMatrix:
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def from_token_lists(cls, token_lists: Iterable[Sequence[str]], vocab: dict[str, int] | None = None) -> "TermMatrix":
-        vocab = dict(vocab or {})
-        rows: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
+    def from_token_lists(cls, token_lists: Iterable[Sequence[str]]) -> "TermMatrix":
+        vocab: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
         lens: list[int] = []
         for r, toks in enumerate(token_lists):
-            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in toks), dtype=np.int64, count=len(toks))
+            cols.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+            rows.extend([r] * len(toks))
             lens.append(len(toks))
-            if len(ids):
-                cols.append(ids)
-                rows.append(np.full(len(ids), r, dtype=np.int64))
-        n = len(lens)
-        if cols:
-            row = np.concatenate(rows)
-            col = np.concatenate(cols)
-        else:
-            row = col = np.zeros(0, dtype=np.int64)
-        m = sp.csc_matrix((np.ones(len(row), dtype=np.float32), (row, col)), shape=(n, len(vocab)))
-        m.sum_duplicates()
-        return cls(
-            vocab,
-            m.indptr.astype(np.int64),
-            m.indices.astype(np.int32),
-            m.data.astype(np.float32),
-            np.asarray(lens, dtype=np.float32),
-        )
-
-    def to_csc(self) -> sp.csc_matrix:
-        return sp.csc_matrix((self.tf, self.indices, self.indptr), shape=(len(self.doc_len), len(self.vocab)))
-
-    def appended(self, other: "TermMatrix") -> "TermMatrix":
-        """Rows of ``other`` (analysed with a vocabulary extending ours) appended below ours."""
-        a = self.to_csc()
-        b = other.to_csc()
-        width = max(a.shape[1], b.shape[1])
-        a.resize((a.shape[0], width))
-        b.resize((b.shape[0], width))
-        m = sp.vstack([a, b], format="csc")
-        m.sort_indices()
-        return TermMatrix(
-            other.vocab,
-            m.indptr.astype(np.int64),
-            m.indices.astype(np.int32),
-            m.data.astype(np.float32),
-            np.concatenate([self.doc_len, other.doc_len]),
-            np.concatenate([self.live, other.live]),
-        )
+        return cls.from_coo(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64), np.asarray(lens, dtype=np.float32), vocab)
 
     @classmethod
     def from_coo(cls, rows: np.ndarray, cols: np.ndarray, doc_len: np.ndarray, vocab: dict[str, int]) -> "TermMatrix":
+        """From one (row, term id) pair per token occurrence; duplicates are summed into tf."""
         m = sp.csc_matrix(
             (np.ones(len(rows), dtype=np.float32), (rows.astype(np.int64), cols.astype(np.int64))),
             shape=(len(doc_len), len(vocab)),
         )
         m.sum_duplicates()
         return cls(vocab, m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data.astype(np.float32), np.asarray(doc_len, dtype=np.float32))
+
+    def to_csc(self) -> sp.csc_matrix:
+        return sp.csc_matrix((self.tf, self.indices, self.indptr), shape=(len(self.doc_len), len(self.vocab)))
 
     # -- persistence -------------------------------------------------------
     def save(self, directory: Path) -> None:
@@ -128,16 +95,11 @@ class TermMatrix:
     def n_live(self) -> int:
         return int(self.live.sum())
 
-    def _live_postings_mask(self) -> np.ndarray:
-        return self.live[self.indices]
-
     def document_frequency(self) -> np.ndarray:
+        """Live passages per term: a running count of live postings, differenced at column bounds."""
         if "df" not in self._derived:
-            counted = self._live_postings_mask().astype(np.float64)
-            self._derived["df"] = np.add.reduceat(counted, self.indptr[:-1]) if len(counted) else np.zeros(len(self.vocab))
-            # reduceat gives a wrong value for empty postings: fix them to 0
-            empty = self.indptr[:-1] == self.indptr[1:]
-            self._derived["df"][empty] = 0.0
+            running = np.concatenate([[0], np.cumsum(self.live[self.indices], dtype=np.int64)])
+            self._derived["df"] = (running[self.indptr[1:]] - running[self.indptr[:-1]]).astype(np.float64)
         return self._derived["df"]
 
     def avg_doc_len(self) -> float:
@@ -201,6 +163,3 @@ class TfidfScorer:
         out[~self.m.live] = 0.0
         return out
 
-
-def params_dict(p: BM25Params) -> dict[str, float]:
-    return asdict(p)
