@@ -45,6 +45,24 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Corpus and queries
 # ---------------------------------------------------------------------------------------------
+def capr_fingerprint(subpackages: tuple[str, ...] = ()) -> str:
+    """Short SHA-1 of capr's Python sources (all of them, or only the given subpackages + records.py):
+    ties cached corpora and reported numbers to the code that produced them."""
+    import hashlib
+
+    import capr
+
+    root = Path(capr.__file__).resolve().parent
+    files = sorted(root.rglob("*.py"))
+    if subpackages:
+        files = [f for f in files if f.name == "records.py" and f.parent == root
+                 or any(root / sp in f.parents for sp in subpackages)]
+    h = hashlib.sha1()
+    for f in files:
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
 def _sources(data_dir: Path) -> list[tuple[str, Path]]:
     out = [
         ("medquad", data_dir / "medquad" / "MedQuAD.tar.gz"),
@@ -181,7 +199,9 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
     _sources(data_dir)  # exits with a clear message if a required file is missing
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    base = {"version": CORPUS_VERSION, "seed": args.seed, "data_dir": str(data_dir)}
+    # the corpus depends on capr's readers and segmenter: a change there rebuilds it
+    base = {"version": CORPUS_VERSION, "seed": args.seed, "data_dir": str(data_dir),
+            "capr_corpus_code": capr_fingerprint(("corpus",))}
     pmeta = {**base, "passages": args.passages}
     qmeta = {**base, "queries": args.queries}
     ppath = out / f"corpus_{args.passages}_seed{args.seed}.jsonl.gz"
@@ -556,16 +576,26 @@ def machine_info() -> dict[str, Any]:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
-    return {"cpu": cpu, "logical_cores": os.cpu_count(), "physical_cores": psutil.cpu_count(logical=False),
+    return {"cpu": cpu, "logical_cores": os.cpu_count(), "capr_source_sha1": capr_fingerprint(), "physical_cores": psutil.cpu_count(logical=False),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1), "python": platform.python_version(),
             "platform": platform.platform(), "versions": versions}
 
 
-def _f(x: Any, fmt: str) -> str:
-    return "—" if x is None else format(x, fmt)
+def _busy_cpu_seconds() -> float:
+    """CPU seconds spent by the whole machine outside idle/iowait since boot."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
-def make_table(results: dict[str, Any], n_rank: int) -> list[str]:
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (the worker processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def make_table(results: dict[str, Any]) -> list[str]:
     rows = ["| system | build s | docs/s | load s | queries/s | p50 ms | p95 ms | peak RSS MB |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     c = results.get("capr")
@@ -595,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=str(DEFAULT_OUT), help="caches and results (gitignored)")
     ap.add_argument("--tmp-dir", default=None, help="where the indexes are written (default: system temp dir)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--skip-rank-bm25", action="store_true", help="leave rank_bm25 out (its build is slow and memory hungry)")
+    ap.add_argument("--skip-rank-bm25", action="store_true", help="leave rank_bm25 out (its queries are slow: about 0.3 s each at 200k passages)")
     ap.add_argument("--rank-bm25-queries", type=int, default=50, help="rank_bm25 is timed on this many queries only")
     ap.add_argument("--rebuild-corpus", action="store_true", help="ignore the cached corpus and queries")
     ap.add_argument("--no-agreement-check", action="store_true",
@@ -617,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     load_before = os.getloadavg()
+    busy0, own0 = _busy_cpu_seconds(), _own_cpu_seconds()
+    machine = machine_info()
     ppath, qpath, corpus_info = prepare_data(args)
     out = Path(args.out_dir)
     work = out / "work"
@@ -656,22 +688,26 @@ def main(argv: list[str] | None = None) -> int:
     if "rank_bm25" in results and "bm25s" in results:
         agree["rank_bm25_vs_bm25s"] = agreement(results["rank_bm25"]["top"], results["bm25s"]["top"])
 
-    machine = machine_info()
     load_after = os.getloadavg()
     wall = time.perf_counter() - t_start
+    # CPU used by other processes while the benchmark ran (the load average would count the benchmark itself)
+    other_cpu = max(0.0, (_busy_cpu_seconds() - busy0) - (_own_cpu_seconds() - own0))
+    other_cores = other_cpu / wall if wall else 0.0
     n_rank = min(args.rank_bm25_queries, corpus_info["queries"])
 
     lines = [f"BM25 benchmark: {corpus_info['passages']:,} passages "
              f"(mean {corpus_info['mean_passage_words']} words), {corpus_info['queries']} queries "
              f"({corpus_info['queries_by_kind']['question']} MedQuAD questions, "
              f"{corpus_info['queries_by_kind']['entity+aspect']} entity+aspect), top-{K}", ""]
-    lines += make_table(results, n_rank)
+    lines += make_table(results)
     lines.append("")
     v = machine["versions"]
     lines.append(f"Machine: {machine['cpu']}, {machine['logical_cores']} logical cores "
                  f"({machine['physical_cores']} physical), {machine['memory_gb']} GB RAM; Python {machine['python']}; "
-                 + ", ".join(f"{k} {val}" for k, val in v.items() if val) + "; "
-                 f"load average {load_before[0]:.2f} at start, {load_after[0]:.2f} at end")
+                 + ", ".join(f"{k} {val}" for k, val in v.items() if val)
+                 + f" (capr sources {machine['capr_source_sha1']}); "
+                 f"other processes used {other_cores:.2f} cores on average during the run "
+                 f"(load average {load_before[0]:.2f} at start, {load_after[0]:.2f} at end)")
     notes = ["build = capr: IndexWriter.add for every passage + commit (sentence splitting, analysis, JSONL stores "
              "and arrays written to disk with fsync, commit's own reload); bm25s: tokenize + index in memory"]
     if "bm25s" in results:
@@ -708,8 +744,12 @@ def main(argv: list[str] | None = None) -> int:
         a = agree["rank_bm25_vs_bm25s"]
         notes.append(f"agreement rank_bm25 (Okapi idf) vs bm25s (Lucene idf) over {a['queries']} queries: "
                      f"mean overlap {a['mean_overlap_at_10']:.3f}")
-    if max(load_before[0], load_after[0]) > 0.5 * (os.cpu_count() or 1):
-        notes.append("WARNING: the machine was busy (load average above), timings may be noisy")
+    if capr_fingerprint() != machine["capr_source_sha1"]:
+        notes.append("WARNING: capr's source files changed while the benchmark ran; rerun for numbers that "
+                     "belong to one version of the code")
+    if other_cores > 0.2:
+        notes.append(f"WARNING: other processes kept {other_cores:.2f} of {os.cpu_count()} cores busy during the run; "
+                     "timings may be noisy")
     lines += [""] + [f"- {n}" for n in notes]
     text = "\n".join(lines)
     print(text, flush=True)
@@ -724,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
                          "rank_bm25_queries": n_rank if "rank_bm25" in results else None,
                          "data_dir": str(Path(args.data_dir).resolve())},
               "corpus": corpus_info, "machine": machine, "loadavg_start": load_before, "loadavg_end": load_after,
+              "other_processes_cpu_s": other_cpu, "other_processes_cores": other_cores,
               "results": results, "agreement": agree, "wall_s": wall, "markdown": text,
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     jpath = out / f"bm25_{args.passages}.json"

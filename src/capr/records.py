@@ -6,7 +6,7 @@ passage can be highlighted in the original document.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 Span = tuple[int, int]
@@ -33,7 +33,17 @@ class Document:
     sections: list[Section] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # hand-written: dataclasses.asdict deep-copies recursively and dominated indexing time
+        return {
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "text": self.text,
+            "metadata": self.metadata,
+            "sections": None if self.sections is None else [
+                {"heading": s.heading, "aspect": s.aspect, "start": s.start, "end": s.end, "section_id": s.section_id}
+                for s in self.sections
+            ],
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Document":
@@ -68,9 +78,18 @@ class Passage:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["sentences"] = [list(s) for s in self.sentences]
-        return d
+        return {
+            "pid": self.pid,
+            "doc_id": self.doc_id,
+            "text": self.text,
+            "aspect": self.aspect,
+            "start": self.start,
+            "end": self.end,
+            "sentences": [list(s) for s in self.sentences],
+            "title": self.title,
+            "heading": self.heading,
+            "metadata": self.metadata,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Passage":

@@ -170,7 +170,9 @@ class IndexWriter:
                 self._dropped_fields.add(k)
                 self._fields.pop(k, None)
         for k, v in values.items():
-            col = self._fields.setdefault(k, [None] * row)
+            col = self._fields.get(k)
+            if col is None:  # a field first seen now: earlier passages have no value
+                col = self._fields[k] = [None] * row
             col.append(v)
         for k, col in self._fields.items():
             if len(col) < row + 1:
