@@ -93,6 +93,7 @@ def index_cmd(
     max_tokens: int = typer.Option(200, help="Split sections into passages of at most this many words (0: never)."),
     overlap: int = typer.Option(0, help="Words of trailing sentences repeated at the start of the next passage."),
     language: str = typer.Option("english", help="Analyzer language (stopwords, stemming)."),
+    lowercase: bool = typer.Option(True, help="Fold case."),
     stopwords: bool = typer.Option(True, help="Remove stopwords."),
     stem: bool = typer.Option(True, help="Snowball stemming."),
     title: bool = typer.Option(True, help="Index each passage together with its document title."),
@@ -104,7 +105,7 @@ def index_cmd(
         if overlap < 0 or max_tokens < 0:
             raise CaprError("--max-tokens and --overlap must be >= 0")
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
-        ana = AnalyzerConfig(language=language, stopwords=stopwords, stem=stem)
+        ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
         index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad)
         c = index.counts
         err.print(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import open_text
-from capr.corpus.jsonl import parse_document_json
+from capr.corpus.files import json_lines, open_text
+from capr.corpus.jsonl import read_jsonl
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, Qrel, Query
@@ -22,32 +21,16 @@ def _find(root: Path, stem: str) -> Path:
 
 
 def read_beir_corpus(root: Path, report: ReadReport) -> Iterator[Document]:
-    path = _find(Path(root), "corpus")
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                report.bad(str(path), f"invalid JSON: {e.msg}", f"line {lineno}")
-                continue
-            doc = parse_document_json(obj, str(path), f"line {lineno}", report)
-            if doc is not None:
-                yield doc
+    return read_jsonl(_find(Path(root), "corpus"), report)
 
 
 def read_beir_queries(root: Path) -> Iterator[Query]:
     path = _find(Path(root), "queries")
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                yield Query(qid=str(obj["_id"]), text=obj["text"])
-            except (json.JSONDecodeError, KeyError, ValueError) as e:
-                raise BadInputError(str(path), f"invalid query: {e}", f"line {lineno}") from None
+    for record, obj in json_lines(path):
+        try:
+            yield Query(qid=str(obj["_id"]), text=obj["text"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInputError(str(path), f"invalid query: {e}", record) from None
 
 
 def read_beir_qrels(root: Path, split: str = "test") -> list[Qrel]:

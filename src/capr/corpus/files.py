@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
 from capr.errors import BadInputError
+
+if TYPE_CHECKING:
+    from capr.corpus.report import ReadReport
 
 
 def read_head(path: Path, n: int = 8192) -> bytes:
@@ -51,3 +55,18 @@ def read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInputError(str(path), f"not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
+    """("line N", parsed object) for every non-blank line. Invalid JSON goes to ``report.bad``
+    (which raises unless skipping) or, without a report, raises at once."""
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield f"line {lineno}", json.loads(line)
+            except json.JSONDecodeError as e:
+                if report is None:
+                    raise BadInputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}") from None
+                report.bad(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import open_text
+from capr.corpus.files import json_lines
 from capr.corpus.report import ReadReport
 from capr.records import Document
 
@@ -36,15 +35,7 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
 
 def read_jsonl(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                report.bad(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}")
-                continue
-            doc = parse_document_json(obj, str(path), f"line {lineno}", report)
-            if doc is not None:
-                yield doc
+    for record, obj in json_lines(path, report):
+        doc = parse_document_json(obj, str(path), record, report)
+        if doc is not None:
+            yield doc

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import normalize_aspect
-from capr.corpus.files import open_text
+from capr.corpus.files import json_lines
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, Qrel, Query, Section
@@ -120,25 +119,21 @@ def read_medquad_cdv(source: Path, report: ReadReport) -> Iterator[Document]:
     parts: list[tuple[str, str, str, str]] = []
     first: dict = {}
     seen: set[str] = set()
-    with open_text(passages) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                pid, doc_id, text = rec["pid"], rec["doc_id"], rec["text"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                report.bad(str(passages), f"invalid passage record: {e}", f"line {lineno}")
-                continue
-            if doc_id != current:
-                if parts:
-                    yield _cdv_document(first, parts)
-                if doc_id in seen:
-                    report.bad(str(passages), f"document {doc_id} is not contiguous in the file", f"line {lineno}")
-                seen.add(doc_id)
-                current, parts, first = doc_id, [], rec
-            qtype = rec.get("medquad_qtype") or rec.get("aspect") or "information"
-            parts.append((pid, qtype, normalize_aspect(rec.get("aspect") or qtype), text))
+    for record, rec in json_lines(passages, report):
+        try:
+            pid, doc_id, text = rec["pid"], rec["doc_id"], rec["text"]
+        except (KeyError, TypeError) as e:
+            report.bad(str(passages), f"invalid passage record: missing {e}", record)
+            continue
+        if doc_id != current:
+            if parts:
+                yield _cdv_document(first, parts)
+            if doc_id in seen:
+                report.bad(str(passages), f"document {doc_id} is not contiguous in the file", record)
+            seen.add(doc_id)
+            current, parts, first = doc_id, [], rec
+        qtype = rec.get("medquad_qtype") or rec.get("aspect") or "information"
+        parts.append((pid, qtype, normalize_aspect(rec.get("aspect") or qtype), text))
     if parts:
         yield _cdv_document(first, parts)
 
@@ -154,17 +149,13 @@ def read_medquad_cdv_queries(source: Path) -> tuple[list[Query], list[Qrel], dic
     if qpath is None:
         qpath = Path(source).with_name("queries.jsonl.gz")
     queries, qrels, raw = [], [], {}
-    with open_text(qpath) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                q = Query(qid=rec["qid"], text=rec["question"], entity=rec["entity"], aspect=rec["aspect_heading"])
-                rel = list(rec["relevant_pids"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise BadInputError(str(qpath), f"invalid query record: {e}", f"line {lineno}") from None
-            queries.append(q)
-            raw[q.qid] = rec
-            qrels.extend(Qrel(q.qid, pid, 1) for pid in rel)
+    for record, rec in json_lines(qpath):
+        try:
+            q = Query(qid=rec["qid"], text=rec["question"], entity=rec["entity"], aspect=rec["aspect_heading"])
+            rel = list(rec["relevant_pids"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInputError(str(qpath), f"invalid query record: {e}", record) from None
+        queries.append(q)
+        raw[q.qid] = rec
+        qrels.extend(Qrel(q.qid, pid, 1) for pid in rel)
     return queries, qrels, raw
