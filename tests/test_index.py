@@ -66,6 +66,13 @@ def test_filters_on_aspect_and_metadata(demo_index):
     assert hits and {h.passage.doc_id for h in hits} == {"note_02_dilated_cardiomyopathy_consult"}
 
 
+def test_missing_values_never_match_a_filter(tmp_path):
+    idx = build_index([Document("a", "", "Plain paragraph without heading."), Document("b", "", "NOTE: none here.")], tmp_path / "i")
+    assert [h.pid for h in idx.search("paragraph heading none here", filters={"aspect": "note"})] == ["b#s0"]
+    with pytest.raises(QueryError, match="no passage has aspect='none'"):
+        idx.search("paragraph", filters={"aspect": "none"})
+
+
 def test_query_errors_are_clear(demo_index):
     with pytest.raises(QueryError, match="empty query"):
         demo_index.search("   ")

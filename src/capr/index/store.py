@@ -58,7 +58,8 @@ class Column:
     def __init__(self, values: list[Any], codes: np.ndarray) -> None:
         self.values = values
         self.codes = codes
-        self._lookup = {self._key(v): i for i, v in enumerate(values)}
+        # missing values (None) are never matched by a filter
+        self._lookup = {self._key(v): i for i, v in enumerate(values) if v is not None}
 
     @staticmethod
     def _key(v: Any) -> str:
@@ -70,7 +71,7 @@ class Column:
         index: dict[str, int] = {}
         codes = np.empty(len(raw), dtype=np.int32)
         for i, v in enumerate(raw):
-            k = cls._key(v) if v is not None else "\x00none"
+            k = cls._key(v) if v is not None else "\x00missing"
             if k not in index:
                 index[k] = len(values)
                 values.append(v)
