@@ -90,3 +90,8 @@ def test_overlong_sentence_is_split_at_word_boundaries():
     ps = segment(Document("d", "", text), SegmenterConfig(max_tokens=40))
     assert [count_tokens(p.text) for p in ps] == [41, 40, 15]  # heading + 40 words, 40, the rest
     assert ps[0].text.startswith("FINDINGS:\nword")
+
+
+def test_title_heading_is_not_an_aspect():
+    doc = Document("d", "Clinic note", "# Clinic note\nSeen today for review.\n\nPLAN: follow up.")
+    assert [(p.heading, p.aspect) for p in segment(doc)] == [("Clinic note", None), ("PLAN", "plan")]

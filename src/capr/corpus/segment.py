@@ -228,6 +228,10 @@ def segment(doc: Document, config: SegmenterConfig | None = None) -> list[Passag
         sections = doc.sections
     else:
         sections = detect_sections(doc.text) or paragraph_sections(doc.text)
+        title = doc.title.strip().lower()
+        for sec in sections:
+            if title and sec.heading.strip().lower() == title:  # the document's own title line is not an aspect
+                sec.aspect = ""
     passages: list[Passage] = []
     for i, s in enumerate(sections):
         passages.extend(section_passages(doc, s, i, config))
