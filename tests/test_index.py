@@ -27,14 +27,14 @@ def demo_index(tmp_path_factory, demo_dir):
 
 def test_manifest_and_layout(demo_index):
     m = demo_index.manifest
-    assert m["format_version"] == 1
+    assert m["format_version"] == 2 and len(m["segments"]) == 1
     assert m["analyzer"]["language"] == "english" and m["analyzer"]["stem"] is True
     assert m["counts"]["documents"] == 36 and m["counts"]["passages"] == len(demo_index) > 100
     root = demo_index.root
     assert (root / "CURRENT").read_text().strip() == demo_index.gen.name
     # arrays are memory-mapped, not read into memory
     assert isinstance(demo_index.matrix.tf, np.memmap)
-    assert isinstance(demo_index.passages.offsets, np.memmap)
+    assert isinstance(demo_index.segments[0].passages.offsets, np.memmap)
 
 
 def test_structured_and_free_text_queries(demo_index):
@@ -118,6 +118,7 @@ def test_failed_rebuild_keeps_previous_index(tmp_path):
     idx = load_index(root)
     assert [h.pid for h in idx.search("liver")] == ["a#s0"]
     assert not [p for p in root.iterdir() if p.name.startswith(".gen-")]
+    assert [p.name for p in (root / "segments").iterdir()] == idx.manifest["segments"]
 
 
 def test_killed_index_process_leaves_previous_index_intact(tmp_path, demo_dir):
@@ -130,17 +131,26 @@ def test_killed_index_process_leaves_previous_index_intact(tmp_path, demo_dir):
         for i in range(60000):
             fh.write(json.dumps({"id": f"n{i}", "text": f"ASSESSMENT: patient {i} has gout. PLAN: colchicine and follow up in {i % 9} weeks."}) + "\n")
     proc = subprocess.Popen([sys.executable, "-m", "capr", "index", str(big), "--out", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and not any(p.name.startswith(".gen-") for p in root.iterdir()):
-        time.sleep(0.05)
-    time.sleep(1.0)  # well into indexing
-    assert proc.poll() is None, "indexing finished before it could be killed; make the input bigger"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert any(p.name.startswith(".gen-") for p in root.iterdir())  # it really died mid-write
+    _kill_mid_write(proc, root)
     idx = load_index(root)
     assert idx.counts["documents"] == 36
     assert [(h.pid, h.score) for h in idx.search("atrial fibrillation anticoagulation", k=5)] == before
     # the next write cleans up the dead writer's leftovers
     build_index(read_documents(demo_dir), root)
-    assert not any(p.name.startswith(".gen-") for p in root.iterdir())
+    assert not _tmp_dirs(root)
+
+
+def _tmp_dirs(root: Path) -> list[Path]:
+    return [p for p in [*root.iterdir(), *(root / "segments").iterdir()] if ".tmp-" in p.name]
+
+
+def _kill_mid_write(proc: subprocess.Popen, root: Path) -> None:
+    """SIGKILL a capr writer once it is well into writing its new segment."""
+    deadline = time.time() + 120
+    while time.time() < deadline and not _tmp_dirs(root):
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert proc.poll() is None, "the write finished before it could be killed; make the input bigger"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _tmp_dirs(root)  # it really died mid-write

@@ -21,7 +21,9 @@ from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
-from capr.index.index import query_tokens
+from capr.index.index import DEFAULT_TEMPLATE, TEMPLATES, query_tokens
+from capr.models.encoder import EncoderConfig, parse_backend
+from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.records import Query, ScoredPassage
 from capr.retrieve.highlight import snippet
 
@@ -59,6 +61,65 @@ def _run_guarded(fn):
 
 
 # --------------------------------------------------------------------------- index
+class _WriteProgress:
+    """Feeds IndexWriter's phases (reading, encoding, writing) into one rich progress display."""
+
+    def __init__(self, progress: Progress | None, label: str) -> None:
+        self.p = progress
+        self.read_task = progress.add_task(label, total=None, note="") if progress else None
+        self.enc_task = None
+
+    def __call__(self, what: str) -> None:
+        if self.p is None:
+            return
+        if what.startswith("encoding"):
+            total = int(what.split()[1])
+            self.enc_task = self.p.add_task("encoding passages", total=total, note="")
+        else:
+            self.p.update(self.read_task, note=what)
+
+    def advance_encoding(self, n: int) -> None:
+        if self.p is not None and self.enc_task is not None:
+            self.p.advance(self.enc_task, n)
+
+    def read(self, n_passages: int) -> None:
+        if self.p is not None:
+            self.p.update(self.read_task, advance=1, note=f"{n_passages} passages")
+
+
+def write_documents(
+    writer_args: dict,
+    documents: Iterable,
+    label: str,
+    quiet: bool = False,
+    deletes: Iterable[str] = (),
+) -> tuple[Index, float]:
+    """Runs an IndexWriter over documents (and deletions) with a progress display; returns the new snapshot."""
+    t0 = time.time()
+    with (_progress() if not quiet else _NullCtx()) as progress:
+        track = _WriteProgress(progress, label)
+        writer = IndexWriter(progress=track, **writer_args)
+        try:
+            for doc_id in deletes:
+                writer.delete(doc_id)
+            for doc in documents:
+                writer.add(doc)
+                track.read(writer.n_passages)
+            index = writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
+    return index, time.time() - t0
+
+
+class _NullCtx:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
 def index_source(
     source: Path,
     out_dir: Path,
@@ -67,22 +128,31 @@ def index_source(
     analyzer: AnalyzerConfig,
     skip_bad: bool,
     quiet: bool = False,
+    dense: EncoderConfig | None = None,
 ) -> tuple[Index, ReadReport, float]:
     report = ReadReport(skip_bad=skip_bad)
-    t0 = time.time()
     docs = read_documents(source, fmt, report)
-    with IndexWriter(out_dir, segmenter=segmenter, analyzer=analyzer, report=report) as writer:
-        if quiet:
-            for doc in docs:
-                writer.add(doc)
-        else:
-            with _progress() as progress:
-                task = progress.add_task(f"indexing {source.name}", total=None, note="")
-                for doc in docs:
-                    writer.add(doc)
-                    progress.update(task, advance=1, note=f"{writer.n_passages} passages")
-                progress.update(task, note=f"{writer.n_passages} passages; writing index")
-    return Index.load(out_dir), report, time.time() - t0
+    args = dict(root=out_dir, segmenter=segmenter, analyzer=analyzer, report=report, dense=dense)
+    index, secs = write_documents(args, docs, f"indexing {source.name}", quiet)
+    return index, report, secs
+
+
+def _print_write_summary(verb: str, index: Index, report: ReadReport, secs: float, out_dir: Path) -> None:
+    c = index.counts
+    err.print(
+        f"{verb} → index now has [bold]{c['documents']}[/] documents, [bold]{c['passages']}[/] passages "
+        f"({c['vocabulary']} terms) in {secs:.1f}s at {escape(str(out_dir))}; {report.summary()}"
+    )
+    for e in report.skipped[:50]:
+        err.print(f"  [yellow]skipped[/] {escape(str(e))}")
+    if len(report.skipped) > 50:
+        err.print(f"  … and {len(report.skipped) - 50} more")
+
+
+def _encoder_config(dense: bool, model: str, query_model: Optional[str], backend: str, max_length: int) -> EncoderConfig | None:
+    if not dense:
+        return None
+    return EncoderConfig(model=model, query_model=query_model, backend=parse_backend(backend), max_length=max_length)
 
 
 @app.command("index")
@@ -98,24 +168,55 @@ def index_cmd(
     stem: bool = typer.Option(True, help="Snowball stemming."),
     title: bool = typer.Option(True, help="Index each passage together with its document title."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
+    dense: bool = typer.Option(False, "--dense", help="Also encode passages for dense and hybrid search."),
+    model: str = typer.Option("minilm", help="Encoder: 'minilm' (bundled), any Hugging Face id, or a local path."),
+    query_model: Optional[str] = typer.Option(None, help="Separate query encoder (MedCPT-style); default: --model."),
+    backend: str = typer.Option("torch", help="torch | onnx | onnx-int8 | static (model2vec, distilled locally)."),
+    max_length: int = typer.Option(256, help="Encoder max tokens per passage."),
 ) -> None:
-    """Read SOURCE, split it into passages and build a persistent BM25/TF-IDF index."""
+    """Read SOURCE, split it into passages and build a persistent index (BM25/TF-IDF, optionally dense)."""
 
     def body() -> None:
         if overlap < 0 or max_tokens < 0:
             raise CaprError("--max-tokens and --overlap must be >= 0")
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
-        index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad)
-        c = index.counts
-        err.print(
-            f"indexed [bold]{c['documents']}[/] documents → [bold]{c['passages']}[/] passages "
-            f"({c['vocabulary']} terms) in {secs:.1f}s into {escape(str(out_dir))}; {report.summary()}"
-        )
-        for e in report.skipped[:50]:
-            err.print(f"  [yellow]skipped[/] {escape(str(e))}")
-        if len(report.skipped) > 50:
-            err.print(f"  … and {len(report.skipped) - 50} more")
+        enc = _encoder_config(dense, model, query_model, backend, max_length)
+        index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad, dense=enc)
+        _print_write_summary(f"indexed {index.counts['documents']} documents", index, report, secs, out_dir)
+
+    _run_guarded(body)
+
+
+@app.command("add")
+def add_cmd(
+    index_dir: Path = typer.Argument(..., help="Existing index directory."),
+    source: Path = typer.Argument(..., help="File or directory with documents to add (same id = replace)."),
+    fmt: Format = typer.Option(Format.auto, "--format", "-f"),
+    skip_bad: bool = typer.Option(False, "--skip-bad"),
+) -> None:
+    """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
+
+    def body() -> None:
+        report = ReadReport(skip_bad=skip_bad)
+        args = dict(root=index_dir, report=report, mode="update")
+        index, secs = write_documents(args, read_documents(source, fmt, report), f"adding {source.name}")
+        _print_write_summary("added", index, report, secs, index_dir)
+
+    _run_guarded(body)
+
+
+@app.command("delete")
+def delete_cmd(
+    index_dir: Path = typer.Argument(..., help="Existing index directory."),
+    doc_ids: List[str] = typer.Option(..., "--doc-id", help="Document id to delete (repeatable)."),
+) -> None:
+    """Delete documents (all their passages) from an index without rebuilding it."""
+
+    def body() -> None:
+        args = dict(root=index_dir, mode="update")
+        index, secs = write_documents(args, [], "deleting", quiet=True, deletes=doc_ids)
+        _print_write_summary(f"deleted {len(doc_ids)} document(s)", index, ReadReport(), secs, index_dir)
 
     _run_guarded(body)
 
@@ -191,6 +292,8 @@ def search_cmd(
     retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
     expand: bool = typer.Option(True, help="Expand the aspect with its synonyms."),
     aspect_boost: float = typer.Option(0.5, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),
+    fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="How --retriever hybrid fuses BM25 and dense: rrf or weighted."),
+    template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
@@ -200,7 +303,10 @@ def search_cmd(
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         index = Index.load(index_dir)
-        hits = index.search(q, k=k, filters=_parse_filters(filters), retriever=retriever, expand=expand, aspect_boost=aspect_boost)
+        hits = index.search(
+            q, k=k, filters=_parse_filters(filters), retriever=retriever, expand=expand, aspect_boost=aspect_boost,
+            fusion=FusionConfig(method=fusion), template=template,
+        )
         terms = set(query_tokens(index.analyzer, q, expand))
         results = [result_dict(index, h, terms) for h in hits]
         if as_json:
@@ -227,11 +333,18 @@ def eval_cmd(
     query_field: str = typer.Option("tuple", help="tuple (entity + aspect) or question."),
     run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file."),
     cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
+    model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, or a path."),
+    query_model: Optional[str] = typer.Option(None, help="Separate query encoder."),
+    backend: str = typer.Option("torch", help="Encoder backend: torch | onnx | onnx-int8 | static."),
+    template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
+    fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent)."""
     from capr.corpus.trec import write_run
-    from capr.eval.benchmarks import Protocol, QueryField, lexical_scorer, load_medquad_cdv, run_benchmark
+    from capr.eval.benchmarks import (
+        Protocol, QueryField, dense_scorer, hybrid_scorer, lexical_scorer, load_medquad_cdv, run_benchmark,
+    )
 
     def body() -> None:
         if benchmark != "medquad-cdv":
@@ -244,17 +357,27 @@ def eval_cmd(
             qfield = QueryField(query_field)
         except ValueError:
             raise CaprError(f"unknown query field {query_field!r}; choose tuple or question") from None
-        cache = cache_dir or _cache_root() / "bench" / benchmark
-        data = load_medquad_cdv(data_dir, cache)
+        needs_dense = retriever in (Retriever.dense, Retriever.hybrid)
+        enc = _encoder_config(needs_dense, model, query_model, backend, 256)
+        cache = cache_dir or _cache_root() / "bench" / benchmark / (_slug_of(enc) if enc else "lexical")
+        with _progress() as p:
+            data = load_medquad_cdv(data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
 
-        def progress(queries):
+        def progress(items):
             with _progress(transient=True) as p:
-                task = p.add_task(f"{benchmark} {proto.value} {retriever.value}", total=len(queries), note="")
-                for q in queries:
-                    yield q
+                task = p.add_task(f"{benchmark} {proto.value} {retriever.value}", total=len(items), note="")
+                for item in items:
+                    yield item
                     p.advance(task)
 
-        metrics, run = run_benchmark(data, lexical_scorer(data.index, retriever), proto, qfield, progress=progress)
+        if retriever in (Retriever.bm25, Retriever.tfidf):
+            scorer = lexical_scorer(data.index, retriever)
+        else:
+            dense = dense_scorer(data, qfield, template, progress)
+            scorer = dense if retriever is Retriever.dense else hybrid_scorer(
+                lexical_scorer(data.index, Retriever.bm25), dense, FusionConfig(method=fusion)
+            )
+        metrics, run = run_benchmark(data, scorer, proto, qfield, progress=progress)
         if run_out:
             run.name = f"capr-{retriever.value}-{proto.value}-{qfield.value}"
             write_run(run_out, run)
@@ -266,6 +389,10 @@ def eval_cmd(
             "queries": len(data.queries),
             "metrics": metrics,
         }
+        if needs_dense:
+            result["encoder"] = {"model": model, "backend": backend, "template": template}
+            if retriever is Retriever.hybrid:
+                result["fusion"] = fusion.value
         if as_json:
             sys.stdout.write(json.dumps(result) + "\n")
         else:
@@ -337,6 +464,12 @@ DEMO_QUERIES = [
     Query("demo-2", entity="cardiomyopathy", aspect="family history"),
     Query("demo-3", text="how is atrial fibrillation treated"),
 ]
+
+
+def _slug_of(enc: EncoderConfig) -> str:
+    import hashlib
+
+    return "dense-" + hashlib.sha1(json.dumps(enc.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _cache_root() -> Path:

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.eval.metrics import evaluate
 from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
+from capr.index.index import dense_query_text
+from capr.models.encoder import EncoderConfig
+from capr.retrieve.fusion import FusionConfig, fuse_aligned
 from capr.records import Qrel, Query, Run, ScoredPassage, qrels_as_dict
 
 POOL_DEPTH = 64
@@ -61,15 +64,21 @@ def medquad_cdv_dir(data_dir: str | Path) -> Path:
     return path
 
 
-def load_medquad_cdv(data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None) -> BenchmarkData:
+def load_medquad_cdv(
+    data_dir: str | Path,
+    index_dir: str | Path,
+    analyzer: AnalyzerConfig | None = None,
+    dense: EncoderConfig | None = None,
+    progress: Any = None,
+) -> BenchmarkData:
     """Index the 3,762 test passages exactly as given (no re-segmentation, passage text only)."""
     src = medquad_cdv_dir(data_dir)
     index_dir = Path(index_dir)
     analyzer = analyzer or AnalyzerConfig()
-    index = _cached_index(index_dir, analyzer)
+    index = _cached_index(index_dir, analyzer, dense)
     if index is None:
         seg = SegmenterConfig(max_tokens=0, include_title=False)
-        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer) as w:
+        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer, dense=dense, progress=progress) as w:
             for doc in read_documents(src, Format.medquad_cdv):
                 w.add(doc)
         index = Index.load(index_dir)
@@ -77,13 +86,20 @@ def load_medquad_cdv(data_dir: str | Path, index_dir: str | Path, analyzer: Anal
     return BenchmarkData("medquad-cdv", index, queries, qrels, {"raw": raw})
 
 
-def _cached_index(index_dir: Path, analyzer: AnalyzerConfig) -> Index | None:
+def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfig | None) -> Index | None:
     try:
         idx = Index.load(index_dir)
     except CaprError:
         return None
     seg = idx.manifest.get("segmenter", {})
-    if idx.manifest["analyzer"] != analyzer.to_dict() or seg.get("max_tokens") != 0 or seg.get("include_title"):
+    have_dense = (idx.manifest.get("dense") or {}).get("encoder")
+    want_dense = dense.to_dict() if dense else None
+    if (
+        idx.manifest["analyzer"] != analyzer.to_dict()
+        or seg.get("max_tokens") != 0
+        or seg.get("include_title")
+        or (want_dense is not None and have_dense != want_dense)
+    ):
         idx.close()
         return None
     return idx
@@ -99,6 +115,29 @@ def lexical_scorer(index: Index, retriever: Retriever) -> CandidateScorer:
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
         # The benchmark's tuple query is the literal "entity aspect-heading"; no synonym expansion.
         return index.scores(q, retriever, expand=False)[rows]
+
+    return score
+
+
+def dense_scorer(data: BenchmarkData, field: QueryField, template: str, progress: Any = None) -> CandidateScorer:
+    """Cosine with the query; all queries are encoded up front in batches."""
+    queries = [as_query(q, field) for q in data.queries]
+    texts = [dense_query_text(q, template) for q in queries]
+    enc = data.index.encoder()
+    vecs = np.concatenate([enc.encode_queries(texts[i : i + 256]) for i in (progress or (lambda x: x))(range(0, len(texts), 256))])
+    by_qid = {q.qid: v for q, v in zip(queries, vecs)}
+
+    def score(q: Query, rows: np.ndarray) -> np.ndarray:
+        return data.index.dense_candidate_scores(by_qid[q.qid], rows)
+
+    return score
+
+
+def hybrid_scorer(lexical: CandidateScorer, dense: CandidateScorer, fusion: FusionConfig) -> CandidateScorer:
+    """Fusion of the two retrievers' scores over the same candidates (the pool, or every passage)."""
+
+    def score(q: Query, rows: np.ndarray) -> np.ndarray:
+        return fuse_aligned([lexical(q, rows), dense(q, rows)], fusion)
 
     return score
 

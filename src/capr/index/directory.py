@@ -1,7 +1,8 @@
 """The index directory: generations committed by atomically replacing the CURRENT pointer.
 
     DIR/CURRENT            "gen-000007"   (replaced with write-temp + fsync + rename)
-    DIR/gen-000007/        manifest.json, passages.jsonl, documents.jsonl, lexical/, columns/
+    DIR/gen-000007/        manifest.json (settings, the segments it uses), live/ (per-segment live masks)
+    DIR/segments/seg-000003/  an immutable segment: stores, lexical/, columns/, vectors
     DIR/.gen-000008.tmp-N  a write in progress (or a killed one: removed by the next writer)
 
 A reader only ever sees a complete generation; a writer killed at any moment
@@ -11,6 +12,7 @@ leaves CURRENT pointing at the previous one.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -24,6 +26,8 @@ from capr.index.atomic import fsync_dir, write_bytes
 CURRENT = "CURRENT"
 _GEN_RE = re.compile(r"^gen-(\d{6})$")
 _TMP_RE = re.compile(r"^\.gen-\d{6}\.tmp-(\d+)$")
+_SEG_RE = re.compile(r"^seg-\d{6}$")
+_SEG_TMP_RE = re.compile(r"^\.seg-\d{6}\.tmp-(\d+)$")
 
 
 def is_index_dir(root: Path) -> bool:
@@ -54,13 +58,29 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale(root: Path) -> None:
-    """Delete half-written generations of dead writers and generations no longer current."""
+    """Delete what no current generation needs: older generations, unreferenced segments,
+    and half-written generations or segments of writers that have died."""
     current = (root / CURRENT).read_text().strip() if is_index_dir(root) else None
     for p in root.iterdir():
         m = _TMP_RE.match(p.name)
         if m and not _pid_alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
         elif _GEN_RE.match(p.name) and p.name != current:
+            shutil.rmtree(p, ignore_errors=True)
+    segdir = root / "segments"
+    if not segdir.is_dir():
+        return
+    used: set[str] = set()
+    if current:
+        try:
+            used = set(json.loads((root / current / "manifest.json").read_text())["segments"])
+        except (OSError, ValueError, KeyError):
+            return  # never delete segments while the current manifest cannot be read
+    for p in segdir.iterdir():
+        m = _SEG_TMP_RE.match(p.name)
+        if m and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+        elif _SEG_RE.match(p.name) and p.name not in used:
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -81,7 +101,7 @@ def prepare_root(root: Path) -> None:
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise IndexError_(f"{root}: exists and is not a directory")
-    foreign = [p for p in root.iterdir() if p.name != "LOCK" and not _TMP_RE.match(p.name)] if root.is_dir() else []
+    foreign = [p for p in root.iterdir() if p.name not in ("LOCK", "segments") and not _TMP_RE.match(p.name)] if root.is_dir() else []
     if foreign and not is_index_dir(root):
         raise IndexError_(f"{root}: directory is not empty and is not a capr index; refusing to overwrite it")
     root.mkdir(parents=True, exist_ok=True)

@@ -1,17 +1,14 @@
-"""capr's index: passages, documents, a lexical term matrix and filter columns in one directory."""
+"""capr's index: passages, documents, a lexical term matrix, filter columns and dense vectors in one directory."""
 
 from __future__ import annotations
 
-import array
 import difflib
 import json
-import os
-import shutil
 import time
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -19,23 +16,32 @@ from capr import __version__
 from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.errors import IndexError_, QueryError
+from capr.errors import CaprError, IndexError_, QueryError
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
-from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
-from capr.index.store import Column, RecordStore, write_records
+from capr.index.lexical import BM25Params, BM25Scorer, TfidfScorer
+from capr.index.merge import merge_columns, merge_matrices
+from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.records import Document, Passage, Query, ScoredPassage
+from capr.retrieve.fusion import FusionConfig, fuse
 
-FORMAT_VERSION = 1
-_MAX_FILTER_VALUE_LEN = 256
-BUILTIN_FIELDS = ("aspect", "doc_id", "heading", "title")
+if TYPE_CHECKING:
+    from capr.models.encoder import EncoderConfig
+
+FORMAT_VERSION = 2
 DEFAULT_ASPECT_BOOST = 0.5
+DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get an HNSW graph
 
 
 class Retriever(str, Enum):
     bm25 = "bm25"
     tfidf = "tfidf"
+    dense = "dense"
+    hybrid = "hybrid"
+
+
+LEXICAL = (Retriever.bm25, Retriever.tfidf)
 
 
 def query_tokens(analyzer: Analyzer, query: Query | str, expand: bool = True) -> list[str]:
@@ -54,6 +60,28 @@ def query_aspect(query: Query | str) -> str | None:
         return normalize_aspect(query.aspect)
     text = query if isinstance(query, str) else query.text
     return infer_aspect(text) if text else None
+
+
+# How an ⟨entity, aspect⟩ question becomes text for a dense encoder (compared in docs/RESULTS.md).
+TEMPLATES = {
+    "plain": "{entity} {aspect}",
+    "of": "{aspect} of {entity}",
+    "question": "What are the {aspect} of {entity}?",
+}
+DEFAULT_TEMPLATE = "plain"
+
+
+def dense_query_text(query: Query | str, template: str = DEFAULT_TEMPLATE) -> str:
+    if isinstance(query, str):
+        return query_text(query)
+    if query.text and not (query.entity or query.aspect):
+        return query.text
+    try:
+        fmt = TEMPLATES[template]
+    except KeyError:
+        raise QueryError(f"unknown query template {template!r}; choose one of {sorted(TEMPLATES)}") from None
+    text = fmt.format(entity=query.entity or "", aspect=query.aspect or "").strip()
+    return f"{text} {query.text}" if query.text else text
 
 
 def query_text(query: Query | str, expand: bool = True) -> str:
@@ -75,8 +103,18 @@ def query_text(query: Query | str, expand: bool = True) -> str:
     return text
 
 
+def _encoder(config: dict[str, Any] | None):
+    if not config:
+        return None
+    from capr.models.encoder import Encoder, EncoderConfig
+
+    return Encoder(EncoderConfig.from_dict(config["encoder"]))
+
+
 class IndexWriter:
-    """Streams documents into a new generation; ``commit`` makes it current in one atomic step."""
+    """Creates an index (``mode="create"``, replacing whatever ``root`` held) or updates one
+    (``mode="update"``: add and delete documents). ``commit`` makes the change current in one
+    atomic step; until then, and if the process dies, readers see the previous generation."""
 
     def __init__(
         self,
@@ -85,33 +123,51 @@ class IndexWriter:
         analyzer: AnalyzerConfig | None = None,
         bm25: BM25Params | None = None,
         report: ReadReport | None = None,
+        dense: "EncoderConfig | None" = None,
+        mode: str = "create",
+        hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
+        progress: Any = None,
     ) -> None:
+        if mode not in ("create", "update"):
+            raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         self.root = Path(root)
-        self.segmenter = segmenter or SegmenterConfig()
-        self.analyzer_config = analyzer or AnalyzerConfig()
-        self.analyzer = Analyzer(self.analyzer_config)
-        self.bm25 = bm25 or BM25Params()
+        self.mode = mode
         self.report = report or ReadReport()
-        dirs.prepare_root(self.root)
+        self.progress = progress
+        if mode == "update":
+            self.base: Index | None = Index.load(self.root)
+            m = self.base.manifest
+            self.segmenter = SegmenterConfig(**m["segmenter"])
+            self.analyzer_config = AnalyzerConfig.from_dict(m["analyzer"])
+            self.bm25 = BM25Params(**m["bm25"])
+            self.dense_info = m.get("dense")
+            self.hnsw_threshold = m.get("hnsw_threshold", hnsw_threshold)
+        else:
+            dirs.prepare_root(self.root)
+            self.base = None
+            self.segmenter = segmenter or SegmenterConfig()
+            self.analyzer_config = analyzer or AnalyzerConfig()
+            self.bm25 = bm25 or BM25Params()
+            self.dense_info = {"encoder": dense.to_dict()} if dense is not None else None
+            self.hnsw_threshold = hnsw_threshold
+        self.analyzer = Analyzer(self.analyzer_config)
         self._lock = dirs.write_lock(self.root)
         self._lock.__enter__()
-        dirs.remove_stale(self.root)
-        self.tmp, self.name = dirs.new_generation(self.root)
-        self._docs_fh = open(self.tmp / "documents.jsonl", "wb")
-        self._pass_fh = open(self.tmp / "passages.jsonl", "wb")
-        self._doc_offsets = [0]
-        self._pass_offsets = [0]
-        self._doc_ids: dict[str, int] = {}
-        self._pids: set[str] = set()
-        self._vocab: dict[str, int] = {}
-        self._cols = array.array("i")
-        self._rows = array.array("i")
-        self._lens = array.array("f")
-        self._fields: dict[str, list[Any]] = {f: [] for f in BUILTIN_FIELDS}
-        self._dropped_fields: set[str] = set()
-        self.n_passages = 0
         self._closed = False
+        try:
+            dirs.remove_stale(self.root)
+            self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        self._new_ids: set[str] = set()
+        self._new_pids: set[str] = set()
+        self._delete: set[str] = set()  # documents of earlier segments to tombstone
         self._t0 = time.time()
+
+    @property
+    def n_passages(self) -> int:
+        return self.builder.n_passages
 
     def __enter__(self) -> "IndexWriter":
         return self
@@ -123,106 +179,105 @@ class IndexWriter:
             self.abort()
 
     def add(self, doc: Document) -> int:
-        """Segment, analyse and store one document; returns its number of passages."""
-        if doc.doc_id in self._doc_ids:
+        """Segment, analyse and store one document (replacing an indexed one with the same id)."""
+        if doc.doc_id in self._new_ids:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
             return 0
         passages = segment(doc, self.segmenter)
         if not passages:
             self.report.empty += 1
             return 0
-        for p in passages:
-            if p.pid in self._pids:
-                self.report.bad(doc.doc_id, f"duplicate passage id {p.pid!r}", p.pid)
-                return 0
-        drow = len(self._doc_ids)
-        self._doc_ids[doc.doc_id] = drow
-        self._write(self._docs_fh, self._doc_offsets, doc.to_dict())
-        for p in passages:
-            self._pids.add(p.pid)
-            rec = p.to_dict()
-            rec.pop("metadata")
-            rec["doc_row"] = drow
-            self._write(self._pass_fh, self._pass_offsets, rec)
-            text = f"{p.title}\n{p.text}" if self.segmenter.include_title and p.title else p.text
-            tokens = self.analyzer(text)
-            vocab = self._vocab
-            self._cols.extend(vocab.setdefault(t, len(vocab)) for t in tokens)
-            self._rows.extend([self.n_passages] * len(tokens))
-            self._lens.append(len(tokens))
-            self._add_fields(p, doc.metadata)
-            self.n_passages += 1
+        pids = [p.pid for p in passages]
+        if len(set(pids)) != len(pids) or self._new_pids.intersection(pids):
+            self.report.bad(doc.doc_id, "duplicate passage ids", doc.doc_id)
+            return 0
+        if self.base is not None and self.base.has_document(doc.doc_id):
+            self._delete.add(doc.doc_id)
+        self._new_ids.add(doc.doc_id)
+        self._new_pids.update(pids)
+        self.builder.add(doc, passages)
         return len(passages)
 
-    def _write(self, fh, offsets: list[int], rec: dict) -> None:
-        fh.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
-        offsets.append(fh.tell())
-
-    def _add_fields(self, p: Passage, meta: dict[str, Any]) -> None:
-        row = self.n_passages
-        values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title}
-        for k, v in meta.items():
-            if k in self._dropped_fields or k in values:
-                continue
-            if isinstance(v, (str, int, float, bool)) and not (isinstance(v, str) and len(v) > _MAX_FILTER_VALUE_LEN):
-                values[k] = v
-            else:
-                self._dropped_fields.add(k)
-                self._fields.pop(k, None)
-        for k, v in values.items():
-            col = self._fields.get(k)
-            if col is None:  # a field first seen now: earlier passages have no value
-                col = self._fields[k] = [None] * row
-            col.append(v)
-        for k, col in self._fields.items():
-            if len(col) < row + 1:
-                col.append(None)
+    def delete(self, doc_id: str) -> None:
+        if doc_id in self._new_ids:
+            raise CaprError(f"document {doc_id!r} was added in this same update; delete it in a later one")
+        if self.base is None or not self.base.has_document(doc_id):
+            raise QueryError(f"no document with id {doc_id!r}")
+        self._delete.add(doc_id)
 
     def abort(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._docs_fh.close()
-        self._pass_fh.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.builder.abort()
         self._lock.__exit__(None, None, None)
+
+    def _note(self, what: str) -> None:
+        if self.progress:
+            self.progress(what)
 
     def commit(self) -> "Index":
         if self._closed:
             raise IndexError_("writer already closed")
+        gen_tmp = None
         try:
-            for fh in (self._docs_fh, self._pass_fh):
-                fh.flush()
-                os.fsync(fh.fileno())
-                fh.close()
-            write_npy(self.tmp / "documents.offsets.npy", np.asarray(self._doc_offsets, dtype=np.int64))
-            write_npy(self.tmp / "passages.offsets.npy", np.asarray(self._pass_offsets, dtype=np.int64))
-            matrix = TermMatrix.from_coo(
-                np.frombuffer(self._rows, dtype=np.int32),
-                np.frombuffer(self._cols, dtype=np.int32),
-                np.frombuffer(self._lens, dtype=np.float32),
-                self._vocab,
-            )
-            matrix.save(self.tmp / "lexical")
-            coldir = self.tmp / "columns"
-            coldir.mkdir()
-            for name, raw in self._fields.items():
-                Column.build(raw).save(coldir, name)
+            vectors = None
+            if self.dense_info and self.builder.n_passages:
+                encoder = _encoder(self.dense_info)
+                self._note(f"encoding {self.builder.n_passages} passages")
+                vectors = encoder.encode_passages(self.builder.texts, progress=getattr(self.progress, "advance_encoding", None))
+                self.dense_info = {**self.dense_info, "dim": int(vectors.shape[1])}
+            new_segment = self.builder.finish(vectors, self.hnsw_threshold, self._note) if self.builder.n_passages else None
+            if new_segment is None:
+                self.builder.abort()
+            gen_tmp, name = dirs.new_generation(self.root)
+            (gen_tmp / "live").mkdir()
+            segments: list[str] = []
+            live_docs = live_passages = 0
+            vocab: set[str] = set()
+            if self.base is not None:
+                for seg, plive, dlive in zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live):
+                    if self._delete:
+                        plive = plive & ~np.isin(np.asarray(seg.columns["doc_id"].values, dtype=object)[np.asarray(seg.columns["doc_id"].codes)], list(self._delete))
+                        dlive = dlive & ~np.isin(np.asarray(seg.doc_ids, dtype=object), list(self._delete))
+                    if not plive.any():
+                        continue  # fully deleted segments are dropped, and collected after commit
+                    write_npy(gen_tmp / "live" / f"{seg.name}.npy", plive)
+                    write_npy(gen_tmp / "live" / f"{seg.name}.docs.npy", dlive)
+                    segments.append(seg.name)
+                    live_passages += int(plive.sum())
+                    live_docs += int(dlive.sum())
+                    vocab.update(seg.matrix.vocab)
+            if new_segment is not None:
+                write_npy(gen_tmp / "live" / f"{new_segment}.npy", np.ones(self.builder.n_passages, dtype=bool))
+                write_npy(gen_tmp / "live" / f"{new_segment}.docs.npy", np.ones(len(self.builder.doc_ids), dtype=bool))
+                segments.append(new_segment)
+                live_passages += self.builder.n_passages
+                live_docs += len(self.builder.doc_ids)
+                vocab.update(self.builder._vocab)
+            fields = set(self.builder._fields) | (set(self.base.columns) if self.base else set())
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
-                "generation": self.name,
+                "generation": name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "analyzer": self.analyzer_config.to_dict(),
                 "bm25": asdict(self.bm25),
                 "segmenter": asdict(self.segmenter),
-                "counts": {"documents": len(self._doc_ids), "passages": self.n_passages, "vocabulary": len(self._vocab)},
-                "fields": sorted(self._fields),
-                "build_seconds": round(time.time() - self._t0, 3),
+                "dense": self.dense_info,
+                "hnsw_threshold": self.hnsw_threshold,
+                "segments": segments,
+                "counts": {"documents": live_docs, "passages": live_passages, "vocabulary": len(vocab)},
+                "fields": sorted(fields),
+                "write_seconds": round(time.time() - self._t0, 3),
             }
-            write_json(self.tmp / "manifest.json", manifest)
-            dirs.commit_generation(self.root, self.tmp, self.name)
+            write_json(gen_tmp / "manifest.json", manifest)
+            dirs.commit_generation(self.root, gen_tmp, name)
         except BaseException:
+            if gen_tmp is not None:
+                import shutil
+
+                shutil.rmtree(gen_tmp, ignore_errors=True)
             self.abort()
             raise
         self._closed = True
@@ -231,7 +286,7 @@ class IndexWriter:
 
 
 class Index:
-    """A loaded, read-only generation of an index directory (arrays memory-mapped)."""
+    """A loaded generation of an index directory: a consistent, read-only snapshot."""
 
     def __init__(self, root: Path, gen: Path) -> None:
         self.root = root
@@ -244,13 +299,19 @@ class Index:
             )
         self.analyzer = Analyzer(AnalyzerConfig.from_dict(self.manifest["analyzer"]))
         self.bm25_params = BM25Params(**self.manifest["bm25"])
-        self.passages = RecordStore(gen / "passages.jsonl")
-        self.documents = RecordStore(gen / "documents.jsonl")
-        self.matrix = TermMatrix.load(gen / "lexical")
-        self.columns = {name: Column.load(gen / "columns", name) for name in self.manifest["fields"]}
+        self.segments = [Segment(root / SEGMENTS / name) for name in self.manifest["segments"]]
+        self.seg_live = [np.array(np.load(gen / "live" / f"{s.name}.npy")) for s in self.segments]
+        self.seg_doc_live = [np.array(np.load(gen / "live" / f"{s.name}.docs.npy")) for s in self.segments]
+        sizes = [s.n_passages for s in self.segments]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.live = np.concatenate(self.seg_live) if self.segments else np.zeros(0, dtype=bool)
+        self.matrix = merge_matrices([s.matrix for s in self.segments], self.live) if self.segments else None
+        self.columns = {f: merge_columns([s.columns.get(f) for s in self.segments], sizes) for f in self.manifest["fields"]}
         self._scorers: dict[Retriever, Any] = {}
         self._pid_rows: dict[str, int] | None = None
-        self._doc_rows: dict[str, int] | None = None
+        self._doc_rows: dict[str, tuple[int, int]] | None = None
+        self._vectors: list | None = None
+        self._encoder = None
 
     @classmethod
     def load(cls, root: str | Path) -> "Index":
@@ -258,27 +319,42 @@ class Index:
         return cls(root, dirs.current_generation(root))
 
     def close(self) -> None:
-        self.passages.close()
-        self.documents.close()
+        for s in self.segments:
+            s.close()
 
     def __len__(self) -> int:
-        return len(self.passages)
+        """Rows, including deleted passages still present in segments (see ``live``)."""
+        return int(self.offsets[-1])
 
     @property
     def counts(self) -> dict[str, int]:
         return dict(self.manifest["counts"])
 
+    @property
+    def has_dense(self) -> bool:
+        return bool(self.manifest.get("dense"))
+
     # -- lookups ----------------------------------------------------------------
+    def _locate(self, row: int) -> tuple[Segment, int]:
+        i = int(np.searchsorted(self.offsets, row, side="right")) - 1
+        return self.segments[i], row - int(self.offsets[i])
+
     def passage(self, row: int) -> Passage:
-        rec = self.passages.get(row)
-        doc_meta = self.documents.get(rec.pop("doc_row"))["metadata"]
+        seg, local = self._locate(row)
+        rec = seg.passages.get(local)
+        doc_meta = seg.documents.get(rec.pop("doc_row"))["metadata"]
         p = Passage.from_dict(rec)
         p.metadata = doc_meta
         return p
 
     def pid_rows(self) -> dict[str, int]:
+        """pid → row of its live passage."""
         if self._pid_rows is None:
-            self._pid_rows = {rec["pid"]: i for i, rec in enumerate(self.passages)}
+            rows: dict[str, int] = {}
+            for seg, off, live in zip(self.segments, self.offsets, self.seg_live):
+                for i in np.flatnonzero(live):
+                    rows[seg.pids[i]] = int(off + i)
+            self._pid_rows = rows
         return self._pid_rows
 
     def passage_by_pid(self, pid: str) -> Passage:
@@ -287,27 +363,43 @@ class Index:
             raise QueryError(f"no passage with id {pid!r}")
         return self.passage(row)
 
-    def document(self, doc_id: str) -> Document:
+    def _doc_index(self) -> dict[str, tuple[int, int]]:
         if self._doc_rows is None:
-            self._doc_rows = {rec["doc_id"]: i for i, rec in enumerate(self.documents)}
-        row = self._doc_rows.get(doc_id)
-        if row is None:
+            rows: dict[str, tuple[int, int]] = {}
+            for si, (seg, dlive) in enumerate(zip(self.segments, self.seg_doc_live)):
+                for i in np.flatnonzero(dlive):
+                    rows[seg.doc_ids[i]] = (si, int(i))
+            self._doc_rows = rows
+        return self._doc_rows
+
+    def has_document(self, doc_id: str) -> bool:
+        return doc_id in self._doc_index()
+
+    def document_ids(self) -> list[str]:
+        return list(self._doc_index())
+
+    def document(self, doc_id: str) -> Document:
+        loc = self._doc_index().get(doc_id)
+        if loc is None:
             raise QueryError(f"no document with id {doc_id!r}")
-        return Document.from_dict(self.documents.get(row))
+        return Document.from_dict(self.segments[loc[0]].documents.get(loc[1]))
 
     def aspects(self) -> list[str]:
         col = self.columns["aspect"]
-        return sorted(str(v) for v in col.values if v)
+        present = set(np.unique(np.asarray(col.codes)[self.live]).tolist())
+        return sorted(str(v) for i, v in enumerate(col.values) if v and i in present)
 
     # -- scoring ----------------------------------------------------------------
     def scorer(self, retriever: Retriever | str):
         r = Retriever(retriever)
+        if r not in LEXICAL:
+            raise QueryError(f"{r.value} is not a lexical retriever")
         if r not in self._scorers:
             self._scorers[r] = BM25Scorer(self.matrix, self.bm25_params) if r is Retriever.bm25 else TfidfScorer(self.matrix)
         return self._scorers[r]
 
     def scores(self, query: Query | str, retriever: Retriever | str = Retriever.bm25, expand: bool = True) -> np.ndarray:
-        """One score per passage row (0 for passages sharing no term with the query)."""
+        """One lexical score per row (0 for rows sharing no term with the query, and for deleted rows)."""
         scorer = self.scorer(retriever)
         if not (expand and isinstance(query, Query) and query.aspect):
             return scorer.scores(query_tokens(self.analyzer, query, expand))
@@ -324,14 +416,47 @@ class Index:
                 best = s if best is None else np.maximum(best, s)
         return scores + best if best is not None else scores
 
-    def aspect_prior(self, query: Query | str, weight: float) -> np.ndarray | None:
-        """Multiplier (1 + weight) for passages whose section aspect is the one the query asks about."""
-        aspect = query_aspect(query)
-        if not weight or not aspect:
-            return None
-        match = self.columns["aspect"].mask(aspect)
-        return np.where(match, 1.0 + weight, 1.0).astype(np.float32) if match.any() else None
+    # -- dense ------------------------------------------------------------------
+    def encoder(self):
+        if not self.has_dense:
+            raise QueryError(f"{self.root}: index has no vectors; build it with `capr index --dense`")
+        if self._encoder is None:
+            self._encoder = _encoder(self.manifest["dense"])
+        return self._encoder
 
+    def vectors(self) -> list:
+        if self._vectors is None:
+            self._vectors = [s.vectors() for s in self.segments]
+        return self._vectors
+
+    def encode_query(self, query: Query | str, template: str = DEFAULT_TEMPLATE) -> np.ndarray:
+        return self.encoder().encode_queries([dense_query_text(query, template)])[0]
+
+    def dense_candidate_scores(self, qvec: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Cosine of the query with each given row (exact, for re-ranking a candidate pool)."""
+        out = np.empty(len(rows), dtype=np.float32)
+        seg_idx = np.searchsorted(self.offsets, rows, side="right") - 1
+        for si in np.unique(seg_idx):
+            sel = seg_idx == si
+            vecs = self.vectors()[si].vectors
+            out[sel] = np.asarray(vecs[rows[sel] - self.offsets[si]]) @ qvec
+        return out
+
+    def dense_search(self, qvec: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Global top-k (rows, cosine) over live rows passing ``mask``: per segment, then merged."""
+        allowed = self.live if mask is None else (self.live & mask)
+        rows, scores = [], []
+        for si, sv in enumerate(self.vectors()):
+            lo, hi = int(self.offsets[si]), int(self.offsets[si + 1])
+            r, s = sv.search(qvec, k, allowed[lo:hi])
+            rows.append(r + lo)
+            scores.append(s)
+        rows_a = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        scores_a = np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
+        order = np.lexsort((rows_a, -scores_a))[:k]
+        return rows_a[order], scores_a[order]
+
+    # -- search -----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
         known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(self.aspects())
         if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
@@ -343,13 +468,13 @@ class Index:
     def filter_mask(self, filters: dict[str, Any] | None) -> np.ndarray | None:
         if not filters:
             return None
-        mask = np.ones(len(self), dtype=bool)
+        mask = self.live.copy()
         for field, value in filters.items():
             col = self.columns.get(field)
             if col is None:
                 raise QueryError(f"unknown filter field {field!r}; filterable fields: {', '.join(sorted(self.columns))}")
             wanted = normalize_aspect(str(value)) if field == "aspect" else value
-            m = col.mask(wanted)
+            m = col.mask(wanted) & self.live
             if not m.any():
                 values = [str(v) for v in col.values if v is not None]
                 close = difflib.get_close_matches(str(value), values, n=5, cutoff=0.6)
@@ -357,6 +482,14 @@ class Index:
                 raise QueryError(f"no passage has {field}={value!r}{hint}")
             mask &= m
         return mask
+
+    def aspect_prior(self, query: Query | str, weight: float) -> np.ndarray | None:
+        """Multiplier (1 + weight) for passages whose section aspect is the one the query asks about."""
+        aspect = query_aspect(query)
+        if not weight or not aspect:
+            return None
+        match = self.columns["aspect"].mask(aspect)
+        return np.where(match, 1.0 + weight, 1.0).astype(np.float32) if match.any() else None
 
     def search(
         self,
@@ -366,33 +499,46 @@ class Index:
         retriever: Retriever | str = Retriever.bm25,
         expand: bool = True,
         aspect_boost: float = DEFAULT_ASPECT_BOOST,
+        fusion: FusionConfig | None = None,
+        template: str = DEFAULT_TEMPLATE,
     ) -> list[ScoredPassage]:
         """Top-k passages. ``aspect_boost`` multiplies the score of passages from sections whose
         aspect is the one asked about (explicit, or inferred from the question) by 1 + boost."""
         if k <= 0:
             raise QueryError(f"k must be positive, got {k}")
+        retriever = Retriever(retriever)
         if isinstance(query, Query) and query.aspect:
             self.check_aspect(query.aspect)
-        scores = self.scores(query, retriever, expand)
-        prior = self.aspect_prior(query, aspect_boost)
-        if prior is not None:
-            scores = scores * prior
+        query_text(query)  # rejects empty queries before any work
         mask = self.filter_mask(filters)
-        return self.top_k(scores, k, mask)
+        allowed = self.live if mask is None else mask
+        prior = self.aspect_prior(query, aspect_boost)
+        depth = max(k, 100) if prior is not None or retriever is Retriever.hybrid else k
+        if retriever in LEXICAL:
+            scores = self.scores(query, retriever, expand)
+            rows, vals = self._top(scores, depth, allowed)
+        elif retriever is Retriever.dense:
+            rows, vals = self.dense_search(self.encode_query(query, template), depth, allowed)
+        else:
+            cfg = fusion or FusionConfig()
+            lex = self.scores(query, Retriever.bm25, expand)
+            lrows, lvals = self._top(lex, cfg.depth, allowed)
+            drows, dvals = self.dense_search(self.encode_query(query, template), cfg.depth, allowed)
+            rows, vals = fuse([(lrows, lvals), (drows, dvals)], cfg)
+        if prior is not None and len(rows):
+            vals = vals * prior[rows]
+        order = np.lexsort((rows, -vals))[:k]
+        return [
+            ScoredPassage(pid=(p := self.passage(int(r))).pid, score=float(v), rank=i + 1, passage=p)
+            for i, (r, v) in enumerate(zip(rows[order], vals[order]))
+        ]
 
-    def top_k(self, scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> list[ScoredPassage]:
-        if mask is not None:
-            scores = np.where(mask, scores, 0.0)
+    def _top(self, scores: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scores = np.where(allowed, scores, 0.0)
         candidates = np.flatnonzero(scores > 0)
         if len(candidates) > k:
-            part = np.argpartition(-scores[candidates], k - 1)[:k]
-            candidates = candidates[part]
-        # ties broken by row order so results are deterministic
-        order = candidates[np.lexsort((candidates, -scores[candidates]))]
-        return [
-            ScoredPassage(pid=(p := self.passage(int(r))).pid, score=float(scores[r]), rank=i + 1, passage=p)
-            for i, r in enumerate(order)
-        ]
+            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
+        return candidates.astype(np.int64), scores[candidates].astype(np.float32)
 
 
 def build_index(
@@ -402,9 +548,10 @@ def build_index(
     analyzer: AnalyzerConfig | None = None,
     bm25: BM25Params | None = None,
     report: ReadReport | None = None,
+    dense: "EncoderConfig | None" = None,
 ) -> Index:
     """Index ``documents`` into ``root``, atomically replacing any index already there."""
-    with IndexWriter(root, segmenter, analyzer, bm25, report) as w:
+    with IndexWriter(root, segmenter, analyzer, bm25, report, dense=dense) as w:
         for doc in documents:
             w.add(doc)
     return Index.load(root)
@@ -412,4 +559,3 @@ def build_index(
 
 def load_index(root: str | Path) -> Index:
     return Index.load(root)
-

@@ -1,0 +1,183 @@
+"""Segments: immutable slices of an index (stores, term matrix, filter columns, vectors).
+
+A generation lists its segments and a live mask per segment; adding documents writes a new
+segment, deleting writes new masks. Nothing already written is rewritten.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from capr.corpus.segment import SegmenterConfig, segment
+from capr.index.analyzer import Analyzer
+from capr.index.atomic import fsync_dir, write_json, write_npy
+from capr.index.lexical import TermMatrix
+from capr.index.store import Column, RecordStore
+from capr.records import Document, Passage
+
+BUILTIN_FIELDS = ("aspect", "doc_id", "heading", "title")
+_MAX_FILTER_VALUE_LEN = 256
+SEGMENTS = "segments"
+_SEG_RE = re.compile(r"^seg-(\d{6})$")
+
+
+def passage_index_text(p: Passage, include_title: bool) -> str:
+    """What both the lexical and the dense side index for a passage."""
+    return f"{p.title}\n{p.text}" if include_title and p.title else p.text
+
+
+class SegmentBuilder:
+    """Streams documents into a new segment folder; ``finish`` writes arrays and renames it into place."""
+
+    def __init__(self, root: Path, segmenter: SegmenterConfig, analyzer: Analyzer) -> None:
+        self.root = root
+        self.segmenter = segmenter
+        self.analyzer = analyzer
+        segdir = root / SEGMENTS
+        segdir.mkdir(parents=True, exist_ok=True)
+        nums = [int(m.group(1)) for p in segdir.iterdir() if (m := re.match(r"^\.?seg-(\d{6})", p.name))]
+        self.name = f"seg-{max(nums, default=0) + 1:06d}"
+        self.tmp = segdir / f".{self.name}.tmp-{os.getpid()}"
+        self.tmp.mkdir()
+        self._docs_fh = open(self.tmp / "documents.jsonl", "wb")
+        self._pass_fh = open(self.tmp / "passages.jsonl", "wb")
+        self._doc_offsets = [0]
+        self._pass_offsets = [0]
+        self.doc_ids: list[str] = []
+        self.pids: list[str] = []
+        self.texts: list[str] = []  # passage index texts, kept for the dense encoder
+        self._vocab: dict[str, int] = {}
+        self._cols = array.array("i")
+        self._rows = array.array("i")
+        self._lens = array.array("f")
+        self._fields: dict[str, list[Any]] = {f: [] for f in BUILTIN_FIELDS}
+        self._dropped_fields: set[str] = set()
+        self.n_passages = 0
+
+    def add(self, doc: Document, passages: list[Passage]) -> None:
+        drow = len(self.doc_ids)
+        self.doc_ids.append(doc.doc_id)
+        self._write(self._docs_fh, self._doc_offsets, doc.to_dict())
+        for p in passages:
+            rec = p.to_dict()
+            rec.pop("metadata")
+            rec["doc_row"] = drow
+            self._write(self._pass_fh, self._pass_offsets, rec)
+            self.pids.append(p.pid)
+            text = passage_index_text(p, self.segmenter.include_title)
+            self.texts.append(text)
+            tokens = self.analyzer(text)
+            vocab = self._vocab
+            self._cols.extend(vocab.setdefault(t, len(vocab)) for t in tokens)
+            self._rows.extend([self.n_passages] * len(tokens))
+            self._lens.append(len(tokens))
+            self._add_fields(p, doc.metadata)
+            self.n_passages += 1
+
+    @staticmethod
+    def _write(fh, offsets: list[int], rec: dict) -> None:
+        fh.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+        offsets.append(fh.tell())
+
+    def _add_fields(self, p: Passage, meta: dict[str, Any]) -> None:
+        row = self.n_passages
+        values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title}
+        for k, v in meta.items():
+            if k in self._dropped_fields or k in values:
+                continue
+            if isinstance(v, (str, int, float, bool)) and not (isinstance(v, str) and len(v) > _MAX_FILTER_VALUE_LEN):
+                values[k] = v
+            else:
+                self._dropped_fields.add(k)
+                self._fields.pop(k, None)
+        for k, v in values.items():
+            col = self._fields.get(k)
+            if col is None:  # a field first seen now: earlier passages have no value
+                col = self._fields[k] = [None] * row
+            col.append(v)
+        for col in self._fields.values():
+            if len(col) < row + 1:
+                col.append(None)
+
+    def finish(self, vectors: np.ndarray | None, hnsw_threshold: int, progress: Callable[[str], None] | None = None) -> str:
+        for fh in (self._docs_fh, self._pass_fh):
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+        write_npy(self.tmp / "documents.offsets.npy", np.asarray(self._doc_offsets, dtype=np.int64))
+        write_npy(self.tmp / "passages.offsets.npy", np.asarray(self._pass_offsets, dtype=np.int64))
+        if progress:
+            progress("term matrix")
+        TermMatrix.from_coo(
+            np.frombuffer(self._rows, dtype=np.int32),
+            np.frombuffer(self._cols, dtype=np.int32),
+            np.frombuffer(self._lens, dtype=np.float32),
+            self._vocab,
+        ).save(self.tmp / "lexical")
+        coldir = self.tmp / "columns"
+        coldir.mkdir()
+        for name, raw in self._fields.items():
+            Column.build(raw).save(coldir, name)
+        if vectors is not None:
+            from capr.index.vectors import save_vectors
+
+            if progress:
+                progress("vector index")
+            save_vectors(self.tmp, vectors, hnsw_threshold)
+        write_json(self.tmp / "segment.json", {"documents": len(self.doc_ids), "passages": self.n_passages, "fields": sorted(self._fields)})
+        write_json(self.tmp / "doc_ids.json", self.doc_ids)
+        write_json(self.tmp / "pids.json", self.pids)
+        fsync_dir(self.tmp)
+        final = self.root / SEGMENTS / self.name
+        os.replace(self.tmp, final)
+        fsync_dir(final.parent)
+        return self.name
+
+    def abort(self) -> None:
+        for fh in (self._docs_fh, self._pass_fh):
+            if not fh.closed:
+                fh.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Segment:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+        info = json.loads((path / "segment.json").read_text())
+        self.n_passages = info["passages"]
+        self.fields = info["fields"]
+        self.passages = RecordStore(path / "passages.jsonl")
+        self.documents = RecordStore(path / "documents.jsonl")
+        self.matrix = TermMatrix.load(path / "lexical")
+        self.columns = {f: Column.load(path / "columns", f) for f in self.fields}
+        self.doc_ids: list[str] = json.loads((path / "doc_ids.json").read_text())
+        self.pids: list[str] = json.loads((path / "pids.json").read_text())
+
+    def vectors(self):
+        from capr.index.vectors import SegmentVectors
+
+        return SegmentVectors.load(self.path) if (self.path / "vectors.npy").exists() else None
+
+    def passage_doc_rows(self) -> np.ndarray:
+        """Document row of every passage (from the doc_id column)."""
+        col = self.columns["doc_id"]
+        index = {d: i for i, d in enumerate(self.doc_ids)}
+        code_to_row = np.asarray([index.get(str(v), -1) for v in col.values], dtype=np.int64)
+        return code_to_row[np.asarray(col.codes)]
+
+    def close(self) -> None:
+        self.passages.close()
+        self.documents.close()
+
+
+def build_passages(doc: Document, segmenter: SegmenterConfig) -> list[Passage]:
+    return segment(doc, segmenter)

