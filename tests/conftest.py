@@ -20,6 +20,21 @@ def need_data(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Models exported/distilled and embeddings cached by tests live in a fresh folder per run,
+    so no test depends on what an earlier run left behind (subprocesses inherit it)."""
+    path = tmp_path_factory.mktemp("capr-cache")
+    old = os.environ.get("CAPR_CACHE")
+    os.environ["CAPR_CACHE"] = str(path)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    yield path
+    if old is None:
+        os.environ.pop("CAPR_CACHE", None)
+    else:
+        os.environ["CAPR_CACHE"] = old
+
+
 @pytest.fixture
 def data_dir() -> Path:
     return need_data()

@@ -267,7 +267,7 @@ class IndexWriter:
                 "dense": self.dense_info,
                 "hnsw_threshold": self.hnsw_threshold,
                 "segments": segments,
-                "counts": {"documents": live_docs, "passages": live_passages, "vocabulary": len(vocab)},
+                "counts": {"documents": live_docs, "passages": live_passages, "terms_in_segments": len(vocab)},
                 "fields": sorted(fields),
                 "write_seconds": round(time.time() - self._t0, 3),
             }
@@ -328,7 +328,10 @@ class Index:
 
     @property
     def counts(self) -> dict[str, int]:
-        return dict(self.manifest["counts"])
+        """Live documents and passages, and the vocabulary of live passages."""
+        c = self.manifest["counts"]
+        vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
+        return {"documents": c["documents"], "passages": c["passages"], "vocabulary": vocab}
 
     @property
     def has_dense(self) -> bool:

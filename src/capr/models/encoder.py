@@ -72,12 +72,6 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _onnx_quant_target() -> str:
-    import platform
-
-    return "arm64" if platform.machine().lower() in ("arm64", "aarch64") else "avx2"
-
-
 class _Side:
     """One loaded model (the passage side, or a separate query side)."""
 
@@ -101,8 +95,10 @@ class _Side:
         try:
             if self.backend is Backend.static:
                 self._model = self._load_static()
-            else:
+            elif self.backend is Backend.torch:
                 self._model = self._load_st()
+            else:
+                self._model = self._load_onnx()
         except CaprError:
             raise
         except Exception as e:  # loading errors from HF/ONNX stacks are many and varied
@@ -116,26 +112,18 @@ class _Side:
         transformers.logging.set_verbosity_error()  # load reports would drown the CLI's own output
         transformers.utils.logging.disable_progress_bar()
 
-        if self.backend is Backend.torch:
-            m = SentenceTransformer(self.path, device=_device())
-        else:
-            target = self.models_dir / f"onnx-{_slug(self.path)}"
-            if not (target / "onnx" / "model.onnx").exists():
-                m = SentenceTransformer(self.path, backend="onnx", device="cpu")
-                m.save_pretrained(str(target))
-            if self.backend is Backend.onnx:
-                m = SentenceTransformer(str(target), backend="onnx", device="cpu")
-            else:
-                q = _onnx_quant_target()
-                fname = f"onnx/model_qint8_{q}.onnx"
-                if not (target / fname).exists():
-                    from sentence_transformers import export_dynamic_quantized_onnx_model
-
-                    base = SentenceTransformer(str(target), backend="onnx", device="cpu")
-                    export_dynamic_quantized_onnx_model(base, q, str(target))
-                m = SentenceTransformer(str(target), backend="onnx", device="cpu", model_kwargs={"file_name": fname})
+        m = SentenceTransformer(self.path, device=_device())
         m.max_seq_length = min(self.config.max_length, m.max_seq_length or self.config.max_length)
         return m
+
+    def _load_onnx(self) -> Any:
+        from capr.models.onnx_backend import OnnxEncoder, export
+
+        path = Path(self.path)
+        if not path.exists():  # a hub id: let sentence-transformers resolve it to a local snapshot
+            path = Path(self._load_st().model_card_data.base_model or self.path)
+        onnx_file = export(str(path), self.models_dir / f"onnx-{_slug(str(path))}", quantize=self.backend is Backend.onnx_int8)
+        return OnnxEncoder(onnx_file, self.config.max_length)
 
     def _load_static(self) -> Any:
         from model2vec import StaticModel
@@ -155,6 +143,8 @@ class _Side:
         texts = [prefix + t for t in texts]
         if self.backend is Backend.static:
             vecs = model.encode(list(texts), batch_size=max(self.config.batch_size, 256), show_progress_bar=show_progress)
+        elif self.backend in (Backend.onnx, Backend.onnx_int8):
+            vecs = model.encode(list(texts), batch_size=self.config.batch_size)
         else:
             vecs = model.encode(list(texts), batch_size=self.config.batch_size, show_progress_bar=show_progress, convert_to_numpy=True)
         vecs = np.asarray(vecs, dtype=np.float32)

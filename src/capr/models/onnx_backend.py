@@ -1,0 +1,101 @@
+"""ONNX Runtime encoder for sentence-transformers models, fp32 or dynamically quantized int8.
+
+The transformer is exported once with ``torch.onnx.export`` (and quantized with onnxruntime's
+``quantize_dynamic``) into capr's model cache; pooling follows the model's own
+``1_Pooling/config.json`` (mean or CLS), so vectors match the torch backend up to rounding.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def _pooling_mode(model_dir: Path) -> str:
+    cfg = model_dir / "1_Pooling" / "config.json"
+    if cfg.exists():
+        c = json.loads(cfg.read_text())
+        if c.get("pooling_mode_cls_token"):
+            return "cls"
+    return "mean"
+
+
+def export(model_path: str, target: Path, quantize: bool) -> Path:
+    """Exports (and optionally quantizes) the model's transformer; returns the .onnx file."""
+    target.mkdir(parents=True, exist_ok=True)
+    fp32 = target / "model.onnx"
+    if not fp32.exists():
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model_path)
+        model = AutoModel.from_pretrained(model_path).eval()
+        enc = tok(["an example sentence for tracing"], return_tensors="pt")
+        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
+        dyn = {n: {0: "batch", 1: "seq"} for n in names}
+        dyn["last_hidden_state"] = {0: "batch", 1: "seq"}
+        class _Wrapped(torch.nn.Module):
+            # keyword call: positional order of forward() differs between transformers versions
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                return self.inner(**dict(zip(names, args))).last_hidden_state
+
+        tmp = target / "model.onnx.tmp"
+        with torch.no_grad():
+            torch.onnx.export(
+                _Wrapped(model), tuple(enc[n] for n in names), str(tmp), input_names=names,
+                output_names=["last_hidden_state"], dynamic_axes=dyn, opset_version=17, dynamo=False,
+            )
+        tmp.rename(fp32)
+        tok.save_pretrained(str(target))
+        (target / "pooling.txt").write_text(_pooling_mode(Path(model_path)))
+    if not quantize:
+        return fp32
+    int8 = target / "model_int8.onnx"
+    if not int8.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        tmp = target / "model_int8.onnx.tmp"
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+        tmp.rename(int8)
+    return int8
+
+
+class OnnxEncoder:
+    def __init__(self, onnx_file: Path, max_length: int) -> None:
+        import onnxruntime as ort
+        from transformers import AutoTokenizer
+
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
+        self.tokenizer = AutoTokenizer.from_pretrained(str(onnx_file.parent))
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.max_length = max_length
+        self.pooling = (onnx_file.parent / "pooling.txt").read_text().strip()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        out = []
+        # sorting by length keeps padding (wasted compute) small inside each batch
+        order = np.argsort([len(t) for t in texts])
+        for lo in range(0, len(texts), batch_size):
+            batch = [texts[i] for i in order[lo : lo + batch_size]]
+            enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
+            feed = {k: v.astype(np.int64) for k, v in enc.items() if k in self.inputs}
+            hidden = self.session.run(["last_hidden_state"], feed)[0]
+            if self.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                mask = enc["attention_mask"][..., None].astype(np.float32)
+                pooled = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)
+            out.append(pooled.astype(np.float32))
+        vecs = np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
+        result = np.empty_like(vecs)
+        result[order] = vecs
+        return result

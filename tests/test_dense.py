@@ -1,0 +1,96 @@
+"""Encoders (torch, ONNX fp32/int8, static), the embedding cache, HNSW with filters, fusion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capr import Query, build_index, read_documents
+from capr.errors import CaprError
+from capr.index import IndexWriter
+from capr.models import Encoder, EncoderConfig
+from capr.models.cache import EmbeddingCache
+from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
+
+TEXTS = [
+    "IgA nephropathy often presents with visible blood in the urine after a sore throat.",
+    "Colchicine or an NSAID treats an acute gout flare.",
+    "Her father had dilated cardiomyopathy and her brother died suddenly at 36.",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors():
+    return Encoder(EncoderConfig(), cache=False).encode_passages(TEXTS)
+
+
+def test_torch_encoder_is_normalized_and_semantic(torch_vectors):
+    enc = Encoder(EncoderConfig(), cache=False)
+    assert torch_vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(torch_vectors, axis=1), 1.0, rtol=1e-5)
+    q = enc.encode_queries(["kidney disease with hematuria", "family history of heart muscle disease"])
+    assert list((q @ torch_vectors.T).argmax(1)) == [0, 2]
+
+
+@pytest.mark.parametrize("backend,min_cos", [("onnx", 0.9999), ("onnx-int8", 0.9)])
+def test_onnx_backends_agree_with_torch(torch_vectors, backend, min_cos):
+    v = Encoder(EncoderConfig(backend=backend), cache=False).encode_passages(TEXTS)
+    assert v.shape == torch_vectors.shape
+    assert (v * torch_vectors).sum(1).min() >= min_cos
+
+
+def test_static_model_distilled_locally_retrieves():
+    enc = Encoder(EncoderConfig(backend="static"), cache=False)
+    v = enc.encode_passages(TEXTS)
+    assert v.shape == (3, 256)
+    q = enc.encode_queries(["gout flare treatment"])
+    assert int((q @ v.T).argmax()) == 1
+
+
+def test_embedding_cache_skips_unchanged_passages(tmp_path):
+    cache = EmbeddingCache(tmp_path / "emb.sqlite")
+    enc = Encoder(EncoderConfig(), cache=cache)
+    first = enc.encode_passages(TEXTS)
+    assert (cache.hits, cache.misses) == (0, 3)
+    again = enc.encode_passages(TEXTS + ["A new passage about asthma inhalers."])
+    assert (cache.hits, cache.misses) == (3, 4)
+    np.testing.assert_array_equal(again[:3], first)
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(CaprError, match="cannot load encoder '/no/such/model'"):
+        Encoder(EncoderConfig(model="/no/such/model"), cache=False).encode_queries(["x"])
+    from capr.models.encoder import parse_backend
+
+    with pytest.raises(CaprError, match="unknown encoder backend 'tpu'"):
+        parse_backend("tpu")
+
+
+def test_hnsw_search_with_filters_matches_exact(tmp_path, demo_dir):
+    docs = list(read_documents(demo_dir))
+    exact = build_index(docs, tmp_path / "exact", dense=EncoderConfig())
+    with IndexWriter(tmp_path / "hnsw", dense=EncoderConfig(), hnsw_threshold=50) as w:
+        for d in docs:
+            w.add(d)
+    from capr.index import load_index
+
+    hnsw = load_index(tmp_path / "hnsw")
+    assert (hnsw.segments[0].path / "hnsw.faiss").exists() and not (exact.segments[0].path / "hnsw.faiss").exists()
+    for q in ["anticoagulation for atrial fibrillation", Query("q", entity="asthma", aspect="treatment")]:
+        a = [h.pid for h in exact.search(q, k=10, retriever="dense", aspect_boost=0)]
+        b = [h.pid for h in hnsw.search(q, k=10, retriever="dense", aspect_boost=0)]
+        assert len(set(a) & set(b)) >= 9
+        f = hnsw.search(q, k=5, retriever="dense", filters={"aspect": "treatment"})
+        assert len(f) == 5 and all(h.passage.aspect == "treatment" for h in f)
+
+
+def test_rrf_and_weighted_fusion():
+    bm25 = (np.array([1, 2, 3]), np.array([9.0, 5.0, 1.0]))
+    dense = (np.array([3, 1, 4]), np.array([0.9, 0.8, 0.1]))
+    rows, scores = fuse([bm25, dense], FusionConfig(method=FusionMethod.rrf, rrf_k=60))
+    ranked = rows[np.argsort(-scores)].tolist()
+    assert ranked[0] == 1  # 1st and 2nd beats 3rd and 1st
+    assert set(rows.tolist()) == {1, 2, 3, 4}
+    rows, scores = fuse([bm25, dense], FusionConfig(method=FusionMethod.weighted, weights=(0.5, 0.5)))
+    got = dict(zip(rows.tolist(), scores.round(4).tolist()))
+    assert got == {1: 0.5 + 0.5 * 0.875, 2: 0.25, 3: 0.5, 4: 0.0}
