@@ -104,3 +104,31 @@ def test_demo_runs_three_queries(tmp_path):
     for label in ("IgA nephropathy, symptoms", "cardiomyopathy, family history", "how is atrial fibrillation treated"):
         assert label in proc.stdout
     assert (tmp_path / "demo-index" / "CURRENT").exists()
+
+
+def test_dense_and_hybrid_search_from_the_cli(tmp_path, demo_dir):
+    out = tmp_path / "dense"
+    proc = capr_cli("index", str(demo_dir), "--out", str(out), "--dense")
+    assert "36 documents" in proc.stderr
+    for retriever in ("dense", "hybrid"):
+        res = json.loads(capr_cli("search", str(out), "anticoagulant for an irregular heartbeat", "-r", retriever, "-k", "3", "--json").stdout)
+        assert res["retriever"] == retriever
+        assert any("atrial fibrillation" in (r["title"] + r["text"]).lower() for r in res["results"])
+    res = json.loads(capr_cli("search", str(out), "--entity", "IgA nephropathy", "--aspect", "symptoms", "-r", "hybrid",
+                              "--fusion", "weighted", "--template", "question", "--json").stdout)
+    assert res["results"][0]["aspect"] == "symptoms"
+    bad = capr_cli("search", str(out), "x", "-r", "dense", "--template", "poem", check=False)
+    assert bad.returncode == 2 and "unknown query template 'poem'" in bad.stderr
+    lexical_only = tmp_path / "lex"
+    capr_cli("index", str(demo_dir), "--out", str(lexical_only))
+    bad = capr_cli("search", str(lexical_only), "x", "-r", "dense", check=False)
+    assert bad.returncode == 2 and "index has no vectors" in bad.stderr
+
+
+def test_eval_hybrid_with_static_encoder(tmp_path):
+    data = need_data("medquad_cdv_test").parent
+    res = json.loads(capr_cli("eval", "--benchmark", "medquad-cdv", "--data-dir", str(data), "--retriever", "hybrid",
+                              "--backend", "static", "--protocol", "rerank64", "--query-field", "tuple",
+                              "--cache-dir", str(tmp_path / "c"), "--json").stdout)
+    assert res["retriever"] == "hybrid" and res["encoder"]["backend"] == "static" and res["fusion"] == "rrf"
+    assert res["queries"] == 3293 and res["metrics"]["R@5"] > 50

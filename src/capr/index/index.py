@@ -72,14 +72,13 @@ DEFAULT_TEMPLATE = "plain"
 
 
 def dense_query_text(query: Query | str, template: str = DEFAULT_TEMPLATE) -> str:
+    fmt = TEMPLATES.get(template)
+    if fmt is None:
+        raise QueryError(f"unknown query template {template!r}; choose one of {sorted(TEMPLATES)}")
     if isinstance(query, str):
         return query_text(query)
     if query.text and not (query.entity or query.aspect):
         return query.text
-    try:
-        fmt = TEMPLATES[template]
-    except KeyError:
-        raise QueryError(f"unknown query template {template!r}; choose one of {sorted(TEMPLATES)}") from None
     text = fmt.format(entity=query.entity or "", aspect=query.aspect or "").strip()
     return f"{text} {query.text}" if query.text else text
 
