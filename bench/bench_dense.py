@@ -760,9 +760,10 @@ def main(argv: list[str] | None = None) -> int:
     # ---- report ----
     lines: list[str] = []
     if a:
-        lines += [f"Part A: encoding {a_info['passages']:,} real passages (first of medquad_cdv_test/passages.jsonl.gz, "
-                  f"mean {a_info['mean_words']} words), model 'minilm' (all-MiniLM-L6-v2), max_length "
-                  f"{next(iter(a.values()))['max_length']}, capr batch size; no embedding cache", ""]
+        lines += [f"Part A: encoding the first {a_info['passages']:,} passages of {Path(a_info['file']).parent.name}/"
+                  f"{Path(a_info['file']).name} (real MedQuAD answers, mean {a_info['mean_words']} words), model 'minilm' "
+                  f"(all-MiniLM-L6-v2), max_length {next(iter(a.values()))['max_length']}, capr's batch sizes, "
+                  "no embedding cache", ""]
         lines += part_a_table(a, agree)
         notes = ["passages/s: `Encoder(EncoderConfig(backend=...), cache=False).encode_passages(texts)` after one "
                  "warm-up batch; query p50: one `encode_queries([q])` call for the short query "
@@ -770,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
                  "cosine vs torch: cosine of each passage's vector with its torch fp32 vector (the static model is a "
                  "different, 256-d vector space, so n/a); 10-NN overlap: for each passage, the share of its 10 nearest "
                  "neighbours among the Part A passages that torch fp32 also finds"]
-        load_note = "model load s: first `encode_queries` call in a fresh process (model load"
+        load_note = "model load s: first `encode_queries` call in a fresh process (imports and model load"
         if any(r.get("created_files") for r in a.values()):
             load_note += "; * = this includes creating the model files, a one-time cost"
         notes.append(load_note + ")")
