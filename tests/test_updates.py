@@ -198,3 +198,17 @@ def test_same_document_twice_in_one_batch_is_bad_input(tmp_path, docs):
         with IndexWriter(tmp_path / "j", mode="update") as w:
             w.add(docs[3])
             w.delete(docs[3].doc_id)
+
+
+def test_second_concurrent_writer_is_refused(tmp_path, docs):
+    root = tmp_path / "idx"
+    build_index(docs[:3], root)
+    first = IndexWriter(root, mode="update")
+    try:
+        with pytest.raises(CaprError, match="another process is writing this index"):
+            IndexWriter(root, mode="update")
+        first.add(docs[4])
+        first.commit()
+    finally:
+        first.abort()
+    assert load_index(root).counts["documents"] == 4

@@ -134,26 +134,15 @@ class IndexWriter:
         self.report = report or ReadReport()
         self.progress = progress
         if mode == "update":
-            self.base: Index | None = Index.load(self.root)
-            m = self.base.manifest
-            self.segmenter = SegmenterConfig(**m["segmenter"])
-            self.analyzer_config = AnalyzerConfig.from_dict(m["analyzer"])
-            self.bm25 = BM25Params(**m["bm25"])
-            self.dense_info = m.get("dense")
-            self.hnsw_threshold = m.get("hnsw_threshold", hnsw_threshold)
+            dirs.current_generation(self.root)  # clear error when there is no index to update
         else:
             dirs.prepare_root(self.root)
-            self.base = None
-            self.segmenter = segmenter or SegmenterConfig()
-            self.analyzer_config = analyzer or AnalyzerConfig()
-            self.bm25 = bm25 or BM25Params()
-            self.dense_info = {"encoder": dense.to_dict()} if dense is not None else None
-            self.hnsw_threshold = hnsw_threshold
-        self.analyzer = Analyzer(self.analyzer_config)
+        # Lock before reading the base generation: a concurrent writer's commit must not be lost.
         self._lock = dirs.write_lock(self.root)
         self._lock.__enter__()
         self._closed = False
         try:
+            self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
             dirs.remove_stale(self.root)
             self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
         except BaseException:
@@ -163,6 +152,24 @@ class IndexWriter:
         self._new_pids: set[str] = set()
         self._delete: set[str] = set()  # documents of earlier segments to tombstone
         self._t0 = time.time()
+
+    def _configure(self, mode, segmenter, analyzer, bm25, dense, hnsw_threshold) -> None:
+        if mode == "update":
+            self.base: Index | None = Index.load(self.root)
+            m = self.base.manifest
+            self.segmenter = SegmenterConfig(**m["segmenter"])
+            self.analyzer_config = AnalyzerConfig.from_dict(m["analyzer"])
+            self.bm25 = BM25Params(**m["bm25"])
+            self.dense_info = m.get("dense")
+            self.hnsw_threshold = m.get("hnsw_threshold", hnsw_threshold)
+        else:
+            self.base = None
+            self.segmenter = segmenter or SegmenterConfig()
+            self.analyzer_config = analyzer or AnalyzerConfig()
+            self.bm25 = bm25 or BM25Params()
+            self.dense_info = {"encoder": dense.to_dict()} if dense is not None else None
+            self.hnsw_threshold = hnsw_threshold
+        self.analyzer = Analyzer(self.analyzer_config)
 
     @property
     def n_passages(self) -> int:
@@ -237,8 +244,10 @@ class IndexWriter:
             if self.base is not None:
                 for seg, plive, dlive in zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live):
                     if self._delete:
-                        plive = plive & ~np.isin(np.asarray(seg.columns["doc_id"].values, dtype=object)[np.asarray(seg.columns["doc_id"].codes)], list(self._delete))
-                        dlive = dlive & ~np.isin(np.asarray(seg.doc_ids, dtype=object), list(self._delete))
+                        col = seg.columns["doc_id"]
+                        gone = [code for code, v in enumerate(col.values) if v in self._delete]
+                        plive = plive & ~np.isin(np.asarray(col.codes), gone)
+                        dlive = dlive & ~np.fromiter((d in self._delete for d in seg.doc_ids), dtype=bool, count=len(seg.doc_ids))
                     if not plive.any():
                         continue  # fully deleted segments are dropped, and collected after commit
                     write_npy(gen_tmp / "live" / f"{seg.name}.npy", plive)

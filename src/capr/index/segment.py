@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from capr.corpus.segment import SegmenterConfig, segment
+from capr.corpus.segment import SegmenterConfig
 from capr.index.analyzer import Analyzer
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import TermMatrix
@@ -167,17 +167,7 @@ class Segment:
 
         return SegmentVectors.load(self.path) if (self.path / "vectors.npy").exists() else None
 
-    def passage_doc_rows(self) -> np.ndarray:
-        """Document row of every passage (from the doc_id column)."""
-        col = self.columns["doc_id"]
-        index = {d: i for i, d in enumerate(self.doc_ids)}
-        code_to_row = np.asarray([index.get(str(v), -1) for v in col.values], dtype=np.int64)
-        return code_to_row[np.asarray(col.codes)]
-
     def close(self) -> None:
         self.passages.close()
         self.documents.close()
 
-
-def build_passages(doc: Document, segmenter: SegmenterConfig) -> list[Passage]:
-    return segment(doc, segmenter)

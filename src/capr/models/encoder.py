@@ -179,7 +179,6 @@ class Encoder:
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None, chunk: int = 256
     ) -> np.ndarray:
         """Batched, cached: passages already encoded by this model (same text) are not encoded again."""
-        out = np.zeros((len(texts), 0), dtype=np.float32)
         side = self.passage_side
         parts = []
         for lo in range(0, len(texts), chunk):
@@ -195,7 +194,7 @@ class Encoder:
             parts.append(np.stack(cached).astype(np.float32))
             if progress:
                 progress(len(batch))
-        return np.concatenate(parts) if parts else out
+        return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "passage_key": self.passage_side.key, "query_key": self.query_side.key}
