@@ -94,3 +94,15 @@ def test_rrf_and_weighted_fusion():
     rows, scores = fuse([bm25, dense], FusionConfig(method=FusionMethod.weighted, weights=(0.5, 0.5)))
     got = dict(zip(rows.tolist(), scores.round(4).tolist()))
     assert got == {1: 0.5 + 0.5 * 0.875, 2: 0.25, 3: 0.5, 4: 0.0}
+
+
+def test_local_path_and_separate_query_model(torch_vectors):
+    from capr.models.encoder import resolve_model
+
+    path = resolve_model("minilm")
+    assert path != "minilm" and (__import__("pathlib").Path(path) / "config.json").exists()
+    enc = Encoder(EncoderConfig(model=path, query_model="minilm"), cache=False)
+    assert enc.query_side is not enc.passage_side and enc.query_side.key != enc.passage_side.key
+    np.testing.assert_allclose(enc.encode_passages(TEXTS), torch_vectors, atol=1e-5)
+    q = enc.encode_queries(["acute gout flare"])
+    assert int((q @ torch_vectors.T).argmax()) == 1
