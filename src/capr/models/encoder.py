@@ -92,6 +92,8 @@ class _Side:
         if self._model is not None:
             return self._model
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if Path(self.path).exists():
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub; never wait on a network
         try:
             if self.backend is Backend.static:
                 self._model = self._load_static()
