@@ -10,7 +10,7 @@ from capr.index.atomic import write_npy
 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
-HNSW_EF_SEARCH = 128
+HNSW_EF_SEARCH = 512  # recall@10 vs exact: 0.856 at 128, 0.94 at 512 (bench_dense, 200k static vectors)
 
 
 def save_vectors(directory: Path, vectors: np.ndarray, hnsw_threshold: int) -> None:
