@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shutil
 import time
 from dataclasses import asdict
 from enum import Enum
@@ -262,8 +263,8 @@ class IndexWriter:
                 segments.append(new_segment)
                 live_passages += self.builder.n_passages
                 live_docs += len(self.builder.doc_ids)
-                vocab.update(self.builder._vocab)
-            fields = set(self.builder._fields) | (set(self.base.columns) if self.base else set())
+                vocab.update(self.builder.terms)
+            fields = self.builder.field_names | (set(self.base.columns) if self.base else set())
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
@@ -283,8 +284,6 @@ class IndexWriter:
             dirs.commit_generation(self.root, gen_tmp, name)
         except BaseException:
             if gen_tmp is not None:
-                import shutil
-
                 shutil.rmtree(gen_tmp, ignore_errors=True)
             self.abort()
             raise

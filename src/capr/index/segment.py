@@ -62,6 +62,14 @@ class SegmentBuilder:
         self._dropped_fields: set[str] = set()
         self.n_passages = 0
 
+    @property
+    def terms(self) -> set[str]:
+        return set(self._vocab)
+
+    @property
+    def field_names(self) -> set[str]:
+        return set(self._fields)
+
     def add(self, doc: Document, passages: list[Passage]) -> None:
         drow = len(self.doc_ids)
         self.doc_ids.append(doc.doc_id)
