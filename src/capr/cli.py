@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from contextlib import nullcontext
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional
@@ -96,7 +97,7 @@ def write_documents(
 ) -> tuple[Index, float]:
     """Runs an IndexWriter over documents (and deletions) with a progress display; returns the new snapshot."""
     t0 = time.time()
-    with (_progress() if not quiet else _NullCtx()) as progress:
+    with (_progress() if not quiet else nullcontext()) as progress:
         track = _WriteProgress(progress, label)
         writer = IndexWriter(progress=track, **writer_args)
         try:
@@ -110,14 +111,6 @@ def write_documents(
             writer.abort()
             raise
     return index, time.time() - t0
-
-
-class _NullCtx:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def index_source(
