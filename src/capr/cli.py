@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from contextlib import nullcontext
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Iterable, List, Optional
 
 import typer
 from rich.console import Console
@@ -23,7 +22,7 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
 from capr.index.index import DEFAULT_TEMPLATE, TEMPLATES, query_tokens
-from capr.models.encoder import EncoderConfig, parse_backend
+from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.records import Query, ScoredPassage
 from capr.retrieve.highlight import snippet
@@ -352,7 +351,7 @@ def eval_cmd(
             raise CaprError(f"unknown query field {query_field!r}; choose tuple or question") from None
         needs_dense = retriever in (Retriever.dense, Retriever.hybrid)
         enc = _encoder_config(needs_dense, model, query_model, backend, 256)
-        cache = cache_dir or _cache_root() / "bench" / benchmark / (_slug_of(enc) if enc else "lexical")
+        cache = cache_dir or cache_root() / "bench" / benchmark / (_slug_of(enc) if enc else "lexical")
         with _progress() as p:
             data = load_medquad_cdv(data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
 
@@ -465,10 +464,6 @@ def _slug_of(enc: EncoderConfig) -> str:
     return "dense-" + hashlib.sha1(json.dumps(enc.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("CAPR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "capr")
-
-
 def demo_corpus_dir() -> Path:
     from importlib.resources import files
 
@@ -483,7 +478,7 @@ def demo_cmd(
     """Index the bundled demo corpus (synthetic notes and articles) and run three example queries."""
 
     def body() -> None:
-        target = (cache_dir or _cache_root()) / "demo-index"
+        target = (cache_dir or cache_root()) / "demo-index"
         index, report, secs = index_source(demo_corpus_dir(), target, Format.text, SegmenterConfig(), AnalyzerConfig(), False)
         c = index.counts
         out.print(f"[bold]capr demo[/]: indexed {c['documents']} documents → {c['passages']} passages in {secs:.1f}s ({escape(str(target))})\n")

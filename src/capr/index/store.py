@@ -6,24 +6,11 @@ import json
 import mmap
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
-from capr.index.atomic import fsync_dir, write_npy
-
-
-def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
-    offsets = [0]
-    with open(path, "wb") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
-            offsets.append(fh.tell())
-        fh.flush()
-        os.fsync(fh.fileno())
-    write_npy(path.with_suffix(".offsets.npy"), np.asarray(offsets, dtype=np.int64))
-    fsync_dir(path.parent)
-    return len(offsets) - 1
+from capr.index.atomic import write_npy
 
 
 class RecordStore:
@@ -41,10 +28,6 @@ class RecordStore:
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         assert self._mm is not None
         return json.loads(self._mm[a:b])
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for i in range(len(self)):
-            yield self.get(i)
 
     def close(self) -> None:
         if self._mm is not None:
