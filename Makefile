@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Their metadata pins spacy<3.8 (hence numpy<2) although they run on spacy 3.8; see pyproject.toml.
+NO_DEPS := medspacy==1.3.1 PyRuSH==1.0.13 scispacy==0.6.2
 
 .PHONY: demo test bench install clean
 
@@ -14,6 +16,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	touch $(STAMP)
 
 install: $(STAMP)

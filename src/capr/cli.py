@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, List, Optional
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -286,6 +287,8 @@ def search_cmd(
     aspect_boost: float = typer.Option(0.5, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),
     fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="How --retriever hybrid fuses BM25 and dense: rrf or weighted."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
@@ -295,16 +298,26 @@ def search_cmd(
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         index = Index.load(index_dir)
+        second = None
+        if reranker:
+            from capr.retrieve.rerank import load_reranker, rerank_hits
+
+            second = load_reranker(reranker)
         hits = index.search(
-            q, k=k, filters=_parse_filters(filters), retriever=retriever, expand=expand, aspect_boost=aspect_boost,
-            fusion=FusionConfig(method=fusion), template=template,
+            q, k=max(k, rerank_depth) if second else k, filters=_parse_filters(filters), retriever=retriever,
+            expand=expand, aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
         )
+        if second is not None:
+            from capr.index.index import dense_query_text
+
+            hits = rerank_hits(dense_query_text(q, "plain"), hits, second, k)
         terms = set(query_tokens(index.analyzer, q, expand))
         results = [result_dict(index, h, terms) for h in hits]
         if as_json:
             payload = {
                 "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect},
                 "retriever": retriever.value,
+                "reranker": reranker,
                 "filters": _parse_filters(filters),
                 "results": results,
             }
@@ -330,17 +343,21 @@ def eval_cmd(
     backend: str = typer.Option("torch", help="Encoder backend: torch | onnx | onnx-int8 | static."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
     fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
+    rerank_depth: int = typer.Option(64, "--rerank-depth", help="Candidates the re-ranker re-orders."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent)."""
     from capr.corpus.trec import write_run
     from capr.eval.benchmarks import (
-        Protocol, QueryField, dense_scorer, hybrid_scorer, lexical_scorer, load_medquad_cdv, run_benchmark,
+        Protocol, QueryField, dense_scorer, hybrid_scorer, lexical_scorer, load_mediqa2019, load_medquad_cdv,
+        load_mtsamples_capr, run_benchmark,
     )
 
     def body() -> None:
-        if benchmark != "medquad-cdv":
-            raise CaprError(f"unknown benchmark {benchmark!r}; available: medquad-cdv")
+        loaders = {"medquad-cdv": load_medquad_cdv, "mtsamples-capr": load_mtsamples_capr, "mediqa2019": load_mediqa2019}
+        if benchmark not in loaders:
+            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}")
         try:
             proto = Protocol(protocol)
         except ValueError:
@@ -353,7 +370,11 @@ def eval_cmd(
         enc = _encoder_config(needs_dense, model, query_model, backend, 256)
         cache = cache_dir or cache_root() / "bench" / benchmark / (_slug_of(enc) if enc else "lexical")
         with _progress() as p:
-            data = load_medquad_cdv(data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
+            data = loaders[benchmark](data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
+        if benchmark == "mtsamples-capr" and qfield is not QueryField.tuple:
+            raise CaprError("mtsamples-capr has ⟨entity, aspect⟩ queries only; use --query-field tuple")
+        if benchmark == "mediqa2019" and qfield is not QueryField.question:
+            raise CaprError("mediqa2019 has free-text questions only; use --query-field question")
 
         def progress(items):
             with _progress(transient=True) as p:
@@ -369,7 +390,14 @@ def eval_cmd(
             scorer = dense if retriever is Retriever.dense else hybrid_scorer(
                 lexical_scorer(data.index, Retriever.bm25), dense, FusionConfig(method=fusion)
             )
+        if reranker:
+            from capr.eval.benchmarks import rerank_scorer
+            from capr.retrieve.rerank import load_reranker
+
+            scorer = rerank_scorer(data, scorer, load_reranker(reranker), rerank_depth)
+        t_start = time.time()
         metrics, run = run_benchmark(data, scorer, proto, qfield, progress=progress)
+        seconds = time.time() - t_start
         if run_out:
             run.name = f"capr-{retriever.value}-{proto.value}-{qfield.value}"
             write_run(run_out, run)
@@ -380,7 +408,10 @@ def eval_cmd(
             "query_field": qfield.value,
             "queries": len(data.queries),
             "metrics": metrics,
+            "seconds": round(seconds, 1),
         }
+        if reranker:
+            result["reranker"] = {"spec": reranker, "depth": rerank_depth}
         if needs_dense:
             result["encoder"] = {"model": model, "backend": backend, "template": template}
             if retriever is Retriever.hybrid:
@@ -490,6 +521,140 @@ def demo_cmd(
             render_results(index, [result_dict(index, h, terms) for h in hits])
 
     _run_guarded(body)
+
+
+# --------------------------------------------------------------------------- labels
+@app.command("labels")
+def labels_cmd(
+    corpus: Path = typer.Argument(..., help="Corpus to label (any format `capr index` reads)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Labels JSONL to write (atomically)."),
+    fmt: Format = typer.Option(Format.auto, "--format", "-f"),
+    split: Optional[str] = typer.Option(None, "--split", help="Only the mtsamples-capr 'train' or 'test' notes."),
+    exclude_medquad_test: Optional[Path] = typer.Option(
+        None, "--exclude-medquad-test", help="Data dir holding medquad_cdv_test: drop its documents."),
+    strict: bool = typer.Option(False, "--strict", help="With --exclude-medquad-test: also drop documents whose "
+                                "focus entity is a test entity."),
+    no_ner: bool = typer.Option(False, "--no-ner", help="Title entities only (no dictionary NER)."),
+    no_assertions: bool = typer.Option(False, "--no-assertions", help="Keep negated/family/hypothetical mentions."),
+    max_tokens: int = typer.Option(200, "--max-tokens", help="Passage length in tokens."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N documents."),
+    top: int = typer.Option(15, "--top", help="Top entities/aspects to print."),
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
+) -> None:
+    """Generate self-supervised (entity, aspect) labels for every passage of an unlabeled corpus."""
+
+    def run() -> None:
+        import itertools
+
+        from capr.labels import LabelConfig, LabelGenerator, write_labels
+        from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, select_split
+
+        report = ReadReport()
+        docs = read_documents(corpus, fmt, report)
+        exclusion = None
+        if exclude_medquad_test is not None:
+            exclusion = medquad_test_exclusion(exclude_medquad_test)
+            docs = exclude_test_documents(docs, exclusion, strict=strict)
+        if split:
+            docs = select_split(docs, split)
+        if limit:
+            docs = itertools.islice(docs, limit)
+        config = LabelConfig(ner=not no_ner, assertions=not no_assertions,
+                             segmenter=SegmenterConfig(max_tokens=max_tokens))
+        gen = LabelGenerator(config, exclude_passage=exclusion.is_test_text if exclusion is not None else None)
+        t0 = time.time()
+        with _progress() as progress:
+            task = progress.add_task("labelling documents", total=limit, note="")
+            n = write_labels(out_path, gen(docs, progress=lambda k: progress.advance(task, k)))
+        stats = gen.stats.to_dict(top)
+        stats.update(seconds=round(time.time() - t0, 1), written=n, out=str(out_path))
+        if exclusion is not None:
+            stats.update(excluded_test_docs=exclusion.excluded_docs, excluded_by_entity=exclusion.excluded_by_entity)
+        if as_json:
+            print(json.dumps(stats, indent=2))
+            return
+        out.print(f"[bold]{n:,}[/] labeled passages from {stats['documents']:,} documents -> {out_path} "
+                  f"({stats['seconds']} s)")
+        out.print(f"skipped: {stats['skipped_no_aspect']:,} without aspect, {stats['skipped_no_entity']:,} without "
+                  f"entity; mentions kept {stats['affirmed_mentions']:,}, dropped by ConText "
+                  f"{sum(stats['dropped_mentions'].values()):,} ({stats['dropped_share']:.1%}): {stats['dropped_mentions']}")
+        if exclusion is not None:
+            out.print(f"excluded {exclusion.excluded_docs} medquad-cdv test documents, "
+                      f"{exclusion.excluded_passages} passages repeating a test passage"
+                      + (f" and {exclusion.excluded_by_entity} sharing a test entity" if strict else ""))
+        for name, key in (("entities", "top_entities"), ("aspects", "top_aspects")):
+            table = Table(title=f"top {name} ({stats['distinct_' + name]:,} distinct)")
+            table.add_column(name[:-1] if name == "aspects" else "entity")
+            table.add_column("passages", justify="right")
+            for label, count in stats[key]:
+                table.add_row(escape(label), f"{count:,}")
+            out.print(table)
+
+    _run_guarded(run)
+
+
+# --------------------------------------------------------------------------- train
+@app.command("train")
+def train_cmd(
+    kind: str = typer.Argument(..., help="bi | poly | cross"),
+    labels: Path = typer.Option(..., "--labels", "-l", help="Labels JSONL from `capr labels`."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the trained model (replaced atomically)."),
+    base_model: str = typer.Option("minilm", "--base-model", help="'minilm' (bundled), an HF model id or a path."),
+    max_steps: int = typer.Option(300, "--max-steps"),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Minutes; stops and keeps the best checkpoint."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Queries per step (default: bi/poly 32, cross 8)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default: bi/poly 5e-5, cross 3e-5)."),
+    max_length: int = typer.Option(128, "--max-length", help="Passage tokens the model reads (<= 256 on CPU)."),
+    shared: bool = typer.Option(True, "--shared/--separate", help="bi: one encoder with [QUERY]/[PASSAGE] markers, or two."),
+    multi_positive: bool = typer.Option(True, "--multi-positive/--no-multi-positive",
+                                        help="Mask in-batch passages that also answer the query."),
+    hard_negatives: Optional[int] = typer.Option(None, "--hard-negatives", help="BM25 negatives per query (default: bi/poly 1, cross 2)."),
+    sentence_selection: Optional[bool] = typer.Option(None, "--sentence-selection/--truncate",
+        help="SPBERTQA: long passages keep their BM25-best sentences (default: on for cross, off for bi/poly, "
+             "whose passages are encoded without the query at indexing)."),
+    context: bool = typer.Option(False, "--context/--no-context", help="Prepend document title and section."),
+    question_prob: float = typer.Option(0.3, "--question-prob", help="Share of training queries phrased as questions."),
+    poly_codes: int = typer.Option(16, "--poly-codes"),
+    eval_every: int = typer.Option(50, "--eval-every"),
+    patience: int = typer.Option(4, "--patience"),
+    seed: int = typer.Option(13, "--seed"),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu | cuda (default: cuda when present)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Train a bi-, poly- or cross-encoder from self-supervised labels (no annotation)."""
+
+    def run() -> None:
+        from capr.train import ModelKind, TrainArgs, train
+
+        try:
+            mk = ModelKind(kind)
+        except ValueError:
+            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly or cross") from None
+        if max_steps < 1:
+            raise CaprError("--max-steps must be at least 1")
+        cross = mk is ModelKind.cross
+        args = TrainArgs(
+            kind=mk, base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
+            batch_size=batch_size or (8 if cross else 32), lr=lr or (3e-5 if cross else 5e-5), max_length=max_length,
+            shared=shared, multi_positive=multi_positive,
+            hard_negatives=hard_negatives if hard_negatives is not None else (2 if cross else 1),
+            sentence_selection=cross if sentence_selection is None else sentence_selection, context=context,
+            question_prob=question_prob, poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed,
+            device=device,
+        )
+        result = train(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+        summary = {"out": str(out_dir), "steps_run": result.steps, "kept_step": result.card.get("best_step", result.steps),
+                   "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
+                   "dev_start": result.card.get("dev_start"), "dev_best": result.best,
+                   "first_loss": result.losses[0] if result.losses else None,
+                   "last_loss": float(np.mean(result.losses[-10:])) if result.losses else None}
+        if as_json:
+            print(json.dumps(summary, indent=2))
+        else:
+            out.print(f"[bold]{mk.value}-encoder[/] -> {out_dir}: {summary['steps_run']} steps in {summary['minutes']} min "
+                      f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
+
+    _run_guarded(run)
 
 
 def main() -> None:

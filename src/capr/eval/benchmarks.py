@@ -86,7 +86,8 @@ def load_medquad_cdv(
     return BenchmarkData("medquad-cdv", index, queries, qrels, {"raw": raw})
 
 
-def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfig | None) -> Index | None:
+def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfig | None,
+                  segmenter: SegmenterConfig | None = None) -> Index | None:
     try:
         idx = Index.load(index_dir)
     except CaprError:
@@ -96,13 +97,132 @@ def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfi
     want_dense = dense.to_dict() if dense else None
     if (
         idx.manifest["analyzer"] != analyzer.to_dict()
-        or seg.get("max_tokens") != 0
+        or seg.get("max_tokens") != (segmenter.max_tokens if segmenter else 0)
         or seg.get("include_title")
         or (want_dense is not None and have_dense != want_dense)
     ):
         idx.close()
         return None
     return idx
+
+
+MTS_QUERIES = 2000
+MTS_SEED = 20261122
+
+
+def mtsamples_capr_dir(data_dir: str | Path) -> Path:
+    path = Path(data_dir) / "mtsamples" / "mtsamples.csv.gz"
+    if not path.exists():
+        raise CaprError(f"{path}: MTSamples not found")
+    return path
+
+
+def load_mtsamples_capr(
+    data_dir: str | Path,
+    index_dir: str | Path,
+    analyzer: AnalyzerConfig | None = None,
+    dense: EncoderConfig | None = None,
+    progress: Any = None,
+    n_queries: int = MTS_QUERIES,
+    seed: int = MTS_SEED,
+) -> BenchmarkData:
+    """The CAPR paper's MIMIC-III protocol rebuilt on open notes: the held-out 25% of deduplicated MTSamples
+    notes (capr.labels.splits.mtsamples_split), ⟨entity, aspect⟩ queries from their self-supervised labels,
+    gold = every held-out passage carrying the pair, 63 random held-out passages as the other candidates."""
+    from capr.labels import LabelGenerator
+    from capr.labels.gazetteer import normalize_name
+    from capr.labels.splits import select_split
+
+    src = mtsamples_capr_dir(data_dir)
+    index_dir = Path(index_dir)
+    analyzer = analyzer or AnalyzerConfig()
+    seg = SegmenterConfig(include_title=False)
+    docs = list(select_split(read_documents(src, Format.mtsamples), "test"))
+    index = _cached_index(index_dir, analyzer, dense, seg)
+    if index is None:
+        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer, dense=dense, progress=progress) as w:
+            for doc in docs:
+                w.add(doc)
+        index = Index.load(index_dir)
+    labels = list(LabelGenerator()(docs))
+    carriers: dict[tuple[str, str], list[str]] = {}
+    for lp in labels:
+        for e in lp.entities:
+            carriers.setdefault((normalize_name(e), lp.aspect), []).append(lp.pid)
+    rng = random.Random(seed)
+    order = list(range(len(labels)))
+    rng.shuffle(order)
+    queries, qrels, seen = [], [], set()
+    rows_of = index.pid_rows()
+    for k in order:
+        lp = labels[k]
+        entity = rng.choice(lp.entities)
+        key = (normalize_name(entity), lp.aspect)
+        if key in seen or lp.pid not in rows_of:
+            continue
+        seen.add(key)
+        qid = f"mts-capr-q{len(queries)}"
+        queries.append(Query(qid, entity=entity, aspect=lp.aspect))
+        qrels.extend(Qrel(qid, pid, 1) for pid in dict.fromkeys(carriers[key]) if pid in rows_of)
+        if len(queries) >= n_queries:
+            break
+    all_rows = list(range(len(index)))
+    pools, rels = {}, qrels_as_dict(qrels)
+    for q in queries:
+        gold = [rows_of[p] for p in rels[q.qid]]
+        gold_set = set(gold)
+        others = [r for r in rng.sample(all_rows, min(len(all_rows), POOL_DEPTH + len(gold))) if r not in gold_set]
+        pool = gold[:POOL_DEPTH] + others[: max(0, POOL_DEPTH - len(gold))]
+        rng.shuffle(pool)
+        pools[q.qid] = np.asarray(pool, dtype=np.int64)
+    return BenchmarkData("mtsamples-capr", index, queries, qrels, {"pools": pools, "notes": len(docs)})
+
+
+def load_mediqa2019(
+    data_dir: str | Path,
+    index_dir: str | Path,
+    analyzer: AnalyzerConfig | None = None,
+    dense: EncoderConfig | None = None,
+    progress: Any = None,
+) -> BenchmarkData:
+    """MEDIQA 2019 Task 3 validation set: 25 consumer health questions, each re-ranking its own judged answers
+    (relevant = ReferenceScore 3 or 4, as in the shared task). Free-text questions only."""
+    import gzip
+    import xml.etree.ElementTree as ET
+
+    from capr.records import Document, Section
+
+    path = Path(data_dir) / "mediqa2019" / "Task3_QA" / "MEDIQA2019-Task3-QA-ValidationSet.xml.gz"
+    if not path.exists():
+        raise CaprError(f"{path}: MEDIQA 2019 validation set not found")
+    root = ET.fromstring(gzip.open(path).read())
+    queries, qrels, pools_pids, docs = [], [], {}, []
+    for qel in root.iter("Question"):
+        qid = f"mediqa-{qel.get('QID')}"
+        queries.append(Query(qid, text=(qel.findtext("QuestionText") or "").strip()))
+        pids = []
+        for a in qel.iter("Answer"):
+            aid = a.get("AID")
+            text = " ".join((a.findtext("AnswerText") or "").split())
+            if not text:
+                continue
+            docs.append(Document(doc_id=aid, title="", text=text,
+                                 sections=[Section(heading="", aspect=None, start=0, end=len(text), section_id=aid)]))
+            pids.append(aid)
+            qrels.append(Qrel(qid, aid, 1 if int(a.get("ReferenceScore", 0)) >= 3 else 0))
+        pools_pids[qid] = pids
+    index_dir = Path(index_dir)
+    analyzer = analyzer or AnalyzerConfig()
+    index = _cached_index(index_dir, analyzer, dense)
+    if index is None:
+        seg = SegmenterConfig(max_tokens=0, include_title=False)
+        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer, dense=dense, progress=progress) as w:
+            for doc in docs:
+                w.add(doc)
+        index = Index.load(index_dir)
+    rows_of = index.pid_rows()
+    pools = {qid: np.asarray([rows_of[p] for p in pids if p in rows_of], dtype=np.int64) for qid, pids in pools_pids.items()}
+    return BenchmarkData("mediqa2019", index, queries, qrels, {"pools": pools, "precision_at_1": True})
 
 
 def as_query(q: Query, field: QueryField) -> Query:
@@ -142,6 +262,24 @@ def hybrid_scorer(lexical: CandidateScorer, dense: CandidateScorer, fusion: Fusi
     return score
 
 
+def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: int) -> CandidateScorer:
+    """The first stage's top `depth` candidates re-ordered by a second-stage model (cross/poly/bi)."""
+    from capr.retrieve.rerank import rerank_scores
+
+    texts: dict[int, str] = {}
+
+    def text_of(row: int) -> str:
+        if row not in texts:
+            texts[row] = data.index.passage(row).text
+        return texts[row]
+
+    def score(q: Query, rows: np.ndarray) -> np.ndarray:
+        base = first(q, rows)
+        return rerank_scores(base, lambda i: text_of(int(rows[i])), dense_query_text(q, "plain"), reranker, depth)
+
+    return score
+
+
 def rerank64_pools(data: BenchmarkData, field: QueryField, seed: int = SHUFFLE_SEED) -> dict[str, np.ndarray]:
     """Candidate rows per query: BM25 top-64, gold forced in, shuffled."""
     rows_of = data.index.pid_rows()
@@ -173,7 +311,10 @@ def run_benchmark(
     progress: Callable[[Sequence[Query]], Sequence[Query]] | None = None,
 ) -> tuple[dict[str, float], Run]:
     index = data.index
-    pools = rerank64_pools(data, field) if protocol is Protocol.rerank64 else None
+    if protocol is Protocol.rerank64:
+        pools = data.extra.get("pools") or rerank64_pools(data, field)
+    else:
+        pools = None
     all_rows = np.arange(len(index))
     run = Run(name=f"capr-{protocol.value}")
     queries = progress(data.queries) if progress else data.queries
@@ -190,4 +331,8 @@ def run_benchmark(
         n = len(order)
         run.results[q.qid] = [ScoredPassage(pid=pid_of[rows[i]], score=float(n - rank), rank=rank + 1) for rank, i in enumerate(order)]
     metrics = evaluate(run.as_scores(), qrels_as_dict(data.qrels))
+    if data.extra.get("precision_at_1"):
+        rel = qrels_as_dict(data.qrels)
+        hits = [rel.get(qid, {}).get(res[0].pid, 0) > 0 for qid, res in run.results.items() if res]
+        metrics["P@1"] = round(100 * sum(hits) / max(1, len(hits)), 2)
     return metrics, run

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -66,6 +66,35 @@ def _slug(*parts: str) -> str:
     return hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:16]
 
 
+def _weights_stamp(path: str) -> str:
+    """Size and mtime of a local model's weights, so retraining into the same folder never reuses stale
+    cached embeddings."""
+    p = Path(path)
+    for name in ("model.safetensors", "pytorch_model.bin", "model.onnx"):
+        if (p / name).exists():
+            st = (p / name).stat()
+            return f"@{st.st_size}-{st.st_mtime_ns}"
+    return ""
+
+
+def with_model_defaults(config: EncoderConfig) -> EncoderConfig:
+    """A model trained by capr carries its query/passage markers and separate query encoder in capr.json;
+    settings the user gave explicitly win."""
+    card = Path(resolve_model(config.model)) / "capr.json"
+    if not card.exists():
+        return config
+    import json
+
+    meta = json.loads(card.read_text())
+    config = replace(config)
+    if not config.query_prefix and not config.passage_prefix:
+        config.query_prefix = meta.get("query_prefix", "")
+        config.passage_prefix = meta.get("passage_prefix", "")
+    if config.query_model is None and meta.get("query_model"):
+        config.query_model = str(Path(resolve_model(config.model)) / meta["query_model"])
+    return config
+
+
 def _device() -> str:
     import torch
 
@@ -86,7 +115,7 @@ class _Side:
     @property
     def key(self) -> str:
         c = self.config
-        return f"{self.name}|{self.backend.value}|{c.max_length}|{c.query_prefix}|{c.passage_prefix}"
+        return f"{self.name}{_weights_stamp(self.path)}|{self.backend.value}|{c.max_length}|{c.query_prefix}|{c.passage_prefix}"
 
     def _load(self) -> Any:
         if self._model is not None:
@@ -161,7 +190,7 @@ class Encoder:
     """Encodes queries and passages to L2-normalised float32 vectors (inner product = cosine)."""
 
     def __init__(self, config: EncoderConfig | None = None, cache: EmbeddingCache | None | bool = True) -> None:
-        self.config = config or EncoderConfig()
+        self.config = with_model_defaults(config or EncoderConfig())
         models_dir = cache_root() / "models"
         models_dir.mkdir(parents=True, exist_ok=True)
         self.passage_side = _Side(self.config.model, self.config, models_dir)

@@ -99,3 +99,68 @@ class OnnxEncoder:
         result = np.empty_like(vecs)
         result[order] = vecs
         return result
+
+
+def export_cross(model_path: str, target: Path, quantize: bool) -> Path:
+    """A sequence-classification (cross-encoder) model → ONNX logits graph, optionally int8-quantized."""
+    target.mkdir(parents=True, exist_ok=True)
+    fp32 = target / "cross.onnx"
+    if not fp32.exists():
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model_path)
+        model = AutoModelForSequenceClassification.from_pretrained(model_path).eval()
+        enc = tok(["a query"], ["a passage for tracing"], return_tensors="pt")
+        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
+        dyn = {n: {0: "batch", 1: "seq"} for n in names}
+        dyn["logits"] = {0: "batch"}
+
+        class _Wrapped(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                return self.inner(**dict(zip(names, args))).logits
+
+        tmp = target / "cross.onnx.tmp"
+        with torch.no_grad():
+            torch.onnx.export(_Wrapped(model), tuple(enc[n] for n in names), str(tmp), input_names=names,
+                              output_names=["logits"], dynamic_axes=dyn, opset_version=17, dynamo=False)
+        tmp.rename(fp32)
+        tok.save_pretrained(str(target))
+    if not quantize:
+        return fp32
+    int8 = target / "cross_int8.onnx"
+    if not int8.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        tmp = target / "cross_int8.onnx.tmp"
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+        tmp.rename(int8)
+    return int8
+
+
+class OnnxCrossEncoder:
+    def __init__(self, onnx_file: Path, max_length: int) -> None:
+        import onnxruntime as ort
+        from transformers import AutoTokenizer
+
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
+        self.tokenizer = AutoTokenizer.from_pretrained(str(onnx_file.parent))
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.max_length = max_length
+
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        out = np.empty(len(pairs), dtype=np.float32)
+        order = np.argsort([len(q) + len(p) for q, p in pairs])
+        for lo in range(0, len(pairs), batch_size):
+            idx = order[lo : lo + batch_size]
+            enc = self.tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx], padding=True,
+                                 truncation="only_second", max_length=self.max_length, return_tensors="np")
+            feed = {k: v.astype(np.int64) for k, v in enc.items() if k in self.inputs}
+            out[idx] = self.session.run(["logits"], feed)[0].reshape(-1)
+        return out

@@ -1,0 +1,206 @@
+"""Second-stage re-rankers on top of any retriever: `cross:DIR` (a trained CrossEncoder), `poly:DIR`
+(a trained poly-encoder; passage codes are cached, so re-ranking encodes only the query) and `bi:DIR`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from capr.errors import CaprError, QueryError
+
+DEFAULT_RERANK_DEPTH = 20
+
+
+class Reranker(Protocol):
+    name: str
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
+
+
+def _check_dir(path: Path, kind: str) -> None:
+    if not path.is_dir():
+        raise QueryError(f"re-ranker {kind}:{path}: no such model folder")
+
+
+def _card(path: Path) -> dict:
+    from capr.train.models import read_card
+
+    return read_card(path)
+
+
+class CrossReranker:
+    """backend "torch", "onnx" or "onnx-int8" (exported once into capr's model cache)."""
+
+    def __init__(self, path: str | Path, batch_size: int = 64, device: str | None = None, backend: str = "torch") -> None:
+        from capr.train.models import _local, _quiet_transformers, pick_device
+
+        _quiet_transformers()
+        path = Path(path)
+        _check_dir(path, "cross")
+        card = _card(path)
+        self.name = f"cross:{path}"
+        self.max_length = int(card.get("max_length") or 256)
+        self.select = bool(card.get("sentence_selection", False))
+        self.batch_size = batch_size
+        self.backend = backend
+        if backend == "torch":
+            from sentence_transformers import CrossEncoder
+
+            self.model = CrossEncoder(_local(str(path)), num_labels=1, max_length=self.max_length,
+                                      device=str(pick_device(device)))
+        elif backend in ("onnx", "onnx-int8"):
+            from capr.models.encoder import _slug, _weights_stamp, cache_root
+            from capr.models.onnx_backend import OnnxCrossEncoder, export_cross
+
+            target = cache_root() / "models" / f"cross-onnx-{_slug(str(path.resolve()) + _weights_stamp(str(path)))}"
+            self.model = OnnxCrossEncoder(export_cross(str(path), target, quantize=backend == "onnx-int8"), self.max_length)
+            self.name = f"cross-{backend}:{path}"
+        else:
+            raise QueryError(f"unknown cross-encoder backend {backend!r}; choose torch, onnx or onnx-int8")
+
+    def _selected(self, query: str, passages: Sequence[str]) -> list[str]:
+        if not self.select:
+            return list(passages)
+        from capr.corpus.segment import split_sentences
+        from capr.index.analyzer import Analyzer, AnalyzerConfig
+        from capr.train.data import SentenceSelector
+
+        analyzer = Analyzer(AnalyzerConfig())
+        df: Counter = Counter()
+        for p in passages:
+            df.update(set(analyzer(p)))
+        selector = SentenceSelector(analyzer, df, len(passages))
+        budget = int(self.max_length * 0.7)
+        return [selector.select(query, p, split_sentences(p), budget) for p in passages]
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        if not passages:
+            return np.zeros(0, dtype=np.float32)
+        texts = self._selected(query, passages)
+        if self.backend != "torch":
+            return self.model.predict([(query, t) for t in texts], batch_size=self.batch_size)
+        s = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
+                               activation_fn=None, convert_to_numpy=True)
+        return np.asarray(s, dtype=np.float32).reshape(-1)
+
+
+class PolyReranker:
+    def __init__(self, path: str | Path, device: str | None = None, cache: bool = True) -> None:
+        from capr.models.cache import EmbeddingCache
+        from capr.models.encoder import _weights_stamp, cache_root
+        from capr.train.args import TrainArgs
+        from capr.train.models import PolyEncoderModel, pick_device
+
+        path = Path(path)
+        _check_dir(path, "poly")
+        card = _card(path)
+        a = card.get("args") or {}
+        args = TrainArgs(kind="poly", max_length=int(card.get("max_length") or 256),
+                         query_max_length=int(a.get("query_max_length", 48)), poly_codes=int(a.get("poly_codes", 16)),
+                         query_marker=a.get("query_marker", "[QUERY] "), passage_marker=a.get("passage_marker", "[PASSAGE] "))
+        self.name = f"poly:{path}"
+        self.model = PolyEncoderModel(args, pick_device(device), path=str(path)).eval()
+        self.key = f"poly|{path.resolve()}{_weights_stamp(str(path))}|{args.max_length}"
+        self.cache = EmbeddingCache(cache_root() / "embeddings.sqlite") if cache else None
+        self.m, self.d = args.poly_codes, self.model.codes.shape[1]
+
+    def passage_codes(self, passages: Sequence[str]) -> np.ndarray:
+        """[n, m, d]; computed once per passage text and model, then read from the cache."""
+        import torch
+
+        with torch.no_grad():
+            return self._passage_codes(passages)
+
+    def _passage_codes(self, passages: Sequence[str]) -> np.ndarray:
+        got = self.cache.get_many(self.key, list(passages)) if self.cache else [None] * len(passages)
+        missing = [i for i, v in enumerate(got) if v is None]
+        for lo in range(0, len(missing), 32):
+            part = missing[lo : lo + 32]
+            codes = self.model.passage_codes([passages[i] for i in part]).float().cpu().numpy()
+            flat = codes.reshape(len(part), -1).astype(np.float32)
+            for i, v in zip(part, flat):
+                got[i] = v
+            if self.cache:
+                self.cache.put_many(self.key, [passages[i] for i in part], flat)
+        return np.stack(got).reshape(len(passages), self.m, self.d)
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        import torch
+
+        if not passages:
+            return np.zeros(0, dtype=np.float32)
+        with torch.no_grad():
+            q = self.model.embed_queries([query])
+            codes = torch.from_numpy(self.passage_codes(passages)).to(q.device)
+            return self.model.interact(q, codes).squeeze(0).float().cpu().numpy()
+
+
+class BiReranker:
+    def __init__(self, path: str | Path) -> None:
+        from capr.models.encoder import Encoder, EncoderConfig
+
+        path = Path(path)
+        _check_dir(path, "bi")
+        self.name = f"bi:{path}"
+        self.encoder = Encoder(EncoderConfig(model=str(path)))
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        if not passages:
+            return np.zeros(0, dtype=np.float32)
+        q = self.encoder.encode_queries([query])
+        p = self.encoder.encode_passages(list(passages))
+        return (p @ q[0]).astype(np.float32)
+
+
+def load_reranker(spec: str) -> Reranker:
+    """`cross:DIR`, `cross-int8:DIR` (ONNX Runtime, int8), `poly:DIR` or `bi:DIR`."""
+    kind, sep, path = (spec or "").partition(":")
+    if not sep or not path:
+        raise QueryError(f"re-ranker {spec!r}: expected KIND:PATH with KIND cross, poly or bi")
+    try:
+        if kind == "cross":
+            return CrossReranker(path)
+        if kind == "cross-int8":
+            return CrossReranker(path, backend="onnx-int8")
+        if kind == "poly":
+            return PolyReranker(path)
+        if kind == "bi":
+            return BiReranker(path)
+    except CaprError:
+        raise
+    except Exception as e:  # model loading errors from the HF stack are many and varied
+        raise QueryError(f"re-ranker {spec!r} cannot be loaded: {type(e).__name__}: {e}") from None
+    raise QueryError(f"re-ranker {spec!r}: unknown kind {kind!r}; choose cross, cross-int8, poly or bi")
+
+
+def rerank_scores(first_stage: np.ndarray, texts_of: "callable", query: str, reranker: Reranker, depth: int) -> np.ndarray:
+    """Scores where the top `depth` candidates of the first stage are ordered by the re-ranker and stay above
+    the rest, which keep their first-stage order."""
+    first_stage = np.asarray(first_stage, dtype=np.float64)
+    n = len(first_stage)
+    if n == 0 or depth <= 0:
+        return first_stage
+    top = np.argsort(-first_stage, kind="stable")[: min(depth, n)]
+    rr = np.asarray(reranker.score(query, [texts_of(int(i)) for i in top]), dtype=np.float64)
+    out = np.empty(n, dtype=np.float64)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(-first_stage, kind="stable")] = np.arange(n)
+    out[:] = -rank  # below every re-ranked candidate
+    span = (rr.max() - rr.min()) if len(rr) else 0.0
+    out[top] = n + (rr - rr.min()) / (span or 1.0)
+    return out
+
+
+def rerank_hits(query: str, hits: list, reranker: Reranker, k: int) -> list:
+    """Re-orders first-stage ScoredPassage hits (with their passages loaded) by the re-ranker's scores."""
+    from capr.records import ScoredPassage
+
+    if not hits:
+        return []
+    scores = reranker.score(query, [h.passage.text for h in hits])
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:k]
+    return [ScoredPassage(pid=hits[i].pid, score=float(scores[i]), rank=r + 1, passage=hits[i].passage)
+            for r, i in enumerate(order)]

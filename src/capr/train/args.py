@@ -1,0 +1,50 @@
+"""Training configuration shared by every capr trainer."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+
+class ModelKind(str, Enum):
+    bi = "bi"
+    poly = "poly"
+    cross = "cross"
+
+
+@dataclass
+class TrainArgs:
+    kind: ModelKind = ModelKind.bi
+    base_model: str = "minilm"  # "minilm" (bundled), any HF id or local path
+    max_steps: int = 300
+    time_budget_min: float | None = None  # stop (and keep the best checkpoint) after this many minutes
+    batch_size: int = 32
+    lr: float = 5e-5
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 128  # passage tokens
+    query_max_length: int = 48
+    scale: float = 20.0  # cosine → logits (sentence-transformers' MNR default)
+    shared: bool = True  # bi: one encoder for queries and passages, told apart by markers
+    query_marker: str = "[QUERY] "
+    passage_marker: str = "[PASSAGE] "
+    multi_positive: bool = True  # in-batch passages that also answer the sampled query are masked, not punished
+    hard_negatives: int = 1  # BM25 negatives per query (cross: per positive group)
+    sentence_selection: bool = True  # SPBERTQA: long passages keep their BM25-best sentences, not their head
+    context: bool = False  # prepend document title and heading to the passage
+    question_prob: float = 0.3  # share of queries written as questions (templates or the corpus' own questions)
+    title_prob: float = 0.6  # chance of sampling the document's title entity when the passage has others
+    synonym_prob: float = 0.3  # chance of writing the aspect with one of its synonyms
+    poly_codes: int = 16
+    dev_fraction: float = 0.05  # documents held out for early stopping
+    dev_queries: int = 256
+    eval_every: int = 50
+    patience: int = 4  # evaluations without dev improvement before stopping
+    seed: int = 13
+    device: str | None = None  # None: cuda when available
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = ModelKind(self.kind).value
+        return d

@@ -1,0 +1,258 @@
+"""The three CAPR model families behind one small interface: `loss(batch)` for training, `score(queries,
+candidates)` for evaluation, `save(dir)`. Bi-encoders are sentence-transformers models; cross-encoders are
+sentence-transformers CrossEncoders; the poly-encoder is capr's own module on a Hugging Face encoder."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from capr.models.encoder import resolve_model
+from capr.train.args import ModelKind, TrainArgs
+from capr.labels.generate import LabeledPassage
+from capr.train.data import Batch, DevSet, passage_input
+from capr.train.losses import multi_positive_listwise_loss
+
+CARD_FILE = "capr.json"
+
+
+def pick_device(requested: str | None = None) -> torch.device:
+    if requested:
+        return torch.device(requested)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _quiet_transformers() -> None:
+    import transformers
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _local(path: str) -> str:
+    if Path(path).exists():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return path
+
+
+# --------------------------------------------------------------------------- bi-encoder
+class BiEncoderModel(nn.Module):
+    """Shared weights with [QUERY]/[PASSAGE] markers, or separate query and passage encoders."""
+
+    def __init__(self, args: TrainArgs, device: torch.device) -> None:
+        super().__init__()
+        from sentence_transformers import SentenceTransformer
+
+        _quiet_transformers()
+        path = _local(resolve_model(args.base_model))
+        self.args, self.device = args, device
+        self.passage_encoder = SentenceTransformer(path, device=str(device))
+        self.passage_encoder.max_seq_length = args.max_length
+        if args.shared:
+            self.query_encoder = self.passage_encoder
+            self.qmark, self.pmark = args.query_marker, args.passage_marker
+        else:
+            self.query_encoder = SentenceTransformer(path, device=str(device))
+            self.query_encoder.max_seq_length = args.query_max_length
+            self.qmark = self.pmark = ""
+
+    def _embed(self, st, texts: Sequence[str]) -> torch.Tensor:
+        features = st.tokenize(list(texts))
+        features = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in features.items()}
+        return F.normalize(st(features)["sentence_embedding"], dim=-1)
+
+    def embed_queries(self, texts: Sequence[str]) -> torch.Tensor:
+        return self._embed(self.query_encoder, [self.qmark + t for t in texts])
+
+    def embed_passages(self, texts: Sequence[str]) -> torch.Tensor:
+        return self._embed(self.passage_encoder, [self.pmark + t for t in texts])
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        q = self.embed_queries([x.text for x in batch.queries])
+        p = self.embed_passages(batch.passages)
+        scores = q @ p.T * self.args.scale
+        pos = torch.from_numpy(batch.positives).to(self.device)
+        targets = torch.arange(len(batch.queries), device=self.device)
+        return multi_positive_listwise_loss(scores, pos, targets, self.args.multi_positive)
+
+    @torch.no_grad()
+    def score_dev(self, dev: "DevSet") -> list[np.ndarray]:
+        qv = torch.cat([self.embed_queries(dev.queries[i : i + 64]) for i in range(0, len(dev.queries), 64)])
+        pv = torch.cat([self.embed_passages(dev.passages[i : i + 64]) for i in range(0, len(dev.passages), 64)])
+        sims = (qv @ pv.T).float().cpu().numpy()
+        return [sims[i, c] for i, c in enumerate(dev.candidates)]
+
+    def save(self, out_dir: Path) -> dict[str, Any]:
+        self.passage_encoder.save(str(out_dir))
+        meta: dict[str, Any] = {"query_prefix": self.qmark, "passage_prefix": self.pmark, "query_model": None}
+        if not self.args.shared:
+            self.query_encoder.save(str(out_dir / "query"))
+            meta["query_model"] = "query"
+        return meta
+
+
+# --------------------------------------------------------------------------- poly-encoder
+class PolyEncoderModel(nn.Module):
+    """Humeau et al.'s poly-encoder as CAPR uses it (Eq. 2): m learned codes attend over the passage's token
+    embeddings to give m passage vectors (cacheable at indexing); the query vector attends over those."""
+
+    def __init__(self, args: TrainArgs, device: torch.device, path: str | None = None) -> None:
+        super().__init__()
+        from transformers import AutoModel, AutoTokenizer
+
+        _quiet_transformers()
+        src = _local(path or resolve_model(args.base_model))
+        self.args, self.device = args, device
+        self.tokenizer = AutoTokenizer.from_pretrained(src)
+        self.encoder = AutoModel.from_pretrained(src)
+        d = self.encoder.config.hidden_size
+        # Small codes give near-uniform attention: at step 0 every code is the passage's mean token vector,
+        # i.e. the poly-encoder starts as the mean-pooling bi-encoder it is built from.
+        self.codes = nn.Parameter(torch.randn(args.poly_codes, d) * 0.02)
+        codes_file = Path(src) / "poly_codes.pt"
+        if codes_file.exists():
+            self.codes.data = torch.load(codes_file, map_location="cpu")
+        self.to(device)
+
+    def _hidden(self, texts: Sequence[str], max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        return self.encoder(**enc).last_hidden_state, enc["attention_mask"]
+
+    def embed_queries(self, texts: Sequence[str]) -> torch.Tensor:
+        h, m = self._hidden([self.args.query_marker + t for t in texts], self.args.query_max_length)
+        m = m.unsqueeze(-1).float()
+        return (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+    def passage_codes(self, texts: Sequence[str]) -> torch.Tensor:
+        """[n, m, d] — what the index stores per passage."""
+        h, mask = self._hidden([self.args.passage_marker + t for t in texts], self.args.max_length)
+        att = torch.einsum("md,nld->nml", self.codes, h)
+        att = att.masked_fill(~mask.bool().unsqueeze(1), float("-inf"))
+        return torch.einsum("nml,nld->nmd", att.softmax(-1), h)
+
+    @staticmethod
+    def interact(q: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """q [Q, d], codes [P, m, d] → cosine [Q, P] between each query and its attention summary of a passage."""
+        w = torch.einsum("qd,pmd->qpm", q, codes).softmax(-1)
+        ctx = torch.einsum("qpm,pmd->qpd", w, codes)
+        return F.cosine_similarity(q.unsqueeze(1), ctx, dim=-1)
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        q = self.embed_queries([x.text for x in batch.queries])
+        codes = self.passage_codes(batch.passages)
+        scores = self.interact(q, codes) * self.args.scale
+        pos = torch.from_numpy(batch.positives).to(self.device)
+        targets = torch.arange(len(batch.queries), device=self.device)
+        return multi_positive_listwise_loss(scores, pos, targets, self.args.multi_positive)
+
+    @torch.no_grad()
+    def score_dev(self, dev: "DevSet") -> list[np.ndarray]:
+        qv = torch.cat([self.embed_queries(dev.queries[i : i + 64]) for i in range(0, len(dev.queries), 64)])
+        codes = torch.cat([self.passage_codes(dev.passages[i : i + 64]) for i in range(0, len(dev.passages), 64)])
+        out = []
+        for i, c in enumerate(dev.candidates):
+            out.append(self.interact(qv[i : i + 1], codes[c]).squeeze(0).float().cpu().numpy())
+        return out
+
+    def save(self, out_dir: Path) -> dict[str, Any]:
+        self.encoder.save_pretrained(str(out_dir))
+        self.tokenizer.save_pretrained(str(out_dir))
+        tmp = out_dir / "poly_codes.pt.tmp"
+        torch.save(self.codes.detach().cpu(), tmp)
+        os.replace(tmp, out_dir / "poly_codes.pt")
+        return {"query_prefix": self.args.query_marker, "passage_prefix": self.args.passage_marker,
+                "poly_codes": self.args.poly_codes, "query_max_length": self.args.query_max_length}
+
+
+# --------------------------------------------------------------------------- cross-encoder
+class CrossEncoderModel(nn.Module):
+    """A sentence-transformers CrossEncoder trained listwise: each query against its passage, BM25 hard
+    negatives and the other queries' passages, with other true answers masked."""
+
+    def __init__(self, args: TrainArgs, device: torch.device, path: str | None = None) -> None:
+        super().__init__()
+        from sentence_transformers import CrossEncoder
+
+        _quiet_transformers()
+        src = _local(path or resolve_model(args.base_model))
+        self.args, self.device = args, device
+        self.ce = CrossEncoder(src, num_labels=1, max_length=args.max_length, device=str(device))
+        self.model = self.ce.model
+        self.selector = None  # set by the trainer from the training corpus' statistics
+
+    def logits(self, queries: Sequence[str], passages: Sequence[str]) -> torch.Tensor:
+        enc = self.ce.tokenizer(list(queries), list(passages), padding=True, truncation="only_second",
+                                max_length=self.args.max_length, return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        return self.model(**enc).logits.squeeze(-1)
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """Each query is scored against a group: its passage, its hard negatives, and a few in-batch passages."""
+        n_q = len(batch.queries)
+        group = 1 + self.args.hard_negatives + 2
+        rng = np.random.default_rng(batch.passage_ids[0])
+        rows = []
+        for i in range(n_q):
+            mine = [i] + batch.hard_columns[i]
+            others = [j for j in range(n_q) if j != i]
+            take = min(len(others), group - len(mine))
+            rows.append(mine + [int(j) for j in rng.choice(others, size=take, replace=False)] if take > 0 else mine)
+        width = max(map(len, rows))
+        qs, ps = [], []
+        for i, row in enumerate(rows):
+            qs += [batch.queries[i].text] * len(row)
+            ps += [batch.passages[j] for j in row]
+        flat = self.logits(qs, ps)
+        scores = torch.full((n_q, width), float("-inf"), device=self.device)
+        pos = torch.zeros((n_q, width), dtype=torch.bool, device=self.device)
+        k = 0
+        for i, row in enumerate(rows):
+            scores[i, : len(row)] = flat[k : k + len(row)]
+            k += len(row)
+            if self.args.multi_positive:
+                pos[i, : len(row)] = torch.from_numpy(batch.positives[i, row])
+        targets = torch.zeros(n_q, dtype=torch.long, device=self.device)
+        return multi_positive_listwise_loss(scores, pos, targets, True)
+
+    @torch.no_grad()
+    def score_dev(self, dev: "DevSet") -> list[np.ndarray]:
+        out = []
+        for q, cands, lps in zip(dev.queries, dev.candidates, ([dev.labeled[k] for k in c] for c in dev.candidates)):
+            texts = [self.select(q, lp) for lp in lps]
+            out.append(self.logits([q] * len(texts), texts).float().cpu().numpy())
+        return out
+
+    def select(self, query: str, lp) -> str:
+        """SPBERTQA at inference too: the cross-encoder sees the sentences that matter for this query."""
+        if self.selector is None or not self.args.sentence_selection:
+            return passage_input(lp, self.args.context)
+        text = self.selector.select(query, lp.text, lp.sentences, int(self.args.max_length * 0.7))
+        return passage_input(LabeledPassage(lp.pid, lp.doc_id, text, lp.aspect, lp.entities, lp.title, lp.heading),
+                             self.args.context)
+
+    def save(self, out_dir: Path) -> dict[str, Any]:
+        self.ce.save_pretrained(str(out_dir))
+        return {"sentence_selection": self.args.sentence_selection}
+
+
+def build_model(args: TrainArgs, device: torch.device) -> nn.Module:
+    kind = ModelKind(args.kind)
+    if kind is ModelKind.bi:
+        return BiEncoderModel(args, device)
+    if kind is ModelKind.poly:
+        return PolyEncoderModel(args, device)
+    return CrossEncoderModel(args, device)
+
+
+def read_card(model_dir: str | Path) -> dict[str, Any]:
+    path = Path(model_dir) / CARD_FILE
+    return json.loads(path.read_text()) if path.exists() else {}

@@ -1,0 +1,269 @@
+"""One training loop for bi-, poly- and cross-encoders: step and time budgets, dev-based early stopping (the
+saved model is the best dev checkpoint, so training can never end below its starting point on dev), GPU when
+present, a progress bar, and a model card."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+
+from capr import __version__
+from capr.errors import BadInputError
+from capr.labels.generate import LabeledPassage, read_labels
+from capr.train.args import ModelKind, TrainArgs
+from capr.train.data import TrainingSet
+from capr.train.models import CARD_FILE, build_model, pick_device
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    steps: int
+    seconds: float
+    stopped: str  # max_steps | time_budget | early_stopping
+    losses: list[float] = field(default_factory=list)
+    dev: list[dict[str, float]] = field(default_factory=list)
+    best: dict[str, float] = field(default_factory=dict)
+    card: dict[str, Any] = field(default_factory=dict)
+
+
+def dev_metrics(scores: list[np.ndarray], relevant: list[list[bool]]) -> dict[str, float]:
+    """R@1 and MRR over candidate lists; ties are broken against the model (stable sort on a shuffled list
+    would favour position 0)."""
+    r1, rr = [], []
+    for s, rel in zip(scores, relevant):
+        rel = np.asarray(rel, dtype=bool)
+        s = np.asarray(s, dtype=np.float64)
+        # rank of the best relevant candidate, counting ties with non-relevant ones as losses
+        best = s[rel].max()
+        rank = int((s[~rel] >= best).sum()) + 1
+        r1.append(float(rank == 1))
+        rr.append(1.0 / rank)
+    return {"R@1": 100 * float(np.mean(r1)) if r1 else 0.0, "MRR": 100 * float(np.mean(rr)) if rr else 0.0}
+
+
+def _atomic_dir_save(out_dir: Path, write: Callable[[Path], None]) -> None:
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        write(tmp)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        old = None
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _labels_fingerprint(path: Path | None) -> str:
+    if path is None or not path.exists():
+        return ""
+    h = hashlib.sha1()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _model_card_md(card: dict[str, Any]) -> str:
+    a = card["args"]
+    dev = card.get("dev_best") or {}
+    lines = [
+        f"# capr {card['kind']}-encoder",
+        "",
+        f"Trained by capr {card['capr_version']} on {card['created']} ({card['device']}), self-supervised from "
+        f"`{card.get('labels_file') or 'labels'}` ({card['train_passages']:,} training passages, "
+        f"{card['dev_passages']:,} held out for early stopping).",
+        "",
+        f"- base model: `{a['base_model']}`",
+        f"- steps: {card['steps']} (stopped by {card['stopped']}), {card['seconds'] / 60:.1f} min",
+        f"- batch {a['batch_size']}, lr {a['lr']}, max length {a['max_length']}, hard negatives {a['hard_negatives']}, "
+        f"multi-positive masking {'on' if a['multi_positive'] else 'off'}, sentence selection "
+        f"{'on' if a['sentence_selection'] else 'off'}, document context {'on' if a['context'] else 'off'}"
+        + (f", weights {'shared' if a['shared'] else 'separate'}" if card["kind"] == "bi" else ""),
+        f"- dev R@1 {dev.get('R@1', float('nan')):.2f} / MRR {dev.get('MRR', float('nan')):.2f} at step "
+        f"{card.get('best_step', 0)} (start: R@1 {card['dev_start'].get('R@1', float('nan')):.2f})"
+        if card.get("dev_start") else "- no dev split",
+        "",
+        "Load: " + {
+            "bi": "`capr index DIR --dense --model THIS_DIR` or `SentenceTransformer(THIS_DIR)` "
+                  "(prefix queries with the query marker in capr.json).",
+            "poly": "`capr eval ... --reranker poly:THIS_DIR` / `capr search ... --reranker poly:THIS_DIR`.",
+            "cross": "`capr search ... --reranker cross:THIS_DIR` or `CrossEncoder(THIS_DIR)`.",
+        }[card["kind"]],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def train(
+    labels: str | Path | Iterable[LabeledPassage],
+    out_dir: str | Path,
+    args: TrainArgs | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> TrainResult:
+    args = args or TrainArgs()
+    out_dir = Path(out_dir)
+    labels_path = Path(labels) if isinstance(labels, (str, Path)) else None
+    records = read_labels(labels_path) if labels_path is not None else labels
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    device = pick_device(args.device)
+    data = TrainingSet(records, args)
+    if len(data) < 2:
+        raise BadInputError(str(labels_path or "labels"), "need at least two labeled passages to train")
+    model = build_model(args, device)
+    kind = ModelKind(args.kind)
+    if kind is ModelKind.cross:
+        model.selector = data.selector
+    # cross-encoders score every (query, candidate) pair, so their dev set is smaller
+    dev = data.dev_set(args.dev_queries if kind is not ModelKind.cross else min(args.dev_queries, 64),
+                       n_candidates=32 if kind is not ModelKind.cross else 16, seed=args.seed)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+    warm = max(1, int(args.warmup * args.max_steps))
+
+    def lr_factor(s: int) -> float:
+        if s < warm:
+            return (s + 1) / warm
+        return max(0.0, (args.max_steps - s) / max(1, args.max_steps - warm))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    batches = iter(data.batches(random.Random(args.seed), with_selection_query=args.sentence_selection))
+    say = log or (lambda m: None)
+
+    def evaluate() -> dict[str, float]:
+        if not dev:
+            return {}
+        model.eval()
+        m = dev_metrics(model.score_dev(dev), dev.relevant)
+        model.train()
+        return m
+
+    t0 = time.time()
+    result = TrainResult(out_dir=out_dir, steps=0, seconds=0.0, stopped="max_steps")
+    start = evaluate()
+    best, best_step, bad_evals = start, 0, 0
+    if start:
+        result.dev.append({"step": 0, **start})
+        say(f"dev at start: R@1 {start['R@1']:.2f} MRR {start['MRR']:.2f}")
+
+    def card(steps: int) -> dict[str, Any]:
+        return {
+            "kind": kind.value,
+            "capr_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "device": str(device) + (f" ({torch.cuda.get_device_name(0)})" if device.type == "cuda" else ""),
+            "args": args.to_dict(),
+            "labels_file": str(labels_path) if labels_path else None,
+            "labels_sha1": _labels_fingerprint(labels_path),
+            "train_passages": len(data.train),
+            "dev_passages": len(data.dev),
+            "steps": steps,
+            "seconds": round(time.time() - t0, 1),
+            "stopped": result.stopped,
+            "dev_start": start,
+            "dev_best": best,
+            "best_step": best_step,
+            "dev_history": result.dev,
+            "loss_history": [round(x, 4) for x in result.losses[:: max(1, len(result.losses) // 200)]],
+        }
+
+    def save(steps: int) -> None:
+        def write(tmp: Path) -> None:
+            meta = model.save(tmp)
+            c = {**card(steps), **meta, "max_length": args.max_length}
+            (tmp / CARD_FILE).write_text(json.dumps(c, indent=2))
+            (tmp / "README.md").write_text(_model_card_md(c))
+            result.card = c
+
+        _atomic_dir_save(out_dir, write)
+
+    if dev:
+        save(0)  # the starting point is the checkpoint to beat
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=args.max_steps, desc=f"training {kind.value}-encoder", unit="step")
+    model.train()
+    use_amp = device.type == "cuda"
+    step = 0
+    running = None
+    while step < args.max_steps:
+        batch = next(batches)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
+            loss = model.loss(batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        step += 1
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise RuntimeError(f"training diverged at step {step} (loss {value}); lower --lr")
+        result.losses.append(value)
+        running = value if running is None else 0.9 * running + 0.1 * value
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{running:.3f}", dev=f"{best.get('R@1', float('nan')):.1f}")
+        out_of_time = args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60
+        if dev and (step % args.eval_every == 0 or step == args.max_steps or out_of_time):
+            m = evaluate()
+            result.dev.append({"step": step, **m})
+            say(f"step {step}: loss {running:.4f} dev R@1 {m['R@1']:.2f} MRR {m['MRR']:.2f}")
+            if (m["MRR"], m["R@1"]) > (best["MRR"], best["R@1"]):
+                best, best_step, bad_evals = m, step, 0
+                save(step)
+            else:
+                bad_evals += 1
+                if bad_evals >= args.patience:
+                    result.stopped = "early_stopping"
+                    break
+        if out_of_time:
+            result.stopped = "time_budget"
+            break
+    if bar is not None:
+        bar.close()
+    result.steps = step
+    result.seconds = time.time() - t0
+    result.best = best
+    if not dev:
+        save(step)
+    else:
+        # rewrite the card of the kept checkpoint with the whole run's history
+        c = json.loads((out_dir / CARD_FILE).read_text())
+        c.update({k: v for k, v in card(step).items() if k in ("seconds", "stopped", "dev_history", "loss_history", "steps")})
+        c["steps_run"] = step
+        c["steps"] = best_step
+        tmp = out_dir / f".{CARD_FILE}.tmp"
+        tmp.write_text(json.dumps(c, indent=2))
+        os.replace(tmp, out_dir / CARD_FILE)
+        (out_dir / "README.md").write_text(_model_card_md({**c, "steps": best_step}))
+        result.card = c
+    return result

@@ -1,0 +1,143 @@
+"""CAPR trainers on a tiny corpus: loss falls, the saved model ranks a planted answer first, models reload."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from capr.errors import QueryError
+from capr.labels.generate import LabeledPassage
+from capr.train import ModelKind, TrainArgs, train
+from capr.train.losses import multi_positive_listwise_loss
+from conftest import capr_cli
+
+DISEASES = ["Zorvex syndrome", "Kalimba fever", "Dunmore disease", "Ostrava palsy", "Venn anemia", "Brisk pox",
+            "Tolland ataxia", "Marrow cough"]
+ASPECTS = {
+    "symptoms": "{d} causes itching of the palms, night sweats and a hoarse voice in most patients.",
+    "treatment": "{d} is treated with daily hydration, rest and a short course of oral steroids.",
+    "causes": "{d} is caused by a mutation in a single gene inherited from one parent.",
+}
+
+
+def tiny_labels() -> list[LabeledPassage]:
+    out = []
+    for i, d in enumerate(DISEASES):
+        for aspect, text in ASPECTS.items():
+            t = text.format(d=d)
+            out.append(LabeledPassage(pid=f"d{i}-{aspect}", doc_id=f"d{i}", text=t, aspect=aspect, entities=[d],
+                                      title=d, heading=aspect.title(), sentences=[(0, len(t))]))
+    return out
+
+
+def tiny_args(kind: str, **kw) -> TrainArgs:
+    base = dict(kind=ModelKind(kind), max_steps=12, batch_size=8 if kind != "cross" else 4, lr=1e-4,
+                max_length=48, query_max_length=16, dev_fraction=0.0, hard_negatives=1, question_prob=0.0,
+                synonym_prob=0.0, seed=3)
+    base.update(kw)
+    return TrainArgs(**base)
+
+
+def planted_rank(kind: str, model_dir) -> tuple[float, float]:
+    """Score of the planted answer and the best distractor for "Zorvex syndrome treatment"."""
+    from capr.retrieve.rerank import load_reranker
+
+    gold = "Zorvex syndrome is treated with daily hydration, rest and a short course of oral steroids."
+    distractors = [
+        "Zorvex syndrome causes itching of the palms, night sweats and a hoarse voice in most patients.",
+        "Zorvex syndrome is caused by a mutation in a single gene inherited from one parent.",
+        "Kalimba fever is treated with daily hydration, rest and a short course of oral steroids.",
+        "The clinic is open on weekdays from nine to five.",
+    ]
+    scores = load_reranker(f"{kind}:{model_dir}").score("Zorvex syndrome treatment", [gold] + distractors)
+    return float(scores[0]), float(max(scores[1:]))
+
+
+@pytest.mark.parametrize("kind", ["bi", "poly", "cross"])
+def test_training_lowers_loss_and_ranks_planted_answer(tmp_path, kind):
+    out = tmp_path / kind
+    result = train(tiny_labels(), out, tiny_args(kind, max_steps=16 if kind == "cross" else 12), progress=False)
+    assert result.steps == (16 if kind == "cross" else 12)
+    first, last = np.mean(result.losses[:4]), np.mean(result.losses[-4:])
+    assert last < first, result.losses
+    card = json.loads((out / "capr.json").read_text())
+    assert card["kind"] == kind and card["steps"] == result.steps and card["train_passages"] == 24
+    assert (out / "README.md").read_text().startswith(f"# capr {kind}-encoder")
+    gold, best_other = planted_rank(kind, out)
+    assert gold > best_other, (gold, best_other)
+    if kind == "cross":  # the ONNX int8 export ranks the same way
+        gold, best_other = planted_rank("cross-int8", out)
+        assert gold > best_other, (gold, best_other)
+
+
+def test_separate_bi_encoders_and_index_uses_markers(tmp_path):
+    out = tmp_path / "bi-sep"
+    train(tiny_labels(), out, tiny_args("bi", shared=False, max_steps=2), progress=False)
+    assert (out / "query" / "config.json").exists()
+    from capr.models.encoder import Encoder, EncoderConfig
+
+    enc = Encoder(EncoderConfig(model=str(out)), cache=False)
+    assert enc.config.query_model == str(out / "query") and enc.config.query_prefix == ""
+    shared = tmp_path / "bi-shared"
+    train(tiny_labels(), shared, tiny_args("bi", max_steps=1), progress=False)
+    enc = Encoder(EncoderConfig(model=str(shared)), cache=False)
+    assert enc.config.query_prefix == "[QUERY] " and enc.config.passage_prefix == "[PASSAGE] "
+    assert enc.encode_queries(["Zorvex syndrome treatment"]).shape == (1, 384)
+
+
+def test_early_stopping_keeps_the_best_dev_checkpoint(tmp_path):
+    labels = tiny_labels() * 1
+    for k, lp in enumerate(labels):  # more documents so a dev split exists
+        lp.doc_id = f"doc{k}"
+    out = tmp_path / "bi-dev"
+    result = train(labels, out, tiny_args("bi", dev_fraction=0.3, dev_queries=8, eval_every=2, max_steps=6, lr=1e-3,
+                                          patience=1), progress=False)
+    card = json.loads((out / "capr.json").read_text())
+    assert result.dev and result.dev[0]["step"] == 0
+    best = max(result.dev, key=lambda d: (d["MRR"], d["R@1"]))
+    assert card["steps"] == best["step"]  # the kept checkpoint is the best evaluation, possibly the start
+    assert card["dev_best"]["MRR"] == pytest.approx(best["MRR"])
+
+
+def test_multi_positive_masking():
+    scores = torch.tensor([[5.0, 4.9, 0.0], [1.0, 2.0, 0.0]])
+    positives = torch.tensor([[True, True, False], [False, True, False]])
+    targets = torch.tensor([0, 1])
+    masked = multi_positive_listwise_loss(scores, positives, targets, True)
+    plain = multi_positive_listwise_loss(scores, positives, targets, False)
+    # query 0's second passage also answers it: masking removes it from the softmax instead of punishing it
+    expected0 = torch.nn.functional.cross_entropy(torch.tensor([[5.0, 0.0]]), torch.tensor([0]))
+    expected1 = torch.nn.functional.cross_entropy(scores[1:], torch.tensor([1]))
+    assert masked.item() == pytest.approx(((expected0 + expected1) / 2).item(), rel=1e-5)
+    assert plain.item() > masked.item()
+
+
+def test_rerank_scores_keeps_tail_order():
+    from capr.retrieve.rerank import rerank_scores
+
+    class Reverse:
+        name = "reverse"
+
+        def score(self, query, passages):
+            return -np.arange(len(passages), dtype=float)[::-1]  # prefers the first stage's last candidate
+
+    first = np.array([0.9, 0.1, 0.5, 0.7, 0.3])
+    out = rerank_scores(first, lambda i: str(i), "q", Reverse(), depth=3)
+    order = list(np.argsort(-out, kind="stable"))
+    assert order == [2, 3, 0, 4, 1]  # top-3 (0, 3, 2) reversed, then the rest in first-stage order
+
+
+def test_bad_reranker_and_trainer_input(tmp_path):
+    from capr.retrieve.rerank import load_reranker
+
+    with pytest.raises(QueryError, match="KIND:PATH"):
+        load_reranker("nonsense")
+    with pytest.raises(QueryError, match="no such model folder"):
+        load_reranker(f"cross:{tmp_path / 'missing'}")
+    proc = capr_cli("train", "tri", "--labels", str(tmp_path / "l.jsonl"), "--out", str(tmp_path / "m"), check=False)
+    assert proc.returncode == 2 and "unknown model kind" in proc.stderr
+    proc = capr_cli("train", "bi", "--labels", str(tmp_path / "l.jsonl"), "--out", str(tmp_path / "m"), check=False)
+    assert proc.returncode == 2 and "labels file not found" in proc.stderr
