@@ -20,9 +20,11 @@ from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Query as QueryParam, Request, Security
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from capr import __version__
@@ -221,7 +223,13 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None) -> Fa
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(status_code=exc.status_code, headers=getattr(exc, "headers", None),
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            # GET and DELETE /documents/{id} are two routes: Allow must list the methods of both
+            path = request.scope.get("path", "")
+            methods = {m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path) for m in r.methods}
+            headers["Allow"] = ", ".join(sorted(methods))
+        return JSONResponse(status_code=exc.status_code, headers=headers or None,
                             content={"detail": str(exc.detail), "field": getattr(exc, "field", None)})
 
     @app.exception_handler(QueryError)
@@ -422,6 +430,24 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None) -> Fa
             raise ApiError(404, f"no document with id {doc_id!r}", "doc_id") from None
         return S.DeleteResponse(doc_id=doc_id, deleted=True, generation=str(index.manifest["generation"]))
 
+    def openapi() -> dict[str, Any]:
+        # The re-rankers a request may name depend on how the server was started: say so in the spec.
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            props = spec["components"]["schemas"]["SearchRequest"]["properties"]
+            if not holder.index.has_dense:  # dense and hybrid need vectors this index does not have
+                lexical = [Retriever.bm25.value, Retriever.tfidf.value]
+                props["retriever"] = {**{k: v for k, v in props["retriever"].items() if k not in ("$ref", "allOf")},
+                                      "type": "string", "enum": lexical}
+            prop = props["reranker"]
+            enabled = list(config.rerankers)
+            prop["anyOf"] = [{"type": "string", "enum": enabled}, {"type": "null"}] if enabled else [{"type": "null"}]
+            prop["description"] = f"Re-ranker enabled on this server: {', '.join(enabled)}." if enabled else \
+                "No re-ranker is enabled on this server (capr serve --reranker SPEC)."
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StringConstraints,
+                      field_validator, model_validator)
 
 from capr.index.index import Retriever
 
@@ -26,30 +28,51 @@ def _finite(x: float) -> float:
     return x
 
 
+def _integral(x: Any) -> Any:
+    # JSON Schema counts 8.0 as an integer; strict pydantic would not
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+Count = Annotated[int, BeforeValidator(_integral)]
 Text = Annotated[str, AfterValidator(_valid_text)]
 Short = Annotated[str, StringConstraints(max_length=200), AfterValidator(_valid_text)]
 FieldName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")]
-Scalar = Union[Annotated[str, StringConstraints(max_length=256), AfterValidator(_valid_text)], bool, int,
-               Annotated[float, AfterValidator(_finite)]]
-MetaValue = Union[Annotated[str, StringConstraints(max_length=10_000), AfterValidator(_valid_text)], bool, int,
-                  Annotated[float, AfterValidator(_finite)], None]
+# Strict members: in lax mode a union would turn the string "007" into the integer 7 (a too-long
+# string even slips through as an integer), silently changing stored metadata.
+Scalar = Union[Annotated[str, StringConstraints(max_length=256), AfterValidator(_valid_text)], StrictBool, StrictInt,
+               Annotated[StrictFloat, AfterValidator(_finite)]]
+MetaValue = Union[Annotated[str, StringConstraints(max_length=10_000), AfterValidator(_valid_text)], StrictBool,
+                  StrictInt, Annotated[StrictFloat, AfterValidator(_finite)], None]
 DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-]{0,127}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is a 422 naming it, not silently ignored
+    # extra="forbid": a misspelt field is a 422 naming it, not silently ignored; strict: no lax
+    # coercions (false is not 0.0, "10" is not 10): what the spec says is what is accepted
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# dict keys that do not match the field-name pattern are invalid in the spec too
+_KEYS_CLOSED = {"additionalProperties": False}
 
 
 # ------------------------------------------------------------------------------------------ search
+_NON_BLANK = {"type": "string", "pattern": r"\S"}
+
+
 class SearchRequest(_Strict):
+    # The "text or entity or aspect" rule, stated in the spec too (so generated clients and
+    # schema-driven fuzzers know that an empty query is invalid).
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"anyOf": [
+        {"required": [f], "properties": {f: _NON_BLANK}} for f in ("text", "entity", "aspect")]})
     text: Optional[Annotated[str, StringConstraints(max_length=2_000), AfterValidator(_valid_text)]] = Field(
         None, description="Free-text question.", examples=["how is atrial fibrillation treated"])
     entity: Optional[Short] = Field(None, description="Entity of a structured question.", examples=["IgA nephropathy"])
     aspect: Optional[Short] = Field(None, description="Aspect of a structured question.", examples=["symptoms"])
-    k: int = Field(10, ge=1, le=100, description="Number of passages.")
-    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20,
+    k: Count = Field(10, ge=1, le=100, description="Number of passages.")
+    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED,
                                              description="FIELD: VALUE metadata filters, e.g. {\"aspect\": \"symptoms\"}.")
-    retriever: Retriever = Retriever.bm25
+    retriever: Retriever = Field(Retriever.bm25, strict=False)  # strict would refuse the JSON string "bm25"
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
         None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables.")
     evidence: bool = Field(True, description="Score each sentence and flag evidence sentences.")
@@ -111,13 +134,14 @@ class DocumentIn(_Strict):
     title: Annotated[str, StringConstraints(max_length=500), AfterValidator(_valid_text)] = Field("", examples=["Asthma ED note"])
     text: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000), AfterValidator(_valid_text)] = Field(
         examples=["HISTORY OF PRESENT ILLNESS: wheeze and cough for two days."])
-    metadata: dict[FieldName, MetaValue] = Field(default_factory=dict, max_length=50)
+    metadata: dict[FieldName, MetaValue] = Field(default_factory=dict, max_length=50, json_schema_extra=_KEYS_CLOSED)
 
-    @model_validator(mode="after")
-    def _has_text(self) -> "DocumentIn":
-        if not self.text.strip():
-            raise ValueError("text is blank")
-        return self
+    @field_validator("text")
+    @classmethod
+    def _has_words(cls, v: str) -> str:
+        if not re.search(r"\w", v):
+            raise ValueError("text has no words")  # it would be stored but could never be found
+        return v
 
 
 class SectionOut(BaseModel):
@@ -155,8 +179,8 @@ class CaseRequest(_Strict):
         description="Patient description.", examples=["62-year-old with exertional dyspnoea, orthopnoea and ankle oedema"])
     hypotheses: list[Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_valid_text)]] = Field(
         min_length=1, max_length=20, examples=[["heart failure", "asthma", "pneumonia"]])
-    k: int = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (the score is their mean BM25).")
-    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20)
+    k: Count = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (the score is their mean BM25).")
+    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED)
 
     @model_validator(mode="after")
     def _not_blank(self) -> "CaseRequest":
