@@ -303,6 +303,58 @@ def test_case_baseline_phrase_match():
     assert score_support([6.0]) == 2.0 and score_support([3.0, 3.0, 3.0, 9.0]) == 5.0
 
 
+# ---------------------------------------------------------------------------------------- evidence
+def test_sentence_scores_function(demo_index):
+    from capr.records import Query
+    from capr.retrieve.evidence import sentence_scores
+
+    index = Index.load(demo_index)
+    q = Query("q", text="blood thinner to prevent stroke")
+    hit = index.search(q, k=1, filters={"aspect": "treatment"})[0]
+    scores = sentence_scores(index, q, hit.passage)
+    assert [s.text for s in scores] == hit.passage.sentence_texts()
+    by_text = {s.text.split()[0]: s for s in scores}
+    assert by_text["Most"].evidence and "blood thinner" in by_text["Most"].text  # "… treated with a blood thinner …"
+    assert by_text["Left"].score == 0 and not by_text["Left"].evidence  # no query term
+    assert by_text["##"].score == 0  # the heading line
+    # a rarer query word weighs more than a common one: idf comes from the whole collection
+    from capr.records import Passage
+
+    text = "Stroke risk drives the choice of a blood thinner."
+    p = Passage("x#0", "x", text, "treatment", 100, 100 + len(text), sentences=[(100, 100 + len(text))])
+    rare = sentence_scores(index, Query("a", text="thinner"), p)[0]
+    common = sentence_scores(index, Query("b", text="stroke"), p)[0]
+    assert rare.score > common.score > 0 and (rare.start, rare.end) == (100, 100 + len(text))
+    with pytest.raises(ValueError, match="unknown evidence method"):
+        sentence_scores(index, q, hit.passage, method="magic")
+    index.close()
+
+
+def test_dense_index_search_uses_dense_evidence_and_keeps_the_encoder(tmp_path):
+    from capr.index import build_index
+    from capr.models import EncoderConfig
+    from capr.records import Document
+
+    docs = [Document("af", "Atrial fibrillation", "TREATMENT: Anticoagulants lower the risk of stroke. Beta-blockers slow the heart."),
+            Document("gout", "Gout", "TREATMENT: Colchicine and NSAIDs treat a flare. Allopurinol lowers uric acid."),
+            Document("asthma", "Asthma", "TREATMENT: Inhaled corticosteroids control airway inflammation.")]
+    build_index(docs, tmp_path / "dense", dense=EncoderConfig()).close()
+    c = make_client(tmp_path / "dense")
+    assert c.get("/stats").json()["retrievers"] == ["bm25", "tfidf", "dense", "hybrid"]
+    r = c.post("/search", json={"text": "medicine that prevents blood clots", "retriever": "dense", "k": 2}).json()
+    assert r["evidence_method"] == "dense" and r["results"][0]["doc_id"] == "af"
+    sents = r["results"][0]["sentences"]
+    assert all(-1.0 <= s["score"] <= 1.0 for s in sents)
+    assert [s["evidence"] for s in sents] == [True, False]  # anticoagulants, not beta-blockers
+    holder = c.app.state.holder
+    encoder = holder.index._encoder
+    assert c.post("/documents", json={"doc_id": "pe", "title": "Pulmonary embolism",
+                                      "text": "TREATMENT: Heparin then apixaban for three months."}, headers=AUTH).status_code == 201
+    r = c.post("/search", json={"text": "blood clot in the lung", "retriever": "hybrid", "k": 1}).json()
+    assert r["results"][0]["doc_id"] == "pe"
+    assert holder.index._encoder is encoder  # the new snapshot reuses the loaded model
+
+
 # ---------------------------------------------------------------------------------- misc endpoints
 def test_vocabulary_stats_health_openapi(read_client):
     v = read_client.get("/vocabulary", params={"field": "entity", "prefix": "iga"}).json()
