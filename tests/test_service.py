@@ -466,6 +466,38 @@ def test_failed_write_keeps_serving_the_committed_index(client, index_dir, monke
     idx.close()
 
 
+def test_picks_up_generations_committed_by_another_process(client, index_dir):
+    """`capr add` (or another worker) commits while the service runs: the next request serves it."""
+    from capr.index import IndexWriter
+    from capr.records import Document
+
+    assert client.post("/search", json={"text": "trombulex"}).json()["results"] == []
+    with IndexWriter(index_dir, mode="update") as w:
+        w.add(Document("cli_1", "From the CLI", "PLAN: trombulex for the cli syndrome."))
+    hits = client.post("/search", json={"text": "trombulex"}).json()
+    assert hits["results"][0]["doc_id"] == "cli_1" and hits["generation"] == "gen-000002"
+    # and the service's own next write builds on it rather than on its older snapshot
+    assert client.post("/documents", json={"doc_id": "svc_1", "text": "PLAN: more trombulex."}, headers=AUTH).status_code == 201
+    assert {r["doc_id"] for r in client.post("/search", json={"text": "trombulex"}).json()["results"]} == {"cli_1", "svc_1"}
+
+
+def test_worker_factory_reads_settings_and_tokens_from_the_environment(index_dir, monkeypatch, tmp_path):
+    from capr.service.app import app_from_env
+    from capr.service.config import CONFIG_ENV, config_to_env
+
+    token_file = tmp_path / "tokens"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    env = config_to_env(index_dir, ServiceConfig(tokens=(TOKEN,), auth_reads=True, max_body_bytes=5_000), token_file)
+    assert TOKEN not in env  # tokens never travel in the settings variable
+    monkeypatch.setenv(CONFIG_ENV, env)
+    monkeypatch.delenv("CAPR_API_TOKENS", raising=False)
+    c = TestClient(app_from_env())
+    assert c.post("/search", json={"text": "asthma"}).status_code == 401
+    assert c.post("/search", json={"text": "asthma"}, headers=AUTH).status_code == 200
+    assert c.app.state.config.max_body_bytes == 5_000
+
+
 def test_serve_cli_killed_after_a_write_loses_nothing(index_dir):
     """`capr serve` in a real process: add a document, SIGKILL the server, start it again: the document is there."""
     env = {**os.environ, "CAPR_API_TOKENS": TOKEN}

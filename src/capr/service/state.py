@@ -48,6 +48,13 @@ def _pointer_signature(root: Path) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns  # CURRENT is replaced by rename: a new inode per commit
 
 
+def _current_name(root: Path) -> str | None:
+    try:
+        return (root / CURRENT).read_text().strip()
+    except OSError:
+        return None
+
+
 class IndexHolder:
     def __init__(self, root: str | Path, watch: bool = True, write_wait_s: float = 30.0) -> None:
         self.root = Path(root)
@@ -133,7 +140,10 @@ class IndexHolder:
             except BaseException:
                 writer.abort()
                 raise
-            self._install(new, _pointer_signature(self.root))
+            sig = _pointer_signature(self.root)
+            if _current_name(self.root) != new.manifest["generation"]:
+                sig = None  # another process committed right after this write: pick it up next request
+            self._install(new, sig)
             return result, new
 
     def _install(self, new: Index, sig: tuple[int, int] | None) -> None:
