@@ -148,7 +148,10 @@ async def run_load(url: str, token: str, queries: list[str], clients: int, durat
     errors: list[str] = []
     writes: list[tuple[str, int, float]] = []
     deadline = time.perf_counter() + duration
-    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
+    # Idle pooled connections expire on the client before uvicorn's 5 s keep-alive timeout closes them:
+    # with equal timeouts a request can go out on a connection the server is closing (a ReadError
+    # that is the client's race, not a server failure).
+    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2, keepalive_expiry=2.0)
 
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
         async def searcher(i: int) -> None:
