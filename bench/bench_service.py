@@ -226,7 +226,8 @@ def run_schemathesis(out: Path, max_examples: int, token: str) -> dict[str, Any]
             cmd = [str(exe), "run", f"{server.url}/openapi.json", "-H", f"Authorization: Bearer {token}",
                    "--checks", "all", "--max-examples", str(max_examples), "--workers", "1", "--seed", "1"]
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            # cwd: schemathesis keeps a cache folder in its working directory
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=out)
             secs = time.perf_counter() - t0
         finally:
             server.stop()
