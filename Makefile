@@ -30,6 +30,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_bm25.py
 	$(BIN)/python bench/bench_dense.py
+	$(BIN)/python bench/bench_service.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -655,6 +655,30 @@ def train_cmd(
                       f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
 
     _run_guarded(run)
+# --------------------------------------------------------------------------- serve
+@app.command("serve")
+def serve_cmd(
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Index directory to serve."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    token_file: Optional[Path] = typer.Option(None, help="API tokens, one per line (besides $CAPR_API_TOKENS, comma separated)."),
+    auth_reads: bool = typer.Option(False, "--auth-reads", help="Require a token for reads too (writes always need one)."),
+    max_body_bytes: int = typer.Option(1 << 20, help="Largest request body accepted (larger: 413)."),
+    reranker: List[str] = typer.Option([], "--reranker", help="Re-ranker spec a search may name, e.g. cross:DIR (repeatable)."),
+    workers: int = typer.Option(1, help="uvicorn worker processes (each holds its own snapshot of the index)."),
+    log_level: str = typer.Option("info", help="debug | info | warning | error."),
+) -> None:
+    """Serve an index over HTTP: JSON API (OpenAPI at /openapi.json) and a search page at /."""
+
+    def body() -> None:
+        from capr.service.config import ServiceConfig, load_tokens
+        from capr.service.server import serve
+
+        config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
+                               rerankers=tuple(reranker))
+        serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level)
+
+    _run_guarded(body)
 
 
 def main() -> None:

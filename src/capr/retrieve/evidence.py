@@ -1,0 +1,137 @@
+"""Evidence sentences: which sentences of a retrieved passage carry the answer, with a score for each.
+
+Lexical scoring is BM25 at sentence level: the index's collection idf (so a rare query term such as
+"proteinuria" outweighs "patient"), each sentence's own term frequencies, and length normalisation
+against the passage's mean sentence length. Dense scoring is the cosine of the query with each
+sentence, encoded by the index's own encoder (only for indexes built with ``--dense``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from capr.records import Passage, Query
+
+if TYPE_CHECKING:
+    from capr.index.index import Index
+
+# A sentence is evidence when it scores at least this share of the passage's best sentence.
+# Dense cosines of unrelated sentences are far from 0, so they need a tighter ratio.
+EVIDENCE_RATIO = {"lexical": 0.5, "dense": 0.85}
+MAX_EVIDENCE = 3  # at most this many evidence sentences per passage
+
+
+@dataclass(slots=True)
+class SentenceScore:
+    text: str
+    start: int  # offsets into Document.text, like every span in capr
+    end: int
+    score: float
+    evidence: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "start": self.start, "end": self.end, "score": self.score, "evidence": self.evidence}
+
+
+def passage_sentences(passage: Passage) -> list[tuple[int, int, str]]:
+    """(start, end, text) of each sentence; a passage without sentence spans is one sentence."""
+    spans = passage.sentences or [(passage.start, passage.end)]
+    out = []
+    for a, b in spans:
+        text = passage.text[a - passage.start : b - passage.start]
+        if text.strip():
+            out.append((a, b, text))
+    return out or [(passage.start, passage.end, passage.text)]
+
+
+def _words(s: str) -> list[str]:
+    return re.findall(r"\w+", s.lower())
+
+
+def is_heading_line(text: str, passage: Passage) -> bool:
+    """A sentence that is only the section heading ("## Symptoms", "FAMILY HISTORY:")."""
+    return bool(passage.heading) and _words(text) == _words(passage.heading)
+
+
+def _mark_evidence(scores: list[SentenceScore], method: str) -> list[SentenceScore]:
+    best = max((s.score for s in scores), default=0.0)
+    if best <= 0:
+        return scores
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i].score)
+    for i in ranked[:MAX_EVIDENCE]:
+        if scores[i].score >= EVIDENCE_RATIO[method] * best:
+            scores[i].evidence = True
+    return scores
+
+
+def lexical_sentence_scores(index: "Index", query: Query | str, passage: Passage, expand: bool = True) -> list[SentenceScore]:
+    from capr.index.index import Retriever, query_tokens
+
+    sents = passage_sentences(passage)
+    analyzer = index.analyzer
+    terms = set(query_tokens(analyzer, query, expand))
+    scorer = index.scorer(Retriever.bm25)
+    vocab = index.matrix.vocab if index.matrix is not None else {}
+    idf = {t: float(scorer.idf[vocab[t]]) for t in terms if t in vocab}
+    token_lists = [analyzer(text) for _, _, text in sents]
+    avg_len = max(1.0, sum(len(t) for t in token_lists) / len(token_lists))
+    k1, b = index.bm25_params.k1, index.bm25_params.b
+    out = []
+    for (a, e, text), tokens in zip(sents, token_lists):
+        norm = k1 * (1.0 - b + b * len(tokens) / avg_len)
+        tf: dict[str, int] = {}
+        for t in tokens:
+            if t in idf:
+                tf[t] = tf.get(t, 0) + 1
+        score = sum(idf[t] * n / (n + norm) for t, n in tf.items())
+        if is_heading_line(text, passage):
+            score = 0.0  # a heading restates the aspect asked about; it answers nothing
+        out.append(SentenceScore(text, a, e, round(float(score), 4)))
+    return _mark_evidence(out, "lexical")
+
+
+def dense_sentence_scores(
+    index: "Index", query: Query | str, passages: Sequence[Passage], template: str | None = None
+) -> list[list[SentenceScore]]:
+    """Cosine of the query with every sentence of every passage, encoded in one batch."""
+    from capr.index.index import DEFAULT_TEMPLATE
+
+    encoder = index.encoder()
+    qvec = index.encode_query(query, template or DEFAULT_TEMPLATE)
+    per_passage = [passage_sentences(p) for p in passages]
+    texts = [text for sents in per_passage for _, _, text in sents]
+    if not texts:
+        return [[] for _ in passages]
+    # passage side of the encoder: sentences are passage text (matters for asymmetric models);
+    # not through the embedding cache, whose SQLite connection belongs to one thread
+    vecs = encoder.passage_side.encode(texts, encoder.config.passage_prefix)
+    sims = (vecs @ qvec).astype(np.float32)
+    out, i = [], 0
+    for p, sents in zip(passages, per_passage):
+        scores = [SentenceScore(text, a, e, 0.0 if is_heading_line(text, p) else round(float(sims[i + j]), 4))
+                  for j, (a, e, text) in enumerate(sents)]
+        i += len(sents)
+        out.append(_mark_evidence(scores, "dense"))
+    return out
+
+
+def sentence_scores(
+    index: "Index", query: Query | str, passage: Passage, method: str = "lexical", expand: bool = True
+) -> list[SentenceScore]:
+    """Score each sentence of ``passage`` against ``query`` and flag the evidence sentences.
+
+    ``method`` is ``lexical`` (sentence-level BM25 with the index's idf) or ``dense`` (cosine with
+    the index's encoder; needs an index built with vectors)."""
+    if method == "lexical":
+        return lexical_sentence_scores(index, query, passage, expand)
+    if method == "dense":
+        return dense_sentence_scores(index, query, [passage])[0]
+    raise ValueError(f"unknown evidence method {method!r}; choose lexical or dense")
+
+
+__all__ = ["EVIDENCE_RATIO", "MAX_EVIDENCE", "SentenceScore", "dense_sentence_scores", "is_heading_line",
+           "lexical_sentence_scores", "passage_sentences", "sentence_scores"]

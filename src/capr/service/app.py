@@ -1,0 +1,462 @@
+"""The capr HTTP service: search, evidence, documents and cases over one index directory.
+
+    app = create_app("idx/notes", ServiceConfig(tokens=("…",)))
+    uvicorn.run(app)                     # or: capr serve --index idx/notes
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Callable, Literal
+from urllib.parse import quote
+
+from fastapi import Depends, FastAPI, Query as QueryParam, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from capr import __version__
+from capr.cases.baseline import rank_hypotheses
+from capr.errors import BadInputError, CaprError, QueryError
+from capr.index import Index, Retriever
+from capr.index.index import query_tokens
+from capr.records import Document, Passage, Query, ScoredPassage
+from capr.retrieve.evidence import dense_sentence_scores, lexical_sentence_scores
+from capr.retrieve.highlight import term_spans
+from capr.service import schemas as S
+from capr.service.config import CONFIG_ENV, ServiceConfig, TokenSet, load_tokens
+from capr.service.state import IndexHolder, WriteBusy
+
+log = logging.getLogger("capr.service")
+STATIC_DIR = Path(str(files("capr.service") / "static"))
+
+# Sent with every response. The page loads only its own script and style (no inline code), so a
+# passage that contains markup cannot run script even if it were ever inserted as HTML; and
+# responses carry patient text, so nothing is cached.
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
+    (b"content-security-policy",
+     b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+     b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+]
+
+
+class ApiError(StarletteHTTPException):
+    """A client error with the request field at fault (reported as ``{"detail", "field"}``)."""
+
+    def __init__(self, status_code: int, detail: str, field: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(status_code=status_code, detail=detail, headers=headers)
+        self.field = field
+
+
+class BodyTooLarge(ApiError):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body is larger than {limit} bytes", "body")
+
+
+# ---------------------------------------------------------------------------------- middleware
+class GuardMiddleware:
+    """Outermost layer: request size limit, security headers, one log line per request (method,
+    route, status, latency — never a body, a query string or a header), and a last-resort 500 that
+    gives the client an error id and no stack trace."""
+
+    def __init__(self, app: Callable, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        state = {"status": 0, "started": False}
+
+        async def send_wrapper(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = message["status"]
+                state["started"] = True
+                message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
+            await send(message)
+
+        try:
+            length = dict(scope.get("headers") or []).get(b"content-length")
+            if length is not None:
+                try:
+                    declared = int(length)
+                except ValueError:
+                    raise ApiError(400, "invalid Content-Length header", "content-length") from None
+                if declared > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes)
+            received = 0
+
+            async def receive_wrapper() -> dict:
+                nonlocal received
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > self.max_body_bytes:  # chunked bodies carry no Content-Length
+                        raise BodyTooLarge(self.max_body_bytes)
+                return message
+
+            await self.app(scope, receive_wrapper, send_wrapper)
+        except ApiError as e:
+            if not state["started"]:
+                await _send_json(send_wrapper, e.status_code, {"detail": e.detail, "field": e.field})
+        except Exception as e:  # noqa: BLE001 - the last resort; everything else is handled inside
+            error_id = uuid.uuid4().hex[:12]
+            # Frames only: an exception's message may quote request text (patient data).
+            log.error("unhandled %s (error id %s)\n%s", type(e).__name__, error_id, "".join(traceback.format_tb(e.__traceback__)))
+            if not state["started"]:
+                await _send_json(send_wrapper, 500, {"detail": f"internal server error (error id {error_id})", "field": None})
+        finally:
+            # the route template ("/documents/{doc_id:path}"), never the concrete path: no ids, no text;
+            # without a route (404, 413 before routing), only the first path segment
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "/" + str(scope.get("path", "")).lstrip("/").split("/", 1)[0][:40]
+            log.info("%s %s %d %.1fms", scope.get("method", "?"), path, state["status"], (time.perf_counter() - t0) * 1e3)
+
+
+async def _send_json(send: Callable, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _loc(loc: tuple | list) -> str:
+    return ".".join(str(x) for x in loc)
+
+
+def _doc_url(doc_id: str) -> str:
+    return "/documents/" + quote(doc_id, safe="")
+
+
+def _spans(p: Passage, terms: set[str], index: Index) -> list[tuple[int, int]]:
+    return [(a + p.start, b + p.start) for a, b in term_spans(p.text, terms, index.analyzer)]
+
+
+def _clean(s: str | None) -> str | None:
+    return s.strip() if s and s.strip() else None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": S.ErrorOut, "description": "The query cannot be answered as asked (the message names the problem)."},
+    413: {"model": S.ErrorOut, "description": "Request body too large."},
+    422: {"model": S.ValidationErrorOut, "description": "Invalid request (the message names the field)."},
+}
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": S.ErrorOut, "description": "Missing or malformed bearer token."},
+    403: {"model": S.ErrorOut, "description": "Invalid token, or writes disabled (no tokens configured)."},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": S.ErrorOut, "description": "No such document."}}
+BUSY: dict[int | str, dict[str, Any]] = {503: {"model": S.ErrorOut, "description": "Another process is writing the index; retry."}}
+
+
+# ---------------------------------------------------------------------------------- the app
+def create_app(index_dir: str | Path, config: ServiceConfig | None = None) -> FastAPI:
+    """The FastAPI application serving the index at ``index_dir``."""
+    config = config or ServiceConfig()
+    holder = IndexHolder(index_dir, watch=config.watch_index, write_wait_s=config.write_wait_s)
+    tokens = TokenSet(config.tokens)
+    bearer = HTTPBearer(auto_error=False, description="An API token from $CAPR_API_TOKENS or --token-file.")
+
+    app = FastAPI(
+        title="capr",
+        version=__version__,
+        description="Clinical answer-passage retrieval: search with evidence sentences, documents, similar cases.",
+        docs_url=None,  # Swagger UI loads its code from a CDN: neither reachable offline nor allowed by the CSP
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.holder = holder
+    app.state.config = config
+    app.add_middleware(GuardMiddleware, max_body_bytes=config.max_body_bytes)
+
+    def check_token(request: Request, creds: HTTPAuthorizationCredentials | None) -> None:
+        if not request.headers.get("authorization"):
+            raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <token>'", "authorization",
+                           headers={"WWW-Authenticate": "Bearer"})
+        if creds is None:
+            raise ApiError(401, "the Authorization header must use the Bearer scheme", "authorization",
+                           headers={"WWW-Authenticate": "Bearer"})
+        if not tokens:
+            raise ApiError(403, "writes are disabled: the server has no API tokens (set CAPR_API_TOKENS or --token-file)",
+                           "authorization")
+        if not tokens.matches(creds.credentials):
+            raise ApiError(403, "invalid token", "authorization")
+
+    def require_write(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+        check_token(request, creds)
+
+    def require_read(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+        check_token(request, creds)
+
+    read_deps = [Depends(require_read)] if config.auth_reads else []
+    read_errors = {**ERRORS, **(AUTH_ERRORS if config.auth_reads else {})}
+    write_deps = [Depends(require_write)]
+    write_errors = {**ERRORS, **AUTH_ERRORS, **BUSY}
+
+    # -- error shapes -----------------------------------------------------------------------
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # pydantic's "input" is left out: it would echo (patient) text back; loc names the field
+        items = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "invalid"), "type": e.get("type", "value_error")}
+                 for e in exc.errors()]
+        first = items[0] if items else {"loc": [], "msg": "invalid request"}
+        return JSONResponse(status_code=422, content={"detail": items, "message": f"{_loc(first['loc'])}: {first['msg']}"})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            # GET and DELETE /documents/{id} are two routes: Allow must list the methods of both
+            path = request.scope.get("path", "")
+            methods = {m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path) for m in r.methods}
+            headers["Allow"] = ", ".join(sorted(methods))
+        return JSONResponse(status_code=exc.status_code, headers=headers or None,
+                            content={"detail": str(exc.detail), "field": getattr(exc, "field", None)})
+
+    @app.exception_handler(QueryError)
+    @app.exception_handler(BadInputError)
+    async def _query(request: Request, exc: CaprError) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"detail": str(exc), "field": None})
+
+    @app.exception_handler(WriteBusy)
+    async def _busy(request: Request, exc: WriteBusy) -> JSONResponse:
+        return JSONResponse(status_code=503, headers={"Retry-After": "5"}, content={"detail": str(exc), "field": None})
+
+    @app.exception_handler(CaprError)
+    async def _capr(request: Request, exc: CaprError) -> JSONResponse:
+        # an index problem (corrupt or missing files), not the client's fault
+        error_id = uuid.uuid4().hex[:12]
+        log.error("%s (error id %s): %s", type(exc).__name__, error_id, exc)
+        return JSONResponse(status_code=500, content={"detail": f"index error (error id {error_id})", "field": None})
+
+    # -- page -------------------------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    # -- health, stats, vocabulary ----------------------------------------------------------
+    @app.get("/health", response_model=S.HealthResponse, tags=["service"])
+    def health() -> S.HealthResponse:
+        """Liveness and the generation served (no token needed, no content)."""
+        index = holder.index
+        c = index.manifest["counts"]
+        return S.HealthResponse(status="ok", generation=str(index.manifest["generation"]), documents=c["documents"],
+                                passages=c["passages"], auth_reads=config.auth_reads)
+
+    @app.get("/stats", response_model=S.StatsResponse, dependencies=read_deps, responses=read_errors, tags=["service"])
+    def stats() -> S.StatsResponse:
+        index = holder.index
+        c = index.counts
+        retrievers = [r.value for r in Retriever if index.has_dense or r in (Retriever.bm25, Retriever.tfidf)]
+        return S.StatsResponse(
+            generation=str(index.manifest["generation"]), created=index.manifest.get("created"), documents=c["documents"],
+            passages=c["passages"], vocabulary=c["vocabulary"], segments=len(index.segments), fields=sorted(index.columns),
+            aspects=len(holder.vocabulary(index, "aspect")), has_dense=index.has_dense, retrievers=retrievers,
+            rerankers=list(config.rerankers), auth_reads=config.auth_reads, writes_enabled=bool(tokens),
+        )
+
+    @app.get("/vocabulary", response_model=S.VocabularyResponse, dependencies=read_deps, responses=read_errors, tags=["search"])
+    def vocabulary(
+        field: Literal["entity", "aspect"] = QueryParam("aspect", description="entity (document titles) or aspect"),
+        prefix: str = QueryParam("", max_length=100, description="Case-insensitive; prefix matches first, then substring matches."),
+        limit: int = QueryParam(20, ge=1, le=100),
+    ) -> S.VocabularyResponse:
+        """Autocomplete values for the entity and aspect fields."""
+        values = holder.vocabulary(holder.index, field)
+        p = " ".join(prefix.split()).lower()
+        starts = [v for v in values if v.lower().startswith(p)]
+        inside = [v for v in values if p and p in v.lower() and not v.lower().startswith(p)]
+        matched = starts + inside
+        return S.VocabularyResponse(field=field, prefix=prefix, values=matched[:limit], total=len(matched))
+
+    # -- search -----------------------------------------------------------------------------
+    rerankers: dict[str, Any] = {}
+    rerank_lock = threading.Lock()
+
+    def get_reranker(spec: str) -> Any:
+        if spec not in config.rerankers:
+            enabled = f"enabled: {', '.join(config.rerankers)}" if config.rerankers else "none is enabled (capr serve --reranker SPEC)"
+            raise ApiError(400, f"re-ranker {spec!r} is not enabled on this server; {enabled}", "reranker")
+        with rerank_lock:
+            if spec not in rerankers:
+                try:
+                    from capr.retrieve.rerank import load_reranker  # built in a separate issue
+                except ImportError:
+                    raise ApiError(400, "re-ranking is not available in this capr installation", "reranker") from None
+                try:
+                    rerankers[spec] = load_reranker(spec)
+                except (CaprError, ValueError, OSError) as e:
+                    raise ApiError(400, f"cannot load re-ranker {spec!r}: {e}", "reranker") from None
+            return rerankers[spec]
+
+    def rerank(reranker: Any, query: Query, hits: list[ScoredPassage], k: int) -> list[ScoredPassage]:
+        from capr.index.index import dense_query_text
+        from capr.retrieve.rerank import rerank_hits
+
+        with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
+            return rerank_hits(dense_query_text(query, "plain"), hits, reranker, k)
+
+    @app.post("/search", response_model=S.SearchResponse, dependencies=read_deps, responses=read_errors, tags=["search"])
+    def search(req: S.SearchRequest) -> S.SearchResponse:
+        """Top-k passages for a free-text question or an ⟨entity, aspect⟩ pair, each with its
+        query-term highlights and, with ``evidence``, a score per sentence."""
+        t0 = time.perf_counter()
+        index = holder.index  # one snapshot for the whole request
+        q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
+        if q.aspect:
+            try:
+                index.check_aspect(q.aspect)
+            except QueryError as e:
+                raise ApiError(400, str(e), "aspect") from None
+        if req.retriever not in (Retriever.bm25, Retriever.tfidf) and not index.has_dense:
+            raise ApiError(400, f"retriever {req.retriever.value!r} needs an index built with vectors (capr index --dense)", "retriever")
+        try:
+            index.filter_mask(req.filters)
+        except QueryError as e:
+            raise ApiError(400, str(e), "filters") from None
+        reranker = get_reranker(req.reranker) if req.reranker else None
+        if index.matrix is None:  # every document deleted
+            hits: list[ScoredPassage] = []
+        else:
+            depth = max(req.k, config.rerank_depth) if reranker is not None else req.k
+            hits = index.search(q, k=depth, filters=req.filters or None, retriever=req.retriever, expand=req.expand,
+                                aspect_boost=req.aspect_boost)
+            if reranker is not None:
+                hits = rerank(reranker, q, hits, req.k)
+        terms = set(query_tokens(index.analyzer, q, req.expand))
+        method = None
+        sentences: list[list[S.SentenceOut] | None] = [None] * len(hits)
+        if req.evidence and hits:
+            passages = [h.passage for h in hits]
+            if req.retriever in (Retriever.dense, Retriever.hybrid):
+                method, scored = "dense", dense_sentence_scores(index, q, passages)
+            else:
+                method, scored = "lexical", [lexical_sentence_scores(index, q, p, req.expand) for p in passages]
+            sentences = [[S.SentenceOut(**s.to_dict()) for s in ss] for ss in scored]
+        results = []
+        for h, sents in zip(hits, sentences):
+            p = h.passage
+            results.append(S.SearchResult(
+                rank=h.rank, pid=p.pid, doc_id=p.doc_id, title=p.title, aspect=p.aspect, heading=p.heading,
+                score=round(float(h.score), 4), start=p.start, end=p.end, text=p.text, highlights=_spans(p, terms, index),
+                sentences=sents, document_url=_doc_url(p.doc_id), metadata=p.metadata,
+            ))
+        return S.SearchResponse(
+            query=S.QueryEcho(text=q.text, entity=q.entity, aspect=q.aspect), retriever=req.retriever.value,
+            reranker=req.reranker, evidence_method=method, generation=str(index.manifest["generation"]),
+            took_ms=round((time.perf_counter() - t0) * 1e3, 2), results=results,
+        )
+
+    # -- cases ------------------------------------------------------------------------------
+    @app.post("/cases", response_model=S.CaseResponse, dependencies=read_deps, responses=read_errors, tags=["cases"])
+    def cases(req: S.CaseRequest) -> S.CaseResponse:
+        """Rank candidate hypotheses for a patient description by the passages that mention them
+        (baseline: mean BM25 of the top-k passages that mention the hypothesis)."""
+        t0 = time.perf_counter()
+        index = holder.index
+        try:
+            index.filter_mask(req.filters)
+        except QueryError as e:
+            raise ApiError(400, str(e), "filters") from None
+        ranked = rank_hypotheses(index, req.description, req.hypotheses, k=req.k, filters=req.filters or None)
+        out = []
+        for h in ranked:
+            terms = set(index.analyzer(h.hypothesis))
+            out.append(S.HypothesisOut(
+                hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
+                passages=[S.SupportOut(pid=sp.passage.pid, doc_id=sp.passage.doc_id, title=sp.passage.title,
+                                       aspect=sp.passage.aspect, score=round(sp.score, 4), start=sp.passage.start,
+                                       end=sp.passage.end, text=sp.passage.text, highlights=_spans(sp.passage, terms, index),
+                                       document_url=_doc_url(sp.passage.doc_id))
+                          for sp in h.passages],
+            ))
+        return S.CaseResponse(method="bm25-mention-baseline", generation=str(index.manifest["generation"]),
+                              took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
+
+    # -- documents --------------------------------------------------------------------------
+    @app.get("/documents/{doc_id:path}", response_model=S.DocumentOut, dependencies=read_deps,
+             responses={**read_errors, **NOT_FOUND}, tags=["documents"])
+    def get_document(doc_id: str) -> S.DocumentOut:
+        index = holder.index
+        if not index.has_document(doc_id):
+            raise ApiError(404, f"no document with id {doc_id!r}", "doc_id")
+        d = index.document(doc_id)
+        sections = None if d.sections is None else [S.SectionOut(heading=s.heading, aspect=s.aspect, start=s.start, end=s.end,
+                                                                 section_id=s.section_id) for s in d.sections]
+        return S.DocumentOut(doc_id=d.doc_id, title=d.title, text=d.text, metadata=d.metadata, sections=sections)
+
+    @app.post("/documents", response_model=S.AddResponse, status_code=201, dependencies=write_deps,
+              responses=write_errors, tags=["documents"])
+    def add_document(doc: S.DocumentIn) -> S.AddResponse:
+        """Add a document (an existing id is replaced). Returns once the new generation is committed
+        to disk and served."""
+
+        def write(writer) -> tuple[int, bool]:
+            replaced = writer.base is not None and writer.base.has_document(doc.doc_id)
+            n = writer.add(Document(doc_id=doc.doc_id, title=doc.title, text=doc.text, metadata=dict(doc.metadata)))
+            if n == 0:
+                raise ApiError(422, "the document yields no passages (its text has no words)", "text")
+            return n, replaced
+
+        (n, replaced), index = holder.write(write)
+        return S.AddResponse(doc_id=doc.doc_id, passages=n, replaced=replaced, generation=str(index.manifest["generation"]))
+
+    @app.delete("/documents/{doc_id:path}", response_model=S.DeleteResponse, dependencies=write_deps,
+                responses={**write_errors, **NOT_FOUND}, tags=["documents"])
+    def delete_document(doc_id: str) -> S.DeleteResponse:
+        if not holder.index.has_document(doc_id):
+            raise ApiError(404, f"no document with id {doc_id!r}", "doc_id")
+        try:
+            _, index = holder.write(lambda w: w.delete(doc_id))
+        except QueryError:  # deleted by a concurrent request between the check and the write
+            raise ApiError(404, f"no document with id {doc_id!r}", "doc_id") from None
+        return S.DeleteResponse(doc_id=doc_id, deleted=True, generation=str(index.manifest["generation"]))
+
+    def openapi() -> dict[str, Any]:
+        # The re-rankers a request may name depend on how the server was started: say so in the spec.
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            props = spec["components"]["schemas"]["SearchRequest"]["properties"]
+            if not holder.index.has_dense:  # dense and hybrid need vectors this index does not have
+                lexical = [Retriever.bm25.value, Retriever.tfidf.value]
+                props["retriever"] = {**{k: v for k, v in props["retriever"].items() if k not in ("$ref", "allOf")},
+                                      "type": "string", "enum": lexical}
+            prop = props["reranker"]
+            enabled = list(config.rerankers)
+            prop["anyOf"] = [{"type": "string", "enum": enabled}, {"type": "null"}] if enabled else [{"type": "null"}]
+            prop["description"] = f"Re-ranker enabled on this server: {', '.join(enabled)}." if enabled else \
+                "No re-ranker is enabled on this server (capr serve --reranker SPEC)."
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for uvicorn worker processes (``capr serve --workers N``): settings come from
+    $CAPR_SERVICE_CONFIG, tokens from $CAPR_API_TOKENS or the token file it names."""
+    spec = json.loads(os.environ[CONFIG_ENV])
+    tokens = load_tokens(spec.get("token_file"))
+    return create_app(spec["index_dir"], ServiceConfig.from_public_dict(spec["config"], tokens))

@@ -1,0 +1,268 @@
+"""Request and response bodies of the HTTP API (pydantic models; they are the OpenAPI spec)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Optional, Union
+
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StringConstraints,
+                      field_validator, model_validator)
+
+from capr.index.index import Retriever
+
+
+def _valid_text(s: str) -> str:
+    # A lone surrogate (legal in JSON "\ud800") cannot be encoded as UTF-8: it would fail later, when
+    # the passage store or the response is written, so it is refused here with the field's name.
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it contains a lone surrogate)") from None
+    return s
+
+
+def _finite(x: float) -> float:
+    if not math.isfinite(x):
+        raise ValueError("must be a finite number")
+    return x
+
+
+def _integral(x: Any) -> Any:
+    # JSON Schema counts 8.0 as an integer; strict pydantic would not
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+Count = Annotated[int, BeforeValidator(_integral)]
+Text = Annotated[str, AfterValidator(_valid_text)]
+Short = Annotated[str, StringConstraints(max_length=200), AfterValidator(_valid_text)]
+FieldName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")]
+# Strict members: in lax mode a union would turn the string "007" into the integer 7 (a too-long
+# string even slips through as an integer), silently changing stored metadata.
+Scalar = Union[Annotated[str, StringConstraints(max_length=256), AfterValidator(_valid_text)], StrictBool, StrictInt,
+               Annotated[StrictFloat, AfterValidator(_finite)]]
+MetaValue = Union[Annotated[str, StringConstraints(max_length=10_000), AfterValidator(_valid_text)], StrictBool,
+                  StrictInt, Annotated[StrictFloat, AfterValidator(_finite)], None]
+DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-]{0,127}$"
+
+
+class _Strict(BaseModel):
+    # extra="forbid": a misspelt field is a 422 naming it, not silently ignored; strict: no lax
+    # coercions (false is not 0.0, "10" is not 10): what the spec says is what is accepted
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# dict keys that do not match the field-name pattern are invalid in the spec too
+_KEYS_CLOSED = {"additionalProperties": False}
+
+
+# ------------------------------------------------------------------------------------------ search
+_NON_BLANK = {"type": "string", "pattern": r"\S"}
+
+
+class SearchRequest(_Strict):
+    # The "text or entity or aspect" rule, stated in the spec too (so generated clients and
+    # schema-driven fuzzers know that an empty query is invalid).
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"anyOf": [
+        {"required": [f], "properties": {f: _NON_BLANK}} for f in ("text", "entity", "aspect")]})
+    text: Optional[Annotated[str, StringConstraints(max_length=2_000), AfterValidator(_valid_text)]] = Field(
+        None, description="Free-text question.", examples=["how is atrial fibrillation treated"])
+    entity: Optional[Short] = Field(None, description="Entity of a structured question.", examples=["IgA nephropathy"])
+    aspect: Optional[Short] = Field(None, description="Aspect of a structured question.", examples=["symptoms"])
+    k: Count = Field(10, ge=1, le=100, description="Number of passages.")
+    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED,
+                                             description="FIELD: VALUE metadata filters, e.g. {\"aspect\": \"symptoms\"}.")
+    retriever: Retriever = Field(Retriever.bm25, strict=False)  # strict would refuse the JSON string "bm25"
+    reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
+        None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables.")
+    evidence: bool = Field(True, description="Score each sentence and flag evidence sentences.")
+    expand: bool = Field(True, description="Expand the aspect with its synonyms.")
+    aspect_boost: float = Field(0.5, ge=0.0, le=10.0, description="Score ×(1+b) for passages from the aspect asked about.")
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "SearchRequest":
+        if not any(v and v.strip() for v in (self.text, self.entity, self.aspect)):
+            raise ValueError("empty query: give text, or entity and/or aspect")
+        return self
+
+
+class SentenceOut(BaseModel):
+    text: str
+    start: int = Field(description="Offset in the document text.")
+    end: int
+    score: float
+    evidence: bool
+
+
+class SearchResult(BaseModel):
+    rank: int
+    pid: str
+    doc_id: str
+    title: str
+    aspect: Optional[str]
+    heading: str
+    score: float
+    start: int = Field(description="Offset of the passage in its document's text; every span below is a document offset.")
+    end: int
+    text: str
+    highlights: list[tuple[int, int]] = Field(description="Query-term spans (document offsets).")
+    sentences: Optional[list[SentenceOut]] = Field(None, description="Per-sentence scores (when evidence is on).")
+    document_url: str
+    metadata: dict[str, Any]
+
+
+class QueryEcho(BaseModel):
+    text: Optional[str]
+    entity: Optional[str]
+    aspect: Optional[str]
+
+
+class SearchResponse(BaseModel):
+    query: QueryEcho
+    retriever: str
+    reranker: Optional[str]
+    evidence_method: Optional[str]
+    generation: str
+    took_ms: float
+    results: list[SearchResult]
+
+
+# --------------------------------------------------------------------------------------- documents
+class DocumentIn(_Strict):
+    doc_id: Annotated[str, StringConstraints(pattern=DOC_ID_PATTERN)] = Field(
+        description="Letters, digits and _ . : @ + - (an existing id is replaced).", examples=["note_123"])
+    title: Annotated[str, StringConstraints(max_length=500), AfterValidator(_valid_text)] = Field("", examples=["Asthma ED note"])
+    text: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000), AfterValidator(_valid_text)] = Field(
+        examples=["HISTORY OF PRESENT ILLNESS: wheeze and cough for two days."])
+    metadata: dict[FieldName, MetaValue] = Field(default_factory=dict, max_length=50, json_schema_extra=_KEYS_CLOSED)
+
+    @field_validator("text")
+    @classmethod
+    def _has_words(cls, v: str) -> str:
+        if not re.search(r"\w", v):
+            raise ValueError("text has no words")  # it would be stored but could never be found
+        return v
+
+
+class SectionOut(BaseModel):
+    heading: str
+    aspect: str
+    start: int
+    end: int
+    section_id: Optional[str] = None
+
+
+class DocumentOut(BaseModel):
+    doc_id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    sections: Optional[list[SectionOut]]
+
+
+class AddResponse(BaseModel):
+    doc_id: str
+    passages: int = Field(description="Passages the document was split into.")
+    replaced: bool = Field(description="Whether a document with this id was replaced.")
+    generation: str
+
+
+class DeleteResponse(BaseModel):
+    doc_id: str
+    deleted: bool
+    generation: str
+
+
+# ------------------------------------------------------------------------------------------- cases
+class CaseRequest(_Strict):
+    description: Annotated[str, StringConstraints(min_length=1, max_length=20_000), AfterValidator(_valid_text)] = Field(
+        description="Patient description.", examples=["62-year-old with exertional dyspnoea, orthopnoea and ankle oedema"])
+    hypotheses: list[Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_valid_text)]] = Field(
+        min_length=1, max_length=20, examples=[["heart failure", "asthma", "pneumonia"]])
+    k: Count = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (the score is their mean BM25).")
+    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED)
+
+    @model_validator(mode="after")
+    def _not_blank(self) -> "CaseRequest":
+        if not self.description.strip():
+            raise ValueError("description is blank")
+        for i, h in enumerate(self.hypotheses):
+            if not h.strip():
+                raise ValueError(f"hypothesis {i + 1} is blank")
+        return self
+
+
+class SupportOut(BaseModel):
+    pid: str
+    doc_id: str
+    title: str
+    aspect: Optional[str]
+    score: float
+    start: int
+    end: int
+    text: str
+    highlights: list[tuple[int, int]]
+    document_url: str
+
+
+class HypothesisOut(BaseModel):
+    hypothesis: str
+    rank: int
+    score: float = Field(description="Mean BM25 of the top-k supporting passages (missing ones count 0).")
+    candidates: int = Field(description="Live passages holding every term of the hypothesis.")
+    passages: list[SupportOut]
+
+
+class CaseResponse(BaseModel):
+    method: str
+    generation: str
+    took_ms: float
+    hypotheses: list[HypothesisOut]
+
+
+# ------------------------------------------------------------------------------------------- other
+class HealthResponse(BaseModel):
+    status: str
+    generation: str
+    documents: int
+    passages: int
+    auth_reads: bool
+
+
+class StatsResponse(BaseModel):
+    generation: str
+    created: Optional[str]
+    documents: int
+    passages: int
+    vocabulary: int
+    segments: int
+    fields: list[str]
+    aspects: int
+    has_dense: bool
+    retrievers: list[str]
+    rerankers: list[str]
+    auth_reads: bool
+    writes_enabled: bool
+
+
+class VocabularyResponse(BaseModel):
+    field: str
+    prefix: str
+    values: list[str]
+    total: int = Field(description="Matching values before the limit.")
+
+
+class ErrorOut(BaseModel):
+    detail: str
+    field: Optional[str] = Field(None, description="The request field at fault, when there is one.")
+
+
+class ValidationErrorItem(BaseModel):
+    loc: list[Union[str, int]]
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: list[ValidationErrorItem]
+    message: str = Field(description="The first problem, as 'field: reason'.")

@@ -1,0 +1,71 @@
+"""Running the service under uvicorn (what `capr serve` calls)."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import logging
+import logging.config
+import os
+from pathlib import Path
+
+from capr.errors import CaprError
+from capr.index.directory import current_generation
+from capr.service.config import CONFIG_ENV, ServiceConfig, config_to_env
+
+log = logging.getLogger("capr.service")
+
+
+def log_config(level: str = "info") -> dict:
+    """uvicorn's logging setup plus capr's logger. uvicorn's access log stays off: it would write
+    query strings; the service logs method, route, status and latency itself."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    cfg = copy.deepcopy(LOGGING_CONFIG)
+    cfg["loggers"]["capr"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    cfg["formatters"]["default"]["fmt"] = "%(asctime)s %(levelprefix)s %(name)s: %(message)s"
+    return cfg
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    index_dir: str | Path,
+    config: ServiceConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    token_file: str | Path | None = None,
+    log_level: str = "info",
+) -> None:
+    import uvicorn
+
+    current_generation(Path(index_dir))  # a clear error before uvicorn starts, not inside a worker
+    if workers < 1:
+        raise CaprError(f"--workers must be at least 1, got {workers}")
+    logging.config.dictConfig(log_config(log_level))
+    auth = f"{len(config.tokens)} API token(s) loaded; writes need a token; reads {'need one' if config.auth_reads else 'are open'}"
+    if not config.tokens:
+        auth = "no API tokens: writes are disabled, reads are open"
+    log.info("serving %s on http://%s:%d (%d worker(s)); %s", index_dir, host, port, workers, auth)
+    if not _is_loopback(host):
+        log.warning("listening on %s: capr speaks plain HTTP; put a TLS-terminating proxy in front of it", host)
+    if workers == 1:
+        from capr.service.app import create_app
+
+        uvicorn.run(create_app(index_dir, config), host=host, port=port, access_log=False,
+                    log_config=log_config(log_level), log_level=log_level)
+        return
+    # Worker processes build their own app from the environment; tokens travel as they came
+    # ($CAPR_API_TOKENS is inherited, the token file is re-read), never in the settings variable.
+    os.environ[CONFIG_ENV] = config_to_env(Path(index_dir).resolve(), config, Path(token_file).resolve() if token_file else None)
+    uvicorn.run("capr.service.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+                access_log=False, log_config=log_config(log_level), log_level=log_level)
+

@@ -1,0 +1,159 @@
+"""The served index: an immutable snapshot for readers, one writer at a time.
+
+A loaded ``Index`` is a consistent, read-only generation. Each request takes the current snapshot
+once and uses only it, so a search never sees half of a write. Writes are serialised by a lock,
+build and commit a new generation on disk (atomic: a crash leaves the previous one current), and
+only then swap the snapshot reference. Readers never wait for writers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import numpy as np
+
+from capr.errors import CaprError, IndexError_
+from capr.index import Index, IndexWriter, Retriever
+from capr.index.directory import CURRENT
+
+log = logging.getLogger("capr.service")
+T = TypeVar("T")
+
+
+class WriteBusy(CaprError):
+    """Another process kept the index's writer lock for longer than the service waits."""
+
+
+def warm(index: Index) -> Index:
+    """Build the lazy per-snapshot structures before readers see the snapshot, so the first
+    search after a write does not pay for them (and concurrent first searches do not all build them)."""
+    if index.matrix is not None:  # None once every document is deleted
+        index.scorer(Retriever.bm25)
+    index.has_document("")  # the doc-id map used by GET and DELETE /documents
+    if index.has_dense:
+        index.vectors()
+    return index
+
+
+def _pointer_signature(root: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(root / CURRENT)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns  # CURRENT is replaced by rename: a new inode per commit
+
+
+def _current_name(root: Path) -> str | None:
+    try:
+        return (root / CURRENT).read_text().strip()
+    except OSError:
+        return None
+
+
+class IndexHolder:
+    def __init__(self, root: str | Path, watch: bool = True, write_wait_s: float = 30.0) -> None:
+        self.root = Path(root)
+        self.watch = watch
+        self.write_wait_s = write_wait_s
+        self._lock = threading.Lock()  # held by the one writer (or refresher) of this process
+        self._sig = _pointer_signature(self.root)
+        self._snap = warm(Index.load(self.root))
+        self._vocab: tuple[str, dict[str, list[str]]] = ("", {})
+
+    # -- reading --------------------------------------------------------------------------
+    @property
+    def index(self) -> Index:
+        """The current snapshot. With ``watch``, a generation committed by another process
+        (`capr add`, another worker) is picked up: one stat of CURRENT per call."""
+        if self.watch and _pointer_signature(self.root) != self._sig:
+            self._refresh()
+        return self._snap
+
+    def _refresh(self) -> None:
+        # Non-blocking: while this process writes or another request refreshes, keep serving
+        # the snapshot at hand rather than queueing readers behind a load.
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            sig = _pointer_signature(self.root)
+            if sig != self._sig:
+                new = Index.load(self.root)
+                self._install(new, sig)
+                log.info("picked up generation %s committed by another process", new.manifest["generation"])
+        except CaprError as e:
+            log.warning("could not load the new generation (%s); still serving %s", type(e).__name__, self.generation)
+        finally:
+            self._lock.release()
+
+    @property
+    def generation(self) -> str:
+        return str(self._snap.manifest["generation"])
+
+    def vocabulary(self, index: Index, field: str) -> list[str]:
+        """Sorted distinct entities (document titles) or aspects of live passages, cached per generation."""
+        gen = str(index.manifest["generation"])
+        cached_gen, cache = self._vocab
+        if cached_gen != gen:
+            cache = {}
+            self._vocab = (gen, cache)
+        if field not in cache:
+            if field == "aspect":
+                values = index.aspects()
+            else:
+                col = index.columns.get("title")
+                values = []
+                if col is not None and len(index.live):
+                    present = np.unique(np.asarray(col.codes)[index.live])
+                    values = sorted({" ".join(str(col.values[c]).split()) for c in present if col.values[c]}, key=str.lower)
+            cache[field] = values
+        return cache[field]
+
+    # -- writing --------------------------------------------------------------------------
+    def _open_writer(self) -> IndexWriter:
+        deadline = time.monotonic() + self.write_wait_s
+        delay = 0.05
+        while True:
+            try:
+                return IndexWriter(self.root, mode="update")
+            except IndexError_ as e:
+                # capr's writer lock is non-blocking; another process (a second worker, `capr add`)
+                # holding it is worth waiting for, any other index error is not
+                if "another process is writing" not in str(e):
+                    raise
+                if time.monotonic() > deadline:
+                    raise WriteBusy(f"the index is being written by another process for more than {self.write_wait_s:.0f} s") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def write(self, fn: Callable[[IndexWriter], T]) -> tuple[T, Index]:
+        """Runs ``fn(writer)`` and commits; returns fn's result and the new snapshot, now current."""
+        with self._lock:
+            writer = self._open_writer()
+            try:
+                result = fn(writer)
+                new = writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
+            sig = _pointer_signature(self.root)
+            if _current_name(self.root) != new.manifest["generation"]:
+                sig = None  # another process committed right after this write: pick it up next request
+            self._install(new, sig)
+            return result, new
+
+    def _install(self, new: Index, sig: tuple[int, int] | None) -> None:
+        old = self._snap
+        if old.has_dense and new.manifest.get("dense") == old.manifest.get("dense"):
+            # The encoder is the same model: reuse the loaded one instead of loading it again per
+            # generation (Index keeps it in a private slot; this is the one place that shares it).
+            new._encoder = old._encoder
+        warm(new)
+        self._snap = new  # one reference assignment: readers see the old or the new snapshot, whole
+        self._sig = sig
+        # The old snapshot is not closed: requests still running on it finish on it; its memory maps
+        # are released when the last reference goes.

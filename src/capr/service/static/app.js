@@ -1,0 +1,260 @@
+// capr search page. No framework, no build step: plain DOM calls. Text from the index is only ever
+// inserted with textContent (never innerHTML), so a passage containing markup stays text.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+const state = { filters: [], authReads: false };
+
+function token() {
+  return $("token").value.trim() || sessionStorage.getItem("capr-token") || "";
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
+  const t = token();
+  if (t) headers.Authorization = "Bearer " + t;
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, Object.assign({}, options, { headers }));
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (!res.ok) {
+    const msg = data && (data.message || (typeof data.detail === "string" ? data.detail : null));
+    const err = new Error(msg || `request failed (${res.status})`);
+    err.status = res.status;
+    throw err;
+  }
+  return data;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+function setStatus(text, isError = false) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", isError);
+  s.setAttribute("role", isError ? "alert" : "status");
+}
+
+// ---------------------------------------------------------------------------- index info
+async function loadInfo() {
+  try {
+    const health = await api("/health");
+    state.authReads = health.auth_reads;
+    $("token-row").hidden = !health.auth_reads;
+    if (health.auth_reads && !token()) {
+      $("index-info").textContent = `${health.documents} documents · ${health.passages} passages — enter an API token to search`;
+      return;
+    }
+    const stats = await api("/stats");
+    $("index-info").textContent =
+      `${stats.documents} documents · ${stats.passages} passages · ${stats.aspects} aspects · ${stats.generation}`;
+    const retr = $("retriever");
+    const names = { bm25: "BM25", tfidf: "TF-IDF", dense: "Dense", hybrid: "Hybrid" };
+    retr.replaceChildren(...stats.retrievers.map((r) => el("option", { value: r, text: names[r] || r })));
+    const ff = $("filter-field");
+    ff.replaceChildren(...stats.fields.map((f) => el("option", { value: f, text: f })));
+    ff.value = stats.fields.includes("aspect") ? "aspect" : stats.fields[0];
+  } catch (e) {
+    $("index-info").textContent = "Could not reach the index: " + e.message;
+  }
+}
+
+// ---------------------------------------------------------------------------- autocomplete
+function debounce(fn, ms) {
+  let t = null;
+  return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); };
+}
+
+async function suggest(field) {
+  const input = $(field);
+  const list = $(field + "-options");
+  try {
+    const q = new URLSearchParams({ field, prefix: input.value.slice(0, 100), limit: "20" });
+    const data = await api("/vocabulary?" + q.toString());
+    list.replaceChildren(...data.values.map((v) => el("option", { value: v })));
+  } catch (e) {
+    list.replaceChildren();
+  }
+}
+
+// ---------------------------------------------------------------------------- filters
+function renderFilters() {
+  $("filters").replaceChildren(...state.filters.map(([f, v], i) => {
+    const remove = el("button", { type: "button", "aria-label": `Remove filter ${f} = ${v}`, text: "×" });
+    remove.addEventListener("click", () => { state.filters.splice(i, 1); renderFilters(); });
+    return el("li", {}, `${f} = ${v}`, remove);
+  }));
+}
+
+function addFilter() {
+  const f = $("filter-field").value;
+  const v = $("filter-value").value.trim();
+  if (!f || !v) return;
+  state.filters = state.filters.filter(([g]) => g !== f).concat([[f, v]]);
+  $("filter-value").value = "";
+  renderFilters();
+}
+
+// ---------------------------------------------------------------------------- results
+// The passage text split at every sentence and highlight boundary; each piece knows whether it is
+// in an evidence sentence (and which sentence) and whether it is a query term.
+function passageNodes(r) {
+  const text = r.text;
+  const base = r.start;
+  const cuts = new Set([0, text.length]);
+  const sents = (r.sentences || []).map((s, i) => ({ a: s.start - base, b: s.end - base, i, evidence: s.evidence }));
+  const terms = r.highlights.map(([a, b]) => ({ a: a - base, b: b - base }));
+  for (const s of sents) { cuts.add(s.a); cuts.add(s.b); }
+  for (const t of terms) { cuts.add(t.a); cuts.add(t.b); }
+  const points = [...cuts].filter((x) => x >= 0 && x <= text.length).sort((x, y) => x - y);
+  const nodes = [];
+  for (let j = 0; j + 1 < points.length; j++) {
+    const a = points[j], b = points[j + 1];
+    const piece = text.slice(a, b);
+    const sent = sents.find((s) => s.a <= a && b <= s.b);
+    const isTerm = terms.some((t) => t.a <= a && b <= t.b);
+    let node = isTerm ? el("strong", { class: "term", text: piece }) : document.createTextNode(piece);
+    if (sent && sent.evidence) node = el("mark", { class: "evidence" }, node);
+    if (sent) node = el("span", { class: "sent", "data-sent": String(sent.i) }, node);
+    nodes.push(node);
+  }
+  return nodes;
+}
+
+function chart(r, passageEl) {
+  const sents = r.sentences || [];
+  if (!sents.length) return null;
+  const max = Math.max(...sents.map((s) => s.score), 0);
+  const bw = 10, gap = 3, h = 48;
+  const width = sents.length * (bw + gap);
+  const nEvidence = sents.filter((s) => s.evidence).length;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "chart-svg");
+  svg.setAttribute("width", String(width));
+  svg.setAttribute("height", String(h));
+  svg.setAttribute("viewBox", `0 0 ${width} ${h}`);
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label",
+    `Sentence scores: ${sents.length} sentences, ${nEvidence} evidence, highest ${max.toFixed(2)}`);
+  sents.forEach((s, i) => {
+    const bh = max > 0 ? Math.max(1, Math.round((s.score / max) * (h - 2))) : 1;
+    const rect = document.createElementNS(SVG, "rect");
+    rect.setAttribute("x", String(i * (bw + gap)));
+    rect.setAttribute("y", String(h - bh));
+    rect.setAttribute("width", String(bw));
+    rect.setAttribute("height", String(bh));
+    rect.setAttribute("data-score", String(s.score));
+    if (s.evidence) rect.setAttribute("class", "evidence");
+    const title = document.createElementNS(SVG, "title");
+    title.textContent = `Sentence ${i + 1}: score ${s.score}${s.evidence ? " (evidence)" : ""}`;
+    rect.append(title);
+    // hovering a bar outlines its sentence in the passage
+    const toggle = (on) => {
+      rect.classList.toggle("hover", on);
+      passageEl.querySelectorAll(`.sent[data-sent="${i}"]`).forEach((n) => n.classList.toggle("focus", on));
+    };
+    rect.addEventListener("mouseenter", () => toggle(true));
+    rect.addEventListener("mouseleave", () => toggle(false));
+    svg.append(rect);
+  });
+  return el("figure", { class: "chart" }, svg, el("figcaption", { class: "chart-caption", text: "sentence scores" }));
+}
+
+function renderResult(r) {
+  const link = el("a", { href: r.document_url, class: "doc-link", text: r.title || r.doc_id });
+  link.addEventListener("click", (ev) => { ev.preventDefault(); openDocument(r.doc_id, r.start, r.end); });
+  const meta = el("p", { class: "meta" },
+    el("span", { class: "badge aspect", text: r.aspect || "no aspect" }),
+    el("span", { class: "score", text: `score ${r.score.toFixed(3)}` }),
+    el("span", { class: "pid", text: r.pid }));
+  const passage = el("p", { class: "passage" }, ...passageNodes(r));
+  const body = el("div", { class: "body" }, passage);
+  const c = chart(r, passage);
+  if (c) body.append(c);
+  return el("li", { class: "result", "data-doc-id": r.doc_id },
+    el("article", { "aria-label": `Result ${r.rank}: ${r.title || r.doc_id}` }, el("h3", {}, link), meta, body));
+}
+
+async function search(ev) {
+  ev.preventDefault();
+  const body = {
+    k: Number($("k").value),
+    retriever: $("retriever").value,
+    evidence: $("evidence").checked,
+    filters: Object.fromEntries(state.filters),
+  };
+  for (const f of ["entity", "aspect", "text"]) {
+    const v = $(f).value.trim();
+    if (v) body[f] = v;
+  }
+  if (!body.entity && !body.aspect && !body.text) {
+    setStatus("Give an entity and/or an aspect, or a free-text question.", true);
+    $("entity").focus();
+    return;
+  }
+  if ($("token").value.trim()) sessionStorage.setItem("capr-token", $("token").value.trim());
+  setStatus("Searching…");
+  $("search-button").disabled = true;
+  try {
+    const data = await api("/search", { method: "POST", body: JSON.stringify(body) });
+    $("results").replaceChildren(...data.results.map(renderResult));
+    setStatus(data.results.length
+      ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}${data.evidence_method ? ", " + data.evidence_method + " evidence" : ""})`
+      : "No matching passages.");
+  } catch (e) {
+    $("results").replaceChildren();
+    setStatus(e.message, true);
+  } finally {
+    $("search-button").disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------- document view
+async function openDocument(docId, start, end) {
+  try {
+    const d = await api("/documents/" + encodeURIComponent(docId));
+    $("doc-title").textContent = d.title || d.doc_id;
+    $("doc-meta").textContent = d.doc_id;
+    const text = d.text;
+    $("doc-text").replaceChildren(
+      document.createTextNode(text.slice(0, start)),
+      el("mark", { id: "doc-passage", text: text.slice(start, end) }),
+      document.createTextNode(text.slice(end)));
+    const sec = $("document");
+    sec.hidden = false;
+    sec.focus();
+    $("doc-passage").scrollIntoView({ block: "center" });
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+}
+
+// ---------------------------------------------------------------------------- wiring
+document.addEventListener("DOMContentLoaded", () => {
+  $("search-form").addEventListener("submit", search);
+  $("add-filter").addEventListener("click", addFilter);
+  $("filter-value").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); addFilter(); } });
+  $("close-doc").addEventListener("click", () => { $("document").hidden = true; $("results").focus(); });
+  for (const f of ["entity", "aspect"]) {
+    const run = debounce(() => suggest(f), 150);
+    $(f).addEventListener("input", run);
+    $(f).addEventListener("focus", run);
+  }
+  $("token").addEventListener("change", () => {
+    sessionStorage.setItem("capr-token", $("token").value.trim());
+    loadInfo();
+  });
+  const saved = sessionStorage.getItem("capr-token");
+  if (saved) $("token").value = saved;
+  loadInfo();
+});

@@ -1,0 +1,54 @@
+"""Shared by the service and browser tests: a demo index and a real uvicorn server on a free port."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+TOKEN = "test-token-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def build_demo_index(demo_dir: Path, out: Path) -> Path:
+    from capr.corpus import Format, read_documents
+    from capr.index import build_index
+
+    build_index(read_documents(demo_dir, Format.text), out).close()
+    return out
+
+
+def copy_index(template: Path, dest: Path) -> Path:
+    shutil.copytree(template, dest)
+    return dest
+
+
+class LiveServer:
+    """uvicorn serving an app in a background thread, on a socket bound before it starts (no port race)."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()

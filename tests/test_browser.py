@@ -1,0 +1,157 @@
+"""The search page in a real browser: Playwright driving Debian's headless chromium against a live server.
+
+`.ci/run` installs chromium with apt-get when it is missing; set CAPR_CHROMIUM to use another binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from capr.service import ServiceConfig, create_app
+from service_support import AUTH, TOKEN, LiveServer, build_demo_index, copy_index
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("CAPR_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if candidate and (path := shutil.which(candidate)):
+            return path
+    return None
+
+
+CHROMIUM = _chromium()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary found (apt-get install chromium, or set CAPR_CHROMIUM)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    # playwright cannot download its own browser here: it drives the system's chromium
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []  # chromium refuses its sandbox as root
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, demo_dir):
+    root = tmp_path_factory.mktemp("browser")
+    index_dir = copy_index(build_demo_index(demo_dir, root / "template"), root / "idx")
+    with LiveServer(create_app(index_dir, ServiceConfig(tokens=(TOKEN,)))) as s:
+        yield s
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1200, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # 4xx answers to deliberately bad searches are logged by chromium as failed loads; anything else is a bug
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 4" not in m.text else None)
+    page.goto(server.url + "/")
+    # (expect() polls from Python: the page's CSP forbids the eval that wait_for_function needs)
+    expect(page.locator("#index-info")).to_contain_text("documents")
+    yield page
+    context.close()
+    assert not errors, errors  # no script errors, no failed loads (CSP violations show up here too)
+
+
+def test_structured_query_shows_highlighted_evidence_and_chart(page):
+    page.fill("#entity", "IgA")
+    expect(page.locator("#entity-options option[value='IgA nephropathy']")).to_have_count(1)
+    options = page.eval_on_selector_all("#entity-options option", "els => els.map(e => e.value)")
+    assert "IgA nephropathy" in options  # autocomplete from the index's titles
+    page.fill("#entity", "IgA nephropathy")
+    page.fill("#aspect", "sympt")
+    expect(page.locator("#aspect-options option[value='symptoms']")).to_have_count(1)
+    page.fill("#aspect", "symptoms")
+    page.click("#search-button")
+    page.wait_for_selector("#results li.result")
+    assert "passages in" in page.inner_text("#status")
+    first = page.locator("#results li.result").first
+    assert first.locator("h3 a").inner_text() == "IgA nephropathy"
+    assert first.locator(".badge.aspect").inner_text() == "symptoms"
+    marks = first.locator("mark.evidence")
+    assert marks.count() >= 1
+    terms = [t.lower() for t in first.locator("strong.term").all_inner_texts()]
+    assert "symptoms" in terms
+    evidence_text = " ".join(marks.all_inner_texts())
+    assert "symptoms" in evidence_text.lower()
+    # one bar per sentence; evidence bars marked; the chart is described for screen readers
+    bars = first.locator("svg rect")
+    n_sentences = int(page.evaluate("(el) => new Set([...el.querySelectorAll('.sent')].map(s => s.dataset.sent)).size",
+                                    first.element_handle()))
+    assert bars.count() == n_sentences > 3
+    n_evidence = int(page.evaluate("(el) => new Set([...el.querySelectorAll('.sent')].filter(s => s.querySelector('mark.evidence'))"
+                                   ".map(s => s.dataset.sent)).size", first.element_handle()))
+    assert first.locator("svg rect.evidence").count() == n_evidence >= 1
+    assert "evidence" in first.locator("svg").get_attribute("aria-label")
+    # the document link opens the whole document with the passage marked
+    first.locator("h3 a").click()
+    page.wait_for_selector("#document:not([hidden])")
+    assert page.inner_text("#doc-title") == "IgA nephropathy"
+    assert page.inner_text("#doc-passage").startswith("## Symptoms")
+
+
+def test_document_added_through_the_api_is_found_in_the_page(page, server):
+    doc = {"doc_id": "browser_note_1", "title": "Ferrocalcinosis clinic note",
+           "text": "ASSESSMENT AND PLAN: Ferrocalcinosis confirmed on biopsy. Start chelorimab 40 mg weekly."}
+    r = httpx.post(server.url + "/documents", json=doc, headers=AUTH)
+    assert r.status_code == 201, r.text
+    page.fill("#text", "chelorimab for ferrocalcinosis")
+    page.click("#search-button")
+    page.wait_for_selector("#results li.result")
+    first = page.locator("#results li.result").first
+    assert first.get_attribute("data-doc-id") == "browser_note_1"
+    assert first.locator("h3 a").inner_text() == "Ferrocalcinosis clinic note"
+    assert {"chelorimab", "ferrocalcinosis"} <= {t.lower() for t in first.locator("strong.term").all_inner_texts()}
+    assert "chelorimab" in " ".join(first.locator("mark.evidence").all_inner_texts())
+    r = httpx.delete(server.url + "/documents/browser_note_1", headers=AUTH)
+    assert r.status_code == 200
+    page.click("#search-button")
+    expect(page.locator("#results li.result[data-doc-id='browser_note_1']")).to_have_count(0)
+
+
+def test_filters_and_error_messages(page):
+    page.fill("#text", "atrial fibrillation")
+    page.select_option("#filter-field", "aspect")
+    page.fill("#filter-value", "treatment")
+    page.click("#add-filter")
+    assert page.inner_text("#filters").startswith("aspect = treatment")
+    page.click("#search-button")
+    page.wait_for_selector("#results li.result")
+    aspects = set(page.locator("#results .badge.aspect").all_inner_texts())
+    assert aspects == {"treatment"}
+    # a query error is shown as an alert with the server's message, and no results
+    page.fill("#aspect", "sympt0ms")
+    page.click("#search-button")
+    page.wait_for_selector("#status.error")
+    assert "did you mean symptoms" in page.inner_text("#status")
+    assert page.get_attribute("#status", "role") == "alert"
+    assert page.locator("#results li").count() == 0
+
+
+def test_page_asks_for_a_token_when_reads_need_one(browser, tmp_path, demo_dir):
+    index_dir = build_demo_index(demo_dir, tmp_path / "idx")
+    with LiveServer(create_app(index_dir, ServiceConfig(tokens=(TOKEN,), auth_reads=True))) as s:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(s.url + "/")
+        page.wait_for_selector("#token-row:not([hidden])")
+        page.fill("#text", "asthma inhaler")
+        page.click("#search-button")
+        page.wait_for_selector("#status.error")
+        assert "missing bearer token" in page.inner_text("#status")
+        page.fill("#token", TOKEN)
+        page.click("#search-button")
+        page.wait_for_selector("#results li.result")
+        assert "asthma" in page.locator("#results li.result").first.inner_text().lower()
+        context.close()
