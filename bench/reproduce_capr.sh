@@ -18,8 +18,9 @@ $C labels "$DATA/medquad/MedQuAD.tar.gz" --exclude-medquad-test "$DATA" --strict
 
 # --- (B) MedQuAD-train models
 $C train bi --labels "$R/mq_train.jsonl" --out "$R/B_bi" --max-steps 350 --time-budget 30 --json > "$L/B_bi.train.json"
-$C train cross --labels "$R/mq_train.jsonl" --out "$R/B_cross" --max-steps 300 --time-budget 14 --eval-every 50 --json > "$L/B_cross.train.json"
-$C train poly --labels "$R/mq_train.jsonl" --out "$R/B_poly" --max-steps 150 --time-budget 12 --json > "$L/B_poly.train.json"
+$C train cross --labels "$R/mq_train.jsonl" --out "$R/B_cross" --max-steps 250 --time-budget 10 --eval-every 50 --json > "$L/B_cross.train.json"
+$C train poly --labels "$R/mq_train.jsonl" --out "$R/B_poly" --max-steps 100 --time-budget 8 --json > "$L/B_poly.train.json"
+$C train bi --labels "$R/mq_strict.jsonl" --out "$R/B_strict_bi" --max-steps 100 --time-budget 8 --json > "$L/B_strict_bi.train.json"
 # --- (A) MTSamples-only model
 $C train bi --labels "$R/mts_train.jsonl" --out "$R/A_bi" --max-steps 250 --time-budget 20 --json > "$L/A_bi.train.json"
 
@@ -33,6 +34,7 @@ for f in tuple question; do
   $C eval --benchmark medquad-cdv -r bm25 --reranker "poly:$R/B_poly" --rerank-depth 64 --query-field $f --json > "$L/cdv.B_poly.$f.json"
 done
 $C eval --benchmark medquad-cdv -r dense --model "$R/B_bi" --protocol full --json > "$L/cdv.B_bi.full.json"
+$C eval --benchmark medquad-cdv -r dense --model "$R/B_strict_bi" --json > "$L/cdv.B_strict_bi.tuple.json"
 
 # --- mtsamples-capr and MEDIQA 2019
 $C eval --benchmark mtsamples-capr -r bm25 --json > "$L/mts.bm25.json"
@@ -45,12 +47,12 @@ done
 $C eval --benchmark mediqa2019 --query-field question -r bm25 --json > "$L/mediqa.bm25.json"
 $C eval --benchmark mediqa2019 --query-field question -r bm25 --reranker "cross:$R/B_cross" --rerank-depth 64 --json > "$L/mediqa.B_cross.json"
 
-# --- dev-only ablations at a matched 40-step budget
-$C train bi --labels "$R/mq_train.jsonl" --out "$R/abl_base" --max-steps 40 --eval-every 20 --json > "$L/abl_base.json"
-$C train bi --labels "$R/mq_train.jsonl" --out "$R/abl_nomask" --no-multi-positive --max-steps 40 --eval-every 20 --json > "$L/abl_nomask.json"
-$C train bi --labels "$R/mq_train.jsonl" --out "$R/abl_sep" --separate --max-steps 40 --eval-every 20 --json > "$L/abl_sep.json"
-$C train cross --labels "$R/mq_train.jsonl" --out "$R/abl_cross_trunc" --truncate --max-steps 40 --eval-every 20 --json > "$L/abl_cross_trunc.json"
-$C train cross --labels "$R/mq_train.jsonl" --out "$R/abl_cross_sel" --max-steps 40 --eval-every 20 --json > "$L/abl_cross_sel.json"
+# --- dev-only ablations at a matched 25-step budget
+$C train bi --labels "$R/mq_train.jsonl" --out "$R/abl_base" --max-steps 25 --eval-every 25 --json > "$L/abl_base.json"
+$C train bi --labels "$R/mq_train.jsonl" --out "$R/abl_nomask" --no-multi-positive --max-steps 25 --eval-every 25 --json > "$L/abl_nomask.json"
+$C train bi --labels "$R/mq_train.jsonl" --out "$R/abl_sep" --separate --max-steps 25 --eval-every 25 --json > "$L/abl_sep.json"
+$C train cross --labels "$R/mq_train.jsonl" --out "$R/abl_cross_trunc" --truncate --max-steps 25 --eval-every 25 --json > "$L/abl_cross_trunc.json"
+$C train cross --labels "$R/mq_train.jsonl" --out "$R/abl_cross_sel" --max-steps 25 --eval-every 25 --json > "$L/abl_cross_sel.json"
 
 # --- latency of ranking 2,048 candidates
 .venv/bin/python bench/bench_rerank.py --bi "$R/B_bi" --poly "$R/B_poly" --cross "$R/B_cross" | tee "$L/bench_rerank.txt"

@@ -119,7 +119,11 @@ class _Abbreviations:
         self.nlp.add_pipe("abbreviation_detector")
 
     def definitions(self, text: str) -> dict[str, str]:
-        doc = self.nlp(text[:200_000])
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*\[W036\]")  # "matcher has no patterns": expected
+            doc = self.nlp(text[:200_000])
         return {a.text: a._.long_form.text for a in doc._.abbreviations if len(a.text) >= 2}
 
 
