@@ -82,7 +82,7 @@ def test_capr_eval_cli_json(tmp_path):
                     "--protocol", "rerank64", "--query-field", "question", "--run-out", str(tmp_path / "run.trec"),
                     "--cache-dir", str(tmp_path / "cache"), "--json")
     result = json.loads(proc.stdout)
-    assert set(result) == {"benchmark", "protocol", "retriever", "query_field", "queries", "metrics"}
+    assert set(result) == {"benchmark", "protocol", "retriever", "query_field", "queries", "metrics", "seconds"}
     assert result["queries"] == 3293 and set(result["metrics"]) == {"R@1", "R@5", "R@10", "MAP", "MRR@10", "nDCG@10"}
     assert 27 <= result["metrics"]["R@1"] <= 40
     lines = (tmp_path / "run.trec").read_text().splitlines()
