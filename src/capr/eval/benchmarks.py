@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
 from capr.index.index import dense_query_text
 from capr.models.encoder import EncoderConfig
 from capr.retrieve.fusion import FusionConfig, fuse_aligned
-from capr.records import Qrel, Query, Run, ScoredPassage, qrels_as_dict
+from capr.records import Document, Qrel, Query, Run, ScoredPassage, qrels_as_dict
 
 POOL_DEPTH = 64
 SHUFFLE_SEED = 1234
@@ -73,21 +73,28 @@ def load_medquad_cdv(
 ) -> BenchmarkData:
     """Index the 3,762 test passages exactly as given (no re-segmentation, passage text only)."""
     src = medquad_cdv_dir(data_dir)
-    index_dir = Path(index_dir)
-    analyzer = analyzer or AnalyzerConfig()
-    index = _cached_index(index_dir, analyzer, dense)
-    if index is None:
-        seg = SegmenterConfig(max_tokens=0, include_title=False)
-        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer, dense=dense, progress=progress) as w:
-            for doc in read_documents(src, Format.medquad_cdv):
-                w.add(doc)
-        index = Index.load(index_dir)
+    index = _benchmark_index(index_dir, lambda: read_documents(src, Format.medquad_cdv), analyzer, dense,
+                             SegmenterConfig(max_tokens=0, include_title=False), progress)
     queries, qrels, raw = read_medquad_cdv_queries(src)
     return BenchmarkData("medquad-cdv", index, queries, qrels, {"raw": raw})
 
 
+def _benchmark_index(index_dir: str | Path, documents: Callable[[], Iterable[Document]], analyzer: AnalyzerConfig | None,
+                     dense: EncoderConfig | None, segmenter: SegmenterConfig, progress: Any) -> Index:
+    """The benchmark's index from `index_dir` when it was built with the same settings, else built there now."""
+    index_dir = Path(index_dir)
+    analyzer = analyzer or AnalyzerConfig()
+    index = _cached_index(index_dir, analyzer, dense, segmenter)
+    if index is None:
+        with IndexWriter(index_dir, segmenter=segmenter, analyzer=analyzer, dense=dense, progress=progress) as w:
+            for doc in documents():
+                w.add(doc)
+        index = Index.load(index_dir)
+    return index
+
+
 def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfig | None,
-                  segmenter: SegmenterConfig | None = None) -> Index | None:
+                  segmenter: SegmenterConfig) -> Index | None:
     try:
         idx = Index.load(index_dir)
     except CaprError:
@@ -97,7 +104,7 @@ def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfi
     want_dense = dense.to_dict() if dense else None
     if (
         idx.manifest["analyzer"] != analyzer.to_dict()
-        or seg.get("max_tokens") != (segmenter.max_tokens if segmenter else 0)
+        or seg.get("max_tokens") != segmenter.max_tokens
         or seg.get("include_title")
         or (want_dense is not None and have_dense != want_dense)
     ):
@@ -134,16 +141,8 @@ def load_mtsamples_capr(
     from capr.labels.splits import select_split
 
     src = mtsamples_capr_dir(data_dir)
-    index_dir = Path(index_dir)
-    analyzer = analyzer or AnalyzerConfig()
-    seg = SegmenterConfig(include_title=False)
     docs = list(select_split(read_documents(src, Format.mtsamples), "test"))
-    index = _cached_index(index_dir, analyzer, dense, seg)
-    if index is None:
-        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer, dense=dense, progress=progress) as w:
-            for doc in docs:
-                w.add(doc)
-        index = Index.load(index_dir)
+    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(include_title=False), progress)
     labels = list(LabelGenerator()(docs))
     carriers: dict[tuple[str, str], list[str]] = {}
     for lp in labels:
@@ -190,7 +189,7 @@ def load_mediqa2019(
     import gzip
     import xml.etree.ElementTree as ET
 
-    from capr.records import Document, Section
+    from capr.records import Section
 
     path = Path(data_dir) / "mediqa2019" / "Task3_QA" / "MEDIQA2019-Task3-QA-ValidationSet.xml.gz"
     if not path.exists():
@@ -211,15 +210,8 @@ def load_mediqa2019(
             pids.append(aid)
             qrels.append(Qrel(qid, aid, 1 if int(a.get("ReferenceScore", 0)) >= 3 else 0))
         pools_pids[qid] = pids
-    index_dir = Path(index_dir)
-    analyzer = analyzer or AnalyzerConfig()
-    index = _cached_index(index_dir, analyzer, dense)
-    if index is None:
-        seg = SegmenterConfig(max_tokens=0, include_title=False)
-        with IndexWriter(index_dir, segmenter=seg, analyzer=analyzer, dense=dense, progress=progress) as w:
-            for doc in docs:
-                w.add(doc)
-        index = Index.load(index_dir)
+    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=False),
+                             progress)
     rows_of = index.pid_rows()
     pools = {qid: np.asarray([rows_of[p] for p in pids if p in rows_of], dtype=np.int64) for qid, pids in pools_pids.items()}
     return BenchmarkData("mediqa2019", index, queries, qrels, {"pools": pools, "precision_at_1": True})

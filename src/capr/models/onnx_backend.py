@@ -23,48 +23,56 @@ def _pooling_mode(model_dir: Path) -> str:
     return "mean"
 
 
+def _export_graph(model, enc, output: str, target: Path, dynamic_output: dict[int, str]) -> None:
+    """torch.onnx.export of a Hugging Face model with dynamic batch/sequence axes, atomically into `target`."""
+    import torch
+
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
+
+    class _Wrapped(torch.nn.Module):
+        # keyword call: positional order of forward() differs between transformers versions
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            return getattr(self.inner(**dict(zip(names, args))), output)
+
+    dyn = {n: {0: "batch", 1: "seq"} for n in names}
+    dyn[output] = dynamic_output
+    tmp = target.with_name(target.name + ".tmp")
+    with torch.no_grad():
+        torch.onnx.export(
+            _Wrapped(model), tuple(enc[n] for n in names), str(tmp), input_names=names,
+            output_names=[output], dynamic_axes=dyn, opset_version=17, dynamo=False,
+        )
+    tmp.rename(target)
+
+
+def _quantized(fp32: Path, int8: Path) -> Path:
+    if not int8.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        tmp = int8.with_name(int8.name + ".tmp")
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+        tmp.rename(int8)
+    return int8
+
+
 def export(model_path: str, target: Path, quantize: bool) -> Path:
     """Exports (and optionally quantizes) the model's transformer; returns the .onnx file."""
     target.mkdir(parents=True, exist_ok=True)
     fp32 = target / "model.onnx"
     if not fp32.exists():
-        import torch
         from transformers import AutoModel, AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(model_path)
         model = AutoModel.from_pretrained(model_path).eval()
         enc = tok(["an example sentence for tracing"], return_tensors="pt")
-        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
-        dyn = {n: {0: "batch", 1: "seq"} for n in names}
-        dyn["last_hidden_state"] = {0: "batch", 1: "seq"}
-        class _Wrapped(torch.nn.Module):
-            # keyword call: positional order of forward() differs between transformers versions
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, *args):
-                return self.inner(**dict(zip(names, args))).last_hidden_state
-
-        tmp = target / "model.onnx.tmp"
-        with torch.no_grad():
-            torch.onnx.export(
-                _Wrapped(model), tuple(enc[n] for n in names), str(tmp), input_names=names,
-                output_names=["last_hidden_state"], dynamic_axes=dyn, opset_version=17, dynamo=False,
-            )
-        tmp.rename(fp32)
+        _export_graph(model, enc, "last_hidden_state", fp32, {0: "batch", 1: "seq"})
         tok.save_pretrained(str(target))
         (target / "pooling.txt").write_text(_pooling_mode(Path(model_path)))
-    if not quantize:
-        return fp32
-    int8 = target / "model_int8.onnx"
-    if not int8.exists():
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        tmp = target / "model_int8.onnx.tmp"
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
-        tmp.rename(int8)
-    return int8
+    return _quantized(fp32, target / "model_int8.onnx") if quantize else fp32
 
 
 class OnnxEncoder:
@@ -106,40 +114,14 @@ def export_cross(model_path: str, target: Path, quantize: bool) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     fp32 = target / "cross.onnx"
     if not fp32.exists():
-        import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(model_path)
         model = AutoModelForSequenceClassification.from_pretrained(model_path).eval()
         enc = tok(["a query"], ["a passage for tracing"], return_tensors="pt")
-        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
-        dyn = {n: {0: "batch", 1: "seq"} for n in names}
-        dyn["logits"] = {0: "batch"}
-
-        class _Wrapped(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, *args):
-                return self.inner(**dict(zip(names, args))).logits
-
-        tmp = target / "cross.onnx.tmp"
-        with torch.no_grad():
-            torch.onnx.export(_Wrapped(model), tuple(enc[n] for n in names), str(tmp), input_names=names,
-                              output_names=["logits"], dynamic_axes=dyn, opset_version=17, dynamo=False)
-        tmp.rename(fp32)
+        _export_graph(model, enc, "logits", fp32, {0: "batch"})
         tok.save_pretrained(str(target))
-    if not quantize:
-        return fp32
-    int8 = target / "cross_int8.onnx"
-    if not int8.exists():
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        tmp = target / "cross_int8.onnx.tmp"
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
-        tmp.rename(int8)
-    return int8
+    return _quantized(fp32, target / "cross_int8.onnx") if quantize else fp32
 
 
 class OnnxCrossEncoder:

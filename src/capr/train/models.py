@@ -43,6 +43,17 @@ def _local(path: str) -> str:
     return path
 
 
+def _in_batch_loss(scores: torch.Tensor, batch: Batch, args: TrainArgs) -> torch.Tensor:
+    """Each query against every passage of the batch (its own passage is column i)."""
+    pos = torch.from_numpy(batch.positives).to(scores.device)
+    targets = torch.arange(len(batch.queries), device=scores.device)
+    return multi_positive_listwise_loss(scores, pos, targets, args.multi_positive)
+
+
+def _in_chunks(fn, items: Sequence[str], size: int = 64) -> torch.Tensor:
+    return torch.cat([fn(items[i : i + size]) for i in range(0, len(items), size)])
+
+
 # --------------------------------------------------------------------------- bi-encoder
 class BiEncoderModel(nn.Module):
     """Shared weights with [QUERY]/[PASSAGE] markers, or separate query and passage encoders."""
@@ -78,15 +89,12 @@ class BiEncoderModel(nn.Module):
     def loss(self, batch: Batch) -> torch.Tensor:
         q = self.embed_queries([x.text for x in batch.queries])
         p = self.embed_passages(batch.passages)
-        scores = q @ p.T * self.args.scale
-        pos = torch.from_numpy(batch.positives).to(self.device)
-        targets = torch.arange(len(batch.queries), device=self.device)
-        return multi_positive_listwise_loss(scores, pos, targets, self.args.multi_positive)
+        return _in_batch_loss(q @ p.T * self.args.scale, batch, self.args)
 
     @torch.no_grad()
     def score_dev(self, dev: "DevSet") -> list[np.ndarray]:
-        qv = torch.cat([self.embed_queries(dev.queries[i : i + 64]) for i in range(0, len(dev.queries), 64)])
-        pv = torch.cat([self.embed_passages(dev.passages[i : i + 64]) for i in range(0, len(dev.passages), 64)])
+        qv = _in_chunks(self.embed_queries, dev.queries)
+        pv = _in_chunks(self.embed_passages, dev.passages)
         sims = (qv @ pv.T).float().cpu().numpy()
         return [sims[i, c] for i, c in enumerate(dev.candidates)]
 
@@ -149,15 +157,12 @@ class PolyEncoderModel(nn.Module):
     def loss(self, batch: Batch) -> torch.Tensor:
         q = self.embed_queries([x.text for x in batch.queries])
         codes = self.passage_codes(batch.passages)
-        scores = self.interact(q, codes) * self.args.scale
-        pos = torch.from_numpy(batch.positives).to(self.device)
-        targets = torch.arange(len(batch.queries), device=self.device)
-        return multi_positive_listwise_loss(scores, pos, targets, self.args.multi_positive)
+        return _in_batch_loss(self.interact(q, codes) * self.args.scale, batch, self.args)
 
     @torch.no_grad()
     def score_dev(self, dev: "DevSet") -> list[np.ndarray]:
-        qv = torch.cat([self.embed_queries(dev.queries[i : i + 64]) for i in range(0, len(dev.queries), 64)])
-        codes = torch.cat([self.passage_codes(dev.passages[i : i + 64]) for i in range(0, len(dev.passages), 64)])
+        qv = _in_chunks(self.embed_queries, dev.queries)
+        codes = _in_chunks(self.passage_codes, dev.passages)
         out = []
         for i, c in enumerate(dev.candidates):
             out.append(self.interact(qv[i : i + 1], codes[c]).squeeze(0).float().cpu().numpy())
