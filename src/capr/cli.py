@@ -249,6 +249,34 @@ def result_dict(index: Index, hit: ScoredPassage, terms: set[str]) -> dict:
     }
 
 
+def _evidence(index: Index, store, q: Query, passages: list, method: str, thetas: tuple[float, float], expand: bool):
+    from capr.retrieve.evidence import dense_sentence_scores, lexical_sentence_scores
+
+    if method == "cdv":
+        from capr.cdv.search import evidence_sentences
+        from capr.cdv.spans import BoundaryConfig
+
+        qv = store.query(q.entity, q.aspect)
+        return [evidence_sentences(store, p, qv, BoundaryConfig(*thetas)) for p in passages]
+    if method == "dense":
+        if not index.has_dense:
+            raise QueryError("--evidence dense needs an index built with --dense")
+        return dense_sentence_scores(index, q, passages)
+    return [lexical_sentence_scores(index, q, p, expand) for p in passages]
+
+
+def render_spans(spans: list, console: Console = out) -> None:
+    if not spans:
+        console.print("[yellow]no answer span reached θ_open[/]")
+        return
+    for h in spans:
+        console.print(Text.assemble((f"{h.rank:>2}. ", "bold"), (h.title or h.doc_id, "bold cyan"), ("  ·  ", "dim"),
+                                    (f"score {h.score:.3f}", "green"), ("  ·  ", "dim"),
+                                    (f"chars {h.start}–{h.end}, {len(h.sentences)} sentences", "dim")))
+        console.print(Text("    " + " ".join(h.text.split())[:600], style="yellow"))
+        console.print()
+
+
 def render_results(index: Index, results: list[dict], console: Console = out) -> None:
     if not results:
         console.print("[yellow]no matching passages[/]")
@@ -271,6 +299,10 @@ def render_results(index: Index, results: list[dict], console: Console = out) ->
             snip.stylize("bold yellow", a - base, b - base)
         prefix = "… " if r["snippet_start"] > 0 else ""
         console.print(Text("    " + prefix) + snip + Text(" …" if len(r["snippet"]) + r["snippet_start"] < len(r["text"]) else ""))
+        for sent in r.get("sentences", []):
+            if sent["evidence"]:
+                console.print(Text.assemble(("    ▸ ", "bold yellow"), (" ".join(sent["text"].split()), "bold yellow"),
+                                            (f"  ({sent['score']:.3f})", "dim")))
         console.print()
 
 
@@ -289,6 +321,12 @@ def search_cmd(
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
     rerank_depth: int = typer.Option(20, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
+    cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank ⟨entity, aspect⟩ questions with a CDV model (from `capr train cdv`)."),
+    boundaries: str = typer.Option("passages", "--boundaries", help="passages (the index's own) or free (CDV spans; needs --cdv)."),
+    theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
+    theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
+    evidence: Optional[str] = typer.Option(None, "--evidence", help="Score each result's sentences and mark the evidence: "
+                                           "lexical, dense (index built with --dense) or cdv (needs --cdv)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
@@ -296,27 +334,57 @@ def search_cmd(
     def body() -> None:
         if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
+        if boundaries not in ("passages", "free"):
+            raise QueryError(f"unknown --boundaries {boundaries!r}; choose passages or free")
+        if evidence not in (None, "lexical", "dense", "cdv"):
+            raise QueryError(f"unknown --evidence {evidence!r}; choose lexical, dense or cdv")
+        if (boundaries == "free" or evidence == "cdv") and cdv is None:
+            raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
+        if k <= 0:
+            raise QueryError(f"k must be positive, got {k}")
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         index = Index.load(index_dir)
+        store = _open_cdv_store(index, cdv) if cdv is not None else None
+        if store is not None and boundaries == "free":
+            from capr.cdv.search import free_search
+            from capr.cdv.spans import BoundaryConfig
+
+            spans = free_search(index, store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
+            if as_json:
+                payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
+                           "results": [h.to_dict() for h in spans]}
+                sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            else:
+                render_spans(spans)
+            return
         second = None
         if reranker:
             from capr.retrieve.rerank import load_reranker, rerank_hits
 
             second = load_reranker(reranker)
-        hits = index.search(
-            q, k=max(k, rerank_depth) if second else k, filters=_parse_filters(filters), retriever=retriever,
-            expand=expand, aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
-        )
+        if store is not None:
+            from capr.cdv.search import cdv_search
+
+            hits = cdv_search(index, store, entity, aspect, max(k, rerank_depth) if second else k, _parse_filters(filters))
+        else:
+            hits = index.search(
+                q, k=max(k, rerank_depth) if second else k, filters=_parse_filters(filters), retriever=retriever,
+                expand=expand, aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
+            )
         if second is not None:
             from capr.index.index import dense_query_text
 
             hits = rerank_hits(dense_query_text(q, "plain"), hits, second, k)
         terms = set(query_tokens(index.analyzer, q, expand))
         results = [result_dict(index, h, terms) for h in hits]
+        if evidence:
+            for r, sents in zip(results, _evidence(index, store, q, [h.passage for h in hits], evidence,
+                                                   (theta_open, theta_close), expand)):
+                r["sentences"] = [x.to_dict() for x in sents]
         if as_json:
             payload = {
                 "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect},
-                "retriever": retriever.value,
+                "retriever": "cdv" if store is not None else retriever.value,
                 "reranker": reranker,
                 "filters": _parse_filters(filters),
                 "results": results,
@@ -345,6 +413,11 @@ def eval_cmd(
     fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
     rerank_depth: int = typer.Option(64, "--rerank-depth", help="Candidates the re-ranker re-orders."),
+    cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank with a CDV model (from `capr train cdv`) instead of --retriever."),
+    boundaries: str = typer.Option("fixed", "--boundaries", help="fixed, or free: also score CDV free-boundary spans "
+                                   "against the gold passages (character-overlap F1)."),
+    theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
+    theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent)."""
@@ -383,7 +456,17 @@ def eval_cmd(
                     yield item
                     p.advance(task)
 
-        if retriever in (Retriever.bm25, Retriever.tfidf):
+        if boundaries not in ("fixed", "free"):
+            raise CaprError(f"unknown --boundaries {boundaries!r}; choose fixed or free")
+        if boundaries == "free" and cdv is None:
+            raise CaprError("--boundaries free needs a CDV model: add --cdv DIR")
+        store = None
+        if cdv is not None:
+            from capr.eval.benchmarks import cdv_scorer
+
+            store = _open_cdv_store(data.index, cdv)
+            scorer = cdv_scorer(data, store, qfield)
+        elif retriever in (Retriever.bm25, Retriever.tfidf):
             scorer = lexical_scorer(data.index, retriever)
         else:
             dense = dense_scorer(data, qfield, template, progress)
@@ -404,7 +487,7 @@ def eval_cmd(
         result = {
             "benchmark": benchmark,
             "protocol": proto.value,
-            "retriever": retriever.value,
+            "retriever": "cdv" if cdv is not None else retriever.value,
             "query_field": qfield.value,
             "queries": len(data.queries),
             "metrics": metrics,
@@ -412,7 +495,15 @@ def eval_cmd(
         }
         if reranker:
             result["reranker"] = {"spec": reranker, "depth": rerank_depth}
-        if needs_dense:
+        if cdv is not None:
+            result["cdv"] = str(cdv)
+        if boundaries == "free":
+            from capr.cdv.spans import BoundaryConfig
+            from capr.eval.benchmarks import boundary_eval
+
+            result["boundaries"] = boundary_eval(data, store, qfield, BoundaryConfig(theta_open, theta_close),
+                                                 progress=progress)
+        if needs_dense and cdv is None:
             result["encoder"] = {"model": model, "backend": backend, "template": template}
             if retriever is Retriever.hybrid:
                 result["fusion"] = fusion.value
@@ -424,6 +515,60 @@ def eval_cmd(
                 table.add_column(m, justify="right")
             table.add_row(*(f"{v:.2f}" for v in metrics.values()))
             out.print(table)
+            if "boundaries" in result:
+                b = result["boundaries"]
+                out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
+                          f"(mean {b['fixed_chars']:.0f} chars), free boundaries {b['free_F1']:.2f} "
+                          f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
+
+    _run_guarded(body)
+
+
+# --------------------------------------------------------------------------- explain
+@app.command("explain")
+def explain_cmd(
+    index_dir: Path = typer.Argument(..., help="Index directory."),
+    doc_or_pid: str = typer.Argument(..., help="A document id, or a passage id (its passage is shaded in the plot)."),
+    cdv: Path = typer.Option(..., "--cdv", help="CDV model folder (from `capr train cdv`)."),
+    entity: Optional[str] = typer.Option(None, "--entity", "-e"),
+    aspect: Optional[str] = typer.Option(None, "--aspect", "-a"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write the score curves (PNG, SVG or PDF by suffix)."),
+    theta_open: float = typer.Option(0.8, "--theta-open"),
+    theta_close: float = typer.Option(0.4, "--theta-close"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Entity, aspect and combined CDV scores for every sentence of one document, and its best free span
+    (the CDV paper's Figure 4)."""
+
+    def body() -> None:
+        from capr.cdv.search import explain
+        from capr.cdv.spans import BoundaryConfig
+
+        if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise CaprError(f"--plot {plot}: use a .png, .svg or .pdf file name")
+        index = Index.load(index_dir)
+        store = _open_cdv_store(index, cdv)
+        ex = explain(index, store, doc_or_pid, entity, aspect, BoundaryConfig(theta_open, theta_close), plot)
+        if as_json:
+            payload = ex.to_dict()
+            if plot is not None:
+                payload["plot"] = {"path": str(plot), "points": ex.plot_points}
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            return
+        best = ex.best
+        out.print(f"[bold]{ex.title or ex.doc_id}[/] ({ex.doc_id}) — ⟨{entity or ''}, {aspect or ''}⟩")
+        comb = ex.curves["combined"]
+        lo, hi = min(comb), max(comb)
+        for i, (a, b, t) in enumerate(ex.sentences):
+            width = int(round(20 * (comb[i] - lo) / (hi - lo))) if hi > lo else 20
+            style = "bold yellow" if best and best.start <= a < best.end else ""
+            out.print(Text.assemble((f"{i + 1:>3} ", "dim"), ("█" * width + " " * (20 - width), "green"),
+                                    (f" {comb[i]:.3f}  ", "dim"), (" ".join(t.split())[:110], style)))
+        if best:
+            out.print(f"best free span: characters {best.start}–{best.end} ({len(best.sentences)} sentences), "
+                      f"score {best.score:.3f}")
+        if plot is not None:
+            out.print(f"plot written to {plot}")
 
     _run_guarded(body)
 
@@ -487,6 +632,21 @@ DEMO_QUERIES = [
     Query("demo-2", entity="cardiomyopathy", aspect="family history"),
     Query("demo-3", text="how is atrial fibrillation treated"),
 ]
+
+
+def _open_cdv_store(index: Index, model_dir: Path):
+    """The index's CDV vectors under this model (computed now for documents that have none yet)."""
+    from capr.cdv import CDVModel
+    from capr.cdv.store import CDVStore
+
+    model = CDVModel.load(model_dir)
+    with _progress(transient=True) as p:
+        task = p.add_task("CDV document vectors", total=None, note="")
+
+        def tick(done: int, total: int) -> None:
+            p.update(task, completed=done, total=total)
+
+        return CDVStore.open(index, model, progress=tick)
 
 
 def _slug_of(enc: EncoderConfig) -> str:
@@ -596,7 +756,7 @@ def labels_cmd(
 # --------------------------------------------------------------------------- train
 @app.command("train")
 def train_cmd(
-    kind: str = typer.Argument(..., help="bi | poly | cross"),
+    kind: str = typer.Argument(..., help="bi | poly | cross | cdv"),
     labels: Path = typer.Option(..., "--labels", "-l", help="Labels JSONL from `capr labels`."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the trained model (replaced atomically)."),
     base_model: str = typer.Option("minilm", "--base-model", help="'minilm' (bundled), an HF model id or a path."),
@@ -619,17 +779,23 @@ def train_cmd(
     patience: int = typer.Option(4, "--patience"),
     seed: int = typer.Option(13, "--seed"),
     device: Optional[str] = typer.Option(None, "--device", help="cpu | cuda (default: cuda when present)."),
+    encoder_backend: str = typer.Option("torch", "--encoder-backend",
+                                        help="cdv: backend of the frozen sentence encoder (torch | onnx | onnx-int8 | static)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Train a bi-, poly- or cross-encoder from self-supervised labels (no annotation)."""
+    """Train a bi-, poly- or cross-encoder, or a CDV model, from self-supervised labels (no annotation)."""
 
     def run() -> None:
         from capr.train import ModelKind, TrainArgs, train
 
+        if kind == "cdv":
+            return _train_cdv(labels, out_dir, base_model, encoder_backend, max_steps, time_budget, batch_size, lr,
+                              eval_every, patience, seed, device, as_json)
+
         try:
             mk = ModelKind(kind)
         except ValueError:
-            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly or cross") from None
+            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross or cdv") from None
         if max_steps < 1:
             raise CaprError("--max-steps must be at least 1")
         cross = mk is ModelKind.cross
@@ -655,6 +821,31 @@ def train_cmd(
                       f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
 
     _run_guarded(run)
+def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, max_steps: int, time_budget: Optional[float],
+               batch_size: Optional[int], lr: Optional[float], eval_every: int, patience: int, seed: int,
+               device: Optional[str], as_json: bool) -> None:
+    from capr.cdv import CDVArgs, train_cdv
+
+    if max_steps < 1:
+        raise CaprError("--max-steps must be at least 1")
+    from capr.models.encoder import parse_backend
+
+    args = CDVArgs(encoder=encoder, encoder_backend=parse_backend(encoder_backend).value, max_steps=max_steps, time_budget_min=time_budget, batch_docs=batch_size or 16,
+                   lr=lr or 1e-3, eval_every=eval_every if eval_every != 50 else 100, patience=patience, seed=seed,
+                   device=device)
+    result = train_cdv(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+    summary = {"out": str(out_dir), "steps_run": result.steps, "kept_step": result.card.get("best_step", result.steps),
+               "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
+               "dev_start": result.card.get("dev_start"), "dev_best": result.best,
+               "first_loss": result.losses[0] if result.losses else None,
+               "last_loss": float(np.mean(result.losses[-10:])) if result.losses else None}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        out.print(f"[bold]cdv[/] -> {out_dir}: {summary['steps_run']} steps in {summary['minutes']} min "
+                  f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
+
+
 # --------------------------------------------------------------------------- serve
 @app.command("serve")
 def serve_cmd(

@@ -328,3 +328,56 @@ def run_benchmark(
         hits = [rel.get(qid, {}).get(res[0].pid, 0) > 0 for qid, res in run.results.items() if res]
         metrics["P@1"] = round(100 * sum(hits) / max(1, len(hits)), 2)
     return metrics, run
+
+
+def cdv_scorer(data: BenchmarkData, store, field: QueryField) -> CandidateScorer:
+    """CDV passage scores (mean sentence score over the passage, decoded in its whole document's context);
+    every query's entity and aspect are embedded once, up front."""
+    if field is not QueryField.tuple:
+        raise CaprError("CDV ranks ⟨entity, aspect⟩ queries; use --query-field tuple")
+    texts = sorted({t for q in data.queries for t in (q.entity, q.aspect) if t})
+    vec = dict(zip(texts, store.model.label_vectors(texts)))
+    pid_of = {r: p for p, r in data.index.pid_rows().items()}
+
+    def score(q: Query, rows: np.ndarray) -> np.ndarray:
+        return store.passage_scores(vec.get(q.entity or ""), vec.get(q.aspect or ""), [pid_of[int(r)] for r in rows])
+
+    return score
+
+
+def boundary_eval(data: BenchmarkData, store, field: QueryField, config=None,
+                  progress: Callable[[Sequence[Query]], Sequence[Query]] | None = None) -> dict[str, float]:
+    """Character-overlap F1 of the top answer with the gold passage, over the rerank64 candidates: the top CDV
+    passage as the index cut it (fixed) vs the free span grown around that passage's best sentence (free).
+    A top answer from another document scores 0; with several gold passages the best-matching one counts."""
+    from capr.cdv.spans import BoundaryConfig, char_f1, grow_span
+
+    config = config or BoundaryConfig()
+    pools = data.extra.get("pools") or rerank64_pools(data, field)
+    scorer = cdv_scorer(data, store, field)
+    rels = qrels_as_dict(data.qrels)
+    index = data.index
+    texts = sorted({t for q in data.queries for t in (q.entity, q.aspect) if t})
+    vec = dict(zip(texts, store.model.label_vectors(texts)))
+    fixed_f1, free_f1, free_len, fixed_len = [], [], [], []
+    for q in (progress(data.queries) if progress else data.queries):
+        gold = [index.passage_by_pid(p) for p, g in rels.get(q.qid, {}).items() if g > 0 and p in store.row_of]
+        if not gold:
+            continue
+        rows = pools[q.qid]
+        top = index.passage(int(rows[int(np.argmax(scorer(q, rows)))]))
+        fixed_f1.append(max((char_f1((top.start, top.end), (g.start, g.end)) for g in gold if g.doc_id == top.doc_id),
+                            default=0.0))
+        fixed_len.append(top.end - top.start)
+        doc_id, j = store.pid_doc[top.pid]
+        dv = store.docs[doc_id]
+        comb = dv.scores(vec.get(q.entity or ""), vec.get(q.aspect or ""))["combined"]
+        own = np.flatnonzero(dv.passage_of == j)
+        sp = grow_span(comb, int(own[np.argmax(comb[own])]), config)
+        a, b = int(dv.sent_start[sp.first]), int(dv.sent_end[sp.end - 1])
+        free_f1.append(max((char_f1((a, b), (g.start, g.end)) for g in gold if g.doc_id == doc_id), default=0.0))
+        free_len.append(b - a)
+    return {"queries": len(fixed_f1), "fixed_F1": round(100 * float(np.mean(fixed_f1)), 2),
+            "free_F1": round(100 * float(np.mean(free_f1)), 2),
+            "fixed_chars": round(float(np.mean(fixed_len)), 1), "free_chars": round(float(np.mean(free_len)), 1),
+            "theta_open": config.open, "theta_close": config.close, "relative": config.relative}

@@ -1,0 +1,316 @@
+"""`capr train cdv`: sentence embeddings are computed once (cached on disk), so a training step only runs the
+BiLSTM and its heads — minutes on a CPU. Same conventions as the other trainers: step and time budgets,
+dev-based early stopping keeping the best checkpoint (the untrained start included), progress bar, atomic save,
+model card."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from capr import __version__
+from capr.cdv.args import CDVArgs
+from capr.cdv.data import N_FLAGS, DocSentences, documents_from_labels
+from capr.cdv.model import CARD_FILE, CDVModel, CDVNet, _encoder, _pad
+from capr.errors import BadInputError
+from capr.labels.generate import LabeledPassage, read_labels
+from capr.train.models import pick_device
+from capr.train.trainer import _atomic_dir_save, _labels_fingerprint, dev_metrics
+
+
+@dataclass
+class CDVTrainResult:
+    out_dir: Path
+    steps: int
+    seconds: float
+    stopped: str
+    losses: list[float] = field(default_factory=list)
+    dev: list[dict[str, float]] = field(default_factory=list)
+    best: dict[str, float] = field(default_factory=dict)
+    card: dict[str, Any] = field(default_factory=dict)
+
+
+def pseudo_huber(pred: torch.Tensor, target: torch.Tensor, delta: float) -> torch.Tensor:
+    """δ²(√(1 + ((y − ŷ)/δ)²) − 1), summed over dimensions: quadratic near the target, linear far from it."""
+    d = (target - pred) / delta
+    return (delta**2 * (torch.sqrt(1 + d * d) - 1)).sum(-1)
+
+
+def _is_dev(doc_id: str, fraction: float, seed: int) -> bool:
+    return (zlib.crc32(f"{seed}:{doc_id}".encode()) % 10_000) < fraction * 10_000
+
+
+class _Targets:
+    """Entity and aspect target vectors per passage: label texts embedded by the sentence encoder."""
+
+    def __init__(self, model: CDVModel, docs: list[DocSentences], args: CDVArgs) -> None:
+        texts = sorted({t for d in docs for ents in d.entities for t in ents[: args.max_entities + 1]}
+                       | {a for d in docs for a in d.aspects if a})
+        vecs = model.label_vectors(texts) if texts else np.zeros((0, 1), np.float32)
+        self.vec = {t: v for t, v in zip(texts, vecs)}
+        self.args = args
+
+    def entity(self, entities: list[str], title: str) -> np.ndarray:
+        others = [e for e in entities if e != title][: self.args.max_entities]
+        if title and others:
+            v = self.args.title_weight * self.vec[title] + (1 - self.args.title_weight) * np.mean([self.vec[e] for e in others], axis=0)
+        elif title:
+            v = self.vec[title]
+        else:
+            v = np.mean([self.vec[e] for e in others], axis=0)
+        return v / max(float(np.linalg.norm(v)), 1e-12)
+
+    def aspect(self, aspect: str) -> np.ndarray:
+        return self.vec[aspect]
+
+
+@dataclass
+class _Doc:
+    x: np.ndarray  # (n, dim + flags)
+    ent: np.ndarray  # (n, target_dim) target per sentence
+    asp: np.ndarray
+    ent_id: np.ndarray  # (n,) index of the sentence's (passage) entity target, for the contrastive term
+    asp_id: np.ndarray
+
+
+def _prepare(model: CDVModel, docs: list[DocSentences], targets: _Targets, bar: Any) -> list[_Doc]:
+    # one batched (and cached) pass over all sentences: per-document calls would encode in tiny batches
+    texts = [t for d in docs for t in d.texts]
+    all_vecs = model.encoder.encode_passages(texts, progress=bar.update, chunk=512)
+    out, i = [], 0
+    for d in docs:
+        vecs = all_vecs[i : i + len(d)]
+        i += len(d)
+        x = np.concatenate([vecs, d.flags()], axis=1).astype(np.float32)
+        pe = np.stack([targets.entity(e, d.titles[j]) for j, e in enumerate(d.entities)]).astype(np.float32)
+        pa = np.stack([targets.aspect(a) for a in d.aspects]).astype(np.float32)
+        p = d.passage_of
+        ent_key = [hash((tuple(d.entities[j][:4]), d.titles[j])) for j in range(len(d.passages))]
+        asp_key = [hash(a) for a in d.aspects]
+        out.append(_Doc(x, pe[p], pa[p], np.asarray([ent_key[j] for j in p]), np.asarray([asp_key[j] for j in p])))
+    return out
+
+
+def _contrastive(pred: torch.Tensor, target: torch.Tensor, ids: np.ndarray, scale: float) -> torch.Tensor:
+    """Each sentence's decoded vector against the batch's distinct targets: its own must score highest."""
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    keys = F.normalize(target[torch.from_numpy(first)], dim=-1)
+    logits = scale * F.normalize(pred, dim=-1) @ keys.T
+    return F.cross_entropy(logits, torch.from_numpy(inverse.reshape(-1)).to(pred.device))
+
+
+def _dev_set(docs: list[DocSentences], n_queries: int, seed: int) -> tuple[list, list[int]]:
+    """Queries (title entity, aspect) over dev passages; candidates: 31 other dev passages + the gold ones."""
+    rng = random.Random(seed)
+    flat = [(di, j) for di, d in enumerate(docs) for j in range(len(d.passages))]
+    items = [(di, j) for di, j in flat if docs[di].titles[j] and docs[di].aspects[j]]
+    rng.shuffle(items)
+    seen, queries = set(), []
+    for di, j in items:
+        key = (docs[di].titles[j], docs[di].aspects[j])
+        if key in seen:
+            continue
+        seen.add(key)
+        gold = [k for k, (dk, jk) in enumerate(flat) if dk == di and docs[dk].aspects[jk] == key[1]]
+        others = [k for k in rng.sample(range(len(flat)), min(len(flat), 40)) if k not in gold][: 32 - len(gold)]
+        cands = gold + others
+        rng.shuffle(cands)
+        queries.append((key, cands, [c in gold for c in cands]))
+        if len(queries) >= n_queries:
+            break
+    return queries, flat
+
+
+def train_cdv(
+    labels: str | Path | Iterable[LabeledPassage],
+    out_dir: str | Path,
+    args: CDVArgs | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> CDVTrainResult:
+    from tqdm.auto import tqdm
+
+    args = args or CDVArgs()
+    out_dir = Path(out_dir)
+    labels_path = Path(labels) if isinstance(labels, (str, Path)) else None
+    docs = documents_from_labels(read_labels(labels_path) if labels_path is not None else labels)
+    docs = [d for d in docs if len(d)]
+    if sum(len(d.passages) for d in docs) < 2:
+        raise BadInputError(str(labels_path or "labels"), "need at least two labeled passages to train CDV")
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = pick_device(args.device)
+    say = log or (lambda m: None)
+
+    dev_docs = [d for d in docs if _is_dev(d.doc_id, args.dev_fraction, args.seed)] if len(docs) >= 20 else []
+    train_docs = [d for d in docs if d not in dev_docs] if dev_docs else docs
+    encoder = _encoder(args)
+    probe = CDVModel(CDVNet(1, 1, args), args, encoder=encoder)  # only its encoder is used while preparing
+    targets = _Targets(probe, docs, args)
+    n_sent = sum(len(d) for d in docs)
+    with tqdm(total=n_sent, desc="embedding sentences", unit="sent", disable=not progress) as bar:
+        prepared = _prepare(probe, train_docs, targets, bar)
+        dev_prepared = _prepare(probe, dev_docs, targets, bar) if dev_docs else []
+    in_dim = prepared[0].x.shape[1] - N_FLAGS
+    target_dim = prepared[0].ent.shape[1]
+    net = CDVNet(in_dim, target_dim, args).to(device)
+    model = CDVModel(net, args, encoder=encoder, card={"target_dim": target_dim})
+
+    dev_queries, dev_flat = _dev_set(dev_docs, args.dev_queries, args.seed) if dev_docs else ([], [])
+    if dev_queries:
+        qtexts = sorted({t for (e, a), _, _ in dev_queries for t in (e, a)})
+        qv = dict(zip(qtexts, model.label_vectors(qtexts)))
+
+    def evaluate() -> dict[str, float]:
+        if not dev_queries:
+            return {}
+        net.eval()
+        with torch.no_grad():
+            pe, pa = [], []
+            for lo in range(0, len(dev_prepared), 32):
+                chunk = dev_prepared[lo : lo + 32]
+                e, a = net(*_pad([d.x for d in chunk], device))
+                e, a = F.normalize(e, dim=-1).cpu().numpy(), F.normalize(a, dim=-1).cpu().numpy()
+                for k, src in enumerate(dev_docs[lo : lo + 32]):
+                    for j in range(len(src.passages)):
+                        rows = np.flatnonzero(src.passage_of == j)
+                        pe.append(e[k, rows].mean(0) if len(rows) else np.zeros(target_dim))
+                        pa.append(a[k, rows].mean(0) if len(rows) else np.zeros(target_dim))
+        net.train()
+        pe, pa = np.asarray(pe), np.asarray(pa)
+        scores = [0.5 * (pe[c] @ qv[e] + pa[c] @ qv[a]) for (e, a), c, _ in dev_queries]
+        return dev_metrics(scores, [r for _, _, r in dev_queries])
+
+    params = [p for p in net.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+    t0 = time.time()
+    result = CDVTrainResult(out_dir=out_dir, steps=0, seconds=0.0, stopped="max_steps")
+    start = evaluate()
+    best, best_step, bad = start, 0, 0
+    if start:
+        result.dev.append({"step": 0, **start})
+        say(f"dev at start: R@1 {start['R@1']:.2f} MRR {start['MRR']:.2f}")
+
+    def card(steps: int) -> dict[str, Any]:
+        return {
+            "kind": "cdv", "capr_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "device": str(device), "args": args.to_dict(), "input_dim": in_dim, "target_dim": target_dim,
+            "encoder": encoder.describe(), "labels_file": str(labels_path) if labels_path else None,
+            "labels_sha1": _labels_fingerprint(labels_path), "train_documents": len(train_docs),
+            "dev_documents": len(dev_docs), "train_sentences": sum(len(d.x) for d in prepared),
+            "steps": steps, "seconds": round(time.time() - t0, 1), "stopped": result.stopped, "dev_start": start,
+            "dev_best": best, "best_step": best_step, "dev_history": result.dev,
+            "loss_history": [round(x, 4) for x in result.losses[:: max(1, len(result.losses) // 200)]],
+        }
+
+    def save(steps: int) -> None:
+        def write(tmp: Path) -> None:
+            c = {**card(steps), **model.save_weights(tmp)}
+            (tmp / CARD_FILE).write_text(json.dumps(c, indent=2))
+            (tmp / "README.md").write_text(_card_md(c))
+            result.card = c
+
+        _atomic_dir_save(out_dir, write)
+
+    if dev_queries:
+        save(0)
+    rng = random.Random(args.seed)
+    bar = tqdm(total=args.max_steps, desc="training cdv", unit="step", disable=not progress)
+    net.train()
+    step, running = 0, None
+    while step < args.max_steps:
+        batch = [prepared[rng.randrange(len(prepared))] for _ in range(args.batch_docs)]
+        windows = []
+        for d in batch:
+            lo = rng.randrange(len(d.x) - args.max_sentences + 1) if len(d.x) > args.max_sentences else 0
+            windows.append(slice(lo, lo + args.max_sentences))
+        x, lengths = _pad([d.x[w] for d, w in zip(batch, windows)], device)
+        e, a = net(x, lengths)
+        mask = torch.arange(x.shape[1])[None, :] < lengths[:, None]
+        te, ta = (_pad([getattr(d, k)[w] for d, w in zip(batch, windows)], device)[0] for k in ("ent", "asp"))
+        m = mask.to(device)
+        loss = (pseudo_huber(e, te, args.huber_delta)[m].mean() + pseudo_huber(a, ta, args.huber_delta)[m].mean())
+        if args.contrastive_weight > 0:
+            eid = np.concatenate([d.ent_id[w] for d, w in zip(batch, windows)])
+            aid = np.concatenate([d.asp_id[w] for d, w in zip(batch, windows)])
+            loss = loss + args.contrastive_weight * (_contrastive(e[m], te[m], eid, args.contrastive_scale)
+                                                     + _contrastive(a[m], ta[m], aid, args.contrastive_scale))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise RuntimeError(f"CDV training diverged at step {step} (loss {value}); lower --lr")
+        result.losses.append(value)
+        running = value if running is None else 0.9 * running + 0.1 * value
+        bar.update(1)
+        bar.set_postfix(loss=f"{running:.4f}", dev=f"{best.get('R@1', float('nan')):.1f}")
+        out_of_time = args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60
+        if dev_queries and (step % args.eval_every == 0 or step == args.max_steps or out_of_time):
+            mt = evaluate()
+            result.dev.append({"step": step, **mt})
+            say(f"step {step}: loss {running:.4f} dev R@1 {mt['R@1']:.2f} MRR {mt['MRR']:.2f}")
+            if (mt["MRR"], mt["R@1"]) > (best["MRR"], best["R@1"]):
+                best, best_step, bad = mt, step, 0
+                save(step)
+            else:
+                bad += 1
+                if bad >= args.patience:
+                    result.stopped = "early_stopping"
+                    break
+        if out_of_time:
+            result.stopped = "time_budget"
+            break
+    bar.close()
+    result.steps, result.seconds, result.best = step, time.time() - t0, best
+    if not dev_queries:
+        save(step)
+    else:
+        c = json.loads((out_dir / CARD_FILE).read_text())
+        c.update({k: v for k, v in card(step).items() if k in ("seconds", "stopped", "dev_history", "loss_history")})
+        c["steps_run"], c["steps"] = step, best_step
+        tmp = out_dir / f".{CARD_FILE}.tmp"
+        tmp.write_text(json.dumps(c, indent=2))
+        os.replace(tmp, out_dir / CARD_FILE)
+        (out_dir / "README.md").write_text(_card_md(c))
+        result.card = c
+    return result
+
+
+def _card_md(c: dict[str, Any]) -> str:
+    a = c["args"]
+    dev = c.get("dev_best") or {}
+    return "\n".join([
+        "# capr CDV model (contextual discourse vectors)",
+        "",
+        f"Trained by capr {c['capr_version']} on {c['created']} ({c['device']}) from `{c.get('labels_file') or 'labels'}`: "
+        f"{c['train_documents']:,} documents ({c['train_sentences']:,} sentences), {c['dev_documents']:,} held out.",
+        "",
+        f"- sentence encoder (frozen): `{a['encoder']}` ({a['encoder_backend']}), BiLSTM {a['lstm_hidden']}×2, "
+        f"discourse vector {a['discourse_dim']}, pseudo-Huber δ={a['huber_delta']}"
+        + (f", contrastive weight {a['contrastive_weight']}" if a.get("contrastive_weight") else ""),
+        f"- steps: {c['steps']} kept (stopped by {c['stopped']}), {c['seconds'] / 60:.1f} min",
+        f"- dev R@1 {dev.get('R@1', float('nan')):.2f} / MRR {dev.get('MRR', float('nan')):.2f} at step {c.get('best_step', 0)}"
+        if dev else "- no dev split",
+        "",
+        "Use: `capr search IDX --entity E --aspect A --cdv THIS_DIR`, `capr explain IDX DOC --cdv THIS_DIR ...`, "
+        "`capr eval --benchmark medquad-cdv --cdv THIS_DIR`.",
+        "",
+    ])
+
+
+__all__ = ["CDVTrainResult", "pseudo_huber", "train_cdv"]
