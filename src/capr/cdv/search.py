@@ -200,7 +200,7 @@ def plot_explanation(ex: Explanation, best: Span | None, path: Path) -> dict[str
     ax.set_xlabel("sentence")
     ax.set_ylabel("cosine score")
     ax.set_xlim(0.5, n + 0.5)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     points = {line.get_gid(): len(line.get_xdata()) for line in ax.get_lines() if line.get_gid()}
     path.parent.mkdir(parents=True, exist_ok=True)
