@@ -27,7 +27,7 @@ import json
 import logging
 import re
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -173,9 +173,8 @@ class MilvusStore:
             client.drop_collection(name)
         want_bm25 = lexical in ("auto", "bm25")
         if want_bm25:
-            quiet = logging.getLogger("pymilvus")
-            level = quiet.level
-            quiet.setLevel(logging.CRITICAL)  # the probe's expected failure on old servers is not an error to log
+            # the probe's expected failure on old servers is not an error to log (pymilvus logs it itself)
+            logging.disable(logging.ERROR)
             try:
                 _create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type)
                 meta["lexical"] = "bm25"
@@ -185,7 +184,7 @@ class MilvusStore:
                 if client.has_collection(name):
                     client.drop_collection(name)
             finally:
-                quiet.setLevel(level)
+                logging.disable(logging.NOTSET)
         if meta["lexical"] is None:
             _create_collection(client, name, dim, bm25=False, bm25_params=meta["bm25"], index_type=index_type)
         _write_meta(client, name, meta)
@@ -254,10 +253,13 @@ class MilvusStore:
             rows.append(row)
         return rows
 
-    def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 256) -> int:
+    def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 256,
+            vectors_of: Callable[[list[Passage]], np.ndarray] | None = None) -> int:
         """Segments and (with vectors) encodes documents in batches and inserts their passages. A document
         whose id is already there is replaced (its old passages deleted first). Not transactional: a writer
-        that dies part-way leaves the batches it inserted (re-running the add replaces them)."""
+        that dies part-way leaves the batches it inserted (re-running the add replaces them).
+        ``vectors_of`` supplies vectors computed elsewhere (e.g. by a Ray embedding job, or an embedded
+        index being copied) instead of encoding here."""
         total = 0
         seen: set[str] = set()
         batch: list[Document] = []
@@ -267,13 +269,14 @@ class MilvusStore:
             seen.add(doc.doc_id)
             batch.append(doc)
             if len(batch) >= batch_docs:
-                total += self._add_batch(batch, progress)
+                total += self._add_batch(batch, progress, vectors_of)
                 batch = []
         if batch:
-            total += self._add_batch(batch, progress)
+            total += self._add_batch(batch, progress, vectors_of)
         return total
 
-    def _add_batch(self, docs: list[Document], progress: Any) -> int:
+    def _add_batch(self, docs: list[Document], progress: Any,
+                   vectors_of: Callable[[list[Passage]], np.ndarray] | None = None) -> int:
         pieces = [(d, segment(d, self.segmenter)) for d in docs]
         pieces = [(d, ps) for d, ps in pieces if ps]
         if not pieces:
@@ -283,7 +286,9 @@ class MilvusStore:
         if existing:
             self.client.delete(self.name, filter=f"doc_id in [{', '.join(_quote(d) for d in existing)}]")
         vectors = None
-        if self.has_dense:
+        if self.has_dense and vectors_of is not None:
+            vectors = np.asarray(vectors_of([p for _, ps in pieces for p in ps]), dtype=np.float32)
+        elif self.has_dense:
             texts = [passage_index_text(p, self.segmenter.include_title) for _, ps in pieces for p in ps]
             vectors = self.encoder().encode_passages(texts)
         rows: list[dict] = []
