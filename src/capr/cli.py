@@ -225,7 +225,7 @@ def index_cmd(
     max_length: int = typer.Option(256, help="Encoder max tokens per passage."),
     backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " --out is then the collection name."),
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
-    token: Optional[str] = typer.Option(None, "--token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
     milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
 ) -> None:
@@ -264,7 +264,7 @@ def add_cmd(
     skip_bad: bool = typer.Option(False, "--skip-bad"),
     backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
-    token: Optional[str] = typer.Option(None, "--token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
@@ -291,7 +291,7 @@ def delete_cmd(
     doc_ids: List[str] = typer.Option(..., "--doc-id", help="Document id to delete (repeatable)."),
     backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
-    token: Optional[str] = typer.Option(None, "--token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Delete documents (all their passages) from an index without rebuilding it."""
@@ -389,7 +389,7 @@ def search_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
-    token: Optional[str] = typer.Option(None, "--token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
@@ -445,7 +445,7 @@ def eval_cmd(
     backend: str = typer.Option("embedded", "--backend", help="Index backend that scores the retriever: embedded or milvus "
                                 "(the benchmark's passages are loaded into a collection on --uri)."),
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
-    token: Optional[str] = typer.Option(None, "--token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
     collection: Optional[str] = typer.Option(None, "--collection", help="Milvus collection for the benchmark (default: capr_bench_<benchmark>_<encoder>)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
@@ -794,6 +794,10 @@ def serve_cmd(
     reranker: List[str] = typer.Option([], "--reranker", help="Re-ranker spec a search may name, e.g. cross:DIR (repeatable)."),
     workers: int = typer.Option(1, help="uvicorn worker processes (each holds its own snapshot of the index)."),
     log_level: str = typer.Option("info", help="debug | info | warning | error."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " --index is then the collection name."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    milvus_token: Optional[str] = typer.Option(None, "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Serve an index over HTTP: JSON API (OpenAPI at /openapi.json) and a search page at /."""
 
@@ -801,9 +805,14 @@ def serve_cmd(
         from capr.service.config import ServiceConfig, load_tokens
         from capr.service.server import serve
 
+        store_backend, _ = split_backend(backend, None)
+        store = open_any(index_dir, store_backend, uri, milvus_token, tls_ca) if store_backend == "milvus" else None
+        if store is None and uri:
+            raise CaprError("--uri is only for --backend milvus")
         config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
                                rerankers=tuple(reranker))
-        serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level)
+        serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
+              store=store)
 
     _run_guarded(body)
 

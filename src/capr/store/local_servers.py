@@ -31,7 +31,7 @@ READY = "CAPR-MILVUS-READY"
 
 
 # --------------------------------------------------------------------------- server side (.venv-milvus)
-def _loopback_template(dst: Path) -> Path:
+def _loopback_template(dst: Path, etcd_config: Path) -> Path:
     import milvus
 
     src = Path(milvus.__file__).parent / "data" / "config.yaml.template"
@@ -41,8 +41,22 @@ def _loopback_template(dst: Path) -> Path:
         if stripped.startswith("ip:"):  # advertised address of a component: loopback, not the host's
             line = line[: len(line) - len(line.lstrip())] + "ip: 127.0.0.1"
         lines.append(line)
+        if line == "etcd:":
+            # The embedded etcd otherwise listens on etcd's defaults (2379/2380, every interface), so a
+            # second server on the machine fails with "address already in use": give it its own
+            # loopback ports through an etcd config file.
+            lines += ["  config:", f"    path: {etcd_config}"]
     dst.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return dst
+
+
+def _etcd_config(path: Path, client_port: int, peer_port: int) -> Path:
+    client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
+    path.write_text("\n".join([
+        "name: capr-etcd", f"listen-client-urls: {client}", f"advertise-client-urls: {client}",
+        f"listen-peer-urls: {peer}", f"initial-advertise-peer-urls: {peer}", f"initial-cluster: capr-etcd={peer}",
+    ]) + "\n", encoding="utf-8")
+    return path
 
 
 def _serve_standalone(data_dir: str, port: int) -> None:
@@ -51,9 +65,11 @@ def _serve_standalone(data_dir: str, port: int) -> None:
 
     data = Path(data_dir).absolute()
     data.mkdir(parents=True, exist_ok=True)
-    template = _loopback_template(data / "milvus.yaml.template")
-    # proxy_port in the constructor's configs (not .set): that is where port resolution looks first
-    config = MilvusServerConfig(template=str(template), data_dir=str(data), proxy_port=port)
+    etcd_client, etcd_peer = free_port(), free_port()
+    etcd = _etcd_config(data / "etcd.yaml", etcd_client, etcd_peer)
+    template = _loopback_template(data / "milvus.yaml.template", etcd)
+    # ports in the constructor's configs (not .set): that is where port resolution looks first
+    config = MilvusServerConfig(template=str(template), data_dir=str(data), proxy_port=port, etcd_port=etcd_client)
     # the package sets its glog config path only when it uses its own template
     config.glog_conf_file = str(Path(milvus.__file__).parent / "data" / "glog.conf")
     server = MilvusServer(config)
@@ -169,9 +185,9 @@ def start_server(kind: str, workdir: str | Path, python: str | Path | None = Non
     threading.Thread(target=read_stdout, daemon=True).start()
     while not ready.wait(0.2):
         if proc.poll() is not None or time.monotonic() > deadline:
+            why = f"exited with {proc.returncode}" if proc.returncode is not None else f"not ready after {timeout:.0f} s"
             server.stop()
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            why = f"exited with {proc.returncode}" if proc.returncode is not None else f"not ready after {timeout:.0f} s"
             raise RuntimeError(f"Milvus {kind} server {why} (log {log}):\n{tail}")
     return server
 
