@@ -228,3 +228,17 @@ def test_service_on_milvus(servers, stores):
     assert milvus.get("/documents/svc_1").status_code == 404
     cases = milvus.post("/cases", json={"description": "wheeze and cough", "hypotheses": ["asthma"]})
     assert cases.status_code == 400 and "embedded index" in cases.json()["detail"]
+
+
+def test_backend_option_names():
+    """--backend is the index backend; encoder names given to it (the spelling before issue 7) still
+    reach the encoder; --encoder-backend is the new spelling; nonsense is refused naming both lists."""
+    from capr.cli import split_backend
+
+    assert split_backend("embedded", None) == ("embedded", "torch")
+    assert split_backend("milvus", "onnx-int8") == ("milvus", "onnx-int8")
+    assert split_backend("static", None) == ("embedded", "static")
+    with pytest.raises(CaprError, match="conflicts"):
+        split_backend("static", "onnx")
+    with pytest.raises(CaprError, match="index backends are embedded, milvus.*--encoder-backend"):
+        split_backend("faiss", None)

@@ -181,7 +181,17 @@ class MilvusStore:
             # the probe's expected failure on old servers is not an error to log (pymilvus logs it itself)
             logging.disable(logging.ERROR)
             try:
-                _create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type)
+                try:
+                    _create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type)
+                except Exception as e:  # noqa: BLE001
+                    if "tokenizer" not in str(e):
+                        raise
+                    # Some builds (milvus-lite 3.x) lack the whitespace tokenizer; "standard" (Unicode word
+                    # boundaries) leaves capr's tokens — lower-case runs of word characters — whole as well.
+                    if client.has_collection(name):
+                        client.drop_collection(name)
+                    _create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type,
+                                       tokenizer="standard")
                 meta["lexical"] = "bm25"
             except Exception as e:  # noqa: BLE001 - servers before 2.5 reject the function or the sparse type
                 if lexical == "bm25":
@@ -259,7 +269,7 @@ class MilvusStore:
             rows.append(row)
         return rows
 
-    def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 256,
+    def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 1000,
             vectors_of: Callable[[list[Passage]], np.ndarray] | None = None) -> int:
         """Segments and (with vectors) encodes documents in batches and inserts their passages. A document
         whose id is already there is replaced (its old passages deleted first). Not transactional: a writer
@@ -386,7 +396,8 @@ class MilvusStore:
         scale = 1.0 / (self.bm25.k1 + 1.0)  # Lucene's (k1 + 1) numerator: capr's BM25 omits it
         hits = self._hits(res)
         for h in hits:
-            h["_score"] *= scale
+            # BM25 scores are positive; milvus-lite 3.x reports them negated, as a distance
+            h["_score"] = abs(h["_score"]) * scale
         return [h for h in hits if h["_score"] > 0]
 
     def dense_search(self, qvec: np.ndarray, depth: int, expr: str = "") -> list[dict]:
@@ -507,7 +518,8 @@ def _passage(h: dict) -> Passage:
                    title=h.get("title") or "", heading=h.get("heading") or "", metadata=dict(h.get("metadata") or {}))
 
 
-def _create_collection(client: Any, name: str, dim: int | None, bm25: bool, bm25_params: dict, index_type: str) -> None:
+def _create_collection(client: Any, name: str, dim: int | None, bm25: bool, bm25_params: dict, index_type: str,
+                       tokenizer: str = "whitespace") -> None:
     pm = _pymilvus()
     DataType = pm.DataType
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -530,7 +542,7 @@ def _create_collection(client: Any, name: str, dim: int | None, bm25: bool, bm25
     if bm25:
         # capr analyses the text itself; Milvus only splits capr's tokens on whitespace and counts them.
         schema.add_field("lex", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True,
-                         analyzer_params={"tokenizer": "whitespace"})
+                         analyzer_params={"tokenizer": tokenizer})
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         schema.add_function(pm.Function(name="bm25", function_type=pm.FunctionType.BM25,
                                         input_field_names=["lex"], output_field_names=["sparse"]))
