@@ -532,11 +532,12 @@ def eval_cmd(
             "protocol": proto.value,
             "retriever": retriever.value,
             "query_field": qfield.value,
-            "index_backend": store_backend,
             "queries": len(data.queries),
             "metrics": metrics,
             "seconds": round(seconds, 1),
         }
+        if store_backend != "embedded":  # the embedded JSON keeps its keys (scripts compare them)
+            result["index_backend"] = store_backend
         if reranker:
             result["reranker"] = {"spec": reranker, "depth": rerank_depth}
         if needs_dense:

@@ -13,7 +13,8 @@ encoders, query construction, the aspect prior, fusion — and Milvus stores and
 - filters: Milvus boolean expressions on ``aspect``, ``doc_id``, ``title``, ``heading`` and, for any
   other field, the document metadata JSON (``metadata["specialty"] == "Neurology"``).
 - hybrid: capr's fusion (RRF or weighted) over the engine's BM25 and dense top lists, so the hybrid
-  results contract is the embedded one; ``fusion="engine"`` uses Milvus' own ``hybrid_search`` + RRF.
+  results contract is the embedded one (Milvus' own ``hybrid_search`` + RRFRanker would rank ties and
+  missing entries differently, and gives no weighted min-max fusion).
 
 Per collection, capr's settings (analyzer, segmenter, BM25 parameters, encoder) and the known fields and
 aspects are kept in one row of the ``capr_meta`` collection next to it. Rows carry an insertion sequence
