@@ -5,8 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Their metadata pins spacy<3.8 (hence numpy<2) although they run on spacy 3.8; see pyproject.toml.
 NO_DEPS := medspacy==1.3.1 PyRuSH==1.0.13 scispacy==0.6.2
+# Real Milvus servers for the backend tests and bench/bench_milvus.py (issue 7), in their own virtualenv:
+# milvus-lite 2.5.1 imports pkg_resources (setuptools<70), which capr's environment does not pin.
+MILVUS_VENV := .venv-milvus
+MILVUS_STAMP := $(MILVUS_VENV)/.installed
+MILVUS_SERVERS := milvus==2.3.5 milvus-lite==2.5.1 setuptools<70
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install milvus-venv clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -15,22 +20,30 @@ $(BIN)/python:
 # torch==2.13.0 is a CPU build installed from local disk here (plain `torch` would pull CUDA builds).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,bench,milvus,ray]'
 	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	touch $(STAMP)
 
+$(MILVUS_STAMP):
+	$(PY) -m venv $(MILVUS_VENV)
+	$(MILVUS_VENV)/bin/pip install -q $(foreach p,$(MILVUS_SERVERS),'$(p)')
+	touch $(MILVUS_STAMP)
+
 install: $(STAMP)
+
+milvus-venv: $(MILVUS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/capr demo
 
-test: $(STAMP)
+test: $(STAMP) $(MILVUS_STAMP)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(MILVUS_STAMP)
 	$(BIN)/python bench/bench_bm25.py
 	$(BIN)/python bench/bench_dense.py
 	$(BIN)/python bench/bench_service.py
+	$(BIN)/python bench/bench_milvus.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) $(MILVUS_VENV) build *.egg-info src/*.egg-info

@@ -148,6 +148,63 @@ def _encoder_config(dense: bool, model: str, query_model: Optional[str], backend
     return EncoderConfig(model=model, query_model=query_model, backend=parse_backend(backend), max_length=max_length)
 
 
+# --------------------------------------------------------------------------- index backends
+ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "static")
+BACKEND_HELP = "Index backend: embedded (an index directory, default) or milvus (a collection on the Milvus at --uri)."
+URI_HELP = "Milvus: a Milvus Lite file (*.db) or http(s)://host:19530 (standalone or cluster; https = TLS)."
+TOKEN_HELP = "Milvus token ('user:password' or an API key); prefer $CAPR_MILVUS_TOKEN (command lines are visible in ps)."
+CA_HELP = "Milvus TLS: PEM file of a private CA that signed the server certificate (with an https:// --uri)."
+
+
+def split_backend(backend: str, encoder_backend: Optional[str]) -> tuple[str, str]:
+    """(index backend, encoder backend). ``--backend`` names the index backend (embedded | milvus); before
+    issue 7 it named the encoder on `capr index` and `capr eval`, so an encoder name there still means the
+    encoder (the two sets of names do not overlap) and a note points to ``--encoder-backend``."""
+    if backend in ENCODER_BACKENDS:
+        if encoder_backend and encoder_backend != backend:
+            raise CaprError(f"--backend {backend} (an encoder) conflicts with --encoder-backend {encoder_backend}")
+        err.print(f"[yellow]note:[/] --backend {backend} names an encoder; it is now spelled --encoder-backend {backend} "
+                  "(--backend is the index backend: embedded | milvus)")
+        return "embedded", backend
+    if backend not in ("embedded", "milvus"):
+        raise CaprError(f"unknown --backend {backend!r}: index backends are embedded, milvus "
+                        f"(encoders go to --encoder-backend: {', '.join(ENCODER_BACKENDS)})")
+    return backend, encoder_backend or "torch"
+
+
+def _milvus_options(tls_ca: Optional[Path]) -> dict:
+    if tls_ca is None:
+        return {}
+    if not tls_ca.is_file():
+        raise CaprError(f"--tls-ca {tls_ca}: no such file")
+    return {"secure": True, "ca_pem_path": str(tls_ca)}
+
+
+def open_any(name: Path, backend: str, uri: Optional[str], token: Optional[str], tls_ca: Optional[Path] = None):
+    """The index to search or update: the directory (embedded) or the collection (milvus)."""
+    from capr.store import open_store
+
+    if backend == "embedded":
+        if uri:
+            raise CaprError("--uri is only for --backend milvus")
+        return Index.load(name)
+    return open_store(str(name), "milvus", uri=uri, token=token, **_milvus_options(tls_ca))
+
+
+def _store_summary(verb: str, store, report: ReadReport, secs: float) -> None:
+    c = store.counts()
+    err.print(f"{verb} → collection [bold]{escape(store.name)}[/] on {escape(store.uri)} now has [bold]{c['documents']}[/] "
+              f"documents, [bold]{c['passages']}[/] passages, in {secs:.1f}s; {report.summary()}")
+    for e in report.skipped[:50]:
+        err.print(f"  [yellow]skipped[/] {escape(str(e))}")
+
+
+def _store_add(store, docs, label: str) -> int:
+    with _progress() as p:
+        task = p.add_task(label, total=None, note="")
+        return store.add(docs, progress=lambda n: p.advance(task, n))
+
+
 @app.command("index")
 def index_cmd(
     source: Path = typer.Argument(..., help="File or directory to index."),
@@ -164,17 +221,35 @@ def index_cmd(
     dense: bool = typer.Option(False, "--dense", help="Also encode passages for dense and hybrid search."),
     model: str = typer.Option("minilm", help="Encoder: 'minilm' (bundled), any Hugging Face id, or a local path."),
     query_model: Optional[str] = typer.Option(None, help="Separate query encoder (MedCPT-style); default: --model."),
-    backend: str = typer.Option("torch", help="torch | onnx | onnx-int8 | static (model2vec, distilled locally)."),
+    encoder_backend: Optional[str] = typer.Option(None, "--encoder-backend", help="Encoder: torch (default) | onnx | onnx-int8 | static (model2vec, distilled locally)."),
     max_length: int = typer.Option(256, help="Encoder max tokens per passage."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " --out is then the collection name."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
+    milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
 ) -> None:
     """Read SOURCE, split it into passages and build a persistent index (BM25/TF-IDF, optionally dense)."""
 
     def body() -> None:
         if overlap < 0 or max_tokens < 0:
             raise CaprError("--max-tokens and --overlap must be >= 0")
+        store_backend, enc_backend = split_backend(backend, encoder_backend)
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
-        enc = _encoder_config(dense, model, query_model, backend, max_length)
+        enc = _encoder_config(dense, model, query_model, enc_backend, max_length)
+        if store_backend == "milvus":
+            from capr.store import create_store
+
+            t0 = time.time()
+            store = create_store(str(out_dir), "milvus", uri=uri, token=token, segmenter=seg, analyzer=ana, dense=enc,
+                                 index_type=milvus_index, **_milvus_options(tls_ca))
+            report = ReadReport(skip_bad=skip_bad)
+            _store_add(store, read_documents(source, fmt, report), f"indexing {source.name} into Milvus")
+            _store_summary("indexed", store, report, time.time() - t0)
+            return
+        if uri:
+            raise CaprError("--uri is only for --backend milvus")
         index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad, dense=enc)
         _print_write_summary(f"indexed {index.counts['documents']} documents", index, report, secs, out_dir)
 
@@ -187,11 +262,22 @@ def add_cmd(
     source: Path = typer.Argument(..., help="File or directory with documents to add (same id = replace)."),
     fmt: Format = typer.Option(Format.auto, "--format", "-f"),
     skip_bad: bool = typer.Option(False, "--skip-bad"),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
 
     def body() -> None:
         report = ReadReport(skip_bad=skip_bad)
+        store_backend, _ = split_backend(backend, None)
+        if store_backend == "milvus":
+            t0 = time.time()
+            store = open_any(index_dir, store_backend, uri, token, tls_ca)
+            _store_add(store, read_documents(source, fmt, report), f"adding {source.name}")
+            _store_summary("added", store, report, time.time() - t0)
+            return
         args = dict(root=index_dir, report=report, mode="update")
         index, secs = write_documents(args, read_documents(source, fmt, report), f"adding {source.name}")
         _print_write_summary("added", index, report, secs, index_dir)
@@ -203,10 +289,21 @@ def add_cmd(
 def delete_cmd(
     index_dir: Path = typer.Argument(..., help="Existing index directory."),
     doc_ids: List[str] = typer.Option(..., "--doc-id", help="Document id to delete (repeatable)."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Delete documents (all their passages) from an index without rebuilding it."""
 
     def body() -> None:
+        store_backend, _ = split_backend(backend, None)
+        if store_backend == "milvus":
+            t0 = time.time()
+            store = open_any(index_dir, store_backend, uri, token, tls_ca)
+            store.delete(doc_ids)
+            _store_summary(f"deleted {len(doc_ids)} document(s)", store, ReadReport(), time.time() - t0)
+            return
         args = dict(root=index_dir, mode="update")
         index, secs = write_documents(args, [], "deleting", quiet=True, deletes=doc_ids)
         _print_write_summary(f"deleted {len(doc_ids)} document(s)", index, ReadReport(), secs, index_dir)
@@ -328,6 +425,10 @@ def search_cmd(
     evidence: Optional[str] = typer.Option(None, "--evidence", help="Score each result's sentences and mark the evidence: "
                                            "lexical, dense (index built with --dense) or cdv (needs --cdv)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
 
@@ -343,13 +444,15 @@ def search_cmd(
         if k <= 0:
             raise QueryError(f"k must be positive, got {k}")
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
-        index = Index.load(index_dir)
-        store = _open_cdv_store(index, cdv) if cdv is not None else None
-        if store is not None and boundaries == "free":
+        index = open_any(index_dir, split_backend(backend, None)[0], uri, token, tls_ca)
+        if (cdv is not None or evidence) and not isinstance(index, Index):
+            raise QueryError("--cdv and --evidence need the embedded index (--backend embedded)")
+        cdv_store = _open_cdv_store(index, cdv) if cdv is not None else None
+        if cdv_store is not None and boundaries == "free":
             from capr.cdv.search import free_search
             from capr.cdv.spans import BoundaryConfig
 
-            spans = free_search(index, store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
+            spans = free_search(index, cdv_store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
             if as_json:
                 payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
                            "results": [h.to_dict() for h in spans]}
@@ -362,10 +465,10 @@ def search_cmd(
             from capr.retrieve.rerank import load_reranker, rerank_hits
 
             second = load_reranker(reranker)
-        if store is not None:
+        if cdv_store is not None:
             from capr.cdv.search import cdv_search
 
-            hits = cdv_search(index, store, entity, aspect, max(k, rerank_depth) if second else k, _parse_filters(filters))
+            hits = cdv_search(index, cdv_store, entity, aspect, max(k, rerank_depth) if second else k, _parse_filters(filters))
         else:
             hits = index.search(
                 q, k=max(k, rerank_depth) if second else k, filters=_parse_filters(filters), retriever=retriever,
@@ -378,13 +481,13 @@ def search_cmd(
         terms = set(query_tokens(index.analyzer, q, expand))
         results = [result_dict(index, h, terms) for h in hits]
         if evidence:
-            for r, sents in zip(results, _evidence(index, store, q, [h.passage for h in hits], evidence,
+            for r, sents in zip(results, _evidence(index, cdv_store, q, [h.passage for h in hits], evidence,
                                                    (theta_open, theta_close), expand)):
                 r["sentences"] = [x.to_dict() for x in sents]
         if as_json:
             payload = {
                 "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect},
-                "retriever": "cdv" if store is not None else retriever.value,
+                "retriever": "cdv" if cdv_store is not None else retriever.value,
                 "reranker": reranker,
                 "filters": _parse_filters(filters),
                 "results": results,
@@ -408,7 +511,13 @@ def eval_cmd(
     cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
     model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, or a path."),
     query_model: Optional[str] = typer.Option(None, help="Separate query encoder."),
-    backend: str = typer.Option("torch", help="Encoder backend: torch | onnx | onnx-int8 | static."),
+    encoder_backend: Optional[str] = typer.Option(None, "--encoder-backend", help="Encoder: torch (default) | onnx | onnx-int8 | static."),
+    backend: str = typer.Option("embedded", "--backend", help="Index backend that scores the retriever: embedded or milvus "
+                                "(the benchmark's passages are loaded into a collection on --uri)."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
+    collection: Optional[str] = typer.Option(None, "--collection", help="Milvus collection for the benchmark (default: capr_bench_<benchmark>_<encoder>)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
     fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
@@ -440,7 +549,12 @@ def eval_cmd(
         except ValueError:
             raise CaprError(f"unknown query field {query_field!r}; choose tuple or question") from None
         needs_dense = retriever in (Retriever.dense, Retriever.hybrid)
-        enc = _encoder_config(needs_dense, model, query_model, backend, 256)
+        store_backend, enc_backend = split_backend(backend, encoder_backend)
+        if store_backend == "embedded" and uri:
+            raise CaprError("--uri is only for --backend milvus")
+        if store_backend == "milvus" and retriever is Retriever.tfidf:
+            raise CaprError("tfidf is only available on the embedded backend")
+        enc = _encoder_config(needs_dense, model, query_model, enc_backend, 256)
         cache = cache_dir or cache_root() / "bench" / benchmark / (_slug_of(enc) if enc else "lexical")
         with _progress() as p:
             data = loaders[benchmark](data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
@@ -460,12 +574,27 @@ def eval_cmd(
             raise CaprError(f"unknown --boundaries {boundaries!r}; choose fixed or free")
         if boundaries == "free" and cdv is None:
             raise CaprError("--boundaries free needs a CDV model: add --cdv DIR")
-        store = None
+        if cdv is not None and store_backend != "embedded":
+            raise CaprError("--cdv needs the embedded index (--backend embedded)")
+        store = cdv_store = None
         if cdv is not None:
             from capr.eval.benchmarks import cdv_scorer
 
-            store = _open_cdv_store(data.index, cdv)
-            scorer = cdv_scorer(data, store, qfield)
+            cdv_store = _open_cdv_store(data.index, cdv)
+            scorer = cdv_scorer(data, cdv_store, qfield)
+        elif store_backend == "milvus":
+            import re as _re
+
+            from capr.eval.benchmarks import benchmark_store, store_scorer
+
+            name = collection or _re.sub(r"[^A-Za-z0-9_]", "_", f"capr_bench_{benchmark}_{_slug_of(enc) if enc else 'lexical'}")
+            with _progress() as p:
+                task = p.add_task(f"loading {benchmark} into Milvus {name}", total=None, note="")
+                if not uri:
+                    raise CaprError("--backend milvus needs --uri: a Milvus Lite file (*.db) or http(s)://host:19530")
+                store = benchmark_store(data, uri, name, token=token, progress=lambda n: p.advance(task, n),
+                                        **_milvus_options(tls_ca))
+            scorer = store_scorer(data, store, retriever, qfield, template, proto, FusionConfig(method=fusion))
         elif retriever in (Retriever.bm25, Retriever.tfidf):
             scorer = lexical_scorer(data.index, retriever)
         else:
@@ -493,6 +622,8 @@ def eval_cmd(
             "metrics": metrics,
             "seconds": round(seconds, 1),
         }
+        if store_backend != "embedded":  # the embedded JSON keeps its keys (scripts compare them)
+            result["index_backend"] = store_backend
         if reranker:
             result["reranker"] = {"spec": reranker, "depth": rerank_depth}
         if cdv is not None:
@@ -501,10 +632,10 @@ def eval_cmd(
             from capr.cdv.spans import BoundaryConfig
             from capr.eval.benchmarks import boundary_eval
 
-            result["boundaries"] = boundary_eval(data, store, qfield, BoundaryConfig(theta_open, theta_close),
+            result["boundaries"] = boundary_eval(data, cdv_store, qfield, BoundaryConfig(theta_open, theta_close),
                                                  progress=progress)
         if needs_dense and cdv is None:
-            result["encoder"] = {"model": model, "backend": backend, "template": template}
+            result["encoder"] = {"model": model, "backend": enc_backend, "template": template}
             if retriever is Retriever.hybrid:
                 result["fusion"] = fusion.value
         if as_json:
@@ -858,6 +989,10 @@ def serve_cmd(
     reranker: List[str] = typer.Option([], "--reranker", help="Re-ranker spec a search may name, e.g. cross:DIR (repeatable)."),
     workers: int = typer.Option(1, help="uvicorn worker processes (each holds its own snapshot of the index)."),
     log_level: str = typer.Option("info", help="debug | info | warning | error."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " --index is then the collection name."),
+    uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
+    milvus_token: Optional[str] = typer.Option(None, "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
 ) -> None:
     """Serve an index over HTTP: JSON API (OpenAPI at /openapi.json) and a search page at /."""
 
@@ -865,9 +1000,14 @@ def serve_cmd(
         from capr.service.config import ServiceConfig, load_tokens
         from capr.service.server import serve
 
+        store_backend, _ = split_backend(backend, None)
+        store = open_any(index_dir, store_backend, uri, milvus_token, tls_ca) if store_backend == "milvus" else None
+        if store is None and uri:
+            raise CaprError("--uri is only for --backend milvus")
         config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
                                rerankers=tuple(reranker))
-        serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level)
+        serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
+              store=store)
 
     _run_guarded(body)
 

@@ -381,3 +381,80 @@ def boundary_eval(data: BenchmarkData, store, field: QueryField, config=None,
             "free_F1": round(100 * float(np.mean(free_f1)), 2),
             "fixed_chars": round(float(np.mean(fixed_len)), 1), "free_chars": round(float(np.mean(free_len)), 1),
             "theta_open": config.open, "theta_close": config.close, "relative": config.relative}
+
+# ------------------------------------------------------------------------------ through an index backend
+def benchmark_store(data: BenchmarkData, uri: str, collection: str, token: str | None = None, progress: Any = None,
+                    **options: Any):
+    """The benchmark's passages in a Milvus collection: the same documents, segmenter, analyzer and encoder
+    as the benchmark's embedded index (so the same pids and vectors). Reused when it holds them already."""
+    from capr.store.milvus_backend import MilvusStore
+
+    m = data.index.manifest
+    dense = EncoderConfig.from_dict(m["dense"]["encoder"]) if m.get("dense") else None
+    want = {"analyzer": m["analyzer"], "segmenter": m["segmenter"], "bm25": m["bm25"],
+            "dense": dense.to_dict() if dense else None}
+    try:
+        store = MilvusStore.open(uri, collection, token=token, **options)
+        have = {"analyzer": store.meta["analyzer"], "segmenter": store.meta["segmenter"], "bm25": store.meta["bm25"],
+                "dense": (store.meta.get("dense") or {}).get("encoder")}
+        if have == want and store.counts()["passages"] == data.index.counts["passages"]:
+            return store
+        store.close()
+    except CaprError as e:
+        if "no capr collection" not in str(e):
+            raise
+    store = MilvusStore.create(uri, collection, token=token, segmenter=SegmenterConfig(**m["segmenter"]),
+                               analyzer=AnalyzerConfig.from_dict(m["analyzer"]), dense=dense, **options)
+    vectors_of = None
+    if dense is not None:
+        rows = data.index.pid_rows()
+
+        def vectors_of(passages: list) -> np.ndarray:
+            # the embedded index's own vectors: both backends search the very same numbers
+            r = np.asarray([rows[p.pid] for p in passages], dtype=np.int64)
+            seg = np.searchsorted(data.index.offsets, r, side="right") - 1
+            return np.stack([np.asarray(data.index.vectors()[s].vectors[i - data.index.offsets[s]])
+                             for s, i in zip(seg, r)])
+
+    store.add((data.index.document(d) for d in data.index.document_ids()), progress=progress, vectors_of=vectors_of)
+    return store
+
+
+def store_scorer(data: BenchmarkData, store: Any, retriever: Retriever, field: QueryField, template: str,
+                 protocol: Protocol, fusion: FusionConfig | None = None) -> CandidateScorer:
+    """The retriever's scores computed by the backend: for a re-ranking pool, a search restricted to the
+    pool's passages (``pid in [...]``); for ``full``, the backend's top 1,000 (the rest never ranks)."""
+    pid_of = [""] * len(data.index)
+    for pid, r in data.index.pid_rows().items():
+        pid_of[r] = pid
+    row_of = data.index.pid_rows()
+    qvecs: dict[str, np.ndarray] = {}
+    if retriever in (Retriever.dense, Retriever.hybrid):
+        queries = [as_query(q, field) for q in data.queries]
+        texts = [dense_query_text(q, template) for q in queries]
+        enc = store.encoder()
+        vecs = np.concatenate([enc.encode_queries(texts[i : i + 256]) for i in range(0, len(texts), 256)])
+        qvecs = {q.qid: v for q, v in zip(queries, vecs)}
+
+    def one(q: Query, rows: np.ndarray, r: Retriever) -> np.ndarray:
+        if protocol is Protocol.rerank64:
+            return store.candidate_scores(q, [pid_of[i] for i in rows], r, template, qvec=qvecs.get(q.qid))
+        from capr.index.index import query_tokens
+
+        if r is Retriever.bm25:
+            hits = store.lexical_search(query_tokens(store.analyzer, q, expand=False), FULL_DEPTH)
+            fill = 0.0
+        else:
+            hits = store.dense_search(qvecs[q.qid], FULL_DEPTH)
+            fill = -np.inf  # cosines can be negative: passages outside the top list rank below all of them
+        out = np.full(len(data.index), fill, dtype=np.float64)
+        for h in hits:
+            out[row_of[h["pid"]]] = h["_score"]
+        return out[rows]
+
+    def score(q: Query, rows: np.ndarray) -> np.ndarray:
+        if retriever is Retriever.hybrid:
+            return fuse_aligned([one(q, rows, Retriever.bm25), one(q, rows, Retriever.dense)], fusion)
+        return one(q, rows, retriever)
+
+    return score

@@ -24,8 +24,10 @@ class FusionConfig:
     depth: int = 100  # how many results each retriever contributes
 
 
-def _ranks(scores: np.ndarray) -> np.ndarray:
-    order = np.argsort(-scores, kind="stable")
+def _ranks(scores: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    # Equal scores rank by row id (insertion order), not by the order a retriever happened to return
+    # them in: fusion is then deterministic, and the same on every index backend.
+    order = np.argsort(-scores, kind="stable") if rows is None else np.lexsort((rows, -scores))
     ranks = np.empty(len(scores), dtype=np.float64)
     ranks[order] = np.arange(1, len(scores) + 1)
     return ranks
@@ -50,7 +52,7 @@ def fuse(lists: Sequence[Ranked], config: FusionConfig | None = None) -> Ranked:
             continue
         pos = np.searchsorted(all_rows, rows)
         if FusionMethod(config.method) is FusionMethod.rrf:
-            fused[pos] += w / (config.rrf_k + _ranks(np.asarray(scores, dtype=np.float64)))
+            fused[pos] += w / (config.rrf_k + _ranks(np.asarray(scores, dtype=np.float64), np.asarray(rows)))
         else:
             fused[pos] += w * _minmax(np.asarray(scores, dtype=np.float64))
     return all_rows.astype(np.int64), fused.astype(np.float32)

@@ -169,10 +169,16 @@ BUSY: dict[int | str, dict[str, Any]] = {503: {"model": S.ErrorOut, "description
 
 
 # ---------------------------------------------------------------------------------- the app
-def create_app(index_dir: str | Path, config: ServiceConfig | None = None) -> FastAPI:
-    """The FastAPI application serving the index at ``index_dir``."""
+def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store: Any = None) -> FastAPI:
+    """The FastAPI application serving the index at ``index_dir``, or ``store`` (an index backend
+    that is not a directory: a Milvus collection, see store_view.py)."""
     config = config or ServiceConfig()
-    holder = IndexHolder(index_dir, watch=config.watch_index, write_wait_s=config.write_wait_s)
+    if store is not None:
+        from capr.service.store_view import StoreHolder
+
+        holder: Any = StoreHolder(store)
+    else:
+        holder = IndexHolder(index_dir, watch=config.watch_index, write_wait_s=config.write_wait_s)
     tokens = TokenSet(config.tokens)
     bearer = HTTPBearer(auto_error=False, description="An API token from $CAPR_API_TOKENS or --token-file.")
 
@@ -269,6 +275,9 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None) -> Fa
         index = holder.index
         c = index.counts
         retrievers = [r.value for r in Retriever if index.has_dense or r in (Retriever.bm25, Retriever.tfidf)]
+        if store is not None:  # Milvus: no TF-IDF; lexical only where the server has the BM25 function
+            lexical_ok = store.has_lexical
+            retrievers = [r for r in retrievers if r != "tfidf" and (lexical_ok or r == "dense")]
         return S.StatsResponse(
             generation=str(index.manifest["generation"]), created=index.manifest.get("created"), documents=c["documents"],
             passages=c["passages"], vocabulary=c["vocabulary"], segments=len(index.segments), fields=sorted(index.columns),
@@ -375,6 +384,9 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None) -> Fa
         (baseline: mean BM25 of the top-k passages that mention the hypothesis)."""
         t0 = time.perf_counter()
         index = holder.index
+        if store is not None:
+            raise ApiError(400, "similar-case ranking needs capr's embedded index (posting lists); this server "
+                                "serves a Milvus collection", "description")
         try:
             index.filter_mask(req.filters)
         except QueryError as e:

@@ -8,6 +8,7 @@ import logging
 import logging.config
 import os
 from pathlib import Path
+from typing import Any
 
 from capr.errors import CaprError
 from capr.index.directory import current_generation
@@ -44,10 +45,16 @@ def serve(
     workers: int = 1,
     token_file: str | Path | None = None,
     log_level: str = "info",
+    store: Any = None,
 ) -> None:
+    """Serves the index directory, or ``store`` (a Milvus collection opened by the caller)."""
     import uvicorn
 
-    current_generation(Path(index_dir))  # a clear error before uvicorn starts, not inside a worker
+    if store is None:
+        current_generation(Path(index_dir))  # a clear error before uvicorn starts, not inside a worker
+    elif workers != 1:
+        raise CaprError("--workers > 1 is for the embedded backend; with --backend milvus run one capr serve per "
+                        "process/host behind a load balancer (they share the Milvus collection)")
     if workers < 1:
         raise CaprError(f"--workers must be at least 1, got {workers}")
     logging.config.dictConfig(log_config(log_level))
@@ -60,7 +67,7 @@ def serve(
     if workers == 1:
         from capr.service.app import create_app
 
-        uvicorn.run(create_app(index_dir, config), host=host, port=port, access_log=False,
+        uvicorn.run(create_app(index_dir, config, store=store), host=host, port=port, access_log=False,
                     log_config=log_config(log_level), log_level=log_level)
         return
     # Worker processes build their own app from the environment; tokens travel as they came
