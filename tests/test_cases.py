@@ -195,3 +195,20 @@ def test_case_corpus_excludes_medquad_test_documents():
 
     raw = sum(1 for _ in read_documents(data / "medquad" / "MedQuAD.tar.gz", Format.medquad))
     assert 1000 < n < raw  # test documents were there to drop, and were dropped
+
+
+def test_service_cases_runs_the_pipeline_when_a_model_is_configured(planted_index, tiny_cross):
+    from fastapi.testclient import TestClient
+
+    from capr.service.app import create_app
+    from capr.service.config import ServiceConfig
+
+    ce_dir, _ = tiny_cross
+    with TestClient(create_app(planted_index.root, ServiceConfig(cases_model=str(ce_dir), watch_index=False))) as c:
+        r = c.post("/cases", json={"description": DESCRIPTION, "hypotheses": ["migraine", "meningitis"], "k": 1})
+        assert r.status_code == 200, r.text
+        data = r.json()
+        assert data["method"] == "similar-case-cross-encoder"
+        top = data["hypotheses"][0]
+        assert top["hypothesis"] == "meningitis" and top["passages"][0]["doc_id"] == "case_men"
+        assert c.post("/cases", json={"description": " ", "hypotheses": ["x"]}).status_code == 422

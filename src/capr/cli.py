@@ -754,6 +754,7 @@ def case_index_cmd(
     dense: bool = typer.Option(True, "--dense/--no-dense", help="Encode passages (needed by the dense and cross scorers)."),
     model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
     max_length: int = typer.Option(256, help="Encoder max tokens."),
+    mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
 ) -> None:
     """Index the local case corpus: MedQuAD answers (test documents excluded), MTSamples notes, PubMedQA
     abstracts, MedMCQA explanations, plus any --add corpus."""
@@ -761,7 +762,10 @@ def case_index_cmd(
     def body() -> None:
         import itertools
 
-        docs = itertools.chain(_case_documents(f"cases:{data_dir}"), *(read_documents(p, Format.auto) for p in extra))
+        from capr.cases.data import case_corpus
+
+        docs = itertools.chain(case_corpus(data_dir, mtsamples_notes=mtsamples_notes),
+                               *(read_documents(p, Format.auto) for p in extra))
         args = dict(root=out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
                     dense=_encoder_config(dense, model, None, "torch", max_length))
         index, secs = write_documents(args, docs, "indexing the case corpus")

@@ -157,7 +157,25 @@ def read_similarity_pairs(data_dir: str | Path) -> list[tuple[str, str, float]]:
 
 
 # --------------------------------------------------------------------------- corpus
-def case_corpus(data_dir: str | Path, include: tuple[str, ...] = ("medquad", "mtsamples", "pubmedqa", "medmcqa")) -> Iterator[Document]:
+def case_corpus(data_dir: str | Path, include: tuple[str, ...] = ("medquad", "mtsamples", "pubmedqa", "medmcqa"),
+                mtsamples_notes: int | None = None) -> Iterator[Document]:
+    """See :func:`_case_corpus`; a document id seen before (MedQuAD repeats a few) is skipped.
+    ``mtsamples_notes``: only the first N MTSamples notes in file order (encoding them all takes most of an hour
+    on a shared 2-core CPU)."""
+    seen: set[str] = set()
+    n_mts = 0
+    for doc in _case_corpus(data_dir, include):
+        if doc.metadata.get("_src") == "mtsamples":
+            n_mts += 1
+            if mtsamples_notes is not None and n_mts > mtsamples_notes:
+                continue
+        doc.metadata.pop("_src", None)
+        if doc.doc_id not in seen:
+            seen.add(doc.doc_id)
+            yield doc
+
+
+def _case_corpus(data_dir: str | Path, include: tuple[str, ...]) -> Iterator[Document]:
     """Every local text source as documents: MedQuAD answers (minus the medquad-cdv test documents, which must
     stay unseen by anything trained), MTSamples notes, PubMedQA abstracts and MedMCQA explanations (one
     document per question, ``medmcqa-exp:ID``, so a question's own explanation can be excluded)."""
@@ -170,7 +188,9 @@ def case_corpus(data_dir: str | Path, include: tuple[str, ...] = ("medquad", "mt
         docs = read_documents(_need(d / "medquad" / "MedQuAD.tar.gz"), Format.medquad)
         yield from exclude_test_documents(docs, medquad_test_exclusion(d))
     if "mtsamples" in include:
-        yield from read_documents(_need(d / "mtsamples" / "mtsamples.csv.gz"), Format.mtsamples)
+        for doc in read_documents(_need(d / "mtsamples" / "mtsamples.csv.gz"), Format.mtsamples):
+            doc.metadata["_src"] = "mtsamples"
+            yield doc
     if "pubmedqa" in include:
         with gzip.open(_need(d / "pubmedqa_labeled_test" / "test_set.json.gz"), "rt", encoding="utf-8") as fh:
             data = json.load(fh)
