@@ -528,8 +528,13 @@ def eval_cmd(
     theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
     theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="medqa-dev | headqa | medmcqa-dev: the case index."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="medqa-dev | headqa | medmcqa-dev: a fixed random subset of N questions."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the --limit subset."),
+    dense_k: int = typer.Option(50, "--dense-k", help="Case benchmarks: supports per option kept by the encoder."),
 ) -> None:
-    """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent)."""
+    """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
+    benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
     from capr.corpus.trec import write_run
     from capr.eval.benchmarks import (
         Protocol, QueryField, dense_scorer, hybrid_scorer, lexical_scorer, load_mediqa2019, load_medquad_cdv,
@@ -537,9 +542,12 @@ def eval_cmd(
     )
 
     def body() -> None:
+        if benchmark in ("medqa-dev", "headqa", "medmcqa-dev"):
+            return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth, limit, seed, dense_k,
+                               as_json)
         loaders = {"medquad-cdv": load_medquad_cdv, "mtsamples-capr": load_mtsamples_capr, "mediqa2019": load_mediqa2019}
         if benchmark not in loaders:
-            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}")
+            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}, medqa-dev, headqa, medmcqa-dev")
         try:
             proto = Protocol(protocol)
         except ValueError:
@@ -887,15 +895,16 @@ def labels_cmd(
 # --------------------------------------------------------------------------- train
 @app.command("train")
 def train_cmd(
-    kind: str = typer.Argument(..., help="bi | poly | cross | cdv"),
-    labels: Path = typer.Option(..., "--labels", "-l", help="Labels JSONL from `capr labels`."),
+    kind: str = typer.Argument(..., help="bi | poly | cross | cdv (from labels) | tsdae (corpus) | cases (distant supervision)"),
+    source: Optional[str] = typer.Argument(None, help="tsdae: the corpus (file, folder, or cases:DATA_DIR for the local case corpus)."),
+    labels: Optional[Path] = typer.Option(None, "--labels", "-l", help="Labels JSONL from `capr labels` (bi, poly, cross, cdv)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the trained model (replaced atomically)."),
     base_model: str = typer.Option("minilm", "--base-model", help="'minilm' (bundled), an HF model id or a path."),
     max_steps: int = typer.Option(300, "--max-steps"),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Minutes; stops and keeps the best checkpoint."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Queries per step (default: bi/poly 32, cross 8)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default: bi/poly 5e-5, cross 3e-5)."),
-    max_length: int = typer.Option(128, "--max-length", help="Passage tokens the model reads (<= 256 on CPU)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", help="Tokens the model reads (default 128; cases 256: description + passage)."),
     shared: bool = typer.Option(True, "--shared/--separate", help="bi: one encoder with [QUERY]/[PASSAGE] markers, or two."),
     multi_positive: bool = typer.Option(True, "--multi-positive/--no-multi-positive",
                                         help="Mask in-batch passages that also answer the query."),
@@ -913,26 +922,40 @@ def train_cmd(
     encoder_backend: str = typer.Option("torch", "--encoder-backend",
                                         help="cdv: backend of the frozen sentence encoder (torch | onnx | onnx-int8 | static)."),
     as_json: bool = typer.Option(False, "--json"),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="cases: the case index (built with --dense on the TSDAE encoder)."),
+    data_dir: Path = typer.Option(Path("../shared/data"), "--data-dir", help="cases: folder with rqe, headqa_en, medmcqa_dev, medqa_usmle."),
+    stage: str = typer.Option("all", "--stage", help="cases: pretrain (RQE) | distant (S+/S- fine-tuning) | all."),
+    pretrained: Optional[Path] = typer.Option(None, "--pretrained", help="cases --stage distant: the RQE cross-encoder."),
+    questions: int = typer.Option(600, "--questions", help="cases: training questions sampled for S+/S-."),
+    top_k: int = typer.Option(1, "--top-k", help="cases: supports per (question, option) kept for S+/S- (paper: 1, 5, 10)."),
+    dense_k: int = typer.Option(20, "--dense-k", help="cases: dense depth re-ranked by the pre-trained cross-encoder."),
+    sentences: int = typer.Option(100_000, "--sentences", help="tsdae: most corpus sentences used."),
 ) -> None:
-    """Train a bi-, poly- or cross-encoder, or a CDV model, from self-supervised labels (no annotation)."""
+    """Train a bi-, poly- or cross-encoder or a CDV model from self-supervised labels (no annotation); `tsdae`:
+    adapt the encoder to a corpus; `cases`: the similar-case cross-encoder (RQE pre-training, then distant supervision)."""
 
     def run() -> None:
         from capr.train import ModelKind, TrainArgs, train
 
+        if kind in ("tsdae", "cases"):
+            return _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length,
+                                seed, device, index_dir, data_dir, stage, pretrained, questions, top_k, dense_k,
+                                sentences, as_json)
+        if labels is None:
+            raise CaprError(f"training a {kind} model needs --labels (from `capr labels`)")
         if kind == "cdv":
             return _train_cdv(labels, out_dir, base_model, encoder_backend, max_steps, time_budget, batch_size, lr,
                               eval_every, patience, seed, device, as_json)
-
         try:
             mk = ModelKind(kind)
         except ValueError:
-            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross or cdv") from None
+            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae or cases") from None
         if max_steps < 1:
             raise CaprError("--max-steps must be at least 1")
         cross = mk is ModelKind.cross
         args = TrainArgs(
             kind=mk, base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
-            batch_size=batch_size or (8 if cross else 32), lr=lr or (3e-5 if cross else 5e-5), max_length=max_length,
+            batch_size=batch_size or (8 if cross else 32), lr=lr or (3e-5 if cross else 5e-5), max_length=max_length or 128,
             shared=shared, multi_positive=multi_positive,
             hard_negatives=hard_negatives if hard_negatives is not None else (2 if cross else 1),
             sentence_selection=cross if sentence_selection is None else sentence_selection, context=context,
@@ -952,6 +975,8 @@ def train_cmd(
                       f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
 
     _run_guarded(run)
+
+
 def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, max_steps: int, time_budget: Optional[float],
                batch_size: Optional[int], lr: Optional[float], eval_every: int, patience: int, seed: int,
                device: Optional[str], as_json: bool) -> None:
@@ -977,6 +1002,197 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
                   f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
 
 
+def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length, seed, device,
+                 index_dir, data_dir, stage, pretrained, questions, top_k, dense_k, sentences, as_json) -> None:
+    from capr.cases.train import (CaseStage, DistantArgs, PairArgs, TsdaeArgs, corpus_sentences, distant_pairs,
+                                  train_pairs, train_tsdae)
+
+    say = lambda m: err.print(escape(m))  # noqa: E731
+    if max_steps < 1:
+        raise CaprError("--max-steps must be at least 1")
+    if kind == "tsdae":
+        if not source:
+            raise CaprError("capr train tsdae needs a corpus: a file, a folder, or cases:DATA_DIR")
+        args = TsdaeArgs(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
+                         batch_size=batch_size or 8, lr=lr or 3e-5, max_length=max_length or 128,
+                         max_sentences=sentences, seed=seed, device=device)
+        docs = _case_documents(source)
+        sents = corpus_sentences((d.text for d in docs), args.max_sentences, seed)
+        say(f"tsdae: {len(sents):,} sentences from {source}")
+        rep = train_tsdae(sents, out_dir, args, log=say, source=source)
+        summary = {"out": str(out_dir), "steps": rep.steps, "minutes": round(rep.seconds / 60, 2), "stopped": rep.stopped,
+                   "sentences": len(sents), "first_loss": rep.losses[0], "last_loss": float(np.mean(rep.losses[-20:]))}
+    else:
+        try:
+            st = CaseStage(stage)
+        except ValueError:
+            raise CaprError(f"unknown stage {stage!r}; choose pretrain, distant or all") from None
+        pargs = dict(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size or 8,
+                     lr=lr or 2e-5, max_length=max_length or 256, seed=seed, device=device)
+        summary = {"out": str(out_dir)}
+        init = str(pretrained) if pretrained else None
+        if st in (CaseStage.pretrain, CaseStage.all):
+            from capr.cases.data import read_similarity_pairs
+
+            pairs = read_similarity_pairs(data_dir)
+            target = out_dir if st is CaseStage.pretrain else out_dir.with_name(out_dir.name + "-rqe")
+            rep = train_pairs(pairs, target, PairArgs(**pargs), log=say, desc="rqe-pretrain",
+                              card_extra={"data": "rqe/RQE_Train_8588_AMIA2016.xml.gz"})
+            summary["pretrain"] = {"out": str(target), "steps": rep.steps, "minutes": round(rep.seconds / 60, 2),
+                                   "pairs": len(pairs), "stopped": rep.stopped}
+            init = str(target)
+        if st in (CaseStage.distant, CaseStage.all):
+            if not init:
+                raise CaprError("--stage distant needs --pretrained DIR (a cross-encoder from --stage pretrain)")
+            if index_dir is None:
+                raise CaprError("distant supervision needs --index (the case index with TSDAE vectors)")
+            dargs = DistantArgs(k=top_k, dense_k=dense_k, max_questions=questions, seed=seed)
+            pairs, stats = distant_pairs(index_dir, init, data_dir, dargs, log=say)
+            rep = train_pairs(pairs, out_dir, PairArgs(**pargs), init=init, log=say, desc="distant",
+                              card_extra={"distant": stats, "index": str(index_dir)})
+            summary["distant"] = {"steps": rep.steps, "minutes": round(rep.seconds / 60, 2), "pairs": len(pairs),
+                                  "stopped": rep.stopped, **stats}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        out.print(f"[bold]{kind}[/] -> {escape(str(out_dir))}: {escape(json.dumps(summary))}")
+
+
+def _case_documents(source: str):
+    """A corpus spec: cases:DATA_DIR (every local text source, MedQuAD test documents excluded) or a path."""
+    if source.startswith("cases:"):
+        from capr.cases.data import case_corpus
+
+        return case_corpus(source[len("cases:"):])
+    return read_documents(Path(source), Format.auto)
+
+
+# --------------------------------------------------------------------------- cases
+@app.command("case-index")
+def case_index_cmd(
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Index directory (created, or replaced atomically)."),
+    data_dir: Path = typer.Option(Path("../shared/data"), "--data-dir", help="Folder holding the data sets."),
+    extra: List[Path] = typer.Option([], "--add", help="A user corpus (file or folder) indexed too (repeatable)."),
+    max_tokens: int = typer.Option(120, help="Words per passage."),
+    dense: bool = typer.Option(True, "--dense/--no-dense", help="Encode passages (needed by the dense and cross scorers)."),
+    model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
+    max_length: int = typer.Option(256, help="Encoder max tokens."),
+    mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
+) -> None:
+    """Index the local case corpus: MedQuAD answers (test documents excluded), MTSamples notes, PubMedQA
+    abstracts, MedMCQA explanations, plus any --add corpus."""
+
+    def body() -> None:
+        import itertools
+
+        from capr.cases.data import case_corpus
+
+        docs = itertools.chain(case_corpus(data_dir, mtsamples_notes=mtsamples_notes),
+                               *(read_documents(p, Format.auto) for p in extra))
+        args = dict(root=out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
+                    dense=_encoder_config(dense, model, None, "torch", max_length))
+        index, secs = write_documents(args, docs, "indexing the case corpus")
+        _print_write_summary(f"indexed {index.counts['documents']} documents", index, ReadReport(), secs, out_dir)
+
+    _run_guarded(body)
+
+
+def _read_description(text: str) -> str:
+    p = Path(text)
+    if len(text) < 4096 and "\n" not in text and p.is_file():
+        return p.read_text(encoding="utf-8")
+    return text
+
+
+@app.command("cases")
+def cases_cmd(
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
+    description: str = typer.Option(..., "--description", "-d", help="Patient description: text, or a file holding it."),
+    options: List[str] = typer.Option(..., "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="Cross-encoder from `capr train cases` (scorer cross)."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross (default: cross with --model, else dense "
+                                         "when the index has vectors, else bm25)."),
+    dense_k: int = typer.Option(50, "--dense-k", help="Supports per hypothesis kept by the encoder."),
+    cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
+    explain: bool = typer.Option(False, "--explain", help="Show the variants searched and every scored support."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Rank hypotheses for a patient description by their most similar case in the corpus."""
+
+    def body() -> None:
+        from capr.cases import CaseConfig, CasePipeline, CaseScorer
+
+        index = Index.load(index_dir)
+        try:
+            sc = CaseScorer(scorer) if scorer else (CaseScorer.cross if model else CaseScorer.dense if index.has_dense
+                                                     else CaseScorer.bm25)
+        except ValueError:
+            raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
+        cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k)
+        text = _read_description(description)
+        res = CasePipeline(index, cfg).rank(text, [o for o in options])
+        if as_json:
+            sys.stdout.write(json.dumps(res.to_dict(explain), ensure_ascii=False, indent=1) + "\n")
+            return
+        table = Table(title=f"hypotheses · scorer {sc.value}")
+        for col in ("rank", "hypothesis", "score", "found", "supporting case"):
+            table.add_column(col, overflow="fold")
+        for h in res.hypotheses:
+            sup = "(no passage mentions it: scored on its own text)" if h.passage is None else \
+                f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}"
+            table.add_row(str(h.rank), escape(h.hypothesis), f"{h.score:.3f}", f"{h.candidates}" if h.found else "no",
+                          escape(sup))
+        out.print(table)
+        if explain:
+            for h in res.hypotheses:
+                out.print(f"[bold]{escape(h.hypothesis)}[/]: variants {escape(str(h.variants))}")
+                for s in h.supports[:10]:
+                    out.print(f"  {s.passage.pid}  bm25 {s.bm25:.2f}  dense {s.dense if s.dense is None else round(s.dense, 3)}"
+                              f"  cross {s.cross if s.cross is None else round(s.cross, 3)}")
+
+    _run_guarded(body)
+
+
+def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Retriever, reranker: Optional[str],
+                rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool) -> None:
+    from capr.cases import CaseConfig, CasePipeline, CaseScorer
+    from capr.cases.bench import benchmark_questions, evaluate_cases
+
+    if index_dir is None:
+        raise CaprError(f"{benchmark} needs --index (the case index from `capr case-index`)")
+    if reranker and not reranker.startswith("cross:"):
+        raise CaprError(f"{benchmark}: the re-ranker must be cross:DIR, got {reranker!r}")
+    if reranker:
+        sc = CaseScorer.cross
+    elif retriever in (Retriever.bm25, Retriever.dense):
+        sc = CaseScorer(retriever.value)
+    else:
+        raise CaprError(f"{benchmark}: use --retriever bm25 or dense, or --reranker cross:DIR")
+    cfg = CaseConfig(scorer=sc, cross_model=reranker[len("cross:"):] if reranker else None, dense_k=dense_k,
+                     cross_k=min(rerank_depth, dense_k))
+    qs = benchmark_questions(data_dir, benchmark, limit, seed)
+    pipe = CasePipeline(Index.load(index_dir), cfg)
+
+    def progress(items):
+        with _progress(transient=True) as p:
+            task = p.add_task(f"{benchmark} {sc.value}", total=len(items), note="")
+            for item in items:
+                yield item
+                p.advance(task)
+
+    metrics, _ = evaluate_cases(pipe, qs, progress)
+    result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),
+              "limit": limit, "seed": seed, "config": cfg.to_dict(), "metrics": metrics}
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        table = Table(title=f"{benchmark} · {sc.value} ({metrics['questions']} questions)")
+        for m in ("accuracy", "AP", "coverage", "correct_found", "chance"):
+            table.add_column(m, justify="right")
+        table.add_row(*(f"{metrics[m]:.2f}" for m in ("accuracy", "AP", "coverage", "correct_found", "chance")))
+        out.print(table)
+
+
 # --------------------------------------------------------------------------- serve
 @app.command("serve")
 def serve_cmd(
@@ -993,6 +1209,8 @@ def serve_cmd(
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
     milvus_token: Optional[str] = typer.Option(None, "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
+    cases_model: Optional[Path] = typer.Option(None, "--cases-model", help="Cross-encoder from `capr train cases`: POST /cases "
+                                               "runs the similar-case pipeline (index needs vectors); default: lexical baseline."),
 ) -> None:
     """Serve an index over HTTP: JSON API (OpenAPI at /openapi.json) and a search page at /."""
 
@@ -1005,15 +1223,40 @@ def serve_cmd(
         if store is None and uri:
             raise CaprError("--uri is only for --backend milvus")
         config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
-                               rerankers=tuple(reranker))
+                               rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None)
+        if store is not None and cases_model:
+            raise CaprError("--cases-model needs the embedded index (the case pipeline reads its vectors)")
         serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
               store=store)
 
     _run_guarded(body)
 
 
+# Options that take several values after one flag (`--options A B C`); click wants the flag repeated.
+_VARIADIC = ("--options",)
+
+
+def expand_variadic(argv: list[str]) -> list[str]:
+    """`--options A B C` → `--options A --options B --options C` (up to the next token starting with "-")."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        out.append(tok)
+        i += 1
+        if tok in _VARIADIC:
+            first = True
+            while i < len(argv) and (first or not argv[i].startswith("-")):
+                if not first:
+                    out.append(tok)
+                out.append(argv[i])
+                i += 1
+                first = False
+    return out
+
+
 def main() -> None:
-    app()
+    app(args=expand_variadic(sys.argv[1:]), prog_name="capr")
 
 
 if __name__ == "__main__":

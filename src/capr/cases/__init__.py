@@ -1,5 +1,11 @@
-"""Similar-case retrieval: a patient description and candidate hypotheses → ranked hypotheses with support."""
+"""Similar-case retrieval: a patient description and candidate hypotheses → ranked hypotheses with support.
+
+`CasePipeline` is the SIGIR'22 method (lexical mention filter → TSDAE dense top-k → cross-encoder);
+`rank_hypotheses` (baseline.py) is the model-free lexical baseline the service falls back to."""
 
 from capr.cases.baseline import HypothesisScore, rank_hypotheses
+from capr.cases.config import CaseConfig, CaseResult, CaseScorer, HypothesisResult, Support
+from capr.cases.pipeline import CasePipeline, rank_cases
 
-__all__ = ["HypothesisScore", "rank_hypotheses"]
+__all__ = ["CaseConfig", "CasePipeline", "CaseResult", "CaseScorer", "HypothesisResult", "HypothesisScore", "Support",
+           "rank_cases", "rank_hypotheses"]

@@ -378,6 +378,38 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         )
 
     # -- cases ------------------------------------------------------------------------------
+    case_pipes: dict[int, Any] = {}  # one pipeline per index snapshot; the cross-encoder is shared
+
+    def _similar_cases(req: S.CaseRequest, index, t0: float) -> S.CaseResponse:
+        from capr.cases import CaseConfig, CasePipeline, CaseScorer
+
+        pipe = case_pipes.get(id(index))
+        if pipe is None:
+            try:
+                pipe = CasePipeline(index, CaseConfig(scorer=CaseScorer.cross, cross_model=config.cases_model))
+            except QueryError as e:
+                raise ApiError(400, str(e), "index") from None
+            old = next(iter(case_pipes.values()), None)
+            if old is not None:
+                pipe._cross = old._cross
+            case_pipes.clear()
+            case_pipes[id(index)] = pipe
+        res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
+        out = []
+        for h in res.hypotheses:
+            terms = set(index.analyzer(h.hypothesis))
+            sups = [s for s in h.supports if s.cross is not None][: req.k]
+            out.append(S.HypothesisOut(
+                hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
+                passages=[S.SupportOut(pid=s.passage.pid, doc_id=s.passage.doc_id, title=s.passage.title,
+                                       aspect=s.passage.aspect, score=round(float(s.cross), 4), start=s.passage.start,
+                                       end=s.passage.end, text=s.passage.text, highlights=_spans(s.passage, terms, index),
+                                       document_url=_doc_url(s.passage.doc_id))
+                          for s in sups],
+            ))
+        return S.CaseResponse(method="similar-case-cross-encoder", generation=str(index.manifest["generation"]),
+                              took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
+
     @app.post("/cases", response_model=S.CaseResponse, dependencies=read_deps, responses=read_errors, tags=["cases"])
     def cases(req: S.CaseRequest) -> S.CaseResponse:
         """Rank candidate hypotheses for a patient description by the passages that mention them
@@ -391,6 +423,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             index.filter_mask(req.filters)
         except QueryError as e:
             raise ApiError(400, str(e), "filters") from None
+        if config.cases_model:
+            return _similar_cases(req, index, t0)
         ranked = rank_hypotheses(index, req.description, req.hypotheses, k=req.k, filters=req.filters or None)
         out = []
         for h in ranked:

@@ -28,6 +28,8 @@ class ServiceConfig:
     rerank_depth: int = 50  # candidates passed to a re-ranker
     watch_index: bool = True  # pick up generations committed by other processes (capr add, other workers)
     write_wait_s: float = 30.0  # how long a write waits for another process's writer before 503
+    cases_model: str | None = None  # cross-encoder from `capr train cases`: POST /cases runs the similar-case
+    # pipeline (needs an index with vectors); None keeps the lexical baseline
 
     def __post_init__(self) -> None:
         if self.max_body_bytes <= 0:

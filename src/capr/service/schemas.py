@@ -179,7 +179,7 @@ class CaseRequest(_Strict):
         description="Patient description.", examples=["62-year-old with exertional dyspnoea, orthopnoea and ankle oedema"])
     hypotheses: list[Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_valid_text)]] = Field(
         min_length=1, max_length=20, examples=[["heart failure", "asthma", "pneumonia"]])
-    k: Count = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (the score is their mean BM25).")
+    k: Count = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (baseline: the score is their mean BM25; similar-case pipeline: the best cross-encoder scores).")
     filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED)
 
     @model_validator(mode="after")
@@ -208,7 +208,7 @@ class SupportOut(BaseModel):
 class HypothesisOut(BaseModel):
     hypothesis: str
     rank: int
-    score: float = Field(description="Mean BM25 of the top-k supporting passages (missing ones count 0).")
+    score: float = Field(description="Baseline: mean BM25 of the top-k supporting passages (missing ones count 0); similar-case pipeline: the cross-encoder score of the best supporting case.")
     candidates: int = Field(description="Live passages holding every term of the hypothesis.")
     passages: list[SupportOut]
 

@@ -1,0 +1,99 @@
+"""Multiple-choice evaluation of the similar-case pipeline: accuracy (argmax option) and the paper's ranking
+view, average precision over all (question, option) pairs ranked by score."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from capr.cases.data import MCQuestion, QuestionSet, load_questions, subsample
+from capr.cases.pipeline import CasePipeline
+
+
+class CaseBenchmark(str, Enum):
+    medqa_dev = "medqa-dev"  # the fixed held-out part of MedQA-USMLE dev (never trained or tuned on)
+    headqa = "headqa"  # HEAD-QA English test
+    medmcqa_dev = "medmcqa-dev"  # MedMCQA dev; each question's own explanation is excluded from its support
+
+
+BENCHMARK_QUESTIONS = {
+    CaseBenchmark.medqa_dev: QuestionSet.medqa_heldout,
+    CaseBenchmark.headqa: QuestionSet.headqa_test,
+    CaseBenchmark.medmcqa_dev: QuestionSet.medmcqa_dev,
+}
+
+
+def benchmark_questions(data_dir: str | Path, benchmark: CaseBenchmark | str, limit: int | None = None,
+                        seed: int = 0) -> list[MCQuestion]:
+    return subsample(load_questions(data_dir, BENCHMARK_QUESTIONS[CaseBenchmark(benchmark)]), limit, seed)
+
+
+def average_precision(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """AP of one ranking by score; tied scores are ranked pessimistically (non-relevant first), so a scorer
+    that gives everything the same score cannot look good."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    if not y.any():
+        return 0.0
+    order = np.lexsort((y, -s))  # within a tie, False (non-relevant) first
+    hits = np.cumsum(y[order])
+    prec = hits / np.arange(1, len(order) + 1)
+    return float(prec[y[order]].mean())
+
+
+@dataclass
+class QuestionOutcome:
+    qid: str
+    scores: list[float]  # per option, in option order
+    answer: int
+    found: list[bool]
+
+    @property
+    def credit(self) -> float:
+        """1 if the correct option alone scores best; 1/t when it ties with t-1 others (random tie-break)."""
+        s = np.asarray(self.scores)
+        top = s.max()
+        if s[self.answer] < top:
+            return 0.0
+        return 1.0 / int((s == top).sum())
+
+
+def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
+                   progress: Callable[[Iterable], Iterable] | None = None) -> tuple[dict[str, float], list[QuestionOutcome]]:
+    questions = list(questions)
+    t0 = time.time()
+    outcomes: list[QuestionOutcome] = []
+    for q in (progress(questions) if progress else questions):
+        res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs)
+        # rank() keeps input order in ties; map results back to option positions (options may repeat)
+        pos: dict[str, list[int]] = {}
+        for i, o in enumerate(q.options):
+            pos.setdefault(o, []).append(i)
+        scores = [0.0] * len(q.options)
+        found = [False] * len(q.options)
+        for h in res.hypotheses:
+            i = pos[h.hypothesis].pop(0)
+            scores[i], found[i] = float(h.score), h.found
+        outcomes.append(QuestionOutcome(q.qid, scores, q.answer, found))
+    flat_s = [s for o in outcomes for s in o.scores]
+    flat_y = [i == o.answer for o in outcomes for i in range(len(o.scores))]
+    n_opt = sum(len(o.scores) for o in outcomes)
+    metrics = {
+        "accuracy": 100 * float(np.mean([o.credit for o in outcomes])) if outcomes else 0.0,
+        "AP": 100 * average_precision(flat_s, flat_y) if outcomes else 0.0,
+        "coverage": 100 * sum(sum(o.found) for o in outcomes) / max(1, n_opt),
+        "correct_found": 100 * float(np.mean([o.found[o.answer] for o in outcomes])) if outcomes else 0.0,
+        "chance": 100 * float(np.mean([1 / len(o.scores) for o in outcomes])) if outcomes else 0.0,
+        "questions": len(outcomes),
+        "seconds": round(time.time() - t0, 1),
+    }
+    return metrics, outcomes
+
+
+__all__ = ["BENCHMARK_QUESTIONS", "CaseBenchmark", "QuestionOutcome", "average_precision", "benchmark_questions",
+           "evaluate_cases"]

@@ -1,0 +1,106 @@
+"""Settings and result records of the similar-case pipeline (Alghanmi, Espinosa-Anke, Schockaert, SIGIR'22)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from capr.errors import QueryError
+from capr.records import Passage
+
+
+class CaseScorer(str, Enum):
+    """What scores (description, passage) pairs in step 3.
+
+    bm25: the lexical score of step 1 (no model); dense: the cosine of step 2; cross: a cross-encoder over
+    the dense top-k (the paper's method)."""
+
+    bm25 = "bm25"
+    dense = "dense"
+    cross = "cross"
+
+
+@dataclass(slots=True)
+class CaseConfig:
+    scorer: CaseScorer = CaseScorer.cross
+    cross_model: str | None = None  # a folder written by `capr train cases` (or any CrossEncoder folder)
+    lexical_k: int = 1000  # step 1: passages mentioning H, best BM25 for the description first
+    max_checked: int = 3000  # phrase checks per hypothesis (candidates hold every term, nearly all pass)
+    dense_k: int = 50  # step 2: kept by cosine to the description
+    cross_k: int = 50  # step 3: of those, scored by the cross-encoder (lower on CPU to trade accuracy for time)
+    cross_batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        self.scorer = CaseScorer(self.scorer)
+        for name in ("lexical_k", "max_checked", "dense_k", "cross_k"):
+            if getattr(self, name) < 1:
+                raise QueryError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.scorer is CaseScorer.cross and not self.cross_model:
+            raise QueryError("the cross scorer needs a cross-encoder model folder (cross_model / --model)")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["scorer"] = self.scorer.value
+        return d
+
+
+@dataclass(slots=True)
+class Support:
+    """One candidate case for a hypothesis, with the score of each stage it reached."""
+
+    row: int
+    passage: Passage
+    bm25: float
+    dense: float | None = None
+    cross: float | None = None
+
+
+@dataclass(slots=True)
+class HypothesisResult:
+    hypothesis: str
+    score: float
+    rank: int = 0
+    found: bool = False  # some passage mentions the hypothesis; if not, C_H is the hypothesis itself
+    passage: Passage | None = None  # C_H, the supporting case
+    candidates: int = 0  # passages that mention the hypothesis (capped at lexical_k)
+    variants: list[str] = field(default_factory=list)  # the surface forms searched
+    supports: list[Support] = field(default_factory=list)  # what step 3 saw, best first (for --explain)
+
+    @property
+    def support_text(self) -> str:
+        return self.passage.text if self.passage is not None else self.hypothesis
+
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "hypothesis": self.hypothesis, "rank": self.rank, "score": round(float(self.score), 4),
+            "found": self.found, "candidates": self.candidates,
+            "support": None if self.passage is None else {
+                "pid": self.passage.pid, "doc_id": self.passage.doc_id, "title": self.passage.title,
+                "aspect": self.passage.aspect, "text": self.passage.text,
+            },
+        }
+        if explain:
+            d["variants"] = self.variants
+            d["supports"] = [{"pid": s.passage.pid, "bm25": round(s.bm25, 4),
+                              "dense": None if s.dense is None else round(s.dense, 4),
+                              "cross": None if s.cross is None else round(s.cross, 4)} for s in self.supports]
+        return d
+
+
+@dataclass(slots=True)
+class CaseResult:
+    description: str
+    hypotheses: list[HypothesisResult]  # ranked, best first
+    scorer: str
+
+    @property
+    def answer(self) -> HypothesisResult:
+        return self.hypotheses[0]
+
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        return {"scorer": self.scorer, "answer": self.answer.hypothesis,
+                "hypotheses": [h.to_dict(explain) for h in self.hypotheses]}
+
+
+__all__ = ["CaseConfig", "CaseResult", "CaseScorer", "HypothesisResult", "Support"]

@@ -1,0 +1,212 @@
+"""Multiple-choice questions (MedQA-USMLE, HEAD-QA, MedMCQA), similarity pairs (RQE, MEDIQA 2019 Task 2)
+and the local case corpus, read straight from ``../shared/data``.
+
+The MedQA dev split (1,272 questions; the official test split is not here) is cut once into a training part
+and a fixed held-out part by a seeded hash of the question text: ``medqa_part(q) == "heldout"`` for
+MEDQA_HELDOUT_SHARE of it. Held-out questions are never used to train or to select a model."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import xml.etree.ElementTree as ET
+import zipfile
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Iterator
+
+from capr.errors import BadInputError, CaprError
+from capr.records import Document
+
+MEDQA_FILE = "medqa_usmle/US_4_options_phrases_no_exclude_dev.jsonl.gz"
+MEDQA_SPLIT_SALT = "capr-cases-medqa-v1"
+MEDQA_HELDOUT_SHARE = 0.4  # ~509 of 1,272 questions
+HEADQA_ZIP = "headqa_en/HEAD_EN.zip"
+MEDMCQA_FILE = "medmcqa_dev/dev.jsonl.gz"
+
+
+class QuestionSet(str, Enum):
+    medqa_train = "medqa-train"  # the part of MedQA dev used for training
+    medqa_heldout = "medqa-heldout"  # fixed, for tuning and reporting
+    headqa_train = "headqa-train"
+    headqa_dev = "headqa-dev"
+    headqa_test = "headqa-test"
+    medmcqa_dev = "medmcqa-dev"
+
+
+@dataclass(slots=True)
+class MCQuestion:
+    qid: str
+    description: str
+    options: list[str]
+    answer: int  # index into options
+    source: str
+    exclude_docs: tuple[str, ...] = ()  # corpus documents written for this question (its own explanation)
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        raise CaprError(f"{path}: not found (benchmark data lives in ../shared/data; see --data-dir)")
+    return path
+
+
+def medqa_part(question: str) -> str:
+    h = int.from_bytes(hashlib.sha1(f"{MEDQA_SPLIT_SALT}:{question}".encode()).digest()[:8], "big")
+    return "heldout" if h / 2**64 < MEDQA_HELDOUT_SHARE else "train"
+
+
+def read_medqa(data_dir: str | Path, part: str | None = None) -> list[MCQuestion]:
+    """MedQA-USMLE dev, 4 options; ``part``: None (all), "train" or "heldout"."""
+    path = _need(Path(data_dir) / MEDQA_FILE)
+    out = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                keys = sorted(r["options"])
+                q = MCQuestion(f"medqa-{i}", r["question"], [r["options"][k] for k in keys], keys.index(r["answer_idx"]), "medqa")
+            except (ValueError, KeyError) as e:
+                raise BadInputError(f"{path}:{i + 1}", f"not a MedQA record ({type(e).__name__}: {e})") from None
+            if part is None or medqa_part(q.description) == part:
+                out.append(q)
+    return out
+
+
+def read_headqa(data_dir: str | Path, split: str = "test", category: str | None = None) -> list[MCQuestion]:
+    """HEAD-QA (English) ``split`` in train | dev | test; ``category`` e.g. "medicine" (None: all six)."""
+    if split not in ("train", "dev", "test"):
+        raise CaprError(f"unknown HEAD-QA split {split!r}; choose train, dev or test")
+    path = _need(Path(data_dir) / HEADQA_ZIP)
+    with zipfile.ZipFile(path) as z:
+        data = json.loads(z.read(f"HEAD_EN/{split}_HEAD_EN.json"))
+    out = []
+    for exam_name, exam in sorted(data["exams"].items()):
+        if category and exam.get("category") != category:
+            continue
+        for r in exam["data"]:
+            if r.get("image"):  # the image is not in the data; the question cannot be read without it
+                continue
+            answers = sorted(r["answers"], key=lambda a: int(a["aid"]))
+            aids = [int(a["aid"]) for a in answers]
+            out.append(MCQuestion(f"headqa-{exam_name}-{r['qid']}", r["qtext"], [a["atext"] for a in answers],
+                                  aids.index(int(r["ra"])), f"headqa-{exam.get('category')}"))
+    return out
+
+
+def medmcqa_doc_id(qid: str) -> str:
+    return f"medmcqa-exp:{qid}"
+
+
+def read_medmcqa(data_dir: str | Path) -> list[MCQuestion]:
+    path = _need(Path(data_dir) / MEDMCQA_FILE)
+    out = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            out.append(MCQuestion(f"medmcqa-{r['id']}", r["question"], [r["opa"], r["opb"], r["opc"], r["opd"]],
+                                  int(r["cop"]) - 1, "medmcqa", (medmcqa_doc_id(r["id"]),)))
+    return out
+
+
+def load_questions(data_dir: str | Path, which: QuestionSet | str) -> list[MCQuestion]:
+    which = QuestionSet(which)
+    if which is QuestionSet.medqa_train:
+        return read_medqa(data_dir, "train")
+    if which is QuestionSet.medqa_heldout:
+        return read_medqa(data_dir, "heldout")
+    if which is QuestionSet.medmcqa_dev:
+        return read_medmcqa(data_dir)
+    return read_headqa(data_dir, which.value.split("-")[1])
+
+
+def subsample(questions: list[MCQuestion], n: int | None, seed: int) -> list[MCQuestion]:
+    """A fixed random subset (same n and seed: same questions), in file order."""
+    if n is None or n >= len(questions):
+        return list(questions)
+    keep = sorted(random.Random(seed).sample(range(len(questions)), n))
+    return [questions[i] for i in keep]
+
+
+# --------------------------------------------------------------------------- similarity pairs
+def _rqe_pairs(path: Path) -> Iterator[tuple[str, str, float]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        root = ET.parse(fh).getroot()
+    for pair in root.iter("pair"):
+        chq, faq = pair.findtext("chq"), pair.findtext("faq")
+        value = (pair.get("value") or "").strip().lower()
+        if chq and faq and value in ("true", "false"):
+            yield " ".join(chq.split()), " ".join(faq.split()), float(value == "true")
+
+
+def read_similarity_pairs(data_dir: str | Path) -> list[tuple[str, str, float]]:
+    """RQE training pairs (AMIA 2016, 8,588) + MEDIQA 2019 Task 2 validation pairs when present; the RQE
+    test files are left out (they are evaluation data)."""
+    d = Path(data_dir)
+    out = list(_rqe_pairs(_need(d / "rqe" / "RQE_Train_8588_AMIA2016.xml.gz")))
+    for extra in sorted((d / "mediqa2019" / "Task2_RQE").glob("*Valid*.xml")) if (d / "mediqa2019" / "Task2_RQE").exists() else []:
+        out += list(_rqe_pairs(extra))
+    return out
+
+
+# --------------------------------------------------------------------------- corpus
+def case_corpus(data_dir: str | Path, include: tuple[str, ...] = ("medquad", "mtsamples", "pubmedqa", "medmcqa"),
+                mtsamples_notes: int | None = None) -> Iterator[Document]:
+    """See :func:`_case_corpus`; a document id seen before (MedQuAD repeats a few) is skipped.
+    ``mtsamples_notes``: only the first N MTSamples notes in file order (encoding them all takes most of an hour
+    on a shared 2-core CPU)."""
+    seen: set[str] = set()
+    n_mts = 0
+    for doc in _case_corpus(data_dir, include):
+        if doc.metadata.get("_src") == "mtsamples":
+            n_mts += 1
+            if mtsamples_notes is not None and n_mts > mtsamples_notes:
+                continue
+        doc.metadata.pop("_src", None)
+        if doc.doc_id not in seen:
+            seen.add(doc.doc_id)
+            yield doc
+
+
+def _case_corpus(data_dir: str | Path, include: tuple[str, ...]) -> Iterator[Document]:
+    """Every local text source as documents: MedQuAD answers (minus the medquad-cdv test documents, which must
+    stay unseen by anything trained), MTSamples notes, PubMedQA abstracts and MedMCQA explanations (one
+    document per question, ``medmcqa-exp:ID``, so a question's own explanation can be excluded)."""
+    from capr.corpus import Format, read_documents
+
+    d = Path(data_dir)
+    if "medquad" in include:
+        from capr.labels.splits import exclude_test_documents, medquad_test_exclusion
+
+        docs = read_documents(_need(d / "medquad" / "MedQuAD.tar.gz"), Format.medquad)
+        yield from exclude_test_documents(docs, medquad_test_exclusion(d))
+    if "mtsamples" in include:
+        for doc in read_documents(_need(d / "mtsamples" / "mtsamples.csv.gz"), Format.mtsamples):
+            doc.metadata["_src"] = "mtsamples"
+            yield doc
+    if "pubmedqa" in include:
+        with gzip.open(_need(d / "pubmedqa_labeled_test" / "test_set.json.gz"), "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+        for pmid, r in sorted(data.items()):
+            text = " ".join(r.get("CONTEXTS", [])) + ("\n\n" + r["LONG_ANSWER"] if r.get("LONG_ANSWER") else "")
+            yield Document(f"pubmedqa:{pmid}", r.get("QUESTION", ""), text, {"source": "pubmedqa"})
+    if "medmcqa" in include:
+        with gzip.open(_need(d / MEDMCQA_FILE), "rt", encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                exp = (r.get("exp") or "").strip()
+                if len(exp.split()) >= 8:
+                    yield Document(medmcqa_doc_id(r["id"]), r.get("topic_name") or r.get("subject_name") or "", exp,
+                                   {"source": "medmcqa"})
+
+
+__all__ = ["MCQuestion", "MEDQA_HELDOUT_SHARE", "MEDQA_SPLIT_SALT", "QuestionSet", "case_corpus", "load_questions",
+           "medmcqa_doc_id", "medqa_part", "read_headqa", "read_medmcqa", "read_medqa", "read_similarity_pairs",
+           "subsample"]

@@ -1,0 +1,169 @@
+"""The similar-case pipeline (Alghanmi, Espinosa-Anke, Schockaert, SIGIR'22).
+
+For a patient description D and hypotheses H1..Hm, per hypothesis:
+1. the passages that mention H (normalized, abbreviations, simple variants), best BM25 for D first, up to
+   ``lexical_k`` (1,000);
+2. of those, the ``dense_k`` (50) closest to D with the index's encoder (TSDAE-adapted: `capr train tsdae`);
+3. a cross-encoder scores (D, passage) for the best ``cross_k`` of them; C_H is the best passage and its score
+   the hypothesis' score. A hypothesis no passage mentions is scored against its own text (C_H = H).
+4. The answer is the best-scoring hypothesis.
+
+The bm25 and dense scorers stop after step 1 and 2 and score with those stages (the paper's ablation rows)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import numpy as np
+
+from capr.cases.config import CaseConfig, CaseResult, CaseScorer, HypothesisResult, Support
+from capr.cases.mentions import candidate_rows, hypothesis_variants, mention_regex
+from capr.errors import QueryError
+
+if TYPE_CHECKING:
+    from capr.index.index import Index
+
+
+def _check_input(description: str, hypotheses: Sequence[str]) -> None:
+    if not isinstance(description, str) or not description.strip():
+        raise QueryError("empty patient description: give the case as text or a file")
+    if not hypotheses:
+        raise QueryError("no hypotheses: give at least one option (e.g. --options \"asthma\" \"heart failure\")")
+    for i, h in enumerate(hypotheses):
+        if not isinstance(h, str) or not h.strip():
+            raise QueryError(f"hypothesis {i + 1} is empty")
+
+
+class CasePipeline:
+    """Ranks hypotheses for patient descriptions over one index (built with `--dense` for the dense and
+    cross scorers). Load once, call :meth:`rank` many times; the cross-encoder loads lazily."""
+
+    def __init__(self, index: "Index", config: CaseConfig | None = None) -> None:
+        self.index = index
+        self.config = config or CaseConfig(scorer=CaseScorer.bm25)
+        if self.config.scorer is not CaseScorer.bm25 and not index.has_dense:
+            raise QueryError(f"{index.root}: the {self.config.scorer.value} scorer needs passage vectors; build the "
+                             "index with `capr index ... --dense --model TSDAE_DIR`")
+        self._cross = None
+
+    # -- models -----------------------------------------------------------------------------
+    def cross(self):
+        if self._cross is None:
+            from capr.retrieve.rerank import CrossReranker
+
+            self._cross = CrossReranker(self.config.cross_model, batch_size=self.config.cross_batch_size)
+        return self._cross
+
+    # -- steps ------------------------------------------------------------------------------
+    def mentions(self, hypothesis: str, base_scores: np.ndarray, allowed: np.ndarray,
+                 exclude_docs: set[str]) -> tuple[list[str], list[Support]]:
+        """Step 1: passages mentioning the hypothesis, best BM25 for the description first."""
+        cfg = self.config
+        variants = hypothesis_variants(hypothesis)
+        if not variants or self.index.matrix is None:
+            return variants, []
+        rows = candidate_rows(self.index, variants, allowed)
+        if not len(rows):
+            return variants, []
+        scores = base_scores[rows]
+        order = np.lexsort((rows, -scores))[: cfg.max_checked]
+        pattern = mention_regex(variants)
+        out: list[Support] = []
+        for j in order:
+            p = self.index.passage(int(rows[j]))
+            if p.doc_id in exclude_docs or not pattern.search(p.text):
+                continue
+            out.append(Support(row=int(rows[j]), passage=p, bm25=float(scores[j])))
+            if len(out) >= cfg.lexical_k:
+                break
+        return variants, out
+
+    def rank(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
+             exclude_docs: Iterable[str] = ()) -> CaseResult:
+        """Hypotheses ranked by their best supporting case. ``exclude_docs``: documents that must not serve
+        as support (e.g. the explanation written for the very question being answered)."""
+        _check_input(description, hypotheses)
+        cfg, index = self.config, self.index
+        excluded = set(exclude_docs)
+        mask = index.filter_mask(filters)
+        allowed = index.live if mask is None else (index.live & mask)
+        if index.matrix is not None:
+            from capr.index.index import Retriever
+
+            base = index.scorer(Retriever.bm25).scores(index.analyzer(description))
+        else:
+            base = np.zeros(len(index), dtype=np.float32)
+        qvec = index.encode_query(description) if cfg.scorer is not CaseScorer.bm25 else None
+        results: list[HypothesisResult] = []
+        for hyp in hypotheses:
+            variants, sups = self.mentions(hyp, base, allowed, excluded)
+            res = HypothesisResult(hypothesis=hyp, score=0.0, found=bool(sups), candidates=len(sups), variants=variants)
+            if qvec is not None and sups:
+                dense = index.dense_candidate_scores(qvec, np.array([s.row for s in sups], dtype=np.int64))
+                for s, d in zip(sups, dense):
+                    s.dense = float(d)
+                sups.sort(key=lambda s: (-s.dense, s.row))
+                sups = sups[: cfg.dense_k]
+            res.supports = sups
+            results.append(res)
+        self._score(description, results, qvec)
+        order = sorted(range(len(results)), key=lambda i: (-results[i].score, i))
+        ranked = [results[i] for i in order]
+        for r, res in enumerate(ranked, 1):
+            res.rank = r
+        return CaseResult(description=description, hypotheses=ranked, scorer=cfg.scorer.value)
+
+    def _score(self, description: str, results: list[HypothesisResult], qvec: np.ndarray | None) -> None:
+        cfg = self.config
+        if cfg.scorer is CaseScorer.bm25:
+            # an unmentioned hypothesis has no support at all: below every supported one
+            for res in results:
+                if res.supports:
+                    best = max(res.supports, key=lambda s: (s.bm25, -s.row))
+                    res.score, res.passage = best.bm25, best.passage
+                    res.supports.sort(key=lambda s: (-s.bm25, s.row))
+            return
+        if cfg.scorer is CaseScorer.dense:
+            missing = [r for r in results if not r.supports]
+            if missing:  # C_H = H: the description against the hypothesis' own text
+                hv = self.index.encoder().encode_passages([r.hypothesis for r in missing])
+                for r, v in zip(missing, hv):
+                    r.score = float(v @ qvec)
+            for res in results:
+                if res.supports:
+                    res.score, res.passage = float(res.supports[0].dense), res.supports[0].passage
+            return
+        # cross: one batch for every (description, candidate) pair of this question
+        texts: list[str] = []
+        owners: list[tuple[HypothesisResult, Support | None]] = []
+        for res in results:
+            if res.supports:
+                for s in res.supports[: cfg.cross_k]:
+                    texts.append(s.passage.text)
+                    owners.append((res, s))
+            else:
+                texts.append(res.hypothesis)
+                owners.append((res, None))
+        scores = self.cross().score(description, texts)
+        for res in results:
+            res.score = float("-inf")
+        for (res, s), sc in zip(owners, scores):
+            sc = float(sc)
+            if s is not None:
+                s.cross = sc
+            if sc > res.score:
+                res.score, res.passage = sc, (s.passage if s is not None else None)
+        for res in results:
+            if res.supports:
+                head = [s for s in res.supports if s.cross is not None]
+                head.sort(key=lambda s: (-s.cross, s.row))
+                res.supports = head + [s for s in res.supports if s.cross is None]
+
+
+def rank_cases(index: "Index", description: str, hypotheses: Sequence[str], config: CaseConfig | None = None,
+               filters: dict[str, Any] | None = None) -> CaseResult:
+    """One-shot convenience over :class:`CasePipeline`."""
+    return CasePipeline(index, config).rank(description, hypotheses, filters=filters)
+
+
+__all__ = ["CasePipeline", "rank_cases"]

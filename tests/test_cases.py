@@ -1,0 +1,214 @@
+"""Similar-case retrieval (issue 5): mention variants, the pipeline on a planted corpus with the real MiniLM
+encoder and a really trained tiny cross-encoder, bad input, benchmark loaders on the real files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from capr.cases import CaseConfig, CasePipeline, CaseScorer
+from capr.cases.bench import QuestionOutcome, average_precision, evaluate_cases
+from capr.cases.data import MCQuestion
+from capr.cases.mentions import hypothesis_variants, mention_regex
+from capr.errors import QueryError
+from capr.models.encoder import EncoderConfig
+from capr.records import Document
+
+from conftest import capr_cli, need_data
+
+DESCRIPTION = ("A 19-year-old college student has high fever, a severe headache, a stiff neck and pain when looking "
+               "at bright light since this morning; there are purple non-blanching spots on both legs.")
+
+# "meningitis" is mentioned once, in a case like the description; "migraine" is mentioned often, in passages
+# about headache. The similar case is the only support the right hypothesis has.
+PLANTED = [
+    Document("case_men", "ED note", "An 18-year-old student arrived with high fever, intense headache, neck stiffness "
+             "and photophobia; a purpuric rash covered the legs. Lumbar puncture confirmed bacterial meningitis and "
+             "ceftriaxone was started."),
+    Document("mig_1", "Migraine", "Migraine is a headache disorder with throbbing pain on one side of the head. "
+             "A migraine attack may come with nausea. Triptans abort a migraine."),
+    Document("mig_2", "Migraine triggers", "Triggers of migraine include stress, missed meals, red wine and poor "
+             "sleep; keeping a headache diary helps people with migraine."),
+    Document("mig_3", "Migraine in students", "Students with migraine often report a severe headache during exams; "
+             "a migraine can last from four hours to three days."),
+    Document("asthma_1", "Asthma", "Asthma causes wheeze, cough and chest tightness, worse at night and with exercise. "
+             "Inhaled corticosteroids control asthma."),
+    Document("gout_1", "Gout case", "A 55-year-old man woke with a hot, swollen, exquisitely painful big toe after a "
+             "night of beer and steak; joint aspiration showed urate crystals, consistent with gout."),
+    Document("appy_1", "Appendicitis case", "A 12-year-old boy had periumbilical pain that moved to the right lower "
+             "quadrant with fever and vomiting; ultrasound showed a dilated appendix: acute appendicitis."),
+    Document("dvt_1", "DVT case", "After a long flight a 40-year-old woman developed a swollen, tender left calf; "
+             "ultrasound showed deep vein thrombosis and anticoagulation was started."),
+]
+
+# Tiny distant supervision for the cross-encoder: descriptions paired with the planted case they paraphrase
+# (label 1) and with the other cases (label 0). Meningitis is not among them.
+TRAIN_DESCRIPTIONS = {
+    "gout_1": "middle-aged man with sudden painful red swollen great toe overnight after drinking alcohol",
+    "appy_1": "child with belly pain moving to the right lower abdomen, fever and vomiting",
+    "dvt_1": "woman with a painful swollen calf after a long-haul flight",
+    "asthma_1": "young person with wheezing, night cough and tight chest when exercising",
+}
+
+
+@pytest.fixture(scope="module")
+def planted_index(tmp_path_factory):
+    import capr
+
+    root = tmp_path_factory.mktemp("cases") / "idx"
+    return capr.build_index(PLANTED, root, dense=EncoderConfig(model="minilm", max_length=128))
+
+
+@pytest.fixture(scope="module")
+def tiny_cross(tmp_path_factory):
+    from capr.cases.train import PairArgs, train_pairs
+
+    texts = {d.doc_id: d.text for d in PLANTED}
+    pairs = []
+    for doc_id, desc in TRAIN_DESCRIPTIONS.items():
+        for other, text in texts.items():
+            if other in TRAIN_DESCRIPTIONS or other.startswith("mig"):
+                pairs.append((desc, text, float(other == doc_id)))
+    out = tmp_path_factory.mktemp("cases") / "ce"
+    rep = train_pairs(pairs, out, PairArgs(max_steps=30, batch_size=8, lr=1e-4, max_length=96), progress=False)
+    return out, rep
+
+
+def test_variants_cover_abbreviations_parentheses_and_number():
+    v = hypothesis_variants("Chronic kidney disease (CKD).")
+    assert v[0] == "chronic kidney disease (ckd)" and "chronic kidney disease" in v and "ckd" in v
+    assert "myocardial infarction" in hypothesis_variants("MI")
+    assert "kidney stones" in hypothesis_variants("Kidney stone") and "kidney stone" in hypothesis_variants("kidney stones")
+    pat = mention_regex(hypothesis_variants("non-Hodgkin lymphoma"))
+    assert pat.search("a case of Non Hodgkin\nlymphoma") and not pat.search("hodgkin lymphoma alone")
+
+
+def test_pipeline_picks_the_hypothesis_supported_by_a_similar_case(planted_index, tiny_cross):
+    ce_dir, rep = tiny_cross
+    assert np.mean(rep.losses[-5:]) < np.mean(rep.losses[:5])  # the cross-encoder really learned something
+    card = json.loads((ce_dir / "capr.json").read_text())
+    assert card["kind"] == "cross" and card["steps"] == 30 and card["loss"] == "binary cross-entropy"
+    for cfg in (CaseConfig(scorer=CaseScorer.dense), CaseConfig(scorer=CaseScorer.cross, cross_model=str(ce_dir))):
+        res = CasePipeline(planted_index, cfg).rank(DESCRIPTION, ["Migraine", "Meningitis", "Kawasaki disease"])
+        top = res.answer
+        assert top.hypothesis == "Meningitis", (cfg.scorer, [(h.hypothesis, h.score) for h in res.hypotheses])
+        assert top.found and top.passage.doc_id == "case_men" and top.candidates == 1
+        mig = next(h for h in res.hypotheses if h.hypothesis == "Migraine")
+        assert mig.found and mig.candidates == 3 and mig.passage.doc_id.startswith("mig")
+        kaw = next(h for h in res.hypotheses if h.hypothesis == "Kawasaki disease")
+        assert not kaw.found and kaw.passage is None and kaw.support_text == "Kawasaki disease"  # C_H = H
+        assert [h.rank for h in res.hypotheses] == [1, 2, 3]
+
+
+def test_excluded_documents_never_support(planted_index):
+    pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
+    res = pipe.rank(DESCRIPTION, ["meningitis"], exclude_docs=["case_men"])
+    assert not res.answer.found and res.answer.score == 0.0
+    assert pipe.rank(DESCRIPTION, ["meningitis"]).answer.found
+
+
+def test_bad_input_gives_clear_errors(planted_index, tmp_path):
+    pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
+    with pytest.raises(QueryError, match="empty patient description"):
+        pipe.rank("   ", ["asthma"])
+    with pytest.raises(QueryError, match="no hypotheses"):
+        pipe.rank(DESCRIPTION, [])
+    with pytest.raises(QueryError, match="hypothesis 2 is empty"):
+        pipe.rank(DESCRIPTION, ["asthma", " "])
+    with pytest.raises(QueryError, match="cross-encoder model folder"):
+        CaseConfig(scorer=CaseScorer.cross)
+    with pytest.raises(QueryError, match="dense_k"):
+        CaseConfig(scorer=CaseScorer.bm25, dense_k=0)
+    proc = capr_cli("cases", "--index", str(planted_index.root), "--description", "", "--options", "asthma", check=False)
+    assert proc.returncode == 2 and "empty patient description" in proc.stderr
+    proc = capr_cli("cases", "--index", str(planted_index.root), "--description", DESCRIPTION, check=False)
+    assert proc.returncode == 2 and "--options" in proc.stderr
+    proc = capr_cli("cases", "--index", str(planted_index.root), "--description", DESCRIPTION, "--options", "x",
+                    "--scorer", "psychic", check=False)
+    assert proc.returncode == 2 and "unknown scorer" in proc.stderr
+
+
+def test_cli_ranks_and_explains(planted_index, tmp_path):
+    desc = tmp_path / "case.txt"
+    desc.write_text(DESCRIPTION)
+    proc = capr_cli("cases", "--index", str(planted_index.root), "--description", str(desc), "--options", "migraine",
+                    "meningitis", "--scorer", "bm25", "--json", "--explain")
+    data = json.loads(proc.stdout)
+    assert data["scorer"] == "bm25" and len(data["hypotheses"]) == 2
+    men = next(h for h in data["hypotheses"] if h["hypothesis"] == "meningitis")
+    assert men["support"]["doc_id"] == "case_men" and men["variants"][0] == "meningitis" and men["supports"]
+
+
+def test_average_precision_and_tie_credit():
+    assert average_precision([3, 2, 1], [True, False, False]) == 1.0
+    assert average_precision([3, 2, 1], [False, True, False]) == 0.5
+    assert average_precision([1, 1], [True, False]) == 0.5  # ties ranked against the scorer
+    assert QuestionOutcome("q", [1.0, 1.0, 0.0, 0.0], 0, [True] * 4).credit == 0.5
+    assert QuestionOutcome("q", [0.0, 2.0], 0, [True] * 2).credit == 0.0
+
+
+def test_evaluate_cases_on_planted_questions(planted_index):
+    qs = [MCQuestion("q1", DESCRIPTION, ["migraine", "meningitis"], 1, "t"),
+          MCQuestion("q2", "sudden hot swollen big toe after beer", ["gout", "asthma"], 0, "t")]
+    metrics, outcomes = evaluate_cases(CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.dense)), qs)
+    assert metrics["questions"] == 2 and metrics["coverage"] == 100.0 and metrics["chance"] == 50.0
+    assert metrics["accuracy"] == 100.0 and metrics["AP"] == 100.0, outcomes
+
+
+# --------------------------------------------------------------------------- real data
+def test_benchmark_loaders_parse_real_files():
+    from capr.cases.bench import benchmark_questions
+    from capr.cases.data import load_questions, read_similarity_pairs
+
+    data = need_data("medqa_usmle").parent
+    train, held = load_questions(data, "medqa-train"), load_questions(data, "medqa-heldout")
+    assert len(train) + len(held) == 1272 and len(held) == 506  # the fixed held-out part, never trained on
+    assert not {q.description for q in train} & {q.description for q in held}
+    assert all(len(q.options) == 4 and 0 <= q.answer < 4 for q in held)
+    sub = benchmark_questions(data, "medqa-dev", limit=50, seed=0)
+    assert len(sub) == 50 and [q.qid for q in sub] == [q.qid for q in benchmark_questions(data, "medqa-dev", 50, 0)]
+    need_data("headqa_en")
+    test = load_questions(data, "headqa-test")
+    assert len(test) == 2675 and all(q.options[q.answer] for q in test)  # 2,742 minus questions needing an image
+    need_data("medmcqa_dev")
+    mm = load_questions(data, "medmcqa-dev")
+    assert len(mm) == 4183 and all(q.exclude_docs[0].startswith("medmcqa-exp:") for q in mm)
+    need_data("rqe")
+    pairs = read_similarity_pairs(data)
+    assert len(pairs) == 8588 and {p[2] for p in pairs} == {0.0, 1.0}
+
+
+def test_case_corpus_excludes_medquad_test_documents():
+    from capr.cases.data import case_corpus
+    from capr.labels.splits import medquad_test_exclusion
+
+    data = need_data("medquad").parent
+    need_data("medquad_cdv_test")
+    excl = medquad_test_exclusion(data)
+    n = 0
+    for doc in case_corpus(data, include=("medquad",)):
+        assert not excl.is_test(doc)
+        n += 1
+    from capr.corpus import Format, read_documents
+
+    raw = sum(1 for _ in read_documents(data / "medquad" / "MedQuAD.tar.gz", Format.medquad))
+    assert 1000 < n < raw  # test documents were there to drop, and were dropped
+
+
+def test_service_cases_runs_the_pipeline_when_a_model_is_configured(planted_index, tiny_cross):
+    from fastapi.testclient import TestClient
+
+    from capr.service.app import create_app
+    from capr.service.config import ServiceConfig
+
+    ce_dir, _ = tiny_cross
+    with TestClient(create_app(planted_index.root, ServiceConfig(cases_model=str(ce_dir), watch_index=False))) as c:
+        r = c.post("/cases", json={"description": DESCRIPTION, "hypotheses": ["migraine", "meningitis"], "k": 1})
+        assert r.status_code == 200, r.text
+        data = r.json()
+        assert data["method"] == "similar-case-cross-encoder"
+        top = data["hypotheses"][0]
+        assert top["hypothesis"] == "meningitis" and top["passages"][0]["doc_id"] == "case_men"
+        assert c.post("/cases", json={"description": " ", "hypotheses": ["x"]}).status_code == 422
