@@ -8,7 +8,7 @@ import time
 from contextlib import nullcontext
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Any, Iterable, List, Optional
 
 import numpy as np
 import typer
@@ -963,33 +963,12 @@ def train_cmd(
             device=device,
         )
         result = train(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
-        summary = {"out": str(out_dir), "steps_run": result.steps, "kept_step": result.card.get("best_step", result.steps),
-                   "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
-                   "dev_start": result.card.get("dev_start"), "dev_best": result.best,
-                   "first_loss": result.losses[0] if result.losses else None,
-                   "last_loss": float(np.mean(result.losses[-10:])) if result.losses else None}
-        if as_json:
-            print(json.dumps(summary, indent=2))
-        else:
-            out.print(f"[bold]{mk.value}-encoder[/] -> {out_dir}: {summary['steps_run']} steps in {summary['minutes']} min "
-                      f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
+        _print_train_summary(f"{mk.value}-encoder", out_dir, result, as_json)
 
     _run_guarded(run)
 
 
-def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, max_steps: int, time_budget: Optional[float],
-               batch_size: Optional[int], lr: Optional[float], eval_every: int, patience: int, seed: int,
-               device: Optional[str], as_json: bool) -> None:
-    from capr.cdv import CDVArgs, train_cdv
-
-    if max_steps < 1:
-        raise CaprError("--max-steps must be at least 1")
-    from capr.models.encoder import parse_backend
-
-    args = CDVArgs(encoder=encoder, encoder_backend=parse_backend(encoder_backend).value, max_steps=max_steps, time_budget_min=time_budget, batch_docs=batch_size or 16,
-                   lr=lr or 1e-3, eval_every=eval_every if eval_every != 50 else 100, patience=patience, seed=seed,
-                   device=device)
-    result = train_cdv(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+def _print_train_summary(label: str, out_dir: Path, result: Any, as_json: bool) -> None:
     summary = {"out": str(out_dir), "steps_run": result.steps, "kept_step": result.card.get("best_step", result.steps),
                "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
                "dev_start": result.card.get("dev_start"), "dev_best": result.best,
@@ -998,8 +977,24 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        out.print(f"[bold]cdv[/] -> {out_dir}: {summary['steps_run']} steps in {summary['minutes']} min "
+        out.print(f"[bold]{label}[/] -> {out_dir}: {summary['steps_run']} steps in {summary['minutes']} min "
                   f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
+
+
+def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, max_steps: int, time_budget: Optional[float],
+               batch_size: Optional[int], lr: Optional[float], eval_every: int, patience: int, seed: int,
+               device: Optional[str], as_json: bool) -> None:
+    from capr.cdv import CDVArgs, train_cdv
+
+    from capr.models.encoder import parse_backend
+
+    if max_steps < 1:
+        raise CaprError("--max-steps must be at least 1")
+    args = CDVArgs(encoder=encoder, encoder_backend=parse_backend(encoder_backend).value, max_steps=max_steps,
+                   time_budget_min=time_budget, batch_docs=batch_size or 16, lr=lr or 1e-3, eval_every=eval_every if eval_every != 50 else 100, patience=patience, seed=seed,
+                   device=device)
+    result = train_cdv(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+    _print_train_summary("cdv", out_dir, result, as_json)
 
 
 def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length, seed, device,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import time
 import zlib
@@ -26,7 +25,7 @@ from capr.cdv.model import CARD_FILE, CDVModel, CDVNet, _encoder, _pad
 from capr.errors import BadInputError
 from capr.labels.generate import LabeledPassage, read_labels
 from capr.train.models import pick_device
-from capr.train.trainer import _atomic_dir_save, _labels_fingerprint, dev_metrics
+from capr.train.trainer import EarlyStopping, _atomic_dir_save, _labels_fingerprint, dev_metrics, finish_card
 
 
 @dataclass
@@ -198,7 +197,7 @@ def train_cdv(
     t0 = time.time()
     result = CDVTrainResult(out_dir=out_dir, steps=0, seconds=0.0, stopped="max_steps")
     start = evaluate()
-    best, best_step, bad = start, 0, 0
+    stopper = EarlyStopping(start, args.patience)
     if start:
         result.dev.append({"step": 0, **start})
         say(f"dev at start: R@1 {start['R@1']:.2f} MRR {start['MRR']:.2f}")
@@ -211,7 +210,7 @@ def train_cdv(
             "labels_sha1": _labels_fingerprint(labels_path), "train_documents": len(train_docs),
             "dev_documents": len(dev_docs), "train_sentences": sum(len(d.x) for d in prepared),
             "steps": steps, "seconds": round(time.time() - t0, 1), "stopped": result.stopped, "dev_start": start,
-            "dev_best": best, "best_step": best_step, "dev_history": result.dev,
+            "dev_best": stopper.best, "best_step": stopper.best_step, "dev_history": result.dev,
             "loss_history": [round(x, 4) for x in result.losses[:: max(1, len(result.losses) // 200)]],
         }
 
@@ -258,36 +257,27 @@ def train_cdv(
         result.losses.append(value)
         running = value if running is None else 0.9 * running + 0.1 * value
         bar.update(1)
-        bar.set_postfix(loss=f"{running:.4f}", dev=f"{best.get('R@1', float('nan')):.1f}")
+        bar.set_postfix(loss=f"{running:.4f}", dev=f"{stopper.best.get('R@1', float('nan')):.1f}")
         out_of_time = args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60
         if dev_queries and (step % args.eval_every == 0 or step == args.max_steps or out_of_time):
             mt = evaluate()
             result.dev.append({"step": step, **mt})
             say(f"step {step}: loss {running:.4f} dev R@1 {mt['R@1']:.2f} MRR {mt['MRR']:.2f}")
-            if (mt["MRR"], mt["R@1"]) > (best["MRR"], best["R@1"]):
-                best, best_step, bad = mt, step, 0
+            verdict = stopper.update(step, mt)
+            if verdict == "improved":
                 save(step)
-            else:
-                bad += 1
-                if bad >= args.patience:
-                    result.stopped = "early_stopping"
-                    break
+            elif verdict == "stop":
+                result.stopped = "early_stopping"
+                break
         if out_of_time:
             result.stopped = "time_budget"
             break
     bar.close()
-    result.steps, result.seconds, result.best = step, time.time() - t0, best
+    result.steps, result.seconds, result.best = step, time.time() - t0, stopper.best
     if not dev_queries:
         save(step)
     else:
-        c = json.loads((out_dir / CARD_FILE).read_text())
-        c.update({k: v for k, v in card(step).items() if k in ("seconds", "stopped", "dev_history", "loss_history")})
-        c["steps_run"], c["steps"] = step, best_step
-        tmp = out_dir / f".{CARD_FILE}.tmp"
-        tmp.write_text(json.dumps(c, indent=2))
-        os.replace(tmp, out_dir / CARD_FILE)
-        (out_dir / "README.md").write_text(_card_md(c))
-        result.card = c
+        result.card = finish_card(out_dir, card(step), step, stopper.best_step, _card_md)
     return result
 
 

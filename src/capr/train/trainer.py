@@ -54,6 +54,35 @@ def dev_metrics(scores: list[np.ndarray], relevant: list[list[bool]]) -> dict[st
     return {"R@1": 100 * float(np.mean(r1)) if r1 else 0.0, "MRR": 100 * float(np.mean(rr)) if rr else 0.0}
 
 
+class EarlyStopping:
+    """Dev-based checkpoint selection shared by the trainers: a checkpoint is kept when (MRR, R@1) improves on the
+    best so far (the untrained start included); `patience` evaluations without improvement stop training."""
+
+    def __init__(self, start: dict[str, float], patience: int) -> None:
+        self.best, self.best_step, self.bad, self.patience = start, 0, 0, patience
+
+    def update(self, step: int, metrics: dict[str, float]) -> str:
+        """'improved' (save this checkpoint), 'stop' or 'continue'."""
+        if (metrics["MRR"], metrics["R@1"]) > (self.best["MRR"], self.best["R@1"]):
+            self.best, self.best_step, self.bad = metrics, step, 0
+            return "improved"
+        self.bad += 1
+        return "stop" if self.bad >= self.patience else "continue"
+
+
+def finish_card(out_dir: Path, run_card: dict[str, Any], steps_run: int, best_step: int,
+                markdown: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """Rewrite the kept checkpoint's card with the whole run's history (it was written when the checkpoint was)."""
+    c = json.loads((out_dir / CARD_FILE).read_text())
+    c.update({k: v for k, v in run_card.items() if k in ("seconds", "stopped", "dev_history", "loss_history")})
+    c["steps_run"], c["steps"] = steps_run, best_step
+    tmp = out_dir / f".{CARD_FILE}.tmp"
+    tmp.write_text(json.dumps(c, indent=2))
+    os.replace(tmp, out_dir / CARD_FILE)
+    (out_dir / "README.md").write_text(markdown(c))
+    return c
+
+
 def _atomic_dir_save(out_dir: Path, write: Callable[[Path], None]) -> None:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
@@ -167,7 +196,7 @@ def train(
     t0 = time.time()
     result = TrainResult(out_dir=out_dir, steps=0, seconds=0.0, stopped="max_steps")
     start = evaluate()
-    best, best_step, bad_evals = start, 0, 0
+    stopper = EarlyStopping(start, args.patience)
     if start:
         result.dev.append({"step": 0, **start})
         say(f"dev at start: R@1 {start['R@1']:.2f} MRR {start['MRR']:.2f}")
@@ -187,8 +216,8 @@ def train(
             "seconds": round(time.time() - t0, 1),
             "stopped": result.stopped,
             "dev_start": start,
-            "dev_best": best,
-            "best_step": best_step,
+            "dev_best": stopper.best,
+            "best_step": stopper.best_step,
             "dev_history": result.dev,
             "loss_history": [round(x, 4) for x in result.losses[:: max(1, len(result.losses) // 200)]],
         }
@@ -231,20 +260,18 @@ def train(
         running = value if running is None else 0.9 * running + 0.1 * value
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{running:.3f}", dev=f"{best.get('R@1', float('nan')):.1f}")
+            bar.set_postfix(loss=f"{running:.3f}", dev=f"{stopper.best.get('R@1', float('nan')):.1f}")
         out_of_time = args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60
         if dev and (step % args.eval_every == 0 or step == args.max_steps or out_of_time):
             m = evaluate()
             result.dev.append({"step": step, **m})
             say(f"step {step}: loss {running:.4f} dev R@1 {m['R@1']:.2f} MRR {m['MRR']:.2f}")
-            if (m["MRR"], m["R@1"]) > (best["MRR"], best["R@1"]):
-                best, best_step, bad_evals = m, step, 0
+            verdict = stopper.update(step, m)
+            if verdict == "improved":
                 save(step)
-            else:
-                bad_evals += 1
-                if bad_evals >= args.patience:
-                    result.stopped = "early_stopping"
-                    break
+            elif verdict == "stop":
+                result.stopped = "early_stopping"
+                break
         if out_of_time:
             result.stopped = "time_budget"
             break
@@ -252,18 +279,9 @@ def train(
         bar.close()
     result.steps = step
     result.seconds = time.time() - t0
-    result.best = best
+    result.best = stopper.best
     if not dev:
         save(step)
     else:
-        # rewrite the card of the kept checkpoint with the whole run's history
-        c = json.loads((out_dir / CARD_FILE).read_text())
-        c.update({k: v for k, v in card(step).items() if k in ("seconds", "stopped", "dev_history", "loss_history", "steps")})
-        c["steps_run"] = step
-        c["steps"] = best_step
-        tmp = out_dir / f".{CARD_FILE}.tmp"
-        tmp.write_text(json.dumps(c, indent=2))
-        os.replace(tmp, out_dir / CARD_FILE)
-        (out_dir / "README.md").write_text(_model_card_md({**c, "steps": best_step}))
-        result.card = c
+        result.card = finish_card(out_dir, card(step), step, stopper.best_step, _model_card_md)
     return result
