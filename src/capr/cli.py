@@ -51,6 +51,19 @@ def _progress(transient: bool = False) -> Progress:
     )
 
 
+def _item_progress(label: str):
+    """A function that yields the items of a sized sequence, advancing a transient progress bar."""
+
+    def progress(items):
+        with _progress(transient=True) as p:
+            task = p.add_task(label, total=len(items), note="")
+            for item in items:
+                yield item
+                p.advance(task)
+
+    return progress
+
+
 def _run_guarded(fn):
     """Runs a command body; user errors become one clean line, never a traceback."""
     try:
@@ -571,12 +584,7 @@ def eval_cmd(
         if benchmark == "mediqa2019" and qfield is not QueryField.question:
             raise CaprError("mediqa2019 has free-text questions only; use --query-field question")
 
-        def progress(items):
-            with _progress(transient=True) as p:
-                task = p.add_task(f"{benchmark} {proto.value} {retriever.value}", total=len(items), note="")
-                for item in items:
-                    yield item
-                    p.advance(task)
+        progress = _item_progress(f"{benchmark} {proto.value} {retriever.value}")
 
         if boundaries not in ("fixed", "free"):
             raise CaprError(f"unknown --boundaries {boundaries!r}; choose fixed or free")
@@ -1168,12 +1176,7 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
     qs = benchmark_questions(data_dir, benchmark, limit, seed)
     pipe = CasePipeline(Index.load(index_dir), cfg)
 
-    def progress(items):
-        with _progress(transient=True) as p:
-            task = p.add_task(f"{benchmark} {sc.value}", total=len(items), note="")
-            for item in items:
-                yield item
-                p.advance(task)
+    progress = _item_progress(f"{benchmark} {sc.value}")
 
     metrics, _ = evaluate_cases(pipe, qs, progress)
     result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),

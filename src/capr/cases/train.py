@@ -137,6 +137,18 @@ def delete_noise(text: str, ratio: float, rng: random.Random) -> str:
     return " ".join(kept or [rng.choice(words)]) if words else text
 
 
+
+def _after_step(what: str, step: int, value: float, losses: list[float], bar: Any, budget_min: float | None,
+                t0: float) -> bool:
+    """Divergence check, loss history and progress bar after a step; True when the time budget is spent."""
+    if not math.isfinite(value):
+        raise CaprError(f"{what} diverged at step {step} (loss {value}); lower --lr")
+    losses.append(value)
+    if bar is not None:
+        bar.update(1)
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+    return budget_min is not None and time.time() - t0 > budget_min * 60
+
 def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs | None = None, progress: bool = True,
                 log: Log | None = None, source: str = "") -> TrainReport:
     """Adapt a sentence encoder to a corpus with TSDAE (Wang et al. 2021): encode a noisy sentence, decode the
@@ -181,14 +193,7 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         step += 1
-        v = float(loss.detach())
-        if not math.isfinite(v):
-            raise CaprError(f"TSDAE diverged at step {step} (loss {v}); lower --lr")
-        losses.append(v)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
-        if args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60:
+        if _after_step("TSDAE", step, float(loss.detach()), losses, bar, args.time_budget_min, t0):
             stopped = "time_budget"
             break
     if bar is not None:
@@ -266,14 +271,7 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
         opt.step()
         sched.step()
         step += 1
-        v = float(loss.detach())
-        if not math.isfinite(v):
-            raise CaprError(f"cross-encoder training diverged at step {step} (loss {v}); lower --lr")
-        losses.append(v)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
-        if args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60:
+        if _after_step("cross-encoder training", step, float(loss.detach()), losses, bar, args.time_budget_min, t0):
             stopped = "time_budget"
             break
     if bar is not None:

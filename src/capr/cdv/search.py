@@ -70,10 +70,13 @@ def free_search(index: "Index", store: CDVStore, entity: str | None, aspect: str
     qe, qa = _query(store, entity, aspect)
     hits: list[SpanHit] = []
     taken: dict[str, list[tuple[int, int]]] = {}
+    doc_scores: dict[str, dict[str, np.ndarray]] = {}
     for hit in cdv_search(index, store, entity, aspect, k=max(3 * k, k + 10), filters=filters):
         doc_id, j = store.pid_doc[hit.pid]
         dv = store.docs[doc_id]
-        s = dv.scores(qe, qa)
+        if doc_id not in doc_scores:  # several top passages often share a document
+            doc_scores[doc_id] = dv.scores(qe, qa)
+        s = doc_scores[doc_id]
         rows = np.flatnonzero(dv.passage_of == j)
         span = grow_span(s["combined"], int(rows[np.argmax(s["combined"][rows])]), config)
         if any(span.first < e and b < span.end for b, e in taken.get(doc_id, [])):

@@ -6,7 +6,6 @@ model card."""
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 import zlib
@@ -25,7 +24,7 @@ from capr.cdv.model import CARD_FILE, CDVModel, CDVNet, _encoder, _pad
 from capr.errors import BadInputError
 from capr.labels.generate import LabeledPassage, read_labels
 from capr.train.models import pick_device
-from capr.train.trainer import EarlyStopping, _atomic_dir_save, _labels_fingerprint, dev_metrics, finish_card
+from capr.train.trainer import EarlyStopping, StepLog, _atomic_dir_save, _labels_fingerprint, dev_metrics, finish_card
 
 
 @dataclass
@@ -228,7 +227,10 @@ def train_cdv(
     rng = random.Random(args.seed)
     bar = tqdm(total=args.max_steps, desc="training cdv", unit="step", disable=not progress)
     net.train()
-    step, running = 0, None
+    log_ = StepLog(result, stopper, max_steps=args.max_steps, eval_every=args.eval_every,
+                   time_budget_min=args.time_budget_min, t0=t0, evaluate=evaluate, save=save, say=say, bar=bar,
+                   has_dev=bool(dev_queries), what="CDV training")
+    step = 0
     while step < args.max_steps:
         batch = [prepared[rng.randrange(len(prepared))] for _ in range(args.batch_docs)]
         windows = []
@@ -251,26 +253,7 @@ def train_cdv(
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         step += 1
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise RuntimeError(f"CDV training diverged at step {step} (loss {value}); lower --lr")
-        result.losses.append(value)
-        running = value if running is None else 0.9 * running + 0.1 * value
-        bar.update(1)
-        bar.set_postfix(loss=f"{running:.4f}", dev=f"{stopper.best.get('R@1', float('nan')):.1f}")
-        out_of_time = args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60
-        if dev_queries and (step % args.eval_every == 0 or step == args.max_steps or out_of_time):
-            mt = evaluate()
-            result.dev.append({"step": step, **mt})
-            say(f"step {step}: loss {running:.4f} dev R@1 {mt['R@1']:.2f} MRR {mt['MRR']:.2f}")
-            verdict = stopper.update(step, mt)
-            if verdict == "improved":
-                save(step)
-            elif verdict == "stop":
-                result.stopped = "early_stopping"
-                break
-        if out_of_time:
-            result.stopped = "time_budget"
+        if log_.after(step, float(loss.detach())):
             break
     bar.close()
     result.steps, result.seconds, result.best = step, time.time() - t0, stopper.best

@@ -330,13 +330,17 @@ def run_benchmark(
     return metrics, run
 
 
-def cdv_scorer(data: BenchmarkData, store, field: QueryField) -> CandidateScorer:
-    """CDV passage scores (mean sentence score over the passage, decoded in its whole document's context);
-    every query's entity and aspect are embedded once, up front."""
+def cdv_query_vectors(data: BenchmarkData, store) -> dict[str, np.ndarray]:
+    """Every query entity and aspect, embedded once."""
+    texts = sorted({t for q in data.queries for t in (q.entity, q.aspect) if t})
+    return dict(zip(texts, store.model.label_vectors(texts)))
+
+
+def cdv_scorer(data: BenchmarkData, store, field: QueryField, vec: dict[str, np.ndarray] | None = None) -> CandidateScorer:
+    """CDV passage scores (mean sentence score over the passage, decoded in its whole document's context)."""
     if field is not QueryField.tuple:
         raise CaprError("CDV ranks ⟨entity, aspect⟩ queries; use --query-field tuple")
-    texts = sorted({t for q in data.queries for t in (q.entity, q.aspect) if t})
-    vec = dict(zip(texts, store.model.label_vectors(texts)))
+    vec = vec if vec is not None else cdv_query_vectors(data, store)
     pid_of = {r: p for p, r in data.index.pid_rows().items()}
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
@@ -354,11 +358,10 @@ def boundary_eval(data: BenchmarkData, store, field: QueryField, config=None,
 
     config = config or BoundaryConfig()
     pools = data.extra.get("pools") or rerank64_pools(data, field)
-    scorer = cdv_scorer(data, store, field)
+    vec = cdv_query_vectors(data, store)
+    scorer = cdv_scorer(data, store, field, vec)
     rels = qrels_as_dict(data.qrels)
     index = data.index
-    texts = sorted({t for q in data.queries for t in (q.entity, q.aspect) if t})
-    vec = dict(zip(texts, store.model.label_vectors(texts)))
     fixed_f1, free_f1, free_len, fixed_len = [], [], [], []
     for q in (progress(data.queries) if progress else data.queries):
         gold = [index.passage_by_pid(p) for p, g in rels.get(q.qid, {}).items() if g > 0 and p in store.row_of]

@@ -111,6 +111,17 @@ def _encoder(config: dict[str, Any] | None):
     return Encoder(EncoderConfig.from_dict(config["encoder"]))
 
 
+def check_aspect(aspect: str, corpus_aspects: list[str]) -> None:
+    """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches
+    (shared by every index backend)."""
+    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus_aspects)
+    if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
+        return
+    close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(corpus_aspects[:15])}"
+    raise QueryError(f"unknown aspect {aspect!r}{hint}")
+
+
 class IndexWriter:
     """Creates an index (``mode="create"``, replacing whatever ``root`` held) or updates one
     (``mode="update"``: add and delete documents). ``commit`` makes the change current in one
@@ -468,12 +479,7 @@ class Index:
 
     # -- search -----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
-        known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(self.aspects())
-        if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
-            return
-        close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(self.aspects()[:15])}"
-        raise QueryError(f"unknown aspect {aspect!r}{hint}")
+        check_aspect(aspect, self.aspects())
 
     def filter_mask(self, filters: dict[str, Any] | None) -> np.ndarray | None:
         if not filters:

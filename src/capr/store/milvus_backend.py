@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from capr import __version__
-from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, normalize_aspect
+from capr.corpus.aspects import aspect_terms, normalize_aspect
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.index import (
-    DEFAULT_ASPECT_BOOST, DEFAULT_TEMPLATE, LEXICAL, Retriever, dense_query_text, query_aspect, query_text,
+    DEFAULT_ASPECT_BOOST, DEFAULT_TEMPLATE, LEXICAL, Retriever, check_aspect, dense_query_text, query_aspect, query_text,
 )
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
@@ -374,12 +374,7 @@ class MilvusStore:
                 raise QueryError(f"no passage has {field}={value!r}{hint}")
 
     def check_aspect(self, aspect: str) -> None:
-        known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(self.aspects())
-        if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
-            return
-        close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(self.aspects()[:15])}"
-        raise QueryError(f"unknown aspect {aspect!r}{hint}")
+        check_aspect(aspect, self.aspects())
 
     # -- search -------------------------------------------------------------------------------
     def _hits(self, res: Any) -> list[dict]:

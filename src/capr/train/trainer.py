@@ -70,6 +70,45 @@ class EarlyStopping:
         return "stop" if self.bad >= self.patience else "continue"
 
 
+class StepLog:
+    """After-step bookkeeping shared by the trainers: divergence check, loss history, running loss on the progress
+    bar, dev evaluation every `eval_every` steps (and at the last step, or when time runs out) with early stopping,
+    and the time budget. `after(step, loss)` says whether training stops."""
+
+    def __init__(self, result: Any, stopper: EarlyStopping, *, max_steps: int, eval_every: int,
+                 time_budget_min: float | None, t0: float, evaluate: Callable[[], dict[str, float]],
+                 save: Callable[[int], None], say: Callable[[str], None], bar: Any, has_dev: bool,
+                 what: str = "training") -> None:
+        self.result, self.stopper, self.bar, self.has_dev, self.what = result, stopper, bar, has_dev, what
+        self.max_steps, self.eval_every, self.budget, self.t0 = max_steps, eval_every, time_budget_min, t0
+        self.evaluate, self.save, self.say = evaluate, save, say
+        self.running: float | None = None
+
+    def after(self, step: int, value: float) -> bool:
+        if not math.isfinite(value):
+            raise RuntimeError(f"{self.what} diverged at step {step} (loss {value}); lower --lr")
+        self.result.losses.append(value)
+        self.running = value if self.running is None else 0.9 * self.running + 0.1 * value
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{self.running:.4f}", dev=f"{self.stopper.best.get('R@1', float('nan')):.1f}")
+        out_of_time = self.budget is not None and time.time() - self.t0 > self.budget * 60
+        if self.has_dev and (step % self.eval_every == 0 or step == self.max_steps or out_of_time):
+            m = self.evaluate()
+            self.result.dev.append({"step": step, **m})
+            self.say(f"step {step}: loss {self.running:.4f} dev R@1 {m['R@1']:.2f} MRR {m['MRR']:.2f}")
+            verdict = self.stopper.update(step, m)
+            if verdict == "improved":
+                self.save(step)
+            elif verdict == "stop":
+                self.result.stopped = "early_stopping"
+                return True
+        if out_of_time:
+            self.result.stopped = "time_budget"
+            return True
+        return False
+
+
 def finish_card(out_dir: Path, run_card: dict[str, Any], steps_run: int, best_step: int,
                 markdown: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
     """Rewrite the kept checkpoint's card with the whole run's history (it was written when the checkpoint was)."""
@@ -241,8 +280,10 @@ def train(
         bar = tqdm(total=args.max_steps, desc=f"training {kind.value}-encoder", unit="step")
     model.train()
     use_amp = device.type == "cuda"
+    log_ = StepLog(result, stopper, max_steps=args.max_steps, eval_every=args.eval_every,
+                   time_budget_min=args.time_budget_min, t0=t0, evaluate=evaluate, save=save, say=say, bar=bar,
+                   has_dev=bool(dev))
     step = 0
-    running = None
     while step < args.max_steps:
         batch = next(batches)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
@@ -253,27 +294,7 @@ def train(
         opt.step()
         sched.step()
         step += 1
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise RuntimeError(f"training diverged at step {step} (loss {value}); lower --lr")
-        result.losses.append(value)
-        running = value if running is None else 0.9 * running + 0.1 * value
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{running:.3f}", dev=f"{stopper.best.get('R@1', float('nan')):.1f}")
-        out_of_time = args.time_budget_min is not None and time.time() - t0 > args.time_budget_min * 60
-        if dev and (step % args.eval_every == 0 or step == args.max_steps or out_of_time):
-            m = evaluate()
-            result.dev.append({"step": step, **m})
-            say(f"step {step}: loss {running:.4f} dev R@1 {m['R@1']:.2f} MRR {m['MRR']:.2f}")
-            verdict = stopper.update(step, m)
-            if verdict == "improved":
-                save(step)
-            elif verdict == "stop":
-                result.stopped = "early_stopping"
-                break
-        if out_of_time:
-            result.stopped = "time_budget"
+        if log_.after(step, float(loss.detach())):
             break
     if bar is not None:
         bar.close()
