@@ -141,3 +141,95 @@ def test_bad_reranker_and_trainer_input(tmp_path):
     assert proc.returncode == 2 and "unknown model kind" in proc.stderr
     proc = capr_cli("train", "bi", "--labels", str(tmp_path / "l.jsonl"), "--out", str(tmp_path / "m"), check=False)
     assert proc.returncode == 2 and "labels file not found" in proc.stderr
+
+
+def test_passage_context_text():
+    from capr.models.context import PassageContext, contextual_text, parse_context
+
+    assert contextual_text("It is rare.", "Zorvex syndrome", "Frequency", PassageContext.off) == "It is rare."
+    assert contextual_text("It is rare.", "Zorvex syndrome", "Frequency", PassageContext.title) == "Zorvex syndrome: It is rare."
+    assert (contextual_text("It is rare.", "Zorvex syndrome", "Frequency", PassageContext.title_heading)
+            == "Zorvex syndrome › Frequency: It is rare.")
+    # a question heading restates the query: it is left out, never replaced by the aspect label
+    assert (contextual_text("It is rare.", "Zorvex syndrome", "How many people have Zorvex syndrome?",
+                            PassageContext.title_heading) == "Zorvex syndrome: It is rare.")
+    assert parse_context(True) is PassageContext.title_heading and parse_context(None) is PassageContext.off
+    with pytest.raises(Exception, match="unknown passage context 'chapter'"):
+        parse_context("chapter")
+
+
+def test_context_model_indexes_passages_with_their_title(tmp_path):
+    """A passage that never names its disease is found through its document title, when the model was trained
+    with --context title: the index and the bi re-ranker read "title: text", as in training."""
+    from capr.index import IndexWriter, load_index
+    from capr.models.encoder import Encoder, EncoderConfig
+    from capr.records import Document
+    from capr.retrieve.rerank import load_reranker, reranker_text
+
+    out = tmp_path / "bi-ctx"
+    train(tiny_labels(), out, tiny_args("bi", context="title", max_steps=1), progress=False)
+    assert json.loads((out / "capr.json").read_text())["args"]["context"] == "title"
+    same = "It is treated with daily hydration, rest and a short course of oral steroids."
+    docs = [Document(doc_id=f"doc-{i}", title=t, text=f"Treatment\n{same}") for i, t in
+            enumerate(["Kalimba fever", "Zorvex syndrome", "Dunmore disease"])]
+    from capr.corpus.segment import SegmenterConfig
+
+    with IndexWriter(tmp_path / "idx", dense=EncoderConfig(model=str(out)), segmenter=SegmenterConfig(include_title=False)) as w:
+        for d in docs:
+            w.add(d)
+    idx = load_index(tmp_path / "idx")
+    enc = Encoder(EncoderConfig(model=str(out)), cache=False)
+    p = idx.passage(0)
+    assert enc.passage_text(p) == f"{p.title}: {p.text}"
+    qv = enc.encode_queries(["Zorvex syndrome treatment"])[0]
+    stored = idx.dense_candidate_scores(qv, np.array([0]))[0]
+    assert stored == pytest.approx(float(enc.encode_passages([f"{p.title}: {p.text}"])[0] @ qv), abs=1e-4)
+    assert stored != pytest.approx(float(enc.encode_passages([p.text])[0] @ qv), abs=1e-4)
+    hits = idx.search("Zorvex syndrome treatment", k=3, retriever="dense", aspect_boost=0)
+    assert hits[0].passage.title == "Zorvex syndrome", [h.passage.title for h in hits]
+    bi = load_reranker(f"bi:{out}")
+    assert reranker_text(bi, p) == f"{p.title}: {p.text}"
+
+
+def test_budget_schedule_decays_to_zero_at_the_last_step_the_budget_allows(monkeypatch):
+    from capr.train import trainer
+    from capr.train.trainer import BudgetSchedule
+
+    clock = [1000.0]
+    monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+    sched = BudgetSchedule(max_steps=1000, warmup=0.1, time_budget_min=1.0)  # 60 s at 2 s/step: ~30 steps fit
+    t0 = clock[0]
+    for step in range(1, 21):
+        clock[0] += 2.0
+        sched.observe(step, t0)
+    assert 28 <= sched.horizon <= 31, sched.horizon
+    assert sched.factor(sched.horizon) == 0.0 and sched.factor(sched.horizon // 2) > 0.0
+    no_budget = BudgetSchedule(max_steps=1000, warmup=0.1, time_budget_min=None)
+    no_budget.observe(1, t0), no_budget.observe(5, t0)
+    assert no_budget.horizon == 1000 and no_budget.factor(50) == pytest.approx(0.51)
+
+
+def test_merge_interpolates_a_trained_bi_encoder_with_its_start(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from capr.errors import BadInputError, CaprError
+    from capr.models.encoder import resolve_model
+    from capr.train.merge import merge_with_start
+
+    out = tmp_path / "bi"
+    train(tiny_labels(), out, tiny_args("bi", max_steps=3, lr=1e-3), progress=False)
+    card = merge_with_start(out, tmp_path / "merged", 0.25)
+    assert card["merged"]["alpha"] == 0.25 and card["merged"]["tensors_mixed"] > 50 and card["kind"] == "bi"
+
+    def weight(path):
+        st = SentenceTransformer(str(path), device="cpu")
+        return next(v for k, v in st.state_dict().items() if k.endswith("layer.0.attention.self.query.weight")).numpy()
+
+    start, trained, merged = weight(resolve_model("minilm")), weight(out), weight(tmp_path / "merged")
+    assert not np.allclose(start, trained)
+    np.testing.assert_allclose(merged, 0.75 * start + 0.25 * trained, atol=1e-6)
+    with pytest.raises(CaprError, match="between 0 and 1"):
+        merge_with_start(out, tmp_path / "m2", 1.5)
+    (tmp_path / "notbi").mkdir()
+    with pytest.raises(BadInputError, match="not a capr bi-encoder"):
+        merge_with_start(tmp_path / "notbi", tmp_path / "m3", 0.5)

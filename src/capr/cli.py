@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 import sys
 import time
 from contextlib import nullcontext
@@ -21,6 +22,7 @@ from rich.text import Text
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
+from capr.models.context import parse_context
 from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
 from capr.index.index import DEFAULT_TEMPLATE, TEMPLATES, query_tokens
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
@@ -558,7 +560,8 @@ def eval_cmd(
         if benchmark in ("medqa-dev", "headqa", "medmcqa-dev"):
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth, limit, seed, dense_k,
                                as_json)
-        loaders = {"medquad-cdv": load_medquad_cdv, "mtsamples-capr": load_mtsamples_capr, "mediqa2019": load_mediqa2019}
+        loaders = {"medquad-cdv": load_medquad_cdv, "mtsamples-capr": load_mtsamples_capr, "mediqa2019": load_mediqa2019,
+                   "mediqa2019-train": partial(load_mediqa2019, name="mediqa2019-train")}
         if benchmark not in loaders:
             raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}, medqa-dev, headqa, medmcqa-dev")
         try:
@@ -581,8 +584,8 @@ def eval_cmd(
             data = loaders[benchmark](data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
         if benchmark == "mtsamples-capr" and qfield is not QueryField.tuple:
             raise CaprError("mtsamples-capr has ⟨entity, aspect⟩ queries only; use --query-field tuple")
-        if benchmark == "mediqa2019" and qfield is not QueryField.question:
-            raise CaprError("mediqa2019 has free-text questions only; use --query-field question")
+        if benchmark.startswith("mediqa2019") and qfield is not QueryField.question:
+            raise CaprError(f"{benchmark} has free-text questions only; use --query-field question")
 
         progress = _item_progress(f"{benchmark} {proto.value} {retriever.value}")
 
@@ -920,7 +923,8 @@ def train_cmd(
     sentence_selection: Optional[bool] = typer.Option(None, "--sentence-selection/--truncate",
         help="SPBERTQA: long passages keep their BM25-best sentences (default: on for cross, off for bi/poly, "
              "whose passages are encoded without the query at indexing)."),
-    context: bool = typer.Option(False, "--context/--no-context", help="Prepend document title and section."),
+    context: str = typer.Option("off", "--context", help="Document context read with each passage: off | title | "
+                                "title+heading (indexes built with the model read passages the same way)."),
     question_prob: float = typer.Option(0.3, "--question-prob", help="Share of training queries phrased as questions."),
     poly_codes: int = typer.Option(16, "--poly-codes"),
     eval_every: int = typer.Option(50, "--eval-every"),
@@ -966,7 +970,8 @@ def train_cmd(
             batch_size=batch_size or (8 if cross else 32), lr=lr or (3e-5 if cross else 5e-5), max_length=max_length or 128,
             shared=shared, multi_positive=multi_positive,
             hard_negatives=hard_negatives if hard_negatives is not None else (2 if cross else 1),
-            sentence_selection=cross if sentence_selection is None else sentence_selection, context=context,
+            sentence_selection=cross if sentence_selection is None else sentence_selection,
+            context=parse_context(context).value,
             question_prob=question_prob, poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed,
             device=device,
         )
@@ -1071,6 +1076,30 @@ def _case_documents(source: str):
 
 
 # --------------------------------------------------------------------------- cases
+@app.command("merge")
+def merge_cmd(
+    model_dir: Path = typer.Argument(..., help="A bi-encoder trained by `capr train bi`."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the merged model (written atomically)."),
+    alpha: float = typer.Option(0.5, "--alpha", help="Share of the trained weights (0 = the start model, 1 = trained)."),
+    start: Optional[str] = typer.Option(None, "--start", help="The model training started from (default: from the card)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Interpolate a trained bi-encoder's weights with its start model (WiSE-FT): keeps most of the in-domain
+    gain and much of the start model's skill on free-text questions. Choose --alpha on dev data."""
+
+    def body() -> None:
+        from capr.train.merge import merge_with_start
+
+        card = merge_with_start(model_dir, out_dir, alpha, start)
+        m = card["merged"]
+        if as_json:
+            typer.echo(json.dumps({"out": str(out_dir), **m}))
+        else:
+            typer.echo(f"merged {m['tensors_mixed']} tensors: {1 - alpha:.2f} × {m['start']} + {alpha:.2f} × {model_dir} → {out_dir}")
+
+    _run_guarded(body)
+
+
 @app.command("case-index")
 def case_index_cmd(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Index directory (created, or replaced atomically)."),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -85,8 +84,10 @@ def _setup(seed: int) -> Any:
 
     random.seed(seed)
     np.random.seed(seed)
+    from capr.train.trainer import use_cpu_threads
+
     torch.manual_seed(seed)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    use_cpu_threads()
     return torch
 
 
@@ -244,9 +245,10 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
     ce = CrossEncoder(src, num_labels=1, max_length=args.max_length, device=str(device))
     model = ce.model
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
-    warm = max(1, int(args.warmup * args.max_steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else max(0.0, (args.max_steps - s) / max(1, args.max_steps - warm)))
+    from capr.train.trainer import BudgetSchedule
+
+    schedule = BudgetSchedule(args.max_steps, args.warmup, args.time_budget_min)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule.factor)
     bce = torch.nn.BCEWithLogitsLoss()
     rng = random.Random(args.seed)
     order = list(range(len(pairs)))
@@ -271,6 +273,7 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
         opt.step()
         sched.step()
         step += 1
+        schedule.observe(step, t0)
         if _after_step("cross-encoder training", step, float(loss.detach()), losses, bar, args.time_budget_min, t0):
             stopped = "time_budget"
             break

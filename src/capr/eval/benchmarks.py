@@ -177,23 +177,30 @@ def load_mtsamples_capr(
     return BenchmarkData("mtsamples-capr", index, queries, qrels, {"pools": pools, "notes": len(docs)})
 
 
+MEDIQA_FILES = {"mediqa2019": "MEDIQA2019-Task3-QA-ValidationSet.xml.gz",
+                 # 104 questions; a dev set for choices (e.g. the merge weight) that must not see the validation set
+                 "mediqa2019-train": "MEDIQA2019-Task3-QA-TrainingSet2-Alexa.xml.gz"}
+
+
 def load_mediqa2019(
     data_dir: str | Path,
     index_dir: str | Path,
     analyzer: AnalyzerConfig | None = None,
     dense: EncoderConfig | None = None,
     progress: Any = None,
+    name: str = "mediqa2019",
 ) -> BenchmarkData:
-    """MEDIQA 2019 Task 3 validation set: 25 consumer health questions, each re-ranking its own judged answers
-    (relevant = ReferenceScore 3 or 4, as in the shared task). Free-text questions only."""
+    """MEDIQA 2019 Task 3 validation set (`mediqa2019`: 25 consumer health questions) or training set 2
+    (`mediqa2019-train`: 104), each question re-ranking its own judged answers (relevant = ReferenceScore 3 or 4,
+    as in the shared task). Free-text questions only."""
     import gzip
     import xml.etree.ElementTree as ET
 
     from capr.records import Section
 
-    path = Path(data_dir) / "mediqa2019" / "Task3_QA" / "MEDIQA2019-Task3-QA-ValidationSet.xml.gz"
+    path = Path(data_dir) / "mediqa2019" / "Task3_QA" / MEDIQA_FILES[name]
     if not path.exists():
-        raise CaprError(f"{path}: MEDIQA 2019 validation set not found")
+        raise CaprError(f"{path}: MEDIQA 2019 {name} set not found")
     root = ET.fromstring(gzip.open(path).read())
     queries, qrels, pools_pids, docs = [], [], {}, []
     for qel in root.iter("Question"):
@@ -214,7 +221,7 @@ def load_mediqa2019(
                              progress)
     rows_of = index.pid_rows()
     pools = {qid: np.asarray([rows_of[p] for p in pids if p in rows_of], dtype=np.int64) for qid, pids in pools_pids.items()}
-    return BenchmarkData("mediqa2019", index, queries, qrels, {"pools": pools, "precision_at_1": True})
+    return BenchmarkData(name, index, queries, qrels, {"pools": pools, "precision_at_1": True})
 
 
 def as_query(q: Query, field: QueryField) -> Query:
@@ -256,13 +263,13 @@ def hybrid_scorer(lexical: CandidateScorer, dense: CandidateScorer, fusion: Fusi
 
 def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: int) -> CandidateScorer:
     """The first stage's top `depth` candidates re-ordered by a second-stage model (cross/poly/bi)."""
-    from capr.retrieve.rerank import rerank_scores
+    from capr.retrieve.rerank import rerank_scores, reranker_text
 
     texts: dict[int, str] = {}
 
     def text_of(row: int) -> str:
         if row not in texts:
-            texts[row] = data.index.passage(row).text
+            texts[row] = reranker_text(reranker, data.index.passage(row))
         return texts[row]
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:

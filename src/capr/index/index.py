@@ -157,6 +157,9 @@ class IndexWriter:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
             dirs.remove_stale(self.root)
             self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
+            if self.dense_info:
+                # a model trained with document context reads each passage with its title (and heading)
+                self.builder.dense_text = _encoder(self.dense_info).passage_text
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise

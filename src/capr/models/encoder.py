@@ -10,12 +10,16 @@ import os
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from capr.errors import CaprError
 from capr.models.cache import EmbeddingCache
+from capr.models.context import PassageContext, contextual_text, parse_context
+
+if TYPE_CHECKING:
+    from capr.records import Passage
 
 MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -36,6 +40,7 @@ class EncoderConfig:
     batch_size: int = 32
     query_prefix: str = ""
     passage_prefix: str = ""
+    passage_context: str | None = None  # off | title | title+heading; None: what the model was trained with
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -82,7 +87,7 @@ def with_model_defaults(config: EncoderConfig) -> EncoderConfig:
     settings the user gave explicitly win."""
     card = Path(resolve_model(config.model)) / "capr.json"
     if not card.exists():
-        return config
+        return config if config.passage_context is not None else replace(config, passage_context=PassageContext.off.value)
     import json
 
     meta = json.loads(card.read_text())
@@ -92,6 +97,8 @@ def with_model_defaults(config: EncoderConfig) -> EncoderConfig:
         config.passage_prefix = meta.get("passage_prefix", "")
     if config.query_model is None and meta.get("query_model"):
         config.query_model = str(Path(resolve_model(config.model)) / meta["query_model"])
+    if config.passage_context is None:
+        config.passage_context = parse_context((meta.get("args") or {}).get("context")).value
     return config
 
 
@@ -202,6 +209,18 @@ class Encoder:
     @property
     def dim(self) -> int:
         return self.passage_side.dim()
+
+    @property
+    def passage_context(self) -> PassageContext:
+        return parse_context(self.config.passage_context)
+
+    def passage_text(self, passage: "Passage", index_text: str | None = None) -> str:
+        """What this encoder reads for a passage: with document context as the model was trained, else the
+        index text (the passage, with its title when the index includes titles)."""
+        mode = self.passage_context
+        if mode is PassageContext.off:
+            return passage.text if index_text is None else index_text
+        return contextual_text(passage.text, passage.title, passage.heading, mode)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self.query_side.encode(texts, self.config.query_prefix)

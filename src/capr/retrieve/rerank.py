@@ -10,12 +10,14 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from capr.errors import CaprError, QueryError
+from capr.models.context import PassageContext, contextual_text, parse_context
 
 DEFAULT_RERANK_DEPTH = 20
 
 
 class Reranker(Protocol):
     name: str
+    context: PassageContext  # what of its document a passage is read with (as the model was trained)
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
 
@@ -42,6 +44,7 @@ class CrossReranker:
         _check_dir(path, "cross")
         card = _card(path)
         self.name = f"cross:{path}"
+        self.context = parse_context((card.get("args") or {}).get("context"))
         self.max_length = int(card.get("max_length") or 256)
         self.select = bool(card.get("sentence_selection", False))
         self.batch_size = batch_size
@@ -102,6 +105,7 @@ class PolyReranker:
                          query_max_length=int(a.get("query_max_length", 48)), poly_codes=int(a.get("poly_codes", 16)),
                          query_marker=a.get("query_marker", "[QUERY] "), passage_marker=a.get("passage_marker", "[PASSAGE] "))
         self.name = f"poly:{path}"
+        self.context = parse_context(a.get("context"))
         self.model = PolyEncoderModel(args, pick_device(device), path=str(path)).eval()
         self.key = f"poly|{path.resolve()}{_weights_stamp(str(path))}|{args.max_length}"
         self.cache = EmbeddingCache(cache_root() / "embeddings.sqlite") if cache else None
@@ -146,6 +150,7 @@ class BiReranker:
         _check_dir(path, "bi")
         self.name = f"bi:{path}"
         self.encoder = Encoder(EncoderConfig(model=str(path)))
+        self.context = self.encoder.passage_context
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         if not passages:
@@ -176,6 +181,11 @@ def load_reranker(spec: str) -> Reranker:
     raise QueryError(f"re-ranker {spec!r}: unknown kind {kind!r}; choose cross, cross-int8, poly or bi")
 
 
+def reranker_text(reranker: Reranker, passage) -> str:
+    """The passage as the re-ranker was trained to read it (with its title/heading when trained with context)."""
+    return contextual_text(passage.text, passage.title, passage.heading, getattr(reranker, "context", PassageContext.off))
+
+
 def rerank_scores(first_stage: np.ndarray, texts_of: "callable", query: str, reranker: Reranker, depth: int) -> np.ndarray:
     """Scores where the top `depth` candidates of the first stage are ordered by the re-ranker and stay above
     the rest, which keep their first-stage order."""
@@ -200,7 +210,7 @@ def rerank_hits(query: str, hits: list, reranker: Reranker, k: int) -> list:
 
     if not hits:
         return []
-    scores = reranker.score(query, [h.passage.text for h in hits])
+    scores = reranker.score(query, [reranker_text(reranker, h.passage) for h in hits])
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:k]
     return [ScoredPassage(pid=hits[i].pid, score=float(scores[i]), rank=r + 1, passage=hits[i].passage)
             for r, i in enumerate(order)]

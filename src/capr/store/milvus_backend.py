@@ -306,8 +306,10 @@ class MilvusStore:
         if self.has_dense and vectors_of is not None:
             vectors = np.asarray(vectors_of([p for _, ps in pieces for p in ps]), dtype=np.float32)
         elif self.has_dense:
-            texts = [passage_index_text(p, self.segmenter.include_title) for _, ps in pieces for p in ps]
-            vectors = self.encoder().encode_passages(texts)
+            enc = self.encoder()
+            # a model trained with document context reads each passage with its title, as in the embedded index
+            texts = [enc.passage_text(p, passage_index_text(p, self.segmenter.include_title)) for _, ps in pieces for p in ps]
+            vectors = enc.encode_passages(texts)
         rows: list[dict] = []
         seq = int(self.meta["next_seq"])
         fields, aspects = set(self.meta["fields"]), set(self.meta["aspects"])

@@ -32,7 +32,7 @@ class TrainArgs:
     multi_positive: bool = True  # in-batch passages that also answer the sampled query are masked, not punished
     hard_negatives: int = 1  # BM25 negatives per query (cross: per positive group)
     sentence_selection: bool = True  # SPBERTQA: long passages keep their BM25-best sentences, not their head
-    context: bool = False  # prepend document title and heading to the passage
+    context: str = "off"  # off | title | title+heading: what of its document a passage is read with
     question_prob: float = 0.3  # share of queries written as questions (templates or the corpus' own questions)
     title_prob: float = 0.6  # chance of sampling the document's title entity when the passage has others
     synonym_prob: float = 0.3  # chance of writing the aspect with one of its synonyms

@@ -17,6 +17,7 @@ from capr.errors import BadInputError
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.labels.gazetteer import normalize_name
 from capr.labels.generate import LabeledPassage
+from capr.models.context import PassageContext, contextual_text, parse_context
 from capr.train.args import TrainArgs
 
 QUESTION_TEMPLATES = (
@@ -49,13 +50,9 @@ def _is_dev(doc_id: str, fraction: float, seed: int) -> bool:
     return h / 2**64 < fraction
 
 
-def passage_input(lp: LabeledPassage, context: bool) -> str:
-    """The passage as the model reads it; with context, the document title and section come first."""
-    if not context:
-        return lp.text
-    section = lp.aspect if lp.heading.rstrip().endswith("?") else (lp.heading or lp.aspect)
-    head = " › ".join(x for x in (lp.title, section) if x)
-    return f"{head}: {lp.text}" if head else lp.text
+def passage_input(lp: LabeledPassage, context: "PassageContext | str | bool") -> str:
+    """The passage as the model reads it; with context, the document title (and heading) come first."""
+    return contextual_text(lp.text, lp.title, lp.heading, parse_context(context))
 
 
 class SentenceSelector:

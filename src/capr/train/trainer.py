@@ -21,6 +21,7 @@ import torch
 
 from capr import __version__
 from capr.errors import BadInputError
+from capr.models.context import parse_context
 from capr.labels.generate import LabeledPassage, read_labels
 from capr.train.args import ModelKind, TrainArgs
 from capr.train.data import TrainingSet
@@ -37,6 +38,43 @@ class TrainResult:
     dev: list[dict[str, float]] = field(default_factory=list)
     best: dict[str, float] = field(default_factory=dict)
     card: dict[str, Any] = field(default_factory=dict)
+
+
+def use_cpu_threads() -> None:
+    """Every core, unless OMP_NUM_THREADS says otherwise (two jobs sharing a small machine run far faster with one
+    thread each than with oversubscribed cores)."""
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+
+
+class BudgetSchedule:
+    """Linear warm-up, then linear decay to zero at the last step that will run: min(max_steps, the steps the time
+    budget allows at the measured pace, re-estimated as training goes). A horizon of max_steps alone would leave a
+    time-limited run in warm-up, or at a high learning rate, when the budget stops it."""
+
+    def __init__(self, max_steps: int, warmup: float, time_budget_min: float | None) -> None:
+        self.max_steps, self.warmup = max_steps, warmup
+        self.budget_s = time_budget_min * 60 if time_budget_min else None
+        self.horizon = max_steps
+        self.t_loop: float | None = None
+
+    def factor(self, s: int) -> float:
+        warm = max(1, int(self.warmup * self.horizon))
+        if s < warm:
+            return (s + 1) / warm
+        return max(0.0, (self.horizon - s) / max(1, self.horizon - warm))
+
+    def observe(self, step: int, t0: float) -> None:
+        """After each step; `t0` is when the budget started counting (setup and dev evaluations included)."""
+        now = time.time()
+        if self.t_loop is None:
+            self.t_loop = now
+            return
+        if self.budget_s is None or step < 3 or (step > 10 and step % 10):
+            return
+        per_step = (now - self.t_loop) / max(1, step - 1)
+        fits = step + int(max(0.0, self.budget_s - (now - t0)) / max(per_step, 1e-6))
+        self.horizon = max(step + 1, min(self.max_steps, fits))
 
 
 def dev_metrics(scores: list[np.ndarray], relevant: list[list[bool]]) -> dict[str, float]:
@@ -167,7 +205,7 @@ def _model_card_md(card: dict[str, Any]) -> str:
         f"- steps: {card['steps']} (stopped by {card['stopped']}), {card['seconds'] / 60:.1f} min",
         f"- batch {a['batch_size']}, lr {a['lr']}, max length {a['max_length']}, hard negatives {a['hard_negatives']}, "
         f"multi-positive masking {'on' if a['multi_positive'] else 'off'}, sentence selection "
-        f"{'on' if a['sentence_selection'] else 'off'}, document context {'on' if a['context'] else 'off'}"
+        f"{'on' if a['sentence_selection'] else 'off'}, document context {parse_context(a['context']).value}"
         + (f", weights {'shared' if a['shared'] else 'separate'}" if card["kind"] == "bi" else ""),
         f"- dev R@1 {dev.get('R@1', float('nan')):.2f} / MRR {dev.get('MRR', float('nan')):.2f} at step "
         f"{card.get('best_step', 0)} (start: R@1 {card['dev_start'].get('R@1', float('nan')):.2f})"
@@ -198,7 +236,7 @@ def train(
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    use_cpu_threads()
     device = pick_device(args.device)
     data = TrainingSet(records, args)
     if len(data) < 2:
@@ -213,14 +251,8 @@ def train(
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
-    warm = max(1, int(args.warmup * args.max_steps))
-
-    def lr_factor(s: int) -> float:
-        if s < warm:
-            return (s + 1) / warm
-        return max(0.0, (args.max_steps - s) / max(1, args.max_steps - warm))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    schedule = BudgetSchedule(args.max_steps, args.warmup, args.time_budget_min)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule.factor)
     batches = iter(data.batches(random.Random(args.seed), with_selection_query=args.sentence_selection))
     say = log or (lambda m: None)
 
@@ -294,6 +326,7 @@ def train(
         opt.step()
         sched.step()
         step += 1
+        schedule.observe(step, t0)
         if log_.after(step, float(loss.detach())):
             break
     if bar is not None:
