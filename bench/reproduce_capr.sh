@@ -68,7 +68,7 @@ for m in B_ctx_bi A_ctx_bi; do   # writes $R/merges/<model>_a<alpha>; prints the
   .venv/bin/python bench/merge_alpha_dev.py --model "$R/$m" --labels "$R/$lab.jsonl" --alphas 0 0.5 0.75 1 --out-dir "$R/merges" > "$L/merge.$m.txt"
 done
 for f in tuple question; do
-  for m in B_ctx_bi A_ctx_bi merges/B_ctx_bi_a0.75 merges/A_ctx_bi_a0.75; do
+  for m in B_ctx_bi A_ctx_bi merges/B_ctx_bi_a0.75; do   # alpha chosen by merge_alpha_dev.py: B 0.75, A 1 (no merge)
     $C eval --benchmark medquad-cdv -r dense --model "$R/$m" --query-field $f --json > "$L/cdv.$(basename $m).$f.json"
   done
 done
@@ -80,7 +80,9 @@ $C eval --benchmark medquad-cdv -r bm25 --reranker "poly:$R/A_ctx_poly" --rerank
 $C eval --benchmark mtsamples-capr -r dense --model "$R/A_ctx_bi" --json > "$L/mts.A_ctx_bi.json"
 $C eval --benchmark mtsamples-capr -r bm25 --reranker "poly:$R/A_ctx_poly" --rerank-depth 64 --json > "$L/mts.A_ctx_poly.json"
 $C eval --benchmark mtsamples-capr -r dense --model "$R/A_ctx_bi" --reranker "cross:$R/A_ctx_cross" --rerank-depth 5 --json > "$L/mts.A_ctx_bi+cross.json"
-for m in B_ctx_bi A_ctx_bi merges/B_ctx_bi_a0.75 merges/A_ctx_bi_a0.75; do
+$C eval --benchmark medquad-cdv -r dense --model "$R/A_ctx_bi" --reranker "cross:$R/A_ctx_cross" --rerank-depth 5 --json > "$L/cdv.A_ctx_bi+cross.tuple.json"
+$C eval --benchmark mediqa2019-train --query-field question -r dense --model minilm --json > "$L/mediqa_train.minilm.json"
+for m in B_ctx_bi A_ctx_bi merges/B_ctx_bi_a0.75; do
   $C eval --benchmark mediqa2019 --query-field question -r dense --model "$R/$m" --json > "$L/mediqa.$(basename $m).json"
 done
 
