@@ -79,16 +79,26 @@ class TrainReport:
 
 
 def _setup(seed: int) -> Any:
-    import numpy as np
     import torch
 
-    random.seed(seed)
-    np.random.seed(seed)
-    from capr.train.trainer import use_cpu_threads
+    from capr.train.trainer import seed_everything
 
-    torch.manual_seed(seed)
-    use_cpu_threads()
+    seed_everything(seed)
     return torch
+
+
+def _save_model(out_dir: str | Path, save_weights: Callable[[str], Any], card: dict, readme: str, log: "Log | None",
+                message: str) -> None:
+    """Weights, capr.json and README into `out_dir` atomically, then one log line."""
+    from capr.train.trainer import _atomic_dir_save
+
+    def write(tmp: Path) -> None:
+        save_weights(str(tmp))
+        _write_card(tmp, card, readme)
+
+    _atomic_dir_save(Path(out_dir), write)
+    if log:
+        log(message)
 
 
 def _bar(total: int, desc: str, progress: bool):
@@ -156,7 +166,6 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
     original from the embedding with a tied decoder (sentence-transformers' DenoisingAutoEncoderLoss)."""
     from capr.models.encoder import resolve_model
     from capr.train.models import _local, _quiet_transformers, pick_device
-    from capr.train.trainer import _atomic_dir_save
 
     args = args or TsdaeArgs()
     if len(sentences) < args.batch_size:
@@ -210,13 +219,7 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
               f"deletion ratio {args.del_ratio}, {seconds / 60:.1f} min ({stopped}); loss {losses[0]:.3f} → "
               f"{sum(losses[-20:]) / len(losses[-20:]):.3f}.\n\nUse: `capr index CORPUS --dense --model THIS_DIR`.\n")
 
-    def write(tmp: Path) -> None:
-        model.save(str(tmp))
-        _write_card(tmp, card, readme)
-
-    _atomic_dir_save(Path(out_dir), write)
-    if log:
-        log(f"tsdae: {step} steps in {seconds / 60:.1f} min ({stopped})")
+    _save_model(out_dir, model.save, card, readme, log, f"tsdae: {step} steps in {seconds / 60:.1f} min ({stopped})")
     return TrainReport(Path(out_dir), step, seconds, stopped, losses, {"sentences": len(sentences)})
 
 
@@ -228,7 +231,6 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
     ``init``: a cross-encoder folder to continue from (otherwise ``args.base_model`` with a fresh head)."""
     from capr.models.encoder import resolve_model
     from capr.train.models import _local, _quiet_transformers, pick_device
-    from capr.train.trainer import _atomic_dir_save
 
     args = args or PairArgs()
     if len(pairs) < 2:
@@ -293,13 +295,8 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
               f"lr {args.lr}, max length {args.max_length}, {seconds / 60:.1f} min ({stopped}); loss {losses[0]:.3f} → "
               f"{tail:.3f}.\n\nUse: `capr cases --index DIR --model THIS_DIR ...` or `--reranker cross:THIS_DIR`.\n")
 
-    def write(tmp: Path) -> None:
-        ce.save_pretrained(str(tmp))
-        _write_card(tmp, card, readme)
-
-    _atomic_dir_save(Path(out_dir), write)
-    if log:
-        log(f"{desc}: {step} steps in {seconds / 60:.1f} min ({stopped}), loss {losses[0]:.3f} -> {tail:.3f}")
+    _save_model(out_dir, ce.save_pretrained, card, readme, log,
+                f"{desc}: {step} steps in {seconds / 60:.1f} min ({stopped}), loss {losses[0]:.3f} -> {tail:.3f}")
     return TrainReport(Path(out_dir), step, seconds, stopped, losses, {"pairs": len(pairs), "positives": positives})
 
 

@@ -24,7 +24,9 @@ from capr.cdv.model import CARD_FILE, CDVModel, CDVNet, _encoder, _pad
 from capr.errors import BadInputError
 from capr.labels.generate import LabeledPassage, read_labels
 from capr.train.models import pick_device
-from capr.train.trainer import EarlyStopping, StepLog, _atomic_dir_save, _labels_fingerprint, dev_metrics, finish_card
+from capr.train.trainer import (
+    EarlyStopping, StepLog, _atomic_dir_save, _labels_fingerprint, dev_metrics, finish_card, seed_everything,
+)
 
 
 @dataclass
@@ -146,9 +148,7 @@ def train_cdv(
     docs = [d for d in docs if len(d)]
     if sum(len(d.passages) for d in docs) < 2:
         raise BadInputError(str(labels_path or "labels"), "need at least two labeled passages to train CDV")
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    seed_everything(args.seed)
     device = pick_device(args.device)
     say = log or (lambda m: None)
 

@@ -157,9 +157,10 @@ class IndexWriter:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
             dirs.remove_stale(self.root)
             self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
-            if self.dense_info:
+            self._dense_encoder = _encoder(self.dense_info)
+            if self._dense_encoder is not None:
                 # a model trained with document context reads each passage with its title (and heading)
-                self.builder.dense_text = _encoder(self.dense_info).passage_text
+                self.builder.dense_text = self._dense_encoder.passage_text
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -244,7 +245,7 @@ class IndexWriter:
         try:
             vectors = None
             if self.dense_info and self.builder.n_passages:
-                encoder = _encoder(self.dense_info)
+                encoder = self._dense_encoder
                 self._note(f"encoding {self.builder.n_passages} passages")
                 vectors = encoder.encode_passages(self.builder.texts, progress=getattr(self.progress, "advance_encoding", None))
                 self.dense_info = {**self.dense_info, "dim": int(vectors.shape[1])}

@@ -77,6 +77,14 @@ class BudgetSchedule:
         self.horizon = max(step + 1, min(self.max_steps, fits))
 
 
+def seed_everything(seed: int) -> None:
+    """The setup every trainer shares: python, numpy and torch seeds, and the thread policy above."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    use_cpu_threads()
+
+
 def dev_metrics(scores: list[np.ndarray], relevant: list[list[bool]]) -> dict[str, float]:
     """R@1 and MRR over candidate lists; ties are broken against the model (stable sort on a shuffled list
     would favour position 0)."""
@@ -233,10 +241,7 @@ def train(
     out_dir = Path(out_dir)
     labels_path = Path(labels) if isinstance(labels, (str, Path)) else None
     records = read_labels(labels_path) if labels_path is not None else labels
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    use_cpu_threads()
+    seed_everything(args.seed)
     device = pick_device(args.device)
     data = TrainingSet(records, args)
     if len(data) < 2:
