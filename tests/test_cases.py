@@ -102,6 +102,19 @@ def test_pipeline_picks_the_hypothesis_supported_by_a_similar_case(planted_index
         assert [h.rank for h in res.hypotheses] == [1, 2, 3]
 
 
+def test_words_match_finds_options_not_written_verbatim(planted_index):
+    # "meningitis, bacterial" (exam-style inversion) never occurs as a phrase; all its words do, in the case note
+    opts = ["meningitis, bacterial", "migraine"]
+    phrase = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25)).rank(DESCRIPTION, opts)
+    words = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25, match="words")).rank(DESCRIPTION, opts)
+    by = lambda res: {h.hypothesis: h for h in res.hypotheses}  # noqa: E731
+    assert not by(phrase)["meningitis, bacterial"].found
+    hit = by(words)["meningitis, bacterial"]
+    assert hit.found and hit.passage.doc_id == "case_men" and words.answer.hypothesis == "meningitis, bacterial"
+    with pytest.raises(QueryError, match="unknown mention match"):
+        CaseConfig(scorer=CaseScorer.bm25, match="fuzzy")
+
+
 def test_excluded_documents_never_support(planted_index):
     pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
     res = pipe.rank(DESCRIPTION, ["meningitis"], exclude_docs=["case_men"])
@@ -155,6 +168,36 @@ def test_evaluate_cases_on_planted_questions(planted_index):
     metrics, outcomes = evaluate_cases(CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.dense)), qs)
     assert metrics["questions"] == 2 and metrics["coverage"] == 100.0 and metrics["chance"] == 50.0
     assert metrics["accuracy"] == 100.0 and metrics["AP"] == 100.0, outcomes
+    assert outcomes[0].supports[1].startswith("case_men")  # meningitis' supporting case is the planted one
+
+
+def test_outcome_files_feed_the_paired_comparison(planted_index, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from capr.cases.bench import write_outcomes
+
+    qs = [MCQuestion("q1", DESCRIPTION, ["migraine", "meningitis"], 1, "t"),
+          MCQuestion("q2", "sudden hot swollen big toe after beer", ["gout", "asthma"], 0, "t")]
+    runs = {}
+    for sc in (CaseScorer.bm25, CaseScorer.dense):
+        _, outcomes = evaluate_cases(CasePipeline(planted_index, CaseConfig(scorer=sc)), qs)
+        runs[sc.value] = tmp_path / f"{sc.value}.jsonl"
+        write_outcomes(runs[sc.value], outcomes)
+    rows = [json.loads(line) for line in runs["dense"].read_text().splitlines()]
+    assert [r["qid"] for r in rows] == ["q1", "q2"] and rows[0]["answer"] == 1 and len(rows[0]["scores"]) == 2
+    from capr.cases.bench import read_outcomes, summarize
+
+    back = summarize(read_outcomes(runs["dense"]))
+    assert back["accuracy"] == 100.0 and back["all_found_questions"] == 2 and back["all_found_accuracy"] == 100.0
+    unfound = QuestionOutcome("q3", [0.0, 1.0], 0, [False, True])
+    m = summarize(read_outcomes(runs["dense"]) + [unfound])
+    assert m["all_found_questions"] == 2 and m["all_found_accuracy"] == 100.0 and round(m["accuracy"], 2) == 66.67
+    script = Path(__file__).resolve().parents[1] / "bench" / "cases_paired.py"
+    proc = subprocess.run([sys.executable, str(script), str(runs["bm25"]), str(runs["dense"])], capture_output=True,
+                          text=True, check=True)
+    assert "2 questions" in proc.stdout and "-> 100.00" in proc.stdout and "randomization p=" in proc.stdout
 
 
 # --------------------------------------------------------------------------- real data
@@ -175,9 +218,25 @@ def test_benchmark_loaders_parse_real_files():
     need_data("medmcqa_dev")
     mm = load_questions(data, "medmcqa-dev")
     assert len(mm) == 4183 and all(q.exclude_docs[0].startswith("medmcqa-exp:") for q in mm)
+    mm_train, mm_held = load_questions(data, "medmcqa-train"), load_questions(data, "medmcqa-heldout")
+    assert len(mm_train) + len(mm_held) == 4183 and 700 < len(mm_held) < 950
+    assert not {q.qid for q in mm_train} & {q.qid for q in mm_held}
+    assert [q.qid for q in benchmark_questions(data, "medmcqa-dev")] == [q.qid for q in mm_held]
     need_data("rqe")
     pairs = read_similarity_pairs(data)
-    assert len(pairs) == 8588 and {p[2] for p in pairs} == {0.0, 1.0}
+    rqe_only = 8588
+    assert len(pairs) >= rqe_only and {p[2] for p in pairs} == {0.0, 1.0}
+    if (data / "mediqa2019" / "Task3_QA").exists():  # + MEDIQA Task 3 training set 2 judgements, never its validation set
+        assert len(pairs) > rqe_only and any("treatments" in p[0].lower() for p in pairs[rqe_only:])
+
+
+def test_distant_supervision_refuses_evaluation_questions(tmp_path):
+    from capr.cases.train import DistantArgs, distant_pairs
+    from capr.errors import CaprError
+
+    for bad in ("medqa-heldout", "headqa-test", "medmcqa-heldout", "medmcqa-dev"):
+        with pytest.raises(CaprError, match="held-out or test"):
+            distant_pairs(tmp_path / "no-index", tmp_path / "no-model", tmp_path, DistantArgs(sources=(bad,)))
 
 
 def test_case_corpus_excludes_medquad_test_documents():

@@ -106,3 +106,13 @@ def test_local_path_and_separate_query_model(torch_vectors):
     np.testing.assert_allclose(enc.encode_passages(TEXTS), torch_vectors, atol=1e-5)
     q = enc.encode_queries(["acute gout flare"])
     assert int((q @ torch_vectors.T).argmax()) == 1
+
+
+def test_encoder_config_records_local_model_folders_absolutely(tmp_path, monkeypatch):
+    # an index stores its encoder; a relative folder must still resolve when the index is used from elsewhere
+    (tmp_path / "models" / "enc").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cfg = EncoderConfig(model="models/enc", query_model="minilm")
+    assert cfg.model == str(tmp_path / "models" / "enc") and cfg.query_model == "minilm"
+    assert EncoderConfig.from_dict(cfg.to_dict()).model == cfg.model
+    assert EncoderConfig(model="org/not-a-local-folder").model == "org/not-a-local-folder"  # hub ids untouched

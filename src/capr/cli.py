@@ -522,7 +522,8 @@ def eval_cmd(
     retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
     protocol: str = typer.Option("rerank64", help="rerank64 (CDV/CAPR) or full."),
     query_field: str = typer.Option("tuple", help="tuple (entity + aspect) or question."),
-    run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file."),
+    run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file (case benchmarks: one JSON "
+                                           "line per question: option scores, answer, supporting pids)."),
     cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
     model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, or a path."),
     query_model: Optional[str] = typer.Option(None, help="Separate query encoder."),
@@ -543,10 +544,12 @@ def eval_cmd(
     theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
     theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    index_dir: Optional[Path] = typer.Option(None, "--index", help="medqa-dev | headqa | medmcqa-dev: the case index."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="medqa-dev | headqa | medmcqa-dev: a fixed random subset of N questions."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="Case benchmarks (medqa-dev, headqa, medmcqa-dev, headqa-dev): the case index."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Case benchmarks: a fixed random subset of N questions."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --limit subset."),
     dense_k: int = typer.Option(50, "--dense-k", help="Case benchmarks: supports per option kept by the encoder."),
+    match: str = typer.Option("phrase", "--match", help="Case benchmarks: an option is mentioned as a phrase, or by "
+                              "all its words (words)."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
     benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
@@ -557,13 +560,16 @@ def eval_cmd(
     )
 
     def body() -> None:
-        if benchmark in ("medqa-dev", "headqa", "medmcqa-dev"):
+        from capr.cases.bench import CaseBenchmark
+
+        if benchmark in {b.value for b in CaseBenchmark}:
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth, limit, seed, dense_k,
-                               as_json)
+                               as_json, run_out, match)
         loaders = {"medquad-cdv": load_medquad_cdv, "mtsamples-capr": load_mtsamples_capr, "mediqa2019": load_mediqa2019,
                    "mediqa2019-train": partial(load_mediqa2019, name="mediqa2019-train")}
         if benchmark not in loaders:
-            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}, medqa-dev, headqa, medmcqa-dev")
+            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}, "
+                            f"{', '.join(b.value for b in CaseBenchmark)}")
         try:
             proto = Protocol(protocol)
         except ValueError:
@@ -1045,7 +1051,7 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
             pairs = read_similarity_pairs(data_dir)
             target = out_dir if st is CaseStage.pretrain else out_dir.with_name(out_dir.name + "-rqe")
             rep = train_pairs(pairs, target, PairArgs(**pargs), log=say, desc="rqe-pretrain",
-                              card_extra={"data": "rqe/RQE_Train_8588_AMIA2016.xml.gz"})
+                              card_extra={"data": "rqe/RQE_Train_8588_AMIA2016.xml.gz + mediqa2019 Task3 TrainingSet2"})
             summary["pretrain"] = {"out": str(target), "steps": rep.steps, "minutes": round(rep.seconds / 60, 2),
                                    "pairs": len(pairs), "stopped": rep.stopped}
             init = str(target)
@@ -1146,6 +1152,8 @@ def cases_cmd(
                                          "when the index has vectors, else bm25)."),
     dense_k: int = typer.Option(50, "--dense-k", help="Supports per hypothesis kept by the encoder."),
     cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
+    match: str = typer.Option("phrase", "--match", help="A passage mentions a hypothesis as a phrase, or by all its "
+                              "words anywhere (words: finds long options that are rarely written verbatim)."),
     explain: bool = typer.Option(False, "--explain", help="Show the variants searched and every scored support."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -1160,7 +1168,8 @@ def cases_cmd(
                                                      else CaseScorer.bm25)
         except ValueError:
             raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
-        cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k)
+        cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k,
+                         match=match)
         text = _read_description(description)
         res = CasePipeline(index, cfg).rank(text, [o for o in options])
         if as_json:
@@ -1186,9 +1195,10 @@ def cases_cmd(
 
 
 def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Retriever, reranker: Optional[str],
-                rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool) -> None:
+                rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool,
+                run_out: Optional[Path] = None, match: str = "phrase") -> None:
     from capr.cases import CaseConfig, CasePipeline, CaseScorer
-    from capr.cases.bench import benchmark_questions, evaluate_cases
+    from capr.cases.bench import benchmark_questions, evaluate_cases, write_outcomes
 
     if index_dir is None:
         raise CaprError(f"{benchmark} needs --index (the case index from `capr case-index`)")
@@ -1201,13 +1211,15 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
     else:
         raise CaprError(f"{benchmark}: use --retriever bm25 or dense, or --reranker cross:DIR")
     cfg = CaseConfig(scorer=sc, cross_model=reranker[len("cross:"):] if reranker else None, dense_k=dense_k,
-                     cross_k=min(rerank_depth, dense_k))
+                     cross_k=min(rerank_depth, dense_k), match=match)
     qs = benchmark_questions(data_dir, benchmark, limit, seed)
     pipe = CasePipeline(Index.load(index_dir), cfg)
 
     progress = _item_progress(f"{benchmark} {sc.value}")
 
-    metrics, _ = evaluate_cases(pipe, qs, progress)
+    metrics, outcomes = evaluate_cases(pipe, qs, progress)
+    if run_out is not None:
+        write_outcomes(run_out, outcomes)
     result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),
               "limit": limit, "seed": seed, "config": cfg.to_dict(), "metrics": metrics}
     if as_json:

@@ -18,13 +18,15 @@ from capr.cases.pipeline import CasePipeline
 class CaseBenchmark(str, Enum):
     medqa_dev = "medqa-dev"  # the fixed held-out part of MedQA-USMLE dev (never trained or tuned on)
     headqa = "headqa"  # HEAD-QA English test
-    medmcqa_dev = "medmcqa-dev"  # MedMCQA dev; each question's own explanation is excluded from its support
+    medmcqa_dev = "medmcqa-dev"  # the fixed held-out part of MedMCQA dev; each question's own explanation is excluded
+    headqa_dev = "headqa-dev"  # HEAD-QA English dev: for choosing settings, never trained on
 
 
 BENCHMARK_QUESTIONS = {
     CaseBenchmark.medqa_dev: QuestionSet.medqa_heldout,
     CaseBenchmark.headqa: QuestionSet.headqa_test,
-    CaseBenchmark.medmcqa_dev: QuestionSet.medmcqa_dev,
+    CaseBenchmark.medmcqa_dev: QuestionSet.medmcqa_heldout,
+    CaseBenchmark.headqa_dev: QuestionSet.headqa_dev,
 }
 
 
@@ -52,6 +54,7 @@ class QuestionOutcome:
     scores: list[float]  # per option, in option order
     answer: int
     found: list[bool]
+    supports: list[str | None] | None = None  # per option, the pid of its supporting case (None: C_H = H)
 
     @property
     def credit(self) -> float:
@@ -61,6 +64,34 @@ class QuestionOutcome:
         if s[self.answer] < top:
             return 0.0
         return 1.0 / int((s == top).sum())
+
+
+def summarize(outcomes: Sequence[QuestionOutcome]) -> dict[str, float]:
+    """Accuracy, AP over all (question, option) pairs, coverage, and accuracy on the questions whose options
+    are all mentioned in the corpus (where the method is not falling back to an option's own text)."""
+    flat_s = [s for o in outcomes for s in o.scores]
+    flat_y = [i == o.answer for o in outcomes for i in range(len(o.scores))]
+    n_opt = sum(len(o.scores) for o in outcomes)
+    covered = [o for o in outcomes if all(o.found)]
+    return {
+        "accuracy": 100 * float(np.mean([o.credit for o in outcomes])) if outcomes else 0.0,
+        "AP": 100 * average_precision(flat_s, flat_y) if outcomes else 0.0,
+        "coverage": 100 * sum(sum(o.found) for o in outcomes) / max(1, n_opt),
+        "correct_found": 100 * float(np.mean([o.found[o.answer] for o in outcomes])) if outcomes else 0.0,
+        "chance": 100 * float(np.mean([1 / len(o.scores) for o in outcomes])) if outcomes else 0.0,
+        "questions": len(outcomes),
+        "all_found_questions": len(covered),
+        "all_found_accuracy": 100 * float(np.mean([o.credit for o in covered])) if covered else 0.0,
+    }
+
+
+def read_outcomes(path: str | Path) -> list[QuestionOutcome]:
+    """The file :func:`write_outcomes` wrote."""
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        return [QuestionOutcome(r["qid"], r["scores"], r["answer"], r["found"], r.get("supports"))
+                for r in map(json.loads, fh) if r]
 
 
 def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
@@ -76,24 +107,29 @@ def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
             pos.setdefault(o, []).append(i)
         scores = [0.0] * len(q.options)
         found = [False] * len(q.options)
+        supports: list[str | None] = [None] * len(q.options)
         for h in res.hypotheses:
             i = pos[h.hypothesis].pop(0)
             scores[i], found[i] = float(h.score), h.found
-        outcomes.append(QuestionOutcome(q.qid, scores, q.answer, found))
-    flat_s = [s for o in outcomes for s in o.scores]
-    flat_y = [i == o.answer for o in outcomes for i in range(len(o.scores))]
-    n_opt = sum(len(o.scores) for o in outcomes)
-    metrics = {
-        "accuracy": 100 * float(np.mean([o.credit for o in outcomes])) if outcomes else 0.0,
-        "AP": 100 * average_precision(flat_s, flat_y) if outcomes else 0.0,
-        "coverage": 100 * sum(sum(o.found) for o in outcomes) / max(1, n_opt),
-        "correct_found": 100 * float(np.mean([o.found[o.answer] for o in outcomes])) if outcomes else 0.0,
-        "chance": 100 * float(np.mean([1 / len(o.scores) for o in outcomes])) if outcomes else 0.0,
-        "questions": len(outcomes),
-        "seconds": round(time.time() - t0, 1),
-    }
+            supports[i] = h.passage.pid if h.passage is not None else None
+        outcomes.append(QuestionOutcome(q.qid, scores, q.answer, found, supports))
+    metrics = summarize(outcomes)
+    metrics["seconds"] = round(time.time() - t0, 1)
     return metrics, outcomes
 
 
+def write_outcomes(path: str | Path, outcomes: Iterable[QuestionOutcome]) -> None:
+    """One JSON line per question (scores, answer, found, supporting pids), written atomically: the input
+    of paired comparisons between scorers (bench/cases_paired.py)."""
+    import json
+
+    from capr.index.atomic import write_bytes
+
+    # scores at full precision: rounding would create ties that change the credit read back
+    lines = [json.dumps({"qid": o.qid, "scores": [float(x) for x in o.scores], "answer": o.answer,
+                         "found": o.found, "supports": o.supports, "credit": o.credit}) for o in outcomes]
+    write_bytes(Path(path), ("\n".join(lines) + "\n").encode())
+
+
 __all__ = ["BENCHMARK_QUESTIONS", "CaseBenchmark", "QuestionOutcome", "average_precision", "benchmark_questions",
-           "evaluate_cases"]
+           "evaluate_cases", "read_outcomes", "summarize", "write_outcomes"]

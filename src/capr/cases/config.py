@@ -21,6 +21,17 @@ class CaseScorer(str, Enum):
     cross = "cross"
 
 
+class MentionMatch(str, Enum):
+    """What counts as a passage mentioning a hypothesis in step 1.
+
+    phrase: one of its surface forms as a phrase (the paper's string match); words: every content word of a
+    surface form somewhere in the passage (finds multi-word options such as "inhibition of cell wall synthesis"
+    that are rarely written verbatim)."""
+
+    phrase = "phrase"
+    words = "words"
+
+
 @dataclass(slots=True)
 class CaseConfig:
     scorer: CaseScorer = CaseScorer.cross
@@ -30,9 +41,14 @@ class CaseConfig:
     dense_k: int = 50  # step 2: kept by cosine to the description
     cross_k: int = 50  # step 3: of those, scored by the cross-encoder (lower on CPU to trade accuracy for time)
     cross_batch_size: int = 32
+    match: MentionMatch = MentionMatch.phrase
 
     def __post_init__(self) -> None:
         self.scorer = CaseScorer(self.scorer)
+        try:
+            self.match = MentionMatch(self.match)
+        except ValueError:
+            raise QueryError(f"unknown mention match {self.match!r}; choose phrase or words") from None
         for name in ("lexical_k", "max_checked", "dense_k", "cross_k"):
             if getattr(self, name) < 1:
                 raise QueryError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -42,6 +58,7 @@ class CaseConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["scorer"] = self.scorer.value
+        d["match"] = self.match.value
         return d
 
 
@@ -103,4 +120,4 @@ class CaseResult:
                 "hypotheses": [h.to_dict(explain) for h in self.hypotheses]}
 
 
-__all__ = ["CaseConfig", "CaseResult", "CaseScorer", "HypothesisResult", "Support"]
+__all__ = ["CaseConfig", "CaseResult", "CaseScorer", "MentionMatch", "HypothesisResult", "Support"]

@@ -3,7 +3,8 @@ and the local case corpus, read straight from ``../shared/data``.
 
 The MedQA dev split (1,272 questions; the official test split is not here) is cut once into a training part
 and a fixed held-out part by a seeded hash of the question text: ``medqa_part(q) == "heldout"`` for
-MEDQA_HELDOUT_SHARE of it. Held-out questions are never used to train or to select a model."""
+MEDQA_HELDOUT_SHARE of it; MedMCQA dev is cut the same way (MEDMCQA_HELDOUT_SHARE). Held-out questions are
+never used to train or to select a model."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from capr.records import Document
 MEDQA_FILE = "medqa_usmle/US_4_options_phrases_no_exclude_dev.jsonl.gz"
 MEDQA_SPLIT_SALT = "capr-cases-medqa-v1"
 MEDQA_HELDOUT_SHARE = 0.4  # ~509 of 1,272 questions
+MEDMCQA_SPLIT_SALT = "capr-cases-medmcqa-v1"
+MEDMCQA_HELDOUT_SHARE = 0.2  # ~840 of 4,183 questions
 HEADQA_ZIP = "headqa_en/HEAD_EN.zip"
 MEDMCQA_FILE = "medmcqa_dev/dev.jsonl.gz"
 
@@ -34,7 +37,9 @@ class QuestionSet(str, Enum):
     headqa_train = "headqa-train"
     headqa_dev = "headqa-dev"
     headqa_test = "headqa-test"
-    medmcqa_dev = "medmcqa-dev"
+    medmcqa_dev = "medmcqa-dev"  # all of MedMCQA dev
+    medmcqa_train = "medmcqa-train"  # the part used for training
+    medmcqa_heldout = "medmcqa-heldout"  # fixed, for reporting
 
 
 @dataclass(slots=True)
@@ -53,9 +58,17 @@ def _need(path: Path) -> Path:
     return path
 
 
+def _hash_part(salt: str, share: float, text: str) -> str:
+    h = int.from_bytes(hashlib.sha1(f"{salt}:{text}".encode()).digest()[:8], "big")
+    return "heldout" if h / 2**64 < share else "train"
+
+
 def medqa_part(question: str) -> str:
-    h = int.from_bytes(hashlib.sha1(f"{MEDQA_SPLIT_SALT}:{question}".encode()).digest()[:8], "big")
-    return "heldout" if h / 2**64 < MEDQA_HELDOUT_SHARE else "train"
+    return _hash_part(MEDQA_SPLIT_SALT, MEDQA_HELDOUT_SHARE, question)
+
+
+def medmcqa_part(question: str) -> str:
+    return _hash_part(MEDMCQA_SPLIT_SALT, MEDMCQA_HELDOUT_SHARE, question)
 
 
 def read_medqa(data_dir: str | Path, part: str | None = None) -> list[MCQuestion]:
@@ -102,7 +115,8 @@ def medmcqa_doc_id(qid: str) -> str:
     return f"medmcqa-exp:{qid}"
 
 
-def read_medmcqa(data_dir: str | Path) -> list[MCQuestion]:
+def read_medmcqa(data_dir: str | Path, part: str | None = None) -> list[MCQuestion]:
+    """MedMCQA dev; ``part``: None (all), "train" or "heldout" (a fixed hash split, like MedQA's)."""
     path = _need(Path(data_dir) / MEDMCQA_FILE)
     out = []
     with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -110,6 +124,8 @@ def read_medmcqa(data_dir: str | Path) -> list[MCQuestion]:
             if not line.strip():
                 continue
             r = json.loads(line)
+            if part is not None and medmcqa_part(r["question"]) != part:
+                continue
             out.append(MCQuestion(f"medmcqa-{r['id']}", r["question"], [r["opa"], r["opb"], r["opc"], r["opd"]],
                                   int(r["cop"]) - 1, "medmcqa", (medmcqa_doc_id(r["id"]),)))
     return out
@@ -123,6 +139,10 @@ def load_questions(data_dir: str | Path, which: QuestionSet | str) -> list[MCQue
         return read_medqa(data_dir, "heldout")
     if which is QuestionSet.medmcqa_dev:
         return read_medmcqa(data_dir)
+    if which is QuestionSet.medmcqa_train:
+        return read_medmcqa(data_dir, "train")
+    if which is QuestionSet.medmcqa_heldout:
+        return read_medmcqa(data_dir, "heldout")
     return read_headqa(data_dir, which.value.split("-")[1])
 
 
@@ -146,13 +166,26 @@ def _rqe_pairs(path: Path) -> Iterator[tuple[str, str, float]]:
             yield " ".join(chq.split()), " ".join(faq.split()), float(value == "true")
 
 
+def _mediqa_qa_pairs(path: Path) -> Iterator[tuple[str, str, float]]:
+    """MEDIQA 2019 Task 3 (question, answer passage) judgements; relevant = ReferenceScore 3 or 4."""
+    with gzip.open(path, "rb") as fh:
+        root = ET.parse(fh).getroot()
+    for q in root.iter("Question"):
+        question = " ".join((q.findtext("QuestionText") or "").split())
+        for a in q.iter("Answer"):
+            text = " ".join((a.findtext("AnswerText") or "").split())
+            if question and text:
+                yield question, text, float(int(a.get("ReferenceScore", 0)) >= 3)
+
+
 def read_similarity_pairs(data_dir: str | Path) -> list[tuple[str, str, float]]:
-    """RQE training pairs (AMIA 2016, 8,588) + MEDIQA 2019 Task 2 validation pairs when present; the RQE
-    test files are left out (they are evaluation data)."""
+    """RQE training pairs (AMIA 2016, 8,588) + MEDIQA 2019 Task 3 training set 2 (question, answer) judgements
+    when present. The RQE test files and the MEDIQA validation and test sets are left out (evaluation data)."""
     d = Path(data_dir)
     out = list(_rqe_pairs(_need(d / "rqe" / "RQE_Train_8588_AMIA2016.xml.gz")))
-    for extra in sorted((d / "mediqa2019" / "Task2_RQE").glob("*Valid*.xml")) if (d / "mediqa2019" / "Task2_RQE").exists() else []:
-        out += list(_rqe_pairs(extra))
+    qa = d / "mediqa2019" / "Task3_QA" / "MEDIQA2019-Task3-QA-TrainingSet2-Alexa.xml.gz"
+    if qa.exists():
+        out += list(_mediqa_qa_pairs(qa))
     return out
 
 
@@ -208,5 +241,5 @@ def _case_corpus(data_dir: str | Path, include: tuple[str, ...]) -> Iterator[Doc
 
 
 __all__ = ["MCQuestion", "MEDQA_HELDOUT_SHARE", "MEDQA_SPLIT_SALT", "QuestionSet", "case_corpus", "load_questions",
-           "medmcqa_doc_id", "medqa_part", "read_headqa", "read_medmcqa", "read_medqa", "read_similarity_pairs",
+           "medmcqa_doc_id", "medmcqa_part", "medqa_part", "read_headqa", "read_medmcqa", "read_medqa", "read_similarity_pairs",
            "subsample"]

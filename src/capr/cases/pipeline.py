@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from capr.cases.config import CaseConfig, CaseResult, CaseScorer, HypothesisResult, Support
+from capr.cases.config import CaseConfig, CaseResult, CaseScorer, HypothesisResult, MentionMatch, Support
 from capr.cases.mentions import candidate_rows, hypothesis_variants, mention_regex
 from capr.errors import QueryError
 
@@ -67,11 +67,11 @@ class CasePipeline:
             return variants, []
         scores = base_scores[rows]
         order = np.lexsort((rows, -scores))[: cfg.max_checked]
-        pattern = mention_regex(variants)
+        pattern = mention_regex(variants) if cfg.match is MentionMatch.phrase else None
         out: list[Support] = []
         for j in order:
             p = self.index.passage(int(rows[j]))
-            if p.doc_id in exclude_docs or not pattern.search(p.text):
+            if p.doc_id in exclude_docs or (pattern is not None and not pattern.search(p.text)):
                 continue
             out.append(Support(row=int(rows[j]), passage=p, bm25=float(scores[j])))
             if len(out) >= cfg.lexical_k:

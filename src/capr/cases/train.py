@@ -64,7 +64,7 @@ class DistantArgs:
     k: int = 1
     dense_k: int = 20  # step 2 depth before the pre-trained cross-encoder re-ranks (CPU: below the paper's 50)
     max_questions: int = 600
-    sources: tuple[str, ...] = ("headqa-train", "medmcqa-dev", "medqa-train")
+    sources: tuple[str, ...] = ("headqa-train", "medmcqa-train", "medqa-train")
     seed: int = 13
 
 
@@ -312,11 +312,12 @@ def distant_pairs(index_dir: str | Path, pretrained: str | Path, data_dir: str |
     from capr.index.index import Index
 
     args = args or DistantArgs()
+    # medmcqa-dev is the whole set, held-out part included
+    if any(s.endswith(("-heldout", "-test")) or s == "medmcqa-dev" for s in args.sources):
+        raise CaprError(f"distant supervision must not read held-out or test questions (sources: {', '.join(args.sources)})")
     questions = []
     for src in args.sources:
         questions += load_questions(data_dir, src)
-    if any(s.startswith("medqa-heldout") or s.endswith("-test") for s in args.sources):
-        raise CaprError("distant supervision must not read held-out or test questions")
     questions = subsample(questions, args.max_questions, args.seed)
     index = Index.load(index_dir)
     pipe = CasePipeline(index, CaseConfig(scorer=CaseScorer.cross, cross_model=str(pretrained),

@@ -42,6 +42,14 @@ class EncoderConfig:
     passage_prefix: str = ""
     passage_context: str | None = None  # off | title | title+heading; None: what the model was trained with
 
+    def __post_init__(self) -> None:
+        # an index records its encoder; a relative folder would stop resolving once the index is used from
+        # another working directory (and would then be looked up on the Hugging Face hub)
+        for name in ("model", "query_model"):
+            value = getattr(self, name)
+            if value and not Path(value).is_absolute() and Path(value).is_dir():
+                setattr(self, name, str(Path(value).resolve()))
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["backend"] = Backend(self.backend).value

@@ -1,0 +1,51 @@
+"""Paired comparison of two scorers on the same multiple-choice questions (issue 5): accuracy of each, how many
+questions each side gets more credit on, a two-sided paired randomization test on the per-question credit
+differences (20,000 sign flips, seed 0) and a 95 % paired bootstrap interval of the accuracy difference (10,000
+resamples, seed 0). Ties count with their expected credit (1/t when the answer shares the top score with t-1
+others), as in `capr eval` — which is why this is not a sign test: a scorer that ties everything earns 0.25 per
+question, and counting those as "wins" would make a difference look significant that is not.
+
+    capr eval --benchmark medqa-dev --index IDX -r bm25 --run-out a.jsonl
+    capr eval --benchmark medqa-dev --index IDX --reranker cross:MODEL --dense-k 5 --run-out b.jsonl
+    .venv/bin/python bench/cases_paired.py a.jsonl b.jsonl
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+import numpy as np
+
+
+def load(path: str) -> dict[str, float]:
+    with open(path, encoding="utf-8") as fh:
+        return {r["qid"]: float(r["credit"]) for r in map(json.loads, fh) if r}
+
+
+def randomization_p(diff: list[float], rounds: int = 20_000) -> float:
+    d = np.asarray(diff)
+    signs = np.random.default_rng(0).choice((-1.0, 1.0), size=(rounds, len(d)))
+    return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
+
+
+def main(a_path: str, b_path: str) -> None:
+    a, b = load(a_path), load(b_path)
+    if set(a) != set(b):
+        sys.exit(f"the two files hold different questions ({len(set(a) ^ set(b))} differ); run both on the same set")
+    qs = sorted(a)
+    diff = [b[q] - a[q] for q in qs]
+    wins, losses = sum(d > 1e-9 for d in diff), sum(d < -1e-9 for d in diff)
+    rng = random.Random(0)
+    boots = sorted(sum(diff[rng.randrange(len(diff))] for _ in diff) / len(diff) for _ in range(10_000))
+    lo, hi = boots[249], boots[9_749]
+    acc_a, acc_b = 100 * sum(a.values()) / len(a), 100 * sum(b.values()) / len(b)
+    print(f"{len(qs)} questions: accuracy {acc_a:.2f} -> {acc_b:.2f} ({acc_b - acc_a:+.2f}; 95% CI "
+          f"{100 * lo:+.2f} .. {100 * hi:+.2f}); more/less credit {wins}/{losses}; paired randomization "
+          f"p={randomization_p(diff):.3f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
