@@ -11,16 +11,16 @@ question, and counting those as "wins" would make a difference look significant 
 """
 from __future__ import annotations
 
-import json
 import random
 import sys
 
 import numpy as np
 
+from capr.cases.bench import read_outcomes
+
 
 def load(path: str) -> dict[str, float]:
-    with open(path, encoding="utf-8") as fh:
-        return {r["qid"]: float(r["credit"]) for r in map(json.loads, fh) if r}
+    return {o.qid: o.credit for o in read_outcomes(path)}
 
 
 def randomization_p(diff: list[float], rounds: int = 20_000) -> float:

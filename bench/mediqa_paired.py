@@ -6,11 +6,10 @@ questions each side wins, and a two-sided paired randomization test (20,000 sign
     .venv/bin/python bench/mediqa_paired.py a.run b.run
 """
 import sys, random, collections
-import gzip, xml.etree.ElementTree as ET
-root = ET.fromstring(gzip.open('../shared/data/mediqa2019/Task3_QA/MEDIQA2019-Task3-QA-ValidationSet.xml.gz').read())
-rel = {}
-for q in root.iter('Question'):
-    rel[f"mediqa-{q.get('QID')}"] = {a.get('AID'): int(int(a.get('ReferenceScore',0))>=3) for a in q.iter('Answer')}
+from capr.corpus.mediqa import read_task3, task3_path
+rel = collections.defaultdict(dict)
+for ans in read_task3(task3_path('../shared/data', 'mediqa2019')):
+    rel[ans.qid][ans.aid] = int(ans.relevant)
 def ap(run):
     out = {}
     for qid, ranked in run.items():

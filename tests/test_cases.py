@@ -230,6 +230,24 @@ def test_benchmark_loaders_parse_real_files():
         assert len(pairs) > rqe_only and any("treatments" in p[0].lower() for p in pairs[rqe_only:])
 
 
+def test_one_mediqa_reader_serves_the_benchmark_and_the_pretraining_pairs():
+    from capr.cases.data import read_similarity_pairs
+    from capr.corpus.mediqa import read_task3, task3_path
+
+    data = need_data("mediqa2019").parent
+    val = list(read_task3(task3_path(data, "mediqa2019")))
+    assert len({a.qid for a in val}) == 25 and all(a.text and a.aid for a in val)
+    assert {a.relevant for a in val} == {True, False}
+    assert all(a.relevant == (a.reference_score >= 3) for a in val)
+    train = list(read_task3(task3_path(data, "mediqa2019-train")))
+    assert len({a.qid for a in train}) == 104
+    need_data("rqe")
+    pairs = read_similarity_pairs(data)
+    assert pairs[-len(train):] == [(" ".join(a.question.split()), a.text, float(a.relevant)) for a in train]
+    val_questions = {" ".join(a.question.split()) for a in val}
+    assert not any(p[0] in val_questions for p in pairs)  # the validation set is an evaluation set, never training data
+
+
 def test_distant_supervision_refuses_evaluation_questions(tmp_path):
     from capr.cases.train import DistantArgs, distant_pairs
     from capr.errors import CaprError

@@ -3,6 +3,7 @@ view, average precision over all (question, option) pairs ranked by score."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -87,8 +88,6 @@ def summarize(outcomes: Sequence[QuestionOutcome]) -> dict[str, float]:
 
 def read_outcomes(path: str | Path) -> list[QuestionOutcome]:
     """The file :func:`write_outcomes` wrote."""
-    import json
-
     with open(path, encoding="utf-8") as fh:
         return [QuestionOutcome(r["qid"], r["scores"], r["answer"], r["found"], r.get("supports"))
                 for r in map(json.loads, fh) if r]
@@ -121,8 +120,6 @@ def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
 def write_outcomes(path: str | Path, outcomes: Iterable[QuestionOutcome]) -> None:
     """One JSON line per question (scores, answer, found, supporting pids), written atomically: the input
     of paired comparisons between scorers (bench/cases_paired.py)."""
-    import json
-
     from capr.index.atomic import write_bytes
 
     # scores at full precision: rounding would create ties that change the credit read back

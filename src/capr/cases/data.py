@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Iterator
 
+from capr.corpus.mediqa import read_task3, task3_path
 from capr.errors import BadInputError, CaprError
 from capr.records import Document
 
@@ -166,26 +167,15 @@ def _rqe_pairs(path: Path) -> Iterator[tuple[str, str, float]]:
             yield " ".join(chq.split()), " ".join(faq.split()), float(value == "true")
 
 
-def _mediqa_qa_pairs(path: Path) -> Iterator[tuple[str, str, float]]:
-    """MEDIQA 2019 Task 3 (question, answer passage) judgements; relevant = ReferenceScore 3 or 4."""
-    with gzip.open(path, "rb") as fh:
-        root = ET.parse(fh).getroot()
-    for q in root.iter("Question"):
-        question = " ".join((q.findtext("QuestionText") or "").split())
-        for a in q.iter("Answer"):
-            text = " ".join((a.findtext("AnswerText") or "").split())
-            if question and text:
-                yield question, text, float(int(a.get("ReferenceScore", 0)) >= 3)
-
-
 def read_similarity_pairs(data_dir: str | Path) -> list[tuple[str, str, float]]:
     """RQE training pairs (AMIA 2016, 8,588) + MEDIQA 2019 Task 3 training set 2 (question, answer) judgements
     when present. The RQE test files and the MEDIQA validation and test sets are left out (evaluation data)."""
     d = Path(data_dir)
     out = list(_rqe_pairs(_need(d / "rqe" / "RQE_Train_8588_AMIA2016.xml.gz")))
-    qa = d / "mediqa2019" / "Task3_QA" / "MEDIQA2019-Task3-QA-TrainingSet2-Alexa.xml.gz"
+    qa = task3_path(d, "mediqa2019-train")
     if qa.exists():
-        out += list(_mediqa_qa_pairs(qa))
+        out += [(" ".join(a.question.split()), a.text, float(a.relevant)) for a in read_task3(qa)
+                if a.question.strip()]
     return out
 
 

@@ -177,11 +177,6 @@ def load_mtsamples_capr(
     return BenchmarkData("mtsamples-capr", index, queries, qrels, {"pools": pools, "notes": len(docs)})
 
 
-MEDIQA_FILES = {"mediqa2019": "MEDIQA2019-Task3-QA-ValidationSet.xml.gz",
-                 # 104 questions; a dev set for choices (e.g. the merge weight) that must not see the validation set
-                 "mediqa2019-train": "MEDIQA2019-Task3-QA-TrainingSet2-Alexa.xml.gz"}
-
-
 def load_mediqa2019(
     data_dir: str | Path,
     index_dir: str | Path,
@@ -191,32 +186,24 @@ def load_mediqa2019(
     name: str = "mediqa2019",
 ) -> BenchmarkData:
     """MEDIQA 2019 Task 3 validation set (`mediqa2019`: 25 consumer health questions) or training set 2
-    (`mediqa2019-train`: 104), each question re-ranking its own judged answers (relevant = ReferenceScore 3 or 4,
-    as in the shared task). Free-text questions only."""
-    import gzip
-    import xml.etree.ElementTree as ET
-
+    (`mediqa2019-train`: 104; a dev set for choices such as the merge weight, which must not see the validation
+    set), each question re-ranking its own judged answers (relevant = ReferenceScore 3 or 4, as in the shared
+    task). Free-text questions only."""
+    from capr.corpus.mediqa import read_task3, task3_path
     from capr.records import Section
 
-    path = Path(data_dir) / "mediqa2019" / "Task3_QA" / MEDIQA_FILES[name]
+    path = task3_path(data_dir, name)
     if not path.exists():
         raise CaprError(f"{path}: MEDIQA 2019 {name} set not found")
-    root = ET.fromstring(gzip.open(path).read())
     queries, qrels, pools_pids, docs = [], [], {}, []
-    for qel in root.iter("Question"):
-        qid = f"mediqa-{qel.get('QID')}"
-        queries.append(Query(qid, text=(qel.findtext("QuestionText") or "").strip()))
-        pids = []
-        for a in qel.iter("Answer"):
-            aid = a.get("AID")
-            text = " ".join((a.findtext("AnswerText") or "").split())
-            if not text:
-                continue
-            docs.append(Document(doc_id=aid, title="", text=text,
-                                 sections=[Section(heading="", aspect=None, start=0, end=len(text), section_id=aid)]))
-            pids.append(aid)
-            qrels.append(Qrel(qid, aid, 1 if int(a.get("ReferenceScore", 0)) >= 3 else 0))
-        pools_pids[qid] = pids
+    for ans in read_task3(path):
+        if ans.qid not in pools_pids:
+            queries.append(Query(ans.qid, text=ans.question.strip()))
+            pools_pids[ans.qid] = []
+        docs.append(Document(doc_id=ans.aid, title="", text=ans.text,
+                             sections=[Section(heading="", aspect=None, start=0, end=len(ans.text), section_id=ans.aid)]))
+        pools_pids[ans.qid].append(ans.aid)
+        qrels.append(Qrel(ans.qid, ans.aid, int(ans.relevant)))
     index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=False),
                              progress)
     rows_of = index.pid_rows()
