@@ -11,6 +11,7 @@ from capr.index import IndexWriter
 from capr.models import Encoder, EncoderConfig
 from capr.models.cache import EmbeddingCache
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
+from capr.search import search
 
 TEXTS = [
     "IgA nephropathy often presents with visible blood in the urine after a sore throat.",
@@ -77,10 +78,10 @@ def test_hnsw_search_with_filters_matches_exact(tmp_path, demo_dir):
     hnsw = load_index(tmp_path / "hnsw")
     assert (hnsw.segments[0].path / "hnsw.faiss").exists() and not (exact.segments[0].path / "hnsw.faiss").exists()
     for q in ["anticoagulation for atrial fibrillation", Query("q", entity="asthma", aspect="treatment")]:
-        a = [h.pid for h in exact.search(q, k=10, retriever="dense", aspect_boost=0)]
-        b = [h.pid for h in hnsw.search(q, k=10, retriever="dense", aspect_boost=0)]
+        a = [h.pid for h in search(exact, q, k=10, retriever="dense", aspect_boost=0)]
+        b = [h.pid for h in search(hnsw, q, k=10, retriever="dense", aspect_boost=0)]
         assert len(set(a) & set(b)) >= 9
-        f = hnsw.search(q, k=5, retriever="dense", filters={"aspect": "treatment"})
+        f = search(hnsw, q, k=5, retriever="dense", filters={"aspect": "treatment"})
         assert len(f) == 5 and all(h.passage.aspect == "treatment" for h in f)
 
 

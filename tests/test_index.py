@@ -16,6 +16,7 @@ import pytest
 from capr import Query, build_index, load_index, read_documents
 from capr.errors import CaprError, IndexError_, QueryError
 from capr.records import Document
+from capr.search import search
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +39,17 @@ def test_manifest_and_layout(demo_index):
 
 
 def test_structured_and_free_text_queries(demo_index):
-    top = demo_index.search(Query("q", entity="IgA nephropathy", aspect="symptoms"), k=1)[0].passage
+    top = search(demo_index, Query("q", entity="IgA nephropathy", aspect="symptoms"), k=1)[0].passage
     assert top.aspect == "symptoms" and "IgA" in top.title
     assert "hematuria" in top.text.lower() or "blood in the urine" in top.text.lower()
-    top = demo_index.search(Query("q", entity="cardiomyopathy", aspect="family history"), k=1)[0].passage
+    top = search(demo_index, Query("q", entity="cardiomyopathy", aspect="family history"), k=1)[0].passage
     assert top.aspect == "family history" and "cardiomyopathy" in top.text.lower()
-    top = demo_index.search("how is atrial fibrillation treated", k=1)[0].passage
+    top = search(demo_index, "how is atrial fibrillation treated", k=1)[0].passage
     assert top.aspect == "treatment" and "anticoagula" in top.text.lower()
 
 
 def test_passage_offsets_point_into_the_stored_document(demo_index):
-    for hit in demo_index.search("heart failure", k=5):
+    for hit in search(demo_index, "heart failure", k=5):
         p = hit.passage
         doc = demo_index.document(p.doc_id)
         assert doc.text[p.start:p.end] == p.text
@@ -57,43 +58,43 @@ def test_passage_offsets_point_into_the_stored_document(demo_index):
 
 
 def test_filters_on_aspect_and_metadata(demo_index):
-    hits = demo_index.search("mg daily", k=20, filters={"aspect": "medications"})
+    hits = search(demo_index, "mg daily", k=20, filters={"aspect": "medications"})
     assert hits and all(h.passage.aspect == "medications" for h in hits)
     # aspect filter values are normalized like headings are
-    assert [h.pid for h in demo_index.search("mg daily", k=5, filters={"aspect": "MEDS"})] == [h.pid for h in hits[:5]]
+    assert [h.pid for h in search(demo_index, "mg daily", k=5, filters={"aspect": "MEDS"})] == [h.pid for h in hits[:5]]
     path = "note_02_dilated_cardiomyopathy_consult.txt"
-    hits = demo_index.search("cardiomyopathy", k=50, filters={"path": path})
+    hits = search(demo_index, "cardiomyopathy", k=50, filters={"path": path})
     assert hits and {h.passage.doc_id for h in hits} == {"note_02_dilated_cardiomyopathy_consult"}
 
 
 def test_missing_values_never_match_a_filter(tmp_path):
     idx = build_index([Document("a", "", "Plain paragraph without heading."), Document("b", "", "NOTE: none here.")], tmp_path / "i")
-    assert [h.pid for h in idx.search("paragraph heading none here", filters={"aspect": "note"})] == ["b#s0"]
+    assert [h.pid for h in search(idx, "paragraph heading none here", filters={"aspect": "note"})] == ["b#s0"]
     with pytest.raises(QueryError, match="no passage has aspect='none'"):
-        idx.search("paragraph", filters={"aspect": "none"})
+        search(idx, "paragraph", filters={"aspect": "none"})
 
 
 def test_query_errors_are_clear(demo_index):
     with pytest.raises(QueryError, match="empty query"):
-        demo_index.search("   ")
+        search(demo_index, "   ")
     with pytest.raises(ValueError, match="empty"):
         Query("q", entity=" ", aspect="")
     with pytest.raises(QueryError, match="unknown filter field 'specialty'; filterable fields: .*aspect"):
-        demo_index.search("asthma", filters={"specialty": "x"})
+        search(demo_index, "asthma", filters={"specialty": "x"})
     with pytest.raises(QueryError, match=r"unknown aspect 'symptons'; did you mean symptoms"):
-        demo_index.search(Query("q", entity="asthma", aspect="symptons"))
+        search(demo_index, Query("q", entity="asthma", aspect="symptons"))
     with pytest.raises(QueryError, match=r"no passage has aspect='treatmnt' \(close: treatment"):
-        demo_index.search("asthma", filters={"aspect": "treatmnt"})
+        search(demo_index, "asthma", filters={"aspect": "treatmnt"})
 
 
 def test_reopen_gives_identical_results(tmp_path, demo_dir):
     root = tmp_path / "idx"
     first = build_index(read_documents(demo_dir), root)
     q = Query("q", entity="gout", aspect="treatment")
-    before = [(h.pid, h.score) for h in first.search(q, k=10)]
+    before = [(h.pid, h.score) for h in search(first, q, k=10)]
     again = load_index(root)
-    assert [(h.pid, h.score) for h in again.search(q, k=10)] == before
-    assert [(h.pid, round(h.score, 5)) for h in again.search(q, k=10, retriever="tfidf")]
+    assert [(h.pid, h.score) for h in search(again, q, k=10)] == before
+    assert [(h.pid, round(h.score, 5)) for h in search(again, q, k=10, retriever="tfidf")]
 
 
 def test_refuses_to_overwrite_a_foreign_directory(tmp_path):
@@ -116,7 +117,7 @@ def test_failed_rebuild_keeps_previous_index(tmp_path):
     with pytest.raises(CaprError, match="halfway"):
         build_index(docs(), root)
     idx = load_index(root)
-    assert [h.pid for h in idx.search("liver")] == ["a#s0"]
+    assert [h.pid for h in search(idx, "liver")] == ["a#s0"]
     assert not [p for p in root.iterdir() if p.name.startswith(".gen-")]
     assert [p.name for p in (root / "segments").iterdir()] == idx.manifest["segments"]
 
@@ -125,7 +126,7 @@ def test_killed_index_process_leaves_previous_index_intact(tmp_path, demo_dir):
     """SIGKILL `capr index` while it writes a new generation: the old index still opens, unchanged."""
     root = tmp_path / "idx"
     build_index(read_documents(demo_dir), root)
-    before = [(h.pid, h.score) for h in load_index(root).search("atrial fibrillation anticoagulation", k=5)]
+    before = [(h.pid, h.score) for h in search(load_index(root), "atrial fibrillation anticoagulation", k=5)]
     big = tmp_path / "big.jsonl"
     with big.open("w") as fh:
         for i in range(60000):
@@ -134,7 +135,7 @@ def test_killed_index_process_leaves_previous_index_intact(tmp_path, demo_dir):
     _kill_mid_write(proc, root)
     idx = load_index(root)
     assert idx.counts["documents"] == 36
-    assert [(h.pid, h.score) for h in idx.search("atrial fibrillation anticoagulation", k=5)] == before
+    assert [(h.pid, h.score) for h in search(idx, "atrial fibrillation anticoagulation", k=5)] == before
     # the next write cleans up the dead writer's leftovers
     build_index(read_documents(demo_dir), root)
     assert not _tmp_dirs(root)

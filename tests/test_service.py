@@ -20,6 +20,7 @@ from capr.errors import CaprError
 from capr.index import Index
 from capr.service import ServiceConfig, create_app, load_tokens
 from capr.service.config import TokenSet
+from capr.search import search
 from service_support import AUTH, TOKEN, LiveServer, build_demo_index, copy_index
 
 SECRET = "Zorblatt Quintessa has a purple rash since 1997"  # stands in for patient text
@@ -307,7 +308,7 @@ def test_sentence_scores_function(demo_index):
 
     index = Index.load(demo_index)
     q = Query("q", text="blood thinner to prevent stroke")
-    hit = index.search(q, k=1, filters={"aspect": "treatment"})[0]
+    hit = search(index, q, k=1, filters={"aspect": "treatment"})[0]
     scores = sentence_scores(index, q, hit.passage)
     assert [s.text for s in scores] == hit.passage.sentence_texts()
     by_text = {s.text.split()[0]: s for s in scores}
@@ -381,12 +382,13 @@ def test_logs_hold_no_patient_text_and_no_token(client, caplog, monkeypatch):
     client.get("/documents/secret_1")
     client.get("/vocabulary", params={"prefix": SECRET[:20]})
 
-    import capr.service.app as app_module
 
     def explode(*a, **k):
         raise RuntimeError(f"failed on {SECRET}")
 
-    monkeypatch.setattr(app_module, "lexical_sentence_scores", explode)
+    import capr.retrieve.evidence as evidence_module
+
+    monkeypatch.setattr(evidence_module, "lexical_sentence_scores", explode)
     r = client.post("/search", json={"text": "purple rash"})
     assert r.status_code == 500
     assert SECRET not in r.text and "Traceback" not in r.text and "error id" in r.json()["detail"]

@@ -12,6 +12,7 @@ from capr.errors import QueryError
 from capr.labels.generate import LabeledPassage
 from capr.train import ModelKind, TrainArgs, train
 from capr.train.losses import multi_positive_listwise_loss
+from capr.search import search
 from conftest import capr_cli
 
 DISEASES = ["Zorvex syndrome", "Kalimba fever", "Dunmore disease", "Ostrava palsy", "Venn anemia", "Brisk pox",
@@ -182,10 +183,10 @@ def test_context_model_indexes_passages_with_their_title(tmp_path):
     p = idx.passage(0)
     assert enc.passage_text(p) == f"{p.title}: {p.text}"
     qv = enc.encode_queries(["Zorvex syndrome treatment"])[0]
-    stored = idx.dense_candidate_scores(qv, np.array([0]))[0]
+    stored = idx.dense_scores(qv, np.array([0]))[0]
     assert stored == pytest.approx(float(enc.encode_passages([f"{p.title}: {p.text}"])[0] @ qv), abs=1e-4)
     assert stored != pytest.approx(float(enc.encode_passages([p.text])[0] @ qv), abs=1e-4)
-    hits = idx.search("Zorvex syndrome treatment", k=3, retriever="dense", aspect_boost=0)
+    hits = search(idx, "Zorvex syndrome treatment", k=3, retriever="dense", aspect_boost=0)
     assert hits[0].passage.title == "Zorvex syndrome", [h.passage.title for h in hits]
     bi = load_reranker(f"bi:{out}")
     assert reranker_text(bi, p) == f"{p.title}: {p.text}"

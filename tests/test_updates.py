@@ -14,6 +14,7 @@ from capr.errors import BadInputError, CaprError, QueryError
 from capr.index import IndexWriter
 from capr.models import EncoderConfig
 from capr.records import Document
+from capr.search import Searcher, search
 
 from test_index import _kill_mid_write, _tmp_dirs
 
@@ -37,11 +38,13 @@ def _edited(doc: Document) -> Document:
 
 def _scores(index, q, retriever) -> dict[str, float]:
     rows = index.pid_rows()
-    s = index.scores(q, retriever) if retriever in ("bm25", "tfidf") else None
+    searcher = Searcher(index)
+    pq = searcher.parse(q)
+    s = searcher.lexical_scores(pq, None, retriever) if retriever in ("bm25", "tfidf") else None
     if s is None:
-        v = index.encode_query(q)
+        v = searcher.encode([pq])[0]
         r = np.asarray(sorted(rows.values()))
-        return {index.passage(int(i)).pid: float(x) for i, x in zip(r, index.dense_candidate_scores(v, r))}
+        return {index.passage(int(i)).pid: float(x) for i, x in zip(r, index.dense_scores(v, r))}
     return {pid: float(s[row]) for pid, row in rows.items()}
 
 
@@ -89,15 +92,15 @@ def test_scores_equal_a_fresh_rebuild(incremental_and_fresh, retriever):
 def test_search_results_equal_a_fresh_rebuild(incremental_and_fresh, retriever):
     inc, fresh, _ = incremental_and_fresh
     for q in QUERIES:
-        a = [(h.pid, round(h.score, 5)) for h in inc.search(q, k=10, retriever=retriever)]
-        b = [(h.pid, round(h.score, 5)) for h in fresh.search(q, k=10, retriever=retriever)]
+        a = [(h.pid, round(h.score, 5)) for h in search(inc, q, k=10, retriever=retriever)]
+        b = [(h.pid, round(h.score, 5)) for h in search(fresh, q, k=10, retriever=retriever)]
         assert a == b
 
 
 def test_filters_apply_to_dense_and_hybrid(incremental_and_fresh):
     inc, _, _ = incremental_and_fresh
     for retriever in ("dense", "hybrid"):
-        hits = inc.search("blood thinners", k=5, retriever=retriever, filters={"aspect": "treatment"})
+        hits = search(inc, "blood thinners", k=5, retriever=retriever, filters={"aspect": "treatment"})
         assert len(hits) == 5 and all(h.passage.aspect == "treatment" for h in hits)
 
 
@@ -113,7 +116,7 @@ def test_deleted_documents_never_come_back(tmp_path, docs):
     assert not idx.has_document(gone.doc_id)
     with pytest.raises(QueryError, match="no document with id"):
         idx.document(gone.doc_id)
-    assert all(h.passage.doc_id != gone.doc_id for h in idx.search(gone.title, k=50))
+    assert all(h.passage.doc_id != gone.doc_id for h in search(idx, gone.title, k=50))
     with pytest.raises(QueryError, match="no document with id 'nope'"):
         with IndexWriter(root, mode="update") as w:
             w.delete("nope")
@@ -174,7 +177,7 @@ def test_killed_add_leaves_index_at_previous_state(tmp_path, docs):
     root = tmp_path / "idx"
     build_index(docs, root)
     q = Query("q", entity="gout", aspect="treatment")
-    before = [(h.pid, h.score) for h in load_index(root).search(q, k=5)]
+    before = [(h.pid, h.score) for h in search(load_index(root), q, k=5)]
     big = tmp_path / "big.jsonl"
     with big.open("w") as fh:
         for i in range(60000):
@@ -183,7 +186,7 @@ def test_killed_add_leaves_index_at_previous_state(tmp_path, docs):
     _kill_mid_write(proc, root)
     idx = load_index(root)
     assert idx.counts["documents"] == len(docs)
-    assert [(h.pid, h.score) for h in idx.search(q, k=5)] == before
+    assert [(h.pid, h.score) for h in search(idx, q, k=5)] == before
     with IndexWriter(root, mode="update") as w:  # the next writer cleans up after the dead one
         w.add(Document("x", "", "FINDINGS: fine."))
     assert not _tmp_dirs(root)

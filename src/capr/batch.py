@@ -154,8 +154,11 @@ class SearchJob:
         self.k, self.retriever, self.kwargs = k, retriever, search_kwargs
 
     def __call__(self, queries: list[Query]) -> list[list[tuple[str, float]]]:
-        return [[(h.pid, h.score) for h in self.index.search(q, k=self.k, retriever=self.retriever, **self.kwargs)]
-                for q in queries]
+        from capr.search import SearchOptions, Searcher
+
+        searcher = Searcher(self.index)
+        options = SearchOptions(k=self.k, retriever=self.retriever, highlights=False, **self.kwargs)
+        return [[(h.pid, h.score) for h in searcher.search(q, options).hits] for q in queries]
 
 
 def search_queries(index_dir: str | Path, queries: Sequence[Query], k: int = 100, retriever: str = "bm25",

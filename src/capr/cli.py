@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 import sys
 import time
 from contextlib import nullcontext
@@ -23,12 +22,12 @@ from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.models.context import parse_context
-from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
-from capr.index.index import DEFAULT_TEMPLATE, TEMPLATES, query_tokens
+from capr.index import AnalyzerConfig, Index
+from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.retrieve.fusion import FusionConfig, FusionMethod
-from capr.records import Query, ScoredPassage
-from capr.retrieve.highlight import snippet
+from capr.records import Query
+from capr.store import Backend, BackendOptions, Capability
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="capr: clinical and health answer-passage retrieval.")
 out = Console(soft_wrap=True)
@@ -85,10 +84,12 @@ class _WriteProgress:
         self.read_task = progress.add_task(label, total=None, note="") if progress else None
         self.enc_task = None
 
-    def __call__(self, what: str) -> None:
+    def __call__(self, what: str | int) -> None:
         if self.p is None:
             return
-        if what.startswith("encoding"):
+        if isinstance(what, int):  # passages a backend wrote
+            self.p.update(self.read_task, advance=what, note="")
+        elif what.startswith("encoding"):
             total = int(what.split()[1])
             self.enc_task = self.p.add_task("encoding passages", total=total, note="")
         else:
@@ -103,54 +104,13 @@ class _WriteProgress:
             self.p.update(self.read_task, advance=1, note=f"{n_passages} passages")
 
 
-def write_documents(
-    writer_args: dict,
-    documents: Iterable,
-    label: str,
-    quiet: bool = False,
-    deletes: Iterable[str] = (),
-) -> tuple[Index, float]:
-    """Runs an IndexWriter over documents (and deletions) with a progress display; returns the new snapshot."""
-    t0 = time.time()
-    with (_progress() if not quiet else nullcontext()) as progress:
-        track = _WriteProgress(progress, label)
-        writer = IndexWriter(progress=track, **writer_args)
-        try:
-            for doc_id in deletes:
-                writer.delete(doc_id)
-            for doc in documents:
-                writer.add(doc)
-                track.read(writer.n_passages)
-            index = writer.commit()
-        except BaseException:
-            writer.abort()
-            raise
-    return index, time.time() - t0
-
-
-def index_source(
-    source: Path,
-    out_dir: Path,
-    fmt: Format,
-    segmenter: SegmenterConfig,
-    analyzer: AnalyzerConfig,
-    skip_bad: bool,
-    quiet: bool = False,
-    dense: EncoderConfig | None = None,
-) -> tuple[Index, ReadReport, float]:
-    report = ReadReport(skip_bad=skip_bad)
-    docs = read_documents(source, fmt, report)
-    args = dict(root=out_dir, segmenter=segmenter, analyzer=analyzer, report=report, dense=dense)
-    index, secs = write_documents(args, docs, f"indexing {source.name}", quiet)
-    return index, report, secs
-
-
-def _print_write_summary(verb: str, index: Index, report: ReadReport, secs: float, out_dir: Path) -> None:
-    c = index.counts
-    err.print(
-        f"{verb} → index now has [bold]{c['documents']}[/] documents, [bold]{c['passages']}[/] passages "
-        f"({c['vocabulary']} terms) in {secs:.1f}s at {escape(str(out_dir))}; {report.summary()}"
-    )
+def _print_write_summary(verb: str, store, report: ReadReport, secs: float) -> None:
+    c = store.stats()
+    terms = f" ({c['vocabulary']} terms)" if "vocabulary" in c else ""
+    where = f"collection [bold]{escape(store.name)}[/] on {escape(store.uri)}" if getattr(store, "uri", None) else \
+        f"index at {escape(store.name)}"
+    err.print(f"{verb} → {where} now has [bold]{c['documents']}[/] documents, [bold]{c['passages']}[/] passages{terms} "
+              f"in {secs:.1f}s; {report.summary()}")
     for e in report.skipped[:50]:
         err.print(f"  [yellow]skipped[/] {escape(str(e))}")
     if len(report.skipped) > 50:
@@ -187,37 +147,21 @@ def split_backend(backend: str, encoder_backend: Optional[str]) -> tuple[str, st
     return backend, encoder_backend or "torch"
 
 
-def _milvus_options(tls_ca: Optional[Path]) -> dict:
-    if tls_ca is None:
-        return {}
-    if not tls_ca.is_file():
-        raise CaprError(f"--tls-ca {tls_ca}: no such file")
-    return {"secure": True, "ca_pem_path": str(tls_ca)}
+def backend_options(backend: str, uri: Optional[str], token: Optional[str], tls_ca: Optional[Path],
+                    encoder_backend: Optional[str] = None) -> BackendOptions:
+    """The connection options every command shares (the encoder backend rides along for the old spelling)."""
+    store_backend, enc_backend = split_backend(backend, encoder_backend)
+    opts = BackendOptions(backend=store_backend, uri=uri, token=token, tls_ca=tls_ca)
+    opts.encoder_backend = enc_backend
+    return opts
 
 
-def open_any(name: Path, backend: str, uri: Optional[str], token: Optional[str], tls_ca: Optional[Path] = None):
-    """The index to search or update: the directory (embedded) or the collection (milvus)."""
-    from capr.store import open_store
-
-    if backend == "embedded":
-        if uri:
-            raise CaprError("--uri is only for --backend milvus")
-        return Index.load(name)
-    return open_store(str(name), "milvus", uri=uri, token=token, **_milvus_options(tls_ca))
-
-
-def _store_summary(verb: str, store, report: ReadReport, secs: float) -> None:
-    c = store.counts()
-    err.print(f"{verb} → collection [bold]{escape(store.name)}[/] on {escape(store.uri)} now has [bold]{c['documents']}[/] "
-              f"documents, [bold]{c['passages']}[/] passages, in {secs:.1f}s; {report.summary()}")
-    for e in report.skipped[:50]:
-        err.print(f"  [yellow]skipped[/] {escape(str(e))}")
-
-
-def _store_add(store, docs, label: str) -> int:
-    with _progress() as p:
-        task = p.add_task(label, total=None, note="")
-        return store.add(docs, progress=lambda n: p.advance(task, n))
+def write_to_store(store, documents: Iterable, label: str, report: ReadReport | None = None, quiet: bool = False) -> float:
+    """Adds documents to any store with a progress display; returns the seconds it took."""
+    t0 = time.time()
+    with (_progress() if not quiet else nullcontext()) as progress:
+        store.add(documents, progress=_WriteProgress(progress, label), report=report)
+    return time.time() - t0
 
 
 @app.command("index")
@@ -249,24 +193,15 @@ def index_cmd(
     def body() -> None:
         if overlap < 0 or max_tokens < 0:
             raise CaprError("--max-tokens and --overlap must be >= 0")
-        store_backend, enc_backend = split_backend(backend, encoder_backend)
+        opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
+        opts.index_type = milvus_index
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
-        enc = _encoder_config(dense, model, query_model, enc_backend, max_length)
-        if store_backend == "milvus":
-            from capr.store import create_store
-
-            t0 = time.time()
-            store = create_store(str(out_dir), "milvus", uri=uri, token=token, segmenter=seg, analyzer=ana, dense=enc,
-                                 index_type=milvus_index, **_milvus_options(tls_ca))
-            report = ReadReport(skip_bad=skip_bad)
-            _store_add(store, read_documents(source, fmt, report), f"indexing {source.name} into Milvus")
-            _store_summary("indexed", store, report, time.time() - t0)
-            return
-        if uri:
-            raise CaprError("--uri is only for --backend milvus")
-        index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad, dense=enc)
-        _print_write_summary(f"indexed {index.counts['documents']} documents", index, report, secs, out_dir)
+        enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
+        store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
+        report = ReadReport(skip_bad=skip_bad)
+        secs = write_to_store(store, read_documents(source, fmt, report), f"indexing {source.name}", report)
+        _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
 
     _run_guarded(body)
 
@@ -286,16 +221,9 @@ def add_cmd(
 
     def body() -> None:
         report = ReadReport(skip_bad=skip_bad)
-        store_backend, _ = split_backend(backend, None)
-        if store_backend == "milvus":
-            t0 = time.time()
-            store = open_any(index_dir, store_backend, uri, token, tls_ca)
-            _store_add(store, read_documents(source, fmt, report), f"adding {source.name}")
-            _store_summary("added", store, report, time.time() - t0)
-            return
-        args = dict(root=index_dir, report=report, mode="update")
-        index, secs = write_documents(args, read_documents(source, fmt, report), f"adding {source.name}")
-        _print_write_summary("added", index, report, secs, index_dir)
+        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        secs = write_to_store(store, read_documents(source, fmt, report), f"adding {source.name}", report)
+        _print_write_summary("added", store, report, secs)
 
     _run_guarded(body)
 
@@ -312,16 +240,10 @@ def delete_cmd(
     """Delete documents (all their passages) from an index without rebuilding it."""
 
     def body() -> None:
-        store_backend, _ = split_backend(backend, None)
-        if store_backend == "milvus":
-            t0 = time.time()
-            store = open_any(index_dir, store_backend, uri, token, tls_ca)
-            store.delete(doc_ids)
-            _store_summary(f"deleted {len(doc_ids)} document(s)", store, ReadReport(), time.time() - t0)
-            return
-        args = dict(root=index_dir, mode="update")
-        index, secs = write_documents(args, [], "deleting", quiet=True, deletes=doc_ids)
-        _print_write_summary(f"deleted {len(doc_ids)} document(s)", index, ReadReport(), secs, index_dir)
+        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        t0 = time.time()
+        store.delete(doc_ids)
+        _print_write_summary(f"deleted {len(doc_ids)} document(s)", store, ReadReport(), time.time() - t0)
 
     _run_guarded(body)
 
@@ -339,44 +261,6 @@ def _parse_filters(filters: list[str]) -> dict[str, str]:
     return parsed
 
 
-def result_dict(index: Index, hit: ScoredPassage, terms: set[str]) -> dict:
-    p = hit.passage
-    assert p is not None
-    snip = snippet(p.text, terms, index.analyzer)
-    return {
-        "rank": hit.rank,
-        "pid": p.pid,
-        "doc_id": p.doc_id,
-        "title": p.title,
-        "aspect": p.aspect,
-        "heading": p.heading,
-        "score": round(hit.score, 4),
-        "start": p.start,
-        "end": p.end,
-        "text": p.text,
-        "snippet": snip.text,
-        "snippet_start": snip.start,
-        "highlights": [[a + snip.start + p.start, b + snip.start + p.start] for a, b in snip.highlights],
-        "metadata": p.metadata,
-    }
-
-
-def _evidence(index: Index, store, q: Query, passages: list, method: str, thetas: tuple[float, float], expand: bool):
-    from capr.retrieve.evidence import dense_sentence_scores, lexical_sentence_scores
-
-    if method == "cdv":
-        from capr.cdv.search import evidence_sentences
-        from capr.cdv.spans import BoundaryConfig
-
-        qv = store.query(q.entity, q.aspect)
-        return [evidence_sentences(store, p, qv, BoundaryConfig(*thetas)) for p in passages]
-    if method == "dense":
-        if not index.has_dense:
-            raise QueryError("--evidence dense needs an index built with --dense")
-        return dense_sentence_scores(index, q, passages)
-    return [lexical_sentence_scores(index, q, p, expand) for p in passages]
-
-
 def render_spans(spans: list, console: Console = out) -> None:
     if not spans:
         console.print("[yellow]no answer span reached θ_open[/]")
@@ -389,7 +273,7 @@ def render_spans(spans: list, console: Console = out) -> None:
         console.print()
 
 
-def render_results(index: Index, results: list[dict], console: Console = out) -> None:
+def render_results(results: list[dict], console: Console = out) -> None:
     if not results:
         console.print("[yellow]no matching passages[/]")
         return
@@ -408,10 +292,11 @@ def render_results(index: Index, results: list[dict], console: Console = out) ->
         snip = Text(r["snippet"].replace("\n", " "))
         base = r["start"] + r["snippet_start"]
         for a, b in r["highlights"]:
-            snip.stylize("bold yellow", a - base, b - base)
+            if base <= a and b <= base + len(r["snippet"]):
+                snip.stylize("bold yellow", a - base, b - base)
         prefix = "… " if r["snippet_start"] > 0 else ""
         console.print(Text("    " + prefix) + snip + Text(" …" if len(r["snippet"]) + r["snippet_start"] < len(r["text"]) else ""))
-        for sent in r.get("sentences", []):
+        for sent in r.get("sentences") or []:
             if sent["evidence"]:
                 console.print(Text.assemble(("    ▸ ", "bold yellow"), (" ".join(sent["text"].split()), "bold yellow"),
                                             (f"  ({sent['score']:.3f})", "dim")))
@@ -448,6 +333,8 @@ def search_cmd(
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
 
     def body() -> None:
+        from capr.search import Evidence, SearchOptions, Searcher
+
         if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
         if boundaries not in ("passages", "free"):
@@ -456,18 +343,18 @@ def search_cmd(
             raise QueryError(f"unknown --evidence {evidence!r}; choose lexical, dense or cdv")
         if (boundaries == "free" or evidence == "cdv") and cdv is None:
             raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
-        if k <= 0:
-            raise QueryError(f"k must be positive, got {k}")
+        options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
+                                aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
+                                rerank_depth=rerank_depth, evidence=Evidence(evidence or "none"),
+                                thetas=(theta_open, theta_close))
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
-        index = open_any(index_dir, split_backend(backend, None)[0], uri, token, tls_ca)
-        if (cdv is not None or evidence) and not isinstance(index, Index):
-            raise QueryError("--cdv and --evidence need the embedded index (--backend embedded)")
-        cdv_store = _open_cdv_store(index, cdv) if cdv is not None else None
+        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        cdv_store = _open_cdv_store(store, cdv) if cdv is not None else None
         if cdv_store is not None and boundaries == "free":
             from capr.cdv.search import free_search
             from capr.cdv.spans import BoundaryConfig
 
-            spans = free_search(index, cdv_store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
+            spans = free_search(store, cdv_store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
             if as_json:
                 payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
                            "results": [h.to_dict() for h in spans]}
@@ -477,39 +364,16 @@ def search_cmd(
             return
         second = None
         if reranker:
-            from capr.retrieve.rerank import load_reranker, rerank_hits
+            from capr.retrieve.rerank import load_reranker
 
             second = load_reranker(reranker)
-        if cdv_store is not None:
-            from capr.cdv.search import cdv_search
-
-            hits = cdv_search(index, cdv_store, entity, aspect, max(k, rerank_depth) if second else k, _parse_filters(filters))
-        else:
-            hits = index.search(
-                q, k=max(k, rerank_depth) if second else k, filters=_parse_filters(filters), retriever=retriever,
-                expand=expand, aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
-            )
-        if second is not None:
-            from capr.index.index import dense_query_text
-
-            hits = rerank_hits(dense_query_text(q, "plain"), hits, second, k)
-        terms = set(query_tokens(index.analyzer, q, expand))
-        results = [result_dict(index, h, terms) for h in hits]
-        if evidence:
-            for r, sents in zip(results, _evidence(index, cdv_store, q, [h.passage for h in hits], evidence,
-                                                   (theta_open, theta_close), expand)):
-                r["sentences"] = [x.to_dict() for x in sents]
+        result = Searcher(store, reranker=second, cdv=cdv_store).search(q, options)
         if as_json:
-            payload = {
-                "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect},
-                "retriever": "cdv" if cdv_store is not None else retriever.value,
-                "reranker": reranker,
-                "filters": _parse_filters(filters),
-                "results": results,
-            }
+            payload = result.to_dict()
+            payload["reranker"] = reranker
             sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         else:
-            render_results(index, results)
+            render_results(result.to_dict()["results"])
 
     _run_guarded(body)
 
@@ -554,128 +418,55 @@ def eval_cmd(
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
     benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
     from capr.corpus.trec import write_run
-    from capr.eval.benchmarks import (
-        Protocol, QueryField, dense_scorer, hybrid_scorer, lexical_scorer, load_mediqa2019, load_medquad_cdv,
-        load_mtsamples_capr, run_benchmark,
-    )
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark
+        from capr.eval.runner import BENCHMARKS, EvalConfig, load_benchmark, run_eval
 
         if benchmark in {b.value for b in CaseBenchmark}:
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth, limit, seed, dense_k,
                                as_json, run_out, match)
-        loaders = {"medquad-cdv": load_medquad_cdv, "mtsamples-capr": load_mtsamples_capr, "mediqa2019": load_mediqa2019,
-                   "mediqa2019-train": partial(load_mediqa2019, name="mediqa2019-train")}
-        if benchmark not in loaders:
-            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(loaders)}, "
+        if benchmark not in BENCHMARKS:
+            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(BENCHMARKS)}, "
                             f"{', '.join(b.value for b in CaseBenchmark)}")
-        try:
-            proto = Protocol(protocol)
-        except ValueError:
-            raise CaprError(f"unknown protocol {protocol!r}; choose rerank64 or full") from None
-        try:
-            qfield = QueryField(query_field)
-        except ValueError:
-            raise CaprError(f"unknown query field {query_field!r}; choose tuple or question") from None
-        needs_dense = retriever in (Retriever.dense, Retriever.hybrid)
-        store_backend, enc_backend = split_backend(backend, encoder_backend)
-        if store_backend == "embedded" and uri:
-            raise CaprError("--uri is only for --backend milvus")
-        if store_backend == "milvus" and retriever is Retriever.tfidf:
-            raise CaprError("tfidf is only available on the embedded backend")
-        enc = _encoder_config(needs_dense, model, query_model, enc_backend, 256)
-        cache = cache_dir or cache_root() / "bench" / benchmark / (_slug_of(enc) if enc else "lexical")
+        opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
+        config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever, protocol=protocol,
+                            query_field=query_field, model=model, query_model=query_model,
+                            encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
+                            rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
+                            cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close))
         with _progress() as p:
-            data = loaders[benchmark](data_dir, cache, dense=enc, progress=_WriteProgress(p, f"indexing {benchmark}"))
-        if benchmark == "mtsamples-capr" and qfield is not QueryField.tuple:
-            raise CaprError("mtsamples-capr has ⟨entity, aspect⟩ queries only; use --query-field tuple")
-        if benchmark.startswith("mediqa2019") and qfield is not QueryField.question:
-            raise CaprError(f"{benchmark} has free-text questions only; use --query-field question")
+            data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
+        cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None
+        label = f"{benchmark} {config.protocol.value} {config.retriever.value}"
+        store_progress = None
+        if opts.backend is Backend.milvus:
+            # loading the benchmark's passages into a collection, before (not during) the per-query bar
+            from capr.eval.benchmarks import benchmark_store
 
-        progress = _item_progress(f"{benchmark} {proto.value} {retriever.value}")
-
-        if boundaries not in ("fixed", "free"):
-            raise CaprError(f"unknown --boundaries {boundaries!r}; choose fixed or free")
-        if boundaries == "free" and cdv is None:
-            raise CaprError("--boundaries free needs a CDV model: add --cdv DIR")
-        if cdv is not None and store_backend != "embedded":
-            raise CaprError("--cdv needs the embedded index (--backend embedded)")
-        store = cdv_store = None
-        if cdv is not None:
-            from capr.eval.benchmarks import cdv_scorer
-
-            cdv_store = _open_cdv_store(data.index, cdv)
-            scorer = cdv_scorer(data, cdv_store, qfield)
-        elif store_backend == "milvus":
-            import re as _re
-
-            from capr.eval.benchmarks import benchmark_store, store_scorer
-
-            name = collection or _re.sub(r"[^A-Za-z0-9_]", "_", f"capr_bench_{benchmark}_{_slug_of(enc) if enc else 'lexical'}")
             with _progress() as p:
-                task = p.add_task(f"loading {benchmark} into Milvus {name}", total=None, note="")
-                if not uri:
-                    raise CaprError("--backend milvus needs --uri: a Milvus Lite file (*.db) or http(s)://host:19530")
-                store = benchmark_store(data, uri, name, token=token, progress=lambda n: p.advance(task, n),
-                                        **_milvus_options(tls_ca))
-            scorer = store_scorer(data, store, retriever, qfield, template, proto, FusionConfig(method=fusion))
-        elif retriever in (Retriever.bm25, Retriever.tfidf):
-            scorer = lexical_scorer(data.index, retriever)
-        else:
-            dense = dense_scorer(data, qfield, template, progress)
-            scorer = dense if retriever is Retriever.dense else hybrid_scorer(
-                lexical_scorer(data.index, Retriever.bm25), dense, FusionConfig(method=fusion)
-            )
-        if reranker:
-            from capr.eval.benchmarks import rerank_scorer
-            from capr.retrieve.rerank import load_reranker
-
-            scorer = rerank_scorer(data, scorer, load_reranker(reranker), rerank_depth)
-        t_start = time.time()
-        metrics, run = run_benchmark(data, scorer, proto, qfield, progress=progress)
-        seconds = time.time() - t_start
+                task = p.add_task(f"loading {benchmark} into Milvus {config.collection_name()}", total=None, note="")
+                benchmark_store(data, opts.uri, config.collection_name(), token=opts.token,
+                                progress=lambda n: p.advance(task, n), **opts.milvus_options())
+        result, run = run_eval(config, data, progress=_item_progress(label), cdv_store=cdv_store,
+                               store_progress=store_progress)
         if run_out:
-            run.name = f"capr-{retriever.value}-{proto.value}-{qfield.value}"
             write_run(run_out, run)
-        result = {
-            "benchmark": benchmark,
-            "protocol": proto.value,
-            "retriever": "cdv" if cdv is not None else retriever.value,
-            "query_field": qfield.value,
-            "queries": len(data.queries),
-            "metrics": metrics,
-            "seconds": round(seconds, 1),
-        }
-        if store_backend != "embedded":  # the embedded JSON keeps its keys (scripts compare them)
-            result["index_backend"] = store_backend
-        if reranker:
-            result["reranker"] = {"spec": reranker, "depth": rerank_depth}
-        if cdv is not None:
-            result["cdv"] = str(cdv)
-        if boundaries == "free":
-            from capr.cdv.spans import BoundaryConfig
-            from capr.eval.benchmarks import boundary_eval
-
-            result["boundaries"] = boundary_eval(data, cdv_store, qfield, BoundaryConfig(theta_open, theta_close),
-                                                 progress=progress)
-        if needs_dense and cdv is None:
-            result["encoder"] = {"model": model, "backend": enc_backend, "template": template}
-            if retriever is Retriever.hybrid:
-                result["fusion"] = fusion.value
         if as_json:
             sys.stdout.write(json.dumps(result) + "\n")
-        else:
-            table = Table(title=f"{benchmark} · {proto.value} · {qfield.value} queries · {retriever.value} ({len(data.queries)} queries)")
-            for m in metrics:
-                table.add_column(m, justify="right")
-            table.add_row(*(f"{v:.2f}" for v in metrics.values()))
-            out.print(table)
-            if "boundaries" in result:
-                b = result["boundaries"]
-                out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
-                          f"(mean {b['fixed_chars']:.0f} chars), free boundaries {b['free_F1']:.2f} "
-                          f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
+            return
+        metrics = result["metrics"]
+        table = Table(title=f"{benchmark} · {result['protocol']} · {result['query_field']} queries · {result['retriever']} "
+                            f"({result['queries']} queries)")
+        for m in metrics:
+            table.add_column(m, justify="right")
+        table.add_row(*(f"{v:.2f}" for v in metrics.values()))
+        out.print(table)
+        if "boundaries" in result:
+            b = result["boundaries"]
+            out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
+                      f"(mean {b['fixed_chars']:.0f} chars), free boundaries {b['free_F1']:.2f} "
+                      f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
 
     _run_guarded(body)
 
@@ -790,8 +581,11 @@ DEMO_QUERIES = [
 ]
 
 
-def _open_cdv_store(index: Index, model_dir: Path):
+def _open_cdv_store(index, model_dir: Path):
     """The index's CDV vectors under this model (computed now for documents that have none yet)."""
+    if Capability.documents not in index.capabilities:
+        raise QueryError(f"--cdv needs the '{Capability.documents.value}' capability (whole documents), "
+                         f"which the {index.backend.value} backend does not have")
     from capr.cdv import CDVModel
     from capr.cdv.store import CDVStore
 
@@ -803,12 +597,6 @@ def _open_cdv_store(index: Index, model_dir: Path):
             p.update(task, completed=done, total=total)
 
         return CDVStore.open(index, model, progress=tick)
-
-
-def _slug_of(enc: EncoderConfig) -> str:
-    import hashlib
-
-    return "dense-" + hashlib.sha1(json.dumps(enc.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def demo_corpus_dir() -> Path:
@@ -825,16 +613,18 @@ def demo_cmd(
     """Index the bundled demo corpus (synthetic notes and articles) and run three example queries."""
 
     def body() -> None:
+        from capr.search import Searcher
+
         target = (cache_dir or cache_root()) / "demo-index"
-        index, report, secs = index_source(demo_corpus_dir(), target, Format.text, SegmenterConfig(), AnalyzerConfig(), False)
-        c = index.counts
+        report = ReadReport()
+        index = BackendOptions().create(target, segmenter=SegmenterConfig(), analyzer=AnalyzerConfig())
+        secs = write_to_store(index, read_documents(demo_corpus_dir(), Format.text, report), "indexing the demo corpus", report)
+        c = index.stats()
         out.print(f"[bold]capr demo[/]: indexed {c['documents']} documents → {c['passages']} passages in {secs:.1f}s ({escape(str(target))})\n")
         for q in DEMO_QUERIES:
             label = f'"{q.text}"' if q.text else f"⟨{q.entity}, {q.aspect}⟩"
             out.rule(f"[bold]{escape(label)}")
-            hits = index.search(q, k=k)
-            terms = set(query_tokens(index.analyzer, q))
-            render_results(index, [result_dict(index, h, terms) for h in hits])
+            render_results(Searcher(index).search(q, k=k).to_dict()["results"])
 
     _run_guarded(body)
 
@@ -1127,10 +917,10 @@ def case_index_cmd(
 
         docs = itertools.chain(case_corpus(data_dir, mtsamples_notes=mtsamples_notes),
                                *(read_documents(p, Format.auto) for p in extra))
-        args = dict(root=out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
-                    dense=_encoder_config(dense, model, None, "torch", max_length))
-        index, secs = write_documents(args, docs, "indexing the case corpus")
-        _print_write_summary(f"indexed {index.counts['documents']} documents", index, ReadReport(), secs, out_dir)
+        store = BackendOptions().create(out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
+                                        dense=_encoder_config(dense, model, None, "torch", max_length))
+        secs = write_to_store(store, docs, "indexing the case corpus")
+        _print_write_summary(f"indexed {store.stats()['documents']} documents", store, ReadReport(), secs)
 
     _run_guarded(body)
 
@@ -1257,14 +1047,13 @@ def serve_cmd(
         from capr.service.config import ServiceConfig, load_tokens
         from capr.service.server import serve
 
-        store_backend, _ = split_backend(backend, None)
-        store = open_any(index_dir, store_backend, uri, milvus_token, tls_ca) if store_backend == "milvus" else None
-        if store is None and uri:
-            raise CaprError("--uri is only for --backend milvus")
+        opts = backend_options(backend, uri, milvus_token, tls_ca)
+        store = opts.open(index_dir) if opts.backend is Backend.milvus else None
         config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
                                rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None)
-        if store is not None and cases_model:
-            raise CaprError("--cases-model needs the embedded index (the case pipeline reads its vectors)")
+        if store is not None and cases_model and Capability.postings not in store.capabilities:
+            raise CaprError(f"--cases-model needs the '{Capability.postings.value}' capability (capr's term matrix), "
+                            f"which the {opts.backend.value} backend does not have")
         serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
               store=store)
 

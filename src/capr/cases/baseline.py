@@ -72,7 +72,7 @@ def rank_hypotheses(
     filters: dict[str, Any] | None = None,
 ) -> list[HypothesisScore]:
     """Hypotheses ranked by lexical support in the index, each with its top-``k`` supporting passages."""
-    from capr.index.index import Retriever
+    from capr.query import Retriever
 
     if not description or not description.strip():
         raise QueryError("empty patient description")

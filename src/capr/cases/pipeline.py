@@ -88,18 +88,18 @@ class CasePipeline:
         mask = index.filter_mask(filters)
         allowed = index.live if mask is None else (index.live & mask)
         if index.matrix is not None:
-            from capr.index.index import Retriever
+            from capr.query import Retriever
 
             base = index.scorer(Retriever.bm25).scores(index.analyzer(description))
         else:
             base = np.zeros(len(index), dtype=np.float32)
-        qvec = index.encode_query(description) if cfg.scorer is not CaseScorer.bm25 else None
+        qvec = index.encoder().encode_queries([description])[0] if cfg.scorer is not CaseScorer.bm25 else None
         results: list[HypothesisResult] = []
         for hyp in hypotheses:
             variants, sups = self.mentions(hyp, base, allowed, excluded)
             res = HypothesisResult(hypothesis=hyp, score=0.0, found=bool(sups), candidates=len(sups), variants=variants)
             if qvec is not None and sups:
-                dense = index.dense_candidate_scores(qvec, np.array([s.row for s in sups], dtype=np.int64))
+                dense = index.dense_scores(qvec, np.array([s.row for s in sups], dtype=np.int64))
                 for s, d in zip(sups, dense):
                     s.dense = float(d)
                 sups.sort(key=lambda s: (-s.dense, s.row))

@@ -135,7 +135,7 @@ class CDVStore:
 
 
 def _row_key(index: "Index", pid: str, row: int) -> str:
-    seg, local = index._locate(row)
+    seg, local = index.locate(row)
     return f"{pid}@{seg.name}:{local}"
 
 

@@ -23,11 +23,12 @@ from capr.corpus.medquad import read_medquad_cdv_queries
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.eval.metrics import evaluate
-from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
-from capr.index.index import dense_query_text
+from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.models.encoder import EncoderConfig
+from capr.query import Retriever
 from capr.retrieve.fusion import FusionConfig, fuse_aligned
 from capr.records import Document, Qrel, Query, Run, ScoredPassage, qrels_as_dict
+from capr.search import Searcher
 
 POOL_DEPTH = 64
 SHUFFLE_SEED = 1234
@@ -217,24 +218,63 @@ def as_query(q: Query, field: QueryField) -> Query:
     return Query(q.qid, entity=q.entity, aspect=q.aspect)
 
 
-def lexical_scorer(index: Index, retriever: Retriever) -> CandidateScorer:
+class BenchmarkSearcher:
+    """The benchmark's queries through the one Searcher, on the embedded index or any other store holding the
+    same passages. Candidate rows are the embedded index's; a store with other keys is mapped through pids."""
+
+    def __init__(self, data: BenchmarkData, field: QueryField, store: Any = None) -> None:
+        self.data = data
+        self.field = field
+        self.searcher = Searcher(store if store is not None else data.index)
+        if store is None:
+            self.key_of_row = None
+        else:
+            pid_of = [""] * len(data.index)
+            for pid, r in data.index.pid_rows().items():
+                pid_of[r] = pid
+            self.key_of_row = store.keys_of(pid_of)
+        # The benchmark's tuple query is the literal "entity aspect-heading": no synonym expansion.
+        self.parsed = {q.qid: self.searcher.parse(as_query(q, field), expand=False, validate=False) for q in data.queries}
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        return rows if self.key_of_row is None else self.key_of_row[rows]
+
+    def query_vectors(self, template: str, progress: Any = None) -> dict[str, np.ndarray]:
+        """All queries encoded up front, in batches."""
+        if template not in self._vectors:
+            pqs = list(self.parsed.values())
+            vecs = self.searcher.encode(pqs, template, progress=progress)
+            self._vectors[template] = {pq.qid: v for pq, v in zip(pqs, vecs)}
+        return self._vectors[template]
+
+    def lexical(self, retriever: Retriever = Retriever.bm25) -> "CandidateScorer":
+        def score(q: Query, rows: np.ndarray) -> np.ndarray:
+            return self.searcher.lexical_scores(self.parsed[q.qid], self.keys(rows), retriever)
+
+        return score
+
+    def dense(self, template: str, progress: Any = None) -> "CandidateScorer":
+        vecs = self.query_vectors(template, progress)
+
+        def score(q: Query, rows: np.ndarray) -> np.ndarray:
+            return self.searcher.store.dense_scores(vecs[q.qid], self.keys(rows))
+
+        return score
+
+    def scorer(self, retriever: Retriever, template: str, fusion: FusionConfig, progress: Any = None) -> "CandidateScorer":
+        if retriever in (Retriever.bm25, Retriever.tfidf):
+            return self.lexical(retriever)
+        dense = self.dense(template, progress)
+        return dense if retriever is Retriever.dense else hybrid_scorer(self.lexical(Retriever.bm25), dense, fusion)
+
+
+def lexical_scorer(index: Index, retriever: Retriever, field: QueryField = None) -> CandidateScorer:
+    """Lexical candidate scores of the benchmark's queries (tuple queries without synonym expansion)."""
+    searcher = Searcher(index)
+
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
-        # The benchmark's tuple query is the literal "entity aspect-heading"; no synonym expansion.
-        return index.scores(q, retriever, expand=False)[rows]
-
-    return score
-
-
-def dense_scorer(data: BenchmarkData, field: QueryField, template: str, progress: Any = None) -> CandidateScorer:
-    """Cosine with the query; all queries are encoded up front in batches."""
-    queries = [as_query(q, field) for q in data.queries]
-    texts = [dense_query_text(q, template) for q in queries]
-    enc = data.index.encoder()
-    vecs = np.concatenate([enc.encode_queries(texts[i : i + 256]) for i in (progress or (lambda x: x))(range(0, len(texts), 256))])
-    by_qid = {q.qid: v for q, v in zip(queries, vecs)}
-
-    def score(q: Query, rows: np.ndarray) -> np.ndarray:
-        return data.index.dense_candidate_scores(by_qid[q.qid], rows)
+        return searcher.lexical_scores(searcher.parse(q, expand=False, validate=False), rows, retriever)
 
     return score
 
@@ -250,6 +290,7 @@ def hybrid_scorer(lexical: CandidateScorer, dense: CandidateScorer, fusion: Fusi
 
 def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: int) -> CandidateScorer:
     """The first stage's top `depth` candidates re-ordered by a second-stage model (cross/poly/bi)."""
+    from capr.query import dense_query_text
     from capr.retrieve.rerank import rerank_scores, reranker_text
 
     texts: dict[int, str] = {}
@@ -272,8 +313,10 @@ def rerank64_pools(data: BenchmarkData, field: QueryField, seed: int = SHUFFLE_S
     rels = qrels_as_dict(data.qrels)
     rng = random.Random(seed)
     pools = {}
+    bm25 = lexical_scorer(data.index, Retriever.bm25)
+    every_row = np.arange(len(data.index))
     for q in data.queries:
-        scores = data.index.scores(as_query(q, field), Retriever.bm25, expand=False)
+        scores = bm25(as_query(q, field), every_row)
         top = [int(r) for r in np.argsort(-scores, kind="stable")[:POOL_DEPTH]]
         gold = [rows_of[p] for p in rels.get(q.qid, {}) if p in rows_of]
         missing = [g for g in gold if g not in top]
@@ -409,9 +452,7 @@ def benchmark_store(data: BenchmarkData, uri: str, collection: str, token: str |
         def vectors_of(passages: list) -> np.ndarray:
             # the embedded index's own vectors: both backends search the very same numbers
             r = np.asarray([rows[p.pid] for p in passages], dtype=np.int64)
-            seg = np.searchsorted(data.index.offsets, r, side="right") - 1
-            return np.stack([np.asarray(data.index.vectors()[s].vectors[i - data.index.offsets[s]])
-                             for s, i in zip(seg, r)])
+            return data.index.row_vectors(r)
 
     store.add((data.index.document(d) for d in data.index.document_ids()), progress=progress, vectors_of=vectors_of)
     return store
@@ -419,34 +460,28 @@ def benchmark_store(data: BenchmarkData, uri: str, collection: str, token: str |
 
 def store_scorer(data: BenchmarkData, store: Any, retriever: Retriever, field: QueryField, template: str,
                  protocol: Protocol, fusion: FusionConfig | None = None) -> CandidateScorer:
-    """The retriever's scores computed by the backend: for a re-ranking pool, a search restricted to the
-    pool's passages (``pid in [...]``); for ``full``, the backend's top 1,000 (the rest never ranks)."""
-    pid_of = [""] * len(data.index)
-    for pid, r in data.index.pid_rows().items():
-        pid_of[r] = pid
-    row_of = data.index.pid_rows()
-    qvecs: dict[str, np.ndarray] = {}
-    if retriever in (Retriever.dense, Retriever.hybrid):
-        queries = [as_query(q, field) for q in data.queries]
-        texts = [dense_query_text(q, template) for q in queries]
-        enc = store.encoder()
-        vecs = np.concatenate([enc.encode_queries(texts[i : i + 256]) for i in range(0, len(texts), 256)])
-        qvecs = {q.qid: v for q, v in zip(queries, vecs)}
+    """The retriever's scores computed by another backend through the same Searcher: for a re-ranking pool,
+    the backend's scores of the pool's passages; for ``full`` on a backend that only returns top lists, its
+    top 1,000 (the rest never ranks)."""
+    bench = BenchmarkSearcher(data, field, store)
+    from capr.store import Capability
+
+    if protocol is Protocol.rerank64 or Capability.exhaustive in store.capabilities:
+        return bench.scorer(retriever, template, fusion or FusionConfig())
+    vecs = bench.query_vectors(template) if retriever in (Retriever.dense, Retriever.hybrid) else {}
+    row_of_key = {int(k): r for r, k in enumerate(bench.key_of_row)}
 
     def one(q: Query, rows: np.ndarray, r: Retriever) -> np.ndarray:
-        if protocol is Protocol.rerank64:
-            return store.candidate_scores(q, [pid_of[i] for i in rows], r, template, qvec=qvecs.get(q.qid))
-        from capr.index.index import query_tokens
-
+        pq = bench.parsed[q.qid]
         if r is Retriever.bm25:
-            hits = store.lexical_search(query_tokens(store.analyzer, q, expand=False), FULL_DEPTH)
+            keys, vals = store.lexical_top(pq.terms, FULL_DEPTH, "", r)
             fill = 0.0
         else:
-            hits = store.dense_search(qvecs[q.qid], FULL_DEPTH)
+            keys, vals = store.dense_top(vecs[q.qid], FULL_DEPTH, "")
             fill = -np.inf  # cosines can be negative: passages outside the top list rank below all of them
         out = np.full(len(data.index), fill, dtype=np.float64)
-        for h in hits:
-            out[row_of[h["pid"]]] = h["_score"]
+        for key, v in zip(keys.tolist(), vals.tolist()):
+            out[row_of_key[key]] = v
         return out[rows]
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:

@@ -7,14 +7,13 @@ import json
 import shutil
 import time
 from dataclasses import asdict
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
 from capr import __version__
-from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, normalize_aspect
+from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError
@@ -24,83 +23,15 @@ from capr.index.atomic import write_json, write_npy
 from capr.index.lexical import BM25Params, BM25Scorer, TfidfScorer
 from capr.index.merge import merge_columns, merge_matrices
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
-from capr.records import Document, Passage, Query, ScoredPassage
-from capr.retrieve.fusion import FusionConfig, fuse
+from capr.query import LEXICAL, Retriever, check_aspect
+from capr.records import Document, Passage
+from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig
 
 FORMAT_VERSION = 2
-DEFAULT_ASPECT_BOOST = 0.5
 DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get an HNSW graph
-
-
-class Retriever(str, Enum):
-    bm25 = "bm25"
-    tfidf = "tfidf"
-    dense = "dense"
-    hybrid = "hybrid"
-
-
-LEXICAL = (Retriever.bm25, Retriever.tfidf)
-
-
-def query_tokens(analyzer: Analyzer, query: Query | str, expand: bool = True) -> list[str]:
-    """Analysed query terms. Free text keeps term repetitions (as bm25s does); an ⟨entity, aspect⟩
-    query uses each term once, so a long synonym list cannot outweigh the entity."""
-    text = query_text(query, expand)
-    tokens = analyzer(text)
-    if isinstance(query, Query) and (query.entity or query.aspect):
-        tokens = list(dict.fromkeys(tokens))
-    return tokens
-
-
-def query_aspect(query: Query | str) -> str | None:
-    """The aspect a query asks about: given explicitly, or read from a question's wording."""
-    if isinstance(query, Query) and query.aspect:
-        return normalize_aspect(query.aspect)
-    text = query if isinstance(query, str) else query.text
-    return infer_aspect(text) if text else None
-
-
-# How an ⟨entity, aspect⟩ question becomes text for a dense encoder (compared in docs/RESULTS.md).
-TEMPLATES = {
-    "plain": "{entity} {aspect}",
-    "of": "{aspect} of {entity}",
-    "question": "What are the {aspect} of {entity}?",
-}
-DEFAULT_TEMPLATE = "plain"
-
-
-def dense_query_text(query: Query | str, template: str = DEFAULT_TEMPLATE) -> str:
-    fmt = TEMPLATES.get(template)
-    if fmt is None:
-        raise QueryError(f"unknown query template {template!r}; choose one of {sorted(TEMPLATES)}")
-    if isinstance(query, str):
-        return query_text(query)
-    if query.text and not (query.entity or query.aspect):
-        return query.text
-    text = fmt.format(entity=query.entity or "", aspect=query.aspect or "").strip()
-    return f"{text} {query.text}" if query.text else text
-
-
-def query_text(query: Query | str, expand: bool = True) -> str:
-    """Text a lexical retriever searches for. ⟨entity, aspect⟩ becomes "entity aspect [synonyms]"."""
-    if isinstance(query, str):
-        if not query.strip():
-            raise QueryError("empty query: give a question or an entity/aspect")
-        return query
-    parts = []
-    if query.entity:
-        parts.append(query.entity)
-    if query.aspect:
-        parts.extend(aspect_terms(query.aspect) if expand else [query.aspect])
-    if query.text:
-        parts.append(query.text)
-    text = " ".join(parts)
-    if not text.strip():
-        raise QueryError(f"query {query.qid!r} is empty")
-    return text
 
 
 def _encoder(config: dict[str, Any] | None):
@@ -109,17 +40,6 @@ def _encoder(config: dict[str, Any] | None):
     from capr.models.encoder import Encoder, EncoderConfig
 
     return Encoder(EncoderConfig.from_dict(config["encoder"]))
-
-
-def check_aspect(aspect: str, corpus_aspects: list[str]) -> None:
-    """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches
-    (shared by every index backend)."""
-    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus_aspects)
-    if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
-        return
-    close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(corpus_aspects[:15])}"
-    raise QueryError(f"unknown aspect {aspect!r}{hint}")
 
 
 class IndexWriter:
@@ -360,12 +280,12 @@ class Index:
         return bool(self.manifest.get("dense"))
 
     # -- lookups ----------------------------------------------------------------
-    def _locate(self, row: int) -> tuple[Segment, int]:
+    def locate(self, row: int) -> tuple[Segment, int]:
         i = int(np.searchsorted(self.offsets, row, side="right")) - 1
         return self.segments[i], row - int(self.offsets[i])
 
     def passage(self, row: int) -> Passage:
-        seg, local = self._locate(row)
+        seg, local = self.locate(row)
         rec = seg.passages.get(local)
         doc_meta = seg.documents.get(rec.pop("doc_row"))["metadata"]
         p = Passage.from_dict(rec)
@@ -414,7 +334,35 @@ class Index:
         present = set(np.unique(np.asarray(col.codes)[self.live]).tolist())
         return sorted(str(v) for i, v in enumerate(col.values) if v and i in present)
 
-    # -- scoring ----------------------------------------------------------------
+    # -- Store primitives (capr.store.Store; the search pipeline is capr.search.Searcher) ---------------
+    backend = Backend.embedded
+
+    @property
+    def name(self) -> str:
+        return str(self.root)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        caps = {Capability.bm25, Capability.tfidf, Capability.exhaustive, Capability.collection_stats,
+                Capability.postings, Capability.documents, Capability.generations}
+        return frozenset(caps | ({Capability.dense} if self.has_dense else set()))
+
+    def stats(self) -> dict[str, int]:
+        return self.counts
+
+    def live_count(self) -> int:
+        return int(self.manifest["counts"]["passages"]) if self.matrix is not None else 0
+
+    def row_count(self) -> int:
+        return len(self)
+
+    def generation_info(self) -> dict[str, Any]:
+        return {"generation": str(self.manifest["generation"]), "created": self.manifest.get("created"),
+                "segments": len(self.segments)}
+
+    def fields(self) -> list[str]:
+        return sorted(self.columns)
+
     def scorer(self, retriever: Retriever | str):
         r = Retriever(retriever)
         if r not in LEXICAL:
@@ -423,23 +371,45 @@ class Index:
             self._scorers[r] = BM25Scorer(self.matrix, self.bm25_params) if r is Retriever.bm25 else TfidfScorer(self.matrix)
         return self._scorers[r]
 
-    def scores(self, query: Query | str, retriever: Retriever | str = Retriever.bm25, expand: bool = True) -> np.ndarray:
-        """One lexical score per row (0 for rows sharing no term with the query, and for deleted rows)."""
-        scorer = self.scorer(retriever)
-        if not (expand and isinstance(query, Query) and query.aspect):
-            return scorer.scores(query_tokens(self.analyzer, query, expand))
-        # Aspect synonyms are alternatives, not extra evidence: entity (and text) terms plus the
-        # best-matching phrasing of the aspect (a disjunction-max), so rare abbreviations such as
-        # "FHX" cannot outweigh the entity.
-        base_tokens = list(dict.fromkeys(self.analyzer(" ".join(filter(None, [query.entity, query.text])))))
-        scores = scorer.scores(base_tokens) if base_tokens else np.zeros(len(self), dtype=np.float32)
-        best = None
-        for phrase in aspect_terms(query.aspect):
-            toks = [t for t in dict.fromkeys(self.analyzer(phrase)) if t not in base_tokens]
-            if toks:
-                s = scorer.scores(toks)
-                best = s if best is None else np.maximum(best, s)
-        return scores + best if best is not None else scores
+    def lexical_scores(self, terms: list[str], keys: np.ndarray | None = None,
+                       method: Retriever | str = Retriever.bm25) -> np.ndarray:
+        """One score per row (0 for rows sharing no term, and for deleted rows); only ``keys`` when given."""
+        if self.matrix is None:
+            return np.zeros(len(self) if keys is None else len(keys), dtype=np.float32)
+        scores = self.scorer(method).scores(terms)
+        return scores if keys is None else scores[keys]
+
+    def lexical_top(self, terms: list[str], k: int, flt: np.ndarray | None = None,
+                    method: Retriever | str = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
+        return self.top(self.lexical_scores(terms, None, method), k, flt)
+
+    def top(self, scores: np.ndarray, k: int, flt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The k best rows with a positive score among live rows passing the filter."""
+        allowed = self.live if flt is None else flt
+        scores = np.where(allowed, scores, 0.0)
+        candidates = np.flatnonzero(scores > 0)
+        if len(candidates) > k:
+            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
+        return candidates.astype(np.int64), scores[candidates].astype(np.float32)
+
+    def term_idf(self, terms) -> dict[str, float]:
+        if self.matrix is None:
+            return {}
+        vocab, idf = self.matrix.vocab, self.scorer(Retriever.bm25).idf
+        return {t: float(idf[vocab[t]]) for t in terms if t in vocab}
+
+    def aspect_flags(self, keys: np.ndarray, aspect: str) -> np.ndarray:
+        return np.asarray(self.columns["aspect"].mask(aspect))[keys]
+
+    def has_aspect(self, aspect: str) -> bool:
+        return bool(np.asarray(self.columns["aspect"].mask(aspect)).any())
+
+    def passages(self, keys: np.ndarray) -> list[Passage]:
+        return [self.passage(int(r)) for r in keys]
+
+    def keys_of(self, pids: list[str]) -> np.ndarray:
+        rows = self.pid_rows()
+        return np.asarray([rows[p] for p in pids], dtype=np.int64)
 
     # -- dense ------------------------------------------------------------------
     def encoder(self):
@@ -454,11 +424,14 @@ class Index:
             self._vectors = [s.vectors() for s in self.segments]
         return self._vectors
 
-    def encode_query(self, query: Query | str, template: str = DEFAULT_TEMPLATE) -> np.ndarray:
-        return self.encoder().encode_queries([dense_query_text(query, template)])[0]
+    def row_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The stored vectors of the given rows."""
+        seg_idx = np.searchsorted(self.offsets, rows, side="right") - 1
+        return np.stack([np.asarray(self.vectors()[s].vectors[r - self.offsets[s]]) for s, r in zip(seg_idx, rows)])
 
-    def dense_candidate_scores(self, qvec: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def dense_scores(self, qvec: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Cosine of the query with each given row (exact, for re-ranking a candidate pool)."""
+        rows = np.asarray(keys)
         out = np.empty(len(rows), dtype=np.float32)
         seg_idx = np.searchsorted(self.offsets, rows, side="right") - 1
         for si in np.unique(seg_idx):
@@ -467,9 +440,9 @@ class Index:
             out[sel] = np.asarray(vecs[rows[sel] - self.offsets[si]]) @ qvec
         return out
 
-    def dense_search(self, qvec: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Global top-k (rows, cosine) over live rows passing ``mask``: per segment, then merged."""
-        allowed = self.live if mask is None else (self.live & mask)
+    def dense_top(self, qvec: np.ndarray, k: int, flt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Global top-k (rows, cosine) over live rows passing the filter: per segment, then merged."""
+        allowed = self.live if flt is None else (self.live & flt)
         rows, scores = [], []
         for si, sv in enumerate(self.vectors()):
             lo, hi = int(self.offsets[si]), int(self.offsets[si + 1])
@@ -481,11 +454,12 @@ class Index:
         order = np.lexsort((rows_a, -scores_a))[:k]
         return rows_a[order], scores_a[order]
 
-    # -- search -----------------------------------------------------------------
+    # -- filters ----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
         check_aspect(aspect, self.aspects())
 
-    def filter_mask(self, filters: dict[str, Any] | None) -> np.ndarray | None:
+    def compile_filter(self, filters: dict[str, Any] | None) -> np.ndarray | None:
+        """The live rows passing every filter; a QueryError naming an unknown field or a value no passage has."""
         if not filters:
             return None
         mask = self.live.copy()
@@ -503,62 +477,10 @@ class Index:
             mask &= m
         return mask
 
-    def aspect_prior(self, query: Query | str, weight: float) -> np.ndarray | None:
-        """Multiplier (1 + weight) for passages whose section aspect is the one the query asks about."""
-        aspect = query_aspect(query)
-        if not weight or not aspect:
-            return None
-        match = self.columns["aspect"].mask(aspect)
-        return np.where(match, 1.0 + weight, 1.0).astype(np.float32) if match.any() else None
+    filter_mask = compile_filter  # the name the cases pipeline and CDV use
 
-    def search(
-        self,
-        query: Query | str,
-        k: int = 10,
-        filters: dict[str, Any] | None = None,
-        retriever: Retriever | str = Retriever.bm25,
-        expand: bool = True,
-        aspect_boost: float = DEFAULT_ASPECT_BOOST,
-        fusion: FusionConfig | None = None,
-        template: str = DEFAULT_TEMPLATE,
-    ) -> list[ScoredPassage]:
-        """Top-k passages. ``aspect_boost`` multiplies the score of passages from sections whose
-        aspect is the one asked about (explicit, or inferred from the question) by 1 + boost."""
-        if k <= 0:
-            raise QueryError(f"k must be positive, got {k}")
-        retriever = Retriever(retriever)
-        if isinstance(query, Query) and query.aspect:
-            self.check_aspect(query.aspect)
-        query_text(query)  # rejects empty queries before any work
-        mask = self.filter_mask(filters)
-        allowed = self.live if mask is None else mask
-        prior = self.aspect_prior(query, aspect_boost)
-        depth = max(k, 100) if prior is not None or retriever is Retriever.hybrid else k
-        if retriever in LEXICAL:
-            scores = self.scores(query, retriever, expand)
-            rows, vals = self._top(scores, depth, allowed)
-        elif retriever is Retriever.dense:
-            rows, vals = self.dense_search(self.encode_query(query, template), depth, allowed)
-        else:
-            cfg = fusion or FusionConfig()
-            lex = self.scores(query, Retriever.bm25, expand)
-            lrows, lvals = self._top(lex, cfg.depth, allowed)
-            drows, dvals = self.dense_search(self.encode_query(query, template), cfg.depth, allowed)
-            rows, vals = fuse([(lrows, lvals), (drows, dvals)], cfg)
-        if prior is not None and len(rows):
-            vals = vals * prior[rows]
-        order = np.lexsort((rows, -vals))[:k]
-        return [
-            ScoredPassage(pid=(p := self.passage(int(r))).pid, score=float(v), rank=i + 1, passage=p)
-            for i, (r, v) in enumerate(zip(rows[order], vals[order]))
-        ]
-
-    def _top(self, scores: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = np.where(allowed, scores, 0.0)
-        candidates = np.flatnonzero(scores > 0)
-        if len(candidates) > k:
-            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-        return candidates.astype(np.int64), scores[candidates].astype(np.float32)
+    def explain_empty(self, filters: dict[str, Any]) -> None:
+        """Nothing to add: compile_filter already refused a value no passage has."""
 
 
 def build_index(

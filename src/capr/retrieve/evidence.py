@@ -17,7 +17,8 @@ import numpy as np
 from capr.records import Passage, Query
 
 if TYPE_CHECKING:
-    from capr.index.index import Index
+    from capr.query import ParsedQuery
+    from capr.store import Store
 
 # A sentence is evidence when it scores at least this share of the passage's best sentence.
 # Dense cosines of unrelated sentences are far from 0, so they need a tighter ratio.
@@ -68,18 +69,22 @@ def _mark_evidence(scores: list[SentenceScore], method: str) -> list[SentenceSco
     return scores
 
 
-def lexical_sentence_scores(index: "Index", query: Query | str, passage: Passage, expand: bool = True) -> list[SentenceScore]:
-    from capr.index.index import Retriever, query_tokens
+def _parsed(store: "Store", query: "Query | str | ParsedQuery", expand: bool = True) -> "ParsedQuery":
+    from capr.query import ParsedQuery, parse_query
 
+    return query if isinstance(query, ParsedQuery) else parse_query(query, store.analyzer, expand)
+
+
+def lexical_sentence_scores(store: "Store", query: "Query | str | ParsedQuery", passage: Passage,
+                            expand: bool = True) -> list[SentenceScore]:
+    """Sentence-level BM25 with the collection's idf (idf 1 on a store without collection statistics)."""
+    pq = _parsed(store, query, expand)
     sents = passage_sentences(passage)
-    analyzer = index.analyzer
-    terms = set(query_tokens(analyzer, query, expand))
-    scorer = index.scorer(Retriever.bm25)
-    vocab = index.matrix.vocab if index.matrix is not None else {}
-    idf = {t: float(scorer.idf[vocab[t]]) for t in terms if t in vocab}
+    analyzer = store.analyzer
+    idf = store.term_idf(set(pq.terms))
     token_lists = [analyzer(text) for _, _, text in sents]
     avg_len = max(1.0, sum(len(t) for t in token_lists) / len(token_lists))
-    k1, b = index.bm25_params.k1, index.bm25_params.b
+    k1, b = store.bm25_params.k1, store.bm25_params.b
     out = []
     for (a, e, text), tokens in zip(sents, token_lists):
         norm = k1 * (1.0 - b + b * len(tokens) / avg_len)
@@ -95,13 +100,13 @@ def lexical_sentence_scores(index: "Index", query: Query | str, passage: Passage
 
 
 def dense_sentence_scores(
-    index: "Index", query: Query | str, passages: Sequence[Passage], template: str | None = None
+    store: "Store", query: "Query | str | ParsedQuery", passages: Sequence[Passage], template: str | None = None
 ) -> list[list[SentenceScore]]:
     """Cosine of the query with every sentence of every passage, encoded in one batch."""
-    from capr.index.index import DEFAULT_TEMPLATE
+    from capr.query import DEFAULT_TEMPLATE
 
-    encoder = index.encoder()
-    qvec = index.encode_query(query, template or DEFAULT_TEMPLATE)
+    encoder = store.encoder()
+    qvec = encoder.encode_queries([_parsed(store, query).dense_text(template or DEFAULT_TEMPLATE)])[0]
     per_passage = [passage_sentences(p) for p in passages]
     texts = [text for sents in per_passage for _, _, text in sents]
     if not texts:
@@ -120,7 +125,7 @@ def dense_sentence_scores(
 
 
 def sentence_scores(
-    index: "Index", query: Query | str, passage: Passage, method: str = "lexical", expand: bool = True
+    index: "Store", query: Query | str, passage: Passage, method: str = "lexical", expand: bool = True
 ) -> list[SentenceScore]:
     """Score each sentence of ``passage`` against ``query`` and flag the evidence sentences.
 

@@ -30,14 +30,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from capr import __version__
 from capr.cases.baseline import rank_hypotheses
 from capr.errors import BadInputError, CaprError, QueryError
-from capr.index import Index, Retriever
-from capr.index.index import query_tokens
-from capr.records import Document, Passage, Query, ScoredPassage
-from capr.retrieve.evidence import dense_sentence_scores, lexical_sentence_scores
+from capr.query import Retriever
+from capr.records import Document, Passage, Query
 from capr.retrieve.highlight import term_spans
+from capr.search import Evidence, SearchOptions, Searcher
+from capr.store import Capability, Store
 from capr.service import schemas as S
 from capr.service.config import CONFIG_ENV, ServiceConfig, TokenSet, load_tokens
-from capr.service.state import IndexHolder, WriteBusy
+from capr.service.state import IndexHolder, StoreHolder, WriteBusy
 
 log = logging.getLogger("capr.service")
 STATIC_DIR = Path(str(files("capr.service") / "static"))
@@ -147,7 +147,7 @@ def _doc_url(doc_id: str) -> str:
     return "/documents/" + quote(doc_id, safe="")
 
 
-def _spans(p: Passage, terms: set[str], index: Index) -> list[tuple[int, int]]:
+def _spans(p: Passage, terms: set[str], index: Store) -> list[tuple[int, int]]:
     return [(a + p.start, b + p.start) for a, b in term_spans(p.text, terms, index.analyzer)]
 
 
@@ -170,12 +170,11 @@ BUSY: dict[int | str, dict[str, Any]] = {503: {"model": S.ErrorOut, "description
 
 # ---------------------------------------------------------------------------------- the app
 def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store: Any = None) -> FastAPI:
-    """The FastAPI application serving the index at ``index_dir``, or ``store`` (an index backend
-    that is not a directory: a Milvus collection, see store_view.py)."""
+    """The FastAPI application serving the index at ``index_dir``, or ``store`` (any other backend, e.g. a
+    Milvus collection). Both are searched by the same Searcher; what a backend cannot do is refused naming
+    the capability it lacks."""
     config = config or ServiceConfig()
     if store is not None:
-        from capr.service.store_view import StoreHolder
-
         holder: Any = StoreHolder(store)
     else:
         holder = IndexHolder(index_dir, watch=config.watch_index, write_wait_s=config.write_wait_s)
@@ -266,21 +265,22 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     def health() -> S.HealthResponse:
         """Liveness and the generation served (no token needed, no content)."""
         index = holder.index
-        c = index.manifest["counts"]
-        return S.HealthResponse(status="ok", generation=str(index.manifest["generation"]), documents=c["documents"],
+        c = index.stats()
+        return S.HealthResponse(status="ok", generation=index.generation_info()["generation"], documents=c["documents"],
                                 passages=c["passages"], auth_reads=config.auth_reads)
 
     @app.get("/stats", response_model=S.StatsResponse, dependencies=read_deps, responses=read_errors, tags=["service"])
     def stats() -> S.StatsResponse:
         index = holder.index
-        c = index.counts
-        retrievers = [r.value for r in Retriever if index.has_dense or r in (Retriever.bm25, Retriever.tfidf)]
-        if store is not None:  # Milvus: no TF-IDF; lexical only where the server has the BM25 function
-            lexical_ok = store.has_lexical
-            retrievers = [r for r in retrievers if r != "tfidf" and (lexical_ok or r == "dense")]
+        c = index.stats()
+        info = index.generation_info()
+        caps = index.capabilities
+        needs = {Retriever.bm25: {Capability.bm25}, Retriever.tfidf: {Capability.tfidf}, Retriever.dense: {Capability.dense},
+                 Retriever.hybrid: {Capability.bm25, Capability.dense}}
+        retrievers = [r.value for r in Retriever if needs[r] <= caps]
         return S.StatsResponse(
-            generation=str(index.manifest["generation"]), created=index.manifest.get("created"), documents=c["documents"],
-            passages=c["passages"], vocabulary=c["vocabulary"], segments=len(index.segments), fields=sorted(index.columns),
+            generation=info["generation"], created=info["created"], documents=c["documents"],
+            passages=c["passages"], vocabulary=c.get("vocabulary", 0), segments=info["segments"], fields=index.fields(),
             aspects=len(holder.vocabulary(index, "aspect")), has_dense=index.has_dense, retrievers=retrievers,
             rerankers=list(config.rerankers), auth_reads=config.auth_reads, writes_enabled=bool(tokens),
         )
@@ -319,13 +319,6 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                     raise ApiError(400, f"cannot load re-ranker {spec!r}: {e}", "reranker") from None
             return rerankers[spec]
 
-    def rerank(reranker: Any, query: Query, hits: list[ScoredPassage], k: int) -> list[ScoredPassage]:
-        from capr.index.index import dense_query_text
-        from capr.retrieve.rerank import rerank_hits
-
-        with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
-            return rerank_hits(dense_query_text(query, "plain"), hits, reranker, k)
-
     @app.post("/search", response_model=S.SearchResponse, dependencies=read_deps, responses=read_errors, tags=["search"])
     def search(req: S.SearchRequest) -> S.SearchResponse:
         """Top-k passages for a free-text question or an ⟨entity, aspect⟩ pair, each with its
@@ -333,48 +326,36 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         t0 = time.perf_counter()
         index = holder.index  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
-        if q.aspect:
-            try:
-                index.check_aspect(q.aspect)
-            except QueryError as e:
-                raise ApiError(400, str(e), "aspect") from None
-        if req.retriever not in (Retriever.bm25, Retriever.tfidf) and not index.has_dense:
-            raise ApiError(400, f"retriever {req.retriever.value!r} needs an index built with vectors (capr index --dense)", "retriever")
+        searcher = Searcher(index)
         try:
-            index.filter_mask(req.filters)
+            pq = searcher.parse(q, req.expand)
+        except QueryError as e:
+            raise ApiError(400, str(e), "aspect" if q.aspect and "aspect" in str(e) else "text") from None
+        evidence = Evidence.none
+        if req.evidence:
+            evidence = Evidence.dense if req.retriever in (Retriever.dense, Retriever.hybrid) else Evidence.lexical
+        options = SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None, expand=req.expand,
+                                aspect_boost=req.aspect_boost, rerank_depth=config.rerank_depth, evidence=evidence)
+        try:
+            searcher.check(options)
+        except QueryError as e:
+            raise ApiError(400, str(e), "retriever") from None
+        try:
+            index.compile_filter(req.filters or None)
         except QueryError as e:
             raise ApiError(400, str(e), "filters") from None
-        reranker = get_reranker(req.reranker) if req.reranker else None
-        if index.matrix is None:  # every document deleted
-            hits: list[ScoredPassage] = []
+        searcher.reranker = get_reranker(req.reranker) if req.reranker else None
+        if searcher.reranker is not None:
+            with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
+                result = searcher.search(pq, options)
         else:
-            depth = max(req.k, config.rerank_depth) if reranker is not None else req.k
-            hits = index.search(q, k=depth, filters=req.filters or None, retriever=req.retriever, expand=req.expand,
-                                aspect_boost=req.aspect_boost)
-            if reranker is not None:
-                hits = rerank(reranker, q, hits, req.k)
-        terms = set(query_tokens(index.analyzer, q, req.expand))
-        method = None
-        sentences: list[list[S.SentenceOut] | None] = [None] * len(hits)
-        if req.evidence and hits:
-            passages = [h.passage for h in hits]
-            if req.retriever in (Retriever.dense, Retriever.hybrid):
-                method, scored = "dense", dense_sentence_scores(index, q, passages)
-            else:
-                method, scored = "lexical", [lexical_sentence_scores(index, q, p, req.expand) for p in passages]
-            sentences = [[S.SentenceOut(**s.to_dict()) for s in ss] for ss in scored]
-        results = []
-        for h, sents in zip(hits, sentences):
-            p = h.passage
-            results.append(S.SearchResult(
-                rank=h.rank, pid=p.pid, doc_id=p.doc_id, title=p.title, aspect=p.aspect, heading=p.heading,
-                score=round(float(h.score), 4), start=p.start, end=p.end, text=p.text, highlights=_spans(p, terms, index),
-                sentences=sents, document_url=_doc_url(p.doc_id), metadata=p.metadata,
-            ))
+            result = searcher.search(pq, options)
+        results = [S.SearchResult(**h.to_dict(), document_url=_doc_url(h.passage.doc_id)) for h in result.hits]
         return S.SearchResponse(
             query=S.QueryEcho(text=q.text, entity=q.entity, aspect=q.aspect), retriever=req.retriever.value,
-            reranker=req.reranker, evidence_method=method, generation=str(index.manifest["generation"]),
-            took_ms=round((time.perf_counter() - t0) * 1e3, 2), results=results,
+            reranker=req.reranker, evidence_method=result.evidence_method if result.hits else None,
+            generation=index.generation_info()["generation"], took_ms=round((time.perf_counter() - t0) * 1e3, 2),
+            results=results,
         )
 
     # -- cases ------------------------------------------------------------------------------
@@ -407,7 +388,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                                        document_url=_doc_url(s.passage.doc_id))
                           for s in sups],
             ))
-        return S.CaseResponse(method="similar-case-cross-encoder", generation=str(index.manifest["generation"]),
+        return S.CaseResponse(method="similar-case-cross-encoder", generation=index.generation_info()["generation"],
                               took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
 
     @app.post("/cases", response_model=S.CaseResponse, dependencies=read_deps, responses=read_errors, tags=["cases"])
@@ -416,9 +397,9 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         (baseline: mean BM25 of the top-k passages that mention the hypothesis)."""
         t0 = time.perf_counter()
         index = holder.index
-        if store is not None:
-            raise ApiError(400, "similar-case ranking needs capr's embedded index (posting lists); this server "
-                                "serves a Milvus collection", "description")
+        if Capability.postings not in index.capabilities:
+            raise ApiError(400, f"similar-case ranking needs the '{Capability.postings.value}' capability (capr's term "
+                                f"matrix), which the {index.backend.value} backend does not have", "description")
         try:
             index.filter_mask(req.filters)
         except QueryError as e:
@@ -437,7 +418,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                                        document_url=_doc_url(sp.passage.doc_id))
                           for sp in h.passages],
             ))
-        return S.CaseResponse(method="bm25-mention-baseline", generation=str(index.manifest["generation"]),
+        return S.CaseResponse(method="bm25-mention-baseline", generation=index.generation_info()["generation"],
                               took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
 
     # -- documents --------------------------------------------------------------------------
@@ -466,7 +447,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             return n, replaced
 
         (n, replaced), index = holder.write(write)
-        return S.AddResponse(doc_id=doc.doc_id, passages=n, replaced=replaced, generation=str(index.manifest["generation"]))
+        return S.AddResponse(doc_id=doc.doc_id, passages=n, replaced=replaced, generation=index.generation_info()["generation"])
 
     @app.delete("/documents/{doc_id:path}", response_model=S.DeleteResponse, dependencies=write_deps,
                 responses={**write_errors, **NOT_FOUND}, tags=["documents"])
@@ -477,7 +458,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             _, index = holder.write(lambda w: w.delete(doc_id))
         except QueryError:  # deleted by a concurrent request between the check and the write
             raise ApiError(404, f"no document with id {doc_id!r}", "doc_id") from None
-        return S.DeleteResponse(doc_id=doc_id, deleted=True, generation=str(index.manifest["generation"]))
+        return S.DeleteResponse(doc_id=doc_id, deleted=True, generation=index.generation_info()["generation"])
 
     def openapi() -> dict[str, Any]:
         # The re-rankers a request may name depend on how the server was started: say so in the spec.

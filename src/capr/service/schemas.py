@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StringConstraints,
                       field_validator, model_validator)
 
-from capr.index.index import Retriever
+from capr.query import Retriever
 
 
 def _valid_text(s: str) -> str:
@@ -106,6 +106,8 @@ class SearchResult(BaseModel):
     end: int
     text: str
     highlights: list[tuple[int, int]] = Field(description="Query-term spans (document offsets).")
+    snippet: Optional[str] = Field(None, description="The passage's window with most query terms.")
+    snippet_start: Optional[int] = Field(None, description="Offset of the snippet in the passage text.")
     sentences: Optional[list[SentenceOut]] = Field(None, description="Per-sentence scores (when evidence is on).")
     document_url: str
     metadata: dict[str, Any]

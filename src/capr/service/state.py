@@ -13,13 +13,15 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from capr.errors import CaprError, IndexError_
-from capr.index import Index, IndexWriter, Retriever
+from capr.index import Index, IndexWriter
 from capr.index.directory import CURRENT
+from capr.query import Retriever
+from capr.records import Document
 
 log = logging.getLogger("capr.service")
 T = TypeVar("T")
@@ -157,3 +159,42 @@ class IndexHolder:
         self._sig = sig
         # The old snapshot is not closed: requests still running on it finish on it; its memory maps
         # are released when the last reference goes.
+
+
+class _StoreWriter:
+    """What the service's write functions call on a store without generations: ``base.has_document``,
+    ``add``, ``delete`` (each applied at once; the backend acknowledges it before the response)."""
+
+    def __init__(self, store: Any) -> None:
+        self.base = store
+
+    def add(self, doc: Document) -> int:
+        return self.base.add([doc])
+
+    def delete(self, doc_id: str) -> None:
+        self.base.delete([doc_id])
+
+
+class StoreHolder:
+    """IndexHolder's interface for a backend without generations (a Milvus collection): reads see what the
+    backend has committed; writes are serialised here."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._lock = threading.Lock()  # capr's meta row (counts, fields) is read-modify-write
+
+    @property
+    def index(self) -> Any:
+        return self.store
+
+    @property
+    def generation(self) -> str:
+        return self.store.generation_info()["generation"]
+
+    def vocabulary(self, index: Any, field: str) -> list[str]:
+        # aspects come from the collection; entities (distinct titles) would need a scan
+        return sorted(index.aspects()) if field == "aspect" else []
+
+    def write(self, fn: Callable[[_StoreWriter], T]) -> tuple[T, Any]:
+        with self._lock:
+            return fn(_StoreWriter(self.store)), self.store

@@ -1,7 +1,8 @@
 """Index backends ("stores") behind capr's search, add and delete.
 
-Two backends share one small interface and one results contract (``list[ScoredPassage]`` with the
-``Passage`` filled in, ranks from 1, ties broken by insertion order):
+Two backends give the same primitives (the ``Store`` protocol: top-k and candidate scores, passage and document
+lookup, filters, add/delete, counts) and declare what else they can do (``Capability``); the one search pipeline
+(``capr.search.Searcher``) is written over them once. Ties are broken by insertion order on both.
 
 - ``embedded`` (default): capr's on-disk index directory (``capr.index``), unchanged.
 - ``milvus``: a Milvus collection through ``pymilvus.MilvusClient(uri)`` — a ``*.db`` path is Milvus Lite,
@@ -10,24 +11,27 @@ Two backends share one small interface and one results contract (``list[ScoredPa
 
     store = capr.store.open_store("notes")                                        # embedded directory
     store = capr.store.open_store("notes", backend="milvus", uri="http://milvus:19530", token=...)
-    store.add(documents); store.delete(["note_17"]); store.search(Query(...), k=5, filters={"aspect": "symptoms"})
+    store.add(documents); store.delete(["note_17"])
+    capr.search.search(store, Query(...), k=5, filters={"aspect": "symptoms"})
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, runtime_checkable
 
+import numpy as np
+
 from capr.errors import CaprError
-from capr.records import Document, Passage, Query, ScoredPassage
+from capr.records import Document, Passage
 
 if TYPE_CHECKING:
     from capr.corpus.segment import SegmenterConfig
     from capr.index.analyzer import AnalyzerConfig
     from capr.index.lexical import BM25Params
     from capr.models.encoder import EncoderConfig
-    from capr.retrieve.fusion import FusionConfig
 
 
 class Backend(str, Enum):
@@ -35,33 +39,100 @@ class Backend(str, Enum):
     milvus = "milvus"
 
 
+class Capability(str, Enum):
+    """What a backend can do beyond the primitives every store has; a caller that needs one it lacks refuses
+    with the capability's name (e.g. ``/cases`` needs ``postings``)."""
+
+    bm25 = "bm25"  # lexical top-k and candidate scores
+    tfidf = "tfidf"
+    dense = "dense"  # vectors
+    exhaustive = "exhaustive"  # cheap scores for every passage (lexical score arrays, exact top-k)
+    collection_stats = "collection_stats"  # idf of any term (sentence-level BM25 evidence)
+    postings = "postings"  # capr's term matrix (similar-case mention search)
+    documents = "documents"  # whole documents stored, text between passages included
+    generations = "generations"  # immutable snapshots (readers keep theirs while writers commit)
+
+
+Ranked = tuple[np.ndarray, np.ndarray]  # (keys, scores): keys are insertion-ordered ints, the tie-breaker
+
+
 @runtime_checkable
 class Store(Protocol):
-    """What every backend offers. ``name`` is the index directory or the collection."""
+    """The primitives a backend gives the one Searcher (``capr.search``). ``keys`` are the backend's own
+    passage numbers in insertion order (rows of the embedded index, ``seq`` on Milvus); ``flt`` is what
+    ``compile_filter`` returned. ``name`` is the index directory or the collection."""
 
     backend: Backend
     name: str
+    analyzer: Any
+    bm25_params: Any
+    capabilities: frozenset[Capability]
 
-    def search(self, query: Query | str, k: int = 10, filters: dict[str, Any] | None = None,
-               retriever: str = "bm25", expand: bool = True, aspect_boost: float = 0.5,
-               fusion: "FusionConfig | None" = None, template: str = "plain") -> list[ScoredPassage]: ...
+    # reading
+    def live_count(self) -> int: ...
+    def row_count(self) -> int: ...
+    def counts(self) -> dict[str, int]: ...
+    def aspects(self) -> list[str]: ...
+    def has_aspect(self, aspect: str) -> bool: ...
+    def compile_filter(self, filters: dict[str, Any] | None) -> Any: ...
+    def explain_empty(self, filters: dict[str, Any]) -> None: ...
+    def lexical_top(self, terms: list[str], k: int, flt: Any, method: Any) -> Ranked: ...
+    def lexical_scores(self, terms: list[str], keys: np.ndarray | None, method: Any) -> np.ndarray: ...
+    def top(self, scores: np.ndarray, k: int, flt: Any) -> Ranked: ...
+    def dense_top(self, qvec: np.ndarray, k: int, flt: Any) -> Ranked: ...
+    def dense_scores(self, qvec: np.ndarray, keys: np.ndarray) -> np.ndarray: ...
+    def encoder(self) -> Any: ...
+    def term_idf(self, terms: Iterable[str]) -> dict[str, float]: ...
+    def aspect_flags(self, keys: np.ndarray, aspect: str) -> np.ndarray: ...
+    def passages(self, keys: np.ndarray) -> list[Passage]: ...
+    def keys_of(self, pids: list[str]) -> np.ndarray: ...
+    def passage_by_pid(self, pid: str) -> Passage: ...
+    def has_document(self, doc_id: str) -> bool: ...
+    def document(self, doc_id: str) -> Document: ...
+    def generation_info(self) -> dict[str, Any]: ...
 
+    @property
+    def has_dense(self) -> bool: ...
+
+    # writing
     def add(self, documents: Iterable[Document], progress: Any = None) -> int:
         """Writes documents (an existing doc_id is replaced); returns the passages written."""
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Removes documents and all their passages; unknown ids are an error. Returns documents removed."""
 
-    def passage(self, pid: str) -> Passage: ...
-
-    def has_document(self, doc_id: str) -> bool: ...
-
-    def counts(self) -> dict[str, int]: ...
-
-    @property
-    def has_dense(self) -> bool: ...
-
     def close(self) -> None: ...
+
+
+@dataclass
+class BackendOptions:
+    """Where an index lives and how to reach it: the same options on every command."""
+
+    backend: Backend = Backend.embedded
+    uri: str | None = None
+    token: str | None = None
+    tls_ca: Path | None = None
+    index_type: str = "FLAT"  # Milvus vector index of a new collection
+
+    def __post_init__(self) -> None:
+        self.backend = parse_backend(self.backend)
+        if self.backend is Backend.embedded and self.uri:
+            raise CaprError("--uri is only for --backend milvus")
+
+    def milvus_options(self) -> dict[str, Any]:
+        if self.tls_ca is None:
+            return {}
+        if not Path(self.tls_ca).is_file():
+            raise CaprError(f"--tls-ca {self.tls_ca}: no such file")
+        return {"secure": True, "ca_pem_path": str(self.tls_ca)}
+
+    def open(self, name: str | Path) -> "Store":
+        return open_store(name, self.backend, uri=self.uri, token=self.token, **self.milvus_options())
+
+    def create(self, name: str | Path, **settings: Any) -> "Store":
+        extra = {"index_type": self.index_type} if self.backend is Backend.milvus else {}
+        return create_store(name, self.backend, uri=self.uri, token=self.token, **settings, **extra,
+                            **self.milvus_options())
 
 
 def parse_backend(value: str | Backend) -> Backend:
@@ -110,4 +181,4 @@ def _require_uri(uri: str | None) -> str:
     return uri
 
 
-__all__ = ["Backend", "Store", "create_store", "open_store", "parse_backend"]
+__all__ = ["Backend", "BackendOptions", "Capability", "Ranked", "Store", "create_store", "open_store", "parse_backend"]

@@ -1,4 +1,7 @@
-"""The embedded backend: capr's own index directory (capr.index) behind the Store interface."""
+"""The embedded backend: capr's own index directory (capr.index) behind the Store interface.
+
+Reads are the current ``Index`` generation's primitives (an ``Index`` is itself a read-only Store); writes go
+through an ``IndexWriter`` and then read the new generation."""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from capr.errors import QueryError
-from capr.index.index import DEFAULT_ASPECT_BOOST, DEFAULT_TEMPLATE, Index, IndexWriter, Retriever
-from capr.records import Document, Passage, Query, ScoredPassage
+from capr.index.index import Index, IndexWriter
+from capr.records import Document
 from capr.store import Backend
 
 if TYPE_CHECKING:
@@ -15,7 +18,6 @@ if TYPE_CHECKING:
     from capr.index.analyzer import AnalyzerConfig
     from capr.index.lexical import BM25Params
     from capr.models.encoder import EncoderConfig
-    from capr.retrieve.fusion import FusionConfig
 
 
 class EmbeddedStore:
@@ -43,29 +45,33 @@ class EmbeddedStore:
             raise QueryError(f"{self.root}: the index is empty (nothing added yet)")
         return self._index
 
+    def __getattr__(self, name: str) -> Any:
+        # the read primitives are the current generation's (see capr.store.Store)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.index, name)
+
     @property
     def has_dense(self) -> bool:
         return self._index is not None and self._index.has_dense
 
-    def search(self, query: Query | str, k: int = 10, filters: dict[str, Any] | None = None,
-               retriever: Retriever | str = Retriever.bm25, expand: bool = True,
-               aspect_boost: float = DEFAULT_ASPECT_BOOST, fusion: "FusionConfig | None" = None,
-               template: str = DEFAULT_TEMPLATE) -> list[ScoredPassage]:
-        return self.index.search(query, k=k, filters=filters, retriever=retriever, expand=expand,
-                                 aspect_boost=aspect_boost, fusion=fusion, template=template)
-
-    def _writer(self, progress: Any = None) -> IndexWriter:
+    def _writer(self, progress: Any = None, report: Any = None) -> IndexWriter:
         if self._create_args is not None:
-            return IndexWriter(self.root, mode="create", progress=progress, **self._create_args)
-        return IndexWriter(self.root, mode="update", progress=progress)
+            return IndexWriter(self.root, mode="create", progress=progress, report=report, **self._create_args)
+        return IndexWriter(self.root, mode="update", progress=progress, report=report)
 
-    def add(self, documents: Iterable[Document], progress: Any = None) -> int:
-        writer = self._writer(progress)
+    def add(self, documents: Iterable[Document], progress: Any = None, report: Any = None) -> int:
+        """Writes documents in one new generation; ``progress`` gets the writer's phases and, per document,
+        ``progress.read(passages so far)`` when it has that method."""
+        writer = self._writer(progress, report)
+        read = getattr(progress, "read", None)
         try:
             for doc in documents:
                 writer.add(doc)
+                if read is not None:
+                    read(writer.n_passages)
             n = writer.n_passages
-            self._index = writer.commit()
+            self._replace(writer.commit())
         except BaseException:
             writer.abort()
             raise
@@ -78,20 +84,23 @@ class EmbeddedStore:
         try:
             for d in ids:
                 writer.delete(d)
-            self._index = writer.commit()
+            self._replace(writer.commit())
         except BaseException:
             writer.abort()
             raise
         return len(ids)
 
-    def passage(self, pid: str) -> Passage:
-        return self.index.passage_by_pid(pid)
+    def _replace(self, index: Index) -> None:
+        self._index = index  # the old generation stays readable for whoever still holds it
 
     def has_document(self, doc_id: str) -> bool:
         return self._index is not None and self._index.has_document(doc_id)
 
     def counts(self) -> dict[str, int]:
         return self.index.counts if self._index is not None else {"documents": 0, "passages": 0}
+
+    def stats(self) -> dict[str, int]:
+        return self.counts()
 
     def close(self) -> None:
         if self._index is not None:

@@ -1,7 +1,8 @@
 """The Milvus backend: capr's passages, metadata and vectors in a Milvus collection.
 
 capr still does what makes its results capr's — segmentation, the analyzer (stopwords, stemming), the
-encoders, query construction, the aspect prior, fusion — and Milvus stores and searches:
+encoders, and the whole search pipeline (``capr.search.Searcher``: query construction, the aspect prior,
+fusion, re-ranking, evidence) — and Milvus stores and searches, through the Store primitives:
 
 - dense: a ``FLOAT_VECTOR`` searched by inner product (vectors are L2-normalised: cosine). The default
   index is ``FLAT`` (exact, same results as the embedded backend); HNSW/IVF for very large collections.
@@ -33,18 +34,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from capr import __version__
-from capr.corpus.aspects import aspect_terms, normalize_aspect
+from capr.corpus.aspects import normalize_aspect
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.index.analyzer import Analyzer, AnalyzerConfig
-from capr.index.index import (
-    DEFAULT_ASPECT_BOOST, DEFAULT_TEMPLATE, LEXICAL, Retriever, check_aspect, dense_query_text, query_aspect, query_text,
-)
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
-from capr.records import Document, Passage, Query, ScoredPassage
-from capr.retrieve.fusion import FusionConfig, fuse
-from capr.store import Backend
+from capr.query import Retriever, check_aspect
+from capr.records import Document, Passage, Section
+from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig
@@ -119,6 +117,20 @@ class MilvusStore:
         self.segmenter = SegmenterConfig(**meta["segmenter"])
         self.bm25 = BM25Params(**meta["bm25"])
         self._encoder = None
+        self._seen: dict[int, dict] = {}  # seq → the row a recent search returned (passages() reads it back)
+
+    @property
+    def bm25_params(self) -> BM25Params:
+        return self.bm25
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        caps = set()
+        if self.has_lexical:
+            caps.add(Capability.bm25)
+        if self.has_dense:
+            caps.add(Capability.dense)
+        return frozenset(caps)
 
     # -- connection -------------------------------------------------------------------------
     @staticmethod
@@ -271,7 +283,7 @@ class MilvusStore:
         return rows
 
     def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 1000,
-            vectors_of: Callable[[list[Passage]], np.ndarray] | None = None) -> int:
+            vectors_of: Callable[[list[Passage]], np.ndarray] | None = None, report: Any = None) -> int:
         """Segments and (with vectors) encodes documents in batches and inserts their passages. A document
         whose id is already there is replaced (its old passages deleted first). Not transactional: a writer
         that dies part-way leaves the batches it inserted (re-running the add replaces them).
@@ -339,7 +351,7 @@ class MilvusStore:
         return len(ids)
 
     # -- reading ------------------------------------------------------------------------------
-    def passage(self, pid: str) -> Passage:
+    def passage_by_pid(self, pid: str) -> Passage:
         rows = self.client.query(self.name, filter=f"pid == {_quote(pid)}", output_fields=OUTPUT)
         if not rows:
             raise QueryError(f"no passage with id {pid!r}")
@@ -351,8 +363,72 @@ class MilvusStore:
             raise QueryError(f"no document with id {doc_id!r}")
         return [_passage(r) for r in sorted(rows, key=lambda r: r["start_char"])]
 
+    def document(self, doc_id: str) -> Document:
+        """Rebuilt from its passages: text between passages is not stored (no ``documents`` capability)."""
+        passages = self.document_passages(doc_id)
+        chars = [" "] * max(p.end for p in passages)
+        for p in passages:
+            chars[p.start : p.start + len(p.text)] = p.text
+        sections = [Section(heading=p.heading, aspect=p.aspect or "", start=p.start, end=p.end) for p in passages]
+        first = passages[0]
+        return Document(doc_id=doc_id, title=first.title, text="".join(chars), metadata=first.metadata, sections=sections)
+
+    def stats(self) -> dict[str, int]:
+        return self.counts()
+
+    def live_count(self) -> int:
+        return self.counts()["passages"]
+
+    def row_count(self) -> int:
+        return int(self.meta["next_seq"])
+
+    def generation_info(self) -> dict[str, Any]:
+        return {"generation": f"milvus:{self.name}", "created": None, "segments": 0}
+
+    def fields(self) -> list[str]:
+        return list(self.meta["fields"])
+
+    def has_aspect(self, aspect: str) -> bool:
+        return aspect in self.meta.get("aspects", [])
+
+    def term_idf(self, terms: Iterable[str]) -> dict[str, float]:
+        # Milvus does not expose collection statistics: every term weighs the same (no collection_stats)
+        return {t: 1.0 for t in terms}
+
+    def keys_of(self, pids: list[str]) -> np.ndarray:
+        seq: dict[str, int] = {}
+        for i in range(0, len(pids), EXISTS_BATCH):
+            chunk = pids[i : i + EXISTS_BATCH]
+            for row in self.client.query(self.name, filter=f"pid in [{', '.join(_quote(p) for p in chunk)}]",
+                                         output_fields=["pid", "seq"], limit=16384):
+                seq[row["pid"]] = int(row["seq"])
+        missing = [p for p in pids if p not in seq]
+        if missing:
+            raise QueryError(f"no passage with id {missing[0]!r}")
+        return np.asarray([seq[p] for p in pids], dtype=np.int64)
+
+    def _rows_of(self, keys: np.ndarray) -> list[dict]:
+        want = [int(k) for k in keys if int(k) not in self._seen]
+        for i in range(0, len(want), EXISTS_BATCH):
+            for row in self.client.query(self.name, filter=f"seq in [{', '.join(map(str, want[i : i + EXISTS_BATCH]))}]",
+                                         output_fields=OUTPUT, limit=16384):
+                self._remember([row])
+        return [self._seen[int(k)] for k in keys]
+
+    def _remember(self, rows: list[dict]) -> None:
+        if len(self._seen) > 50_000:
+            self._seen.clear()
+        for r in rows:
+            self._seen[int(r["seq"])] = r
+
+    def passages(self, keys: np.ndarray) -> list[Passage]:
+        return [_passage(r) for r in self._rows_of(keys)]
+
+    def aspect_flags(self, keys: np.ndarray, aspect: str) -> np.ndarray:
+        return np.asarray([r["aspect"] == aspect for r in self._rows_of(keys)], dtype=bool)
+
     # -- filters ------------------------------------------------------------------------------
-    def filter_expr(self, filters: dict[str, Any] | None) -> str:
+    def compile_filter(self, filters: dict[str, Any] | None) -> str:
         if not filters:
             return ""
         parts = []
@@ -364,7 +440,9 @@ class MilvusStore:
             parts.append(_field_expr(field, value))
         return " and ".join(parts)
 
-    def _diagnose_empty(self, filters: dict[str, Any]) -> None:
+    filter_expr = compile_filter
+
+    def explain_empty(self, filters: dict[str, Any]) -> None:
         """The embedded backend's error for a filter value no passage has, found only when a filtered
         search comes back empty (one count per field then, nothing extra on the common path)."""
         for field, value in filters.items():
@@ -378,123 +456,57 @@ class MilvusStore:
     def check_aspect(self, aspect: str) -> None:
         check_aspect(aspect, self.aspects())
 
-    # -- search -------------------------------------------------------------------------------
-    def _hits(self, res: Any) -> list[dict]:
-        return [{**h["entity"], "_score": float(h["distance"])} for h in res[0]]
+    # -- search primitives --------------------------------------------------------------------
+    def _ranked(self, res: Any, lexical: bool) -> tuple[np.ndarray, np.ndarray]:
+        hits = [{**h["entity"], "_score": float(h["distance"])} for h in res[0]]
+        if lexical:
+            scale = 1.0 / (self.bm25.k1 + 1.0)  # Lucene's (k1 + 1) numerator: capr's BM25 omits it
+            for h in hits:
+                # BM25 scores are positive; milvus-lite 3.x reports them negated, as a distance
+                h["_score"] = abs(h["_score"]) * scale
+            hits = [h for h in hits if h["_score"] > 0]
+        self._remember(hits)
+        return (np.asarray([h["seq"] for h in hits], dtype=np.int64),
+                np.asarray([h["_score"] for h in hits], dtype=np.float32))
 
-    def lexical_search(self, tokens: list[str], depth: int, expr: str = "") -> list[dict]:
+    def lexical_top(self, terms: list[str], k: int, flt: str = "", method: Any = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
+        if Retriever(method) is not Retriever.bm25:
+            raise QueryError("tfidf is only available on the embedded backend; use bm25, dense or hybrid")
         if not self.has_lexical:
             raise QueryError(f"Milvus collection {self.name!r} has no BM25 field (the server has no BM25 function: "
                              "Milvus >= 2.5 needed); use --retriever dense")
-        if not tokens:
-            return []
-        res = self.client.search(self.name, data=[" ".join(tokens)], anns_field="sparse", limit=depth, filter=expr,
+        if not terms:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        res = self.client.search(self.name, data=[" ".join(terms)], anns_field="sparse", limit=k, filter=flt or "",
                                  output_fields=OUTPUT, consistency_level=READ_CONSISTENCY,
                                  search_params={"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}})
-        scale = 1.0 / (self.bm25.k1 + 1.0)  # Lucene's (k1 + 1) numerator: capr's BM25 omits it
-        hits = self._hits(res)
-        for h in hits:
-            # BM25 scores are positive; milvus-lite 3.x reports them negated, as a distance
-            h["_score"] = abs(h["_score"]) * scale
-        return [h for h in hits if h["_score"] > 0]
+        return self._ranked(res, lexical=True)
 
-    def dense_search(self, qvec: np.ndarray, depth: int, expr: str = "") -> list[dict]:
-        params = {"metric_type": "IP", "params": {"ef": max(128, depth)} if self.meta.get("index_type") == "HNSW" else {}}
+    def _restricted(self, keys: np.ndarray) -> str:
+        return f"seq in [{', '.join(str(int(k)) for k in keys)}]"
+
+    def _scores_at(self, keys: np.ndarray, ranked: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        got = dict(zip(ranked[0].tolist(), ranked[1].tolist()))
+        return np.asarray([got.get(int(k), 0.0) for k in keys], dtype=np.float32)
+
+    def lexical_scores(self, terms: list[str], keys: np.ndarray | None, method: Any = Retriever.bm25) -> np.ndarray:
+        """BM25 of each given passage (0 where it scores nothing): a search restricted to them (``seq in [...]``)."""
+        if keys is None:
+            raise QueryError("Milvus scores candidates, not every passage (no exhaustive capability)")
+        return self._scores_at(keys, self.lexical_top(terms, len(keys), self._restricted(keys), method))
+
+    def top(self, scores: np.ndarray, k: int, flt: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        raise QueryError("Milvus returns top lists itself (no exhaustive capability)")
+
+    def dense_top(self, qvec: np.ndarray, k: int, flt: str = "") -> tuple[np.ndarray, np.ndarray]:
+        params = {"metric_type": "IP", "params": {"ef": max(128, k)} if self.meta.get("index_type") == "HNSW" else {}}
         res = self.client.search(self.name, data=[np.asarray(qvec, dtype=np.float32).tolist()], anns_field="vector",
-                                 limit=depth, filter=expr, output_fields=OUTPUT, search_params=params,
+                                 limit=k, filter=flt or "", output_fields=OUTPUT, search_params=params,
                                  consistency_level=READ_CONSISTENCY)
-        return self._hits(res)
+        return self._ranked(res, lexical=False)
 
-    def lexical_scores(self, query: Query | str, depth: int, expr: str = "", expand: bool = True) -> list[dict]:
-        """capr's lexical query on Milvus' BM25: entity (and text) terms plus the best-matching phrasing of
-        the aspect (disjunction-max over the aspect's synonyms, as the embedded index scores it). The max
-        is taken over each phrasing's top ``depth`` hits, so it is exact for every passage those lists hold."""
-        from capr.index.index import query_tokens
-
-        if not (expand and isinstance(query, Query) and query.aspect):
-            return self.lexical_search(query_tokens(self.analyzer, query, expand), depth, expr)
-        base = list(dict.fromkeys(self.analyzer(" ".join(filter(None, [query.entity, query.text])))))
-        by_pid: dict[str, dict] = {}
-        base_scores: dict[str, float] = {}
-        for h in self.lexical_search(base, depth, expr) if base else []:
-            by_pid[h["pid"]] = h
-            base_scores[h["pid"]] = h["_score"]
-        best: dict[str, float] = {}
-        for phrase in aspect_terms(query.aspect):
-            toks = [t for t in dict.fromkeys(self.analyzer(phrase)) if t not in base]
-            if not toks:
-                continue
-            for h in self.lexical_search(toks, depth, expr):
-                by_pid.setdefault(h["pid"], h)
-                best[h["pid"]] = max(best.get(h["pid"], 0.0), h["_score"])
-        out = []
-        for pid, h in by_pid.items():
-            out.append({**h, "_score": base_scores.get(pid, 0.0) + best.get(pid, 0.0)})
-        out.sort(key=lambda h: (-h["_score"], h["seq"]))
-        return out[:depth]
-
-    def encode_query(self, query: Query | str, template: str = DEFAULT_TEMPLATE) -> np.ndarray:
-        return self.encoder().encode_queries([dense_query_text(query, template)])[0]
-
-    def search(self, query: Query | str, k: int = 10, filters: dict[str, Any] | None = None,
-               retriever: Retriever | str = Retriever.bm25, expand: bool = True,
-               aspect_boost: float = DEFAULT_ASPECT_BOOST, fusion: FusionConfig | None = None,
-               template: str = DEFAULT_TEMPLATE) -> list[ScoredPassage]:
-        """The embedded backend's search, on Milvus: same query construction, aspect prior, fusion and
-        tie-breaking (insertion order)."""
-        if k <= 0:
-            raise QueryError(f"k must be positive, got {k}")
-        retriever = Retriever(retriever)
-        if retriever is Retriever.tfidf:
-            raise QueryError("tfidf is only available on the embedded backend; use bm25, dense or hybrid")
-        if isinstance(query, Query) and query.aspect:
-            self.check_aspect(query.aspect)
-        query_text(query)  # rejects empty queries before any work
-        expr = self.filter_expr(filters)
-        aspect = query_aspect(query) if aspect_boost else None
-        depth = max(k, 100) if aspect is not None or retriever is Retriever.hybrid else k
-        if retriever in LEXICAL:
-            hits = self.lexical_scores(query, depth, expr, expand)
-        elif retriever is Retriever.dense:
-            hits = self.dense_search(self.encode_query(query, template), depth, expr)
-        else:
-            cfg = fusion or FusionConfig()
-            lex = self.lexical_scores(query, cfg.depth, expr, expand)
-            den = self.dense_search(self.encode_query(query, template), cfg.depth, expr)
-            by_seq = {h["seq"]: h for h in lex + den}
-
-            def ranked(hs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-                return (np.asarray([h["seq"] for h in hs], dtype=np.int64),
-                        np.asarray([h["_score"] for h in hs], dtype=np.float32))
-
-            seqs, vals = fuse([ranked(lex), ranked(den)], cfg)
-            hits = [{**by_seq[int(s)], "_score": float(v)} for s, v in zip(seqs, vals)]
-        if not hits and filters:
-            self._diagnose_empty(filters)
-        if aspect is not None and any(h["aspect"] == aspect for h in hits):
-            for h in hits:
-                if h["aspect"] == aspect:
-                    h["_score"] = float(np.float32(h["_score"]) * np.float32(1.0 + aspect_boost))
-        hits.sort(key=lambda h: (-np.float32(h["_score"]), h["seq"]))
-        return [ScoredPassage(pid=h["pid"], score=float(h["_score"]), rank=i + 1, passage=_passage(h))
-                for i, h in enumerate(hits[:k])]
-
-    def candidate_scores(self, query: Query | str, pids: list[str], retriever: Retriever | str,
-                         template: str = DEFAULT_TEMPLATE, qvec: np.ndarray | None = None) -> np.ndarray:
-        """The retriever's score for each given passage (0 where it scores nothing): a search restricted
-        to the candidates by a ``pid in [...]`` filter — how a benchmark's re-ranking pool is scored."""
-        r = Retriever(retriever)
-        expr = f"pid in [{', '.join(_quote(p) for p in pids)}]"
-        if r is Retriever.bm25:
-            from capr.index.index import query_tokens
-
-            hits = self.lexical_search(query_tokens(self.analyzer, query, expand=False), len(pids), expr)
-        elif r is Retriever.dense:
-            hits = self.dense_search(qvec if qvec is not None else self.encode_query(query, template), len(pids), expr)
-        else:
-            raise QueryError(f"candidate scoring on Milvus supports bm25 and dense, not {r.value}")
-        got = {h["pid"]: h["_score"] for h in hits}
-        return np.asarray([got.get(p, 0.0) for p in pids], dtype=np.float32)
+    def dense_scores(self, qvec: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        return self._scores_at(keys, self.dense_top(qvec, len(keys), self._restricted(keys)))
 
 
 # ------------------------------------------------------------------------------ schema and meta

@@ -1,0 +1,183 @@
+"""Running a passage benchmark as ``capr eval`` does, from Python: the benchmark registry, which query fields
+each benchmark has, where its index is cached, which backend scores it, and the result record.
+
+    result, run = run_eval(EvalConfig(benchmark="medquad-cdv", retriever="dense", query_field="question"))
+    result["metrics"]["R@1"]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+from capr.errors import CaprError
+from capr.eval.benchmarks import (
+    BenchmarkData, BenchmarkSearcher, Protocol, QueryField, load_mediqa2019, load_medquad_cdv, load_mtsamples_capr,
+    run_benchmark,
+)
+from capr.models.encoder import EncoderConfig, cache_root, parse_backend
+from capr.query import DEFAULT_TEMPLATE, Retriever
+from capr.records import Run
+from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.store import Backend, BackendOptions
+
+# name → loader(data_dir, index_dir, dense=..., progress=...) and the query fields its questions have
+BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
+    "medquad-cdv": load_medquad_cdv,
+    "mtsamples-capr": load_mtsamples_capr,
+    "mediqa2019": load_mediqa2019,
+    "mediqa2019-train": partial(load_mediqa2019, name="mediqa2019-train"),
+}
+QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
+    "medquad-cdv": (QueryField.tuple, QueryField.question),
+    "mtsamples-capr": (QueryField.tuple,),
+    "mediqa2019": (QueryField.question,),
+    "mediqa2019-train": (QueryField.question,),
+}
+_FIELD_HINT = {QueryField.tuple: "⟨entity, aspect⟩ queries only", QueryField.question: "free-text questions only"}
+
+
+@dataclass
+class EvalConfig:
+    benchmark: str = "medquad-cdv"
+    data_dir: Path = Path("../shared/data")
+    retriever: Retriever = Retriever.bm25
+    protocol: Protocol = Protocol.rerank64
+    query_field: QueryField = QueryField.tuple
+    model: str = "minilm"
+    query_model: str | None = None
+    encoder_backend: str = "torch"
+    template: str = DEFAULT_TEMPLATE
+    fusion: FusionMethod = FusionMethod.rrf
+    reranker: str | None = None
+    rerank_depth: int = 64
+    cache_dir: Path | None = None
+    backend: BackendOptions = field(default_factory=BackendOptions)
+    collection: str | None = None  # Milvus collection of the benchmark's passages
+    cdv: Path | None = None  # rank with this CDV model instead of the retriever
+    boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
+    thetas: tuple[float, float] = (0.8, 0.4)
+
+    def __post_init__(self) -> None:
+        if self.benchmark not in BENCHMARKS:
+            raise CaprError(f"unknown benchmark {self.benchmark!r}; available: {', '.join(BENCHMARKS)}")
+        self.retriever = Retriever(self.retriever)
+        try:
+            self.protocol = Protocol(self.protocol)
+        except ValueError:
+            raise CaprError(f"unknown protocol {self.protocol!r}; choose rerank64 or full") from None
+        try:
+            self.query_field = QueryField(self.query_field)
+        except ValueError:
+            raise CaprError(f"unknown query field {self.query_field!r}; choose tuple or question") from None
+        self.fusion = FusionMethod(self.fusion)
+        allowed = QUERY_FIELDS[self.benchmark]
+        if self.query_field not in allowed:
+            raise CaprError(f"{self.benchmark} has {_FIELD_HINT[allowed[0]]}; use --query-field {allowed[0].value}")
+        if self.backend.backend is Backend.milvus and self.retriever is Retriever.tfidf:
+            raise CaprError("tfidf is only available on the embedded backend")
+        if self.boundaries not in ("fixed", "free"):
+            raise CaprError(f"unknown --boundaries {self.boundaries!r}; choose fixed or free")
+        if self.boundaries == "free" and self.cdv is None:
+            raise CaprError("--boundaries free needs a CDV model: add --cdv DIR")
+        if self.cdv is not None and self.backend.backend is not Backend.embedded:
+            raise CaprError("--cdv needs the embedded index (--backend embedded)")
+
+    @property
+    def needs_dense(self) -> bool:
+        return self.cdv is None and self.retriever in (Retriever.dense, Retriever.hybrid)
+
+    def encoder(self) -> EncoderConfig | None:
+        if not self.needs_dense:
+            return None
+        return EncoderConfig(model=self.model, query_model=self.query_model, backend=parse_backend(self.encoder_backend),
+                             max_length=256)
+
+    def index_dir(self) -> Path:
+        """Where the benchmark's index is kept between runs: one folder per benchmark and encoder."""
+        enc = self.encoder()
+        return self.cache_dir or cache_root() / "bench" / self.benchmark / (encoder_slug(enc) if enc else "lexical")
+
+    def collection_name(self) -> str:
+        enc = self.encoder()
+        return self.collection or re.sub(r"[^A-Za-z0-9_]", "_",
+                                         f"capr_bench_{self.benchmark}_{encoder_slug(enc) if enc else 'lexical'}")
+
+
+def encoder_slug(enc: EncoderConfig) -> str:
+    return "dense-" + hashlib.sha1(json.dumps(enc.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def load_benchmark(config: EvalConfig, progress: Any = None) -> BenchmarkData:
+    return BENCHMARKS[config.benchmark](config.data_dir, config.index_dir(), dense=config.encoder(), progress=progress)
+
+
+def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = None, store_progress: Any = None,
+                     cdv_store: Any = None):
+    """The candidate scorer of ``config``: the Searcher over the embedded index, or over the benchmark's passages
+    loaded into another backend, or CDV; with the re-ranker on top."""
+    from capr.eval.benchmarks import benchmark_store, cdv_scorer, rerank_scorer, store_scorer
+
+    fusion = FusionConfig(method=config.fusion)
+    if cdv_store is not None:
+        scorer = cdv_scorer(data, cdv_store, config.query_field)
+    elif config.backend.backend is Backend.milvus:
+        if not config.backend.uri:
+            raise CaprError("--backend milvus needs --uri: a Milvus Lite file (*.db) or http(s)://host:19530")
+        store = benchmark_store(data, config.backend.uri, config.collection_name(), token=config.backend.token,
+                                progress=store_progress, **config.backend.milvus_options())
+        scorer = store_scorer(data, store, config.retriever, config.query_field, config.template, config.protocol, fusion)
+    else:
+        scorer = BenchmarkSearcher(data, config.query_field).scorer(config.retriever, config.template, fusion, progress)
+    if config.reranker:
+        from capr.retrieve.rerank import load_reranker
+
+        scorer = rerank_scorer(data, scorer, load_reranker(config.reranker), config.rerank_depth)
+    return scorer
+
+
+def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: Any = None, index_progress: Any = None,
+             store_progress: Any = None, cdv_store: Any = None) -> tuple[dict[str, Any], Run]:
+    """Metrics (and the run) of ``config``'s pipeline on its benchmark, as the record ``capr eval --json`` prints.
+    ``cdv_store``: the benchmark index's CDV vectors under ``config.cdv`` (CDVStore.open)."""
+    data = data or load_benchmark(config, index_progress)
+    scorer = benchmark_scorer(data, config, progress, store_progress, cdv_store)
+    t_start = time.time()
+    metrics, run = run_benchmark(data, scorer, config.protocol, config.query_field, progress=progress)
+    run.name = f"capr-{config.retriever.value}-{config.protocol.value}-{config.query_field.value}"
+    seconds = round(time.time() - t_start, 1)
+    result: dict[str, Any] = {
+        "benchmark": config.benchmark,
+        "protocol": config.protocol.value,
+        "retriever": "cdv" if config.cdv is not None else config.retriever.value,
+        "query_field": config.query_field.value,
+        "queries": len(data.queries),
+        "metrics": metrics,
+        "seconds": seconds,
+    }
+    if config.backend.backend is not Backend.embedded:  # the embedded JSON keeps its keys (scripts compare them)
+        result["index_backend"] = config.backend.backend.value
+    if config.reranker:
+        result["reranker"] = {"spec": config.reranker, "depth": config.rerank_depth}
+    if config.cdv is not None:
+        result["cdv"] = str(config.cdv)
+    if config.boundaries == "free":
+        from capr.cdv.spans import BoundaryConfig
+        from capr.eval.benchmarks import boundary_eval
+
+        result["boundaries"] = boundary_eval(data, cdv_store, config.query_field, BoundaryConfig(*config.thetas),
+                                             progress=progress)
+    if config.needs_dense:
+        result["encoder"] = {"model": config.model, "backend": config.encoder_backend, "template": config.template}
+        if config.retriever is Retriever.hybrid:
+            result["fusion"] = config.fusion.value
+    return result, run
+
+
+__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_scorer", "encoder_slug", "load_benchmark", "run_eval"]

@@ -1,0 +1,166 @@
+"""A query, read once: every stage of a search (validation, lexical and dense first stages, the aspect prior,
+re-ranking, evidence, highlights) reads the same :class:`ParsedQuery` instead of re-deriving text and terms.
+
+    pq = parse_query(Query("q1", entity="IgA nephropathy", aspect="symptoms"), analyzer)
+    pq.terms            # analysed terms, each once: ['iga', 'nephropathi', 'symptom', ...]
+    pq.dismax           # (entity terms, [terms of each phrasing of the aspect]) — how lexical scoring combines them
+    pq.dense_text()     # "IgA nephropathy symptoms": what a dense encoder reads
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Iterable
+
+from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, normalize_aspect
+from capr.errors import QueryError
+from capr.records import Query
+
+
+class Retriever(str, Enum):
+    bm25 = "bm25"
+    tfidf = "tfidf"
+    dense = "dense"
+    hybrid = "hybrid"
+
+
+LEXICAL = (Retriever.bm25, Retriever.tfidf)
+
+# How an ⟨entity, aspect⟩ question becomes text for a dense encoder (compared in docs/RESULTS.md).
+TEMPLATES = {
+    "plain": "{entity} {aspect}",
+    "of": "{aspect} of {entity}",
+    "question": "What are the {aspect} of {entity}?",
+}
+DEFAULT_TEMPLATE = "plain"
+
+
+def check_template(template: str) -> str:
+    if template not in TEMPLATES:
+        raise QueryError(f"unknown query template {template!r}; choose one of {sorted(TEMPLATES)}")
+    return template
+
+
+def as_query(query: Query | str) -> Query:
+    return Query("q", text=query) if isinstance(query, str) else query
+
+
+def query_text(query: Query | str, expand: bool = True) -> str:
+    """Text a lexical retriever searches for. ⟨entity, aspect⟩ becomes "entity aspect [synonyms]"."""
+    if isinstance(query, str):
+        if not query.strip():
+            raise QueryError("empty query: give a question or an entity/aspect")
+        return query
+    parts = []
+    if query.entity:
+        parts.append(query.entity)
+    if query.aspect:
+        parts.extend(aspect_terms(query.aspect) if expand else [query.aspect])
+    if query.text:
+        parts.append(query.text)
+    text = " ".join(parts)
+    if not text.strip():
+        raise QueryError(f"query {query.qid!r} is empty")
+    return text
+
+
+def query_tokens(analyzer: Callable[[str], list[str]], query: Query | str, expand: bool = True) -> list[str]:
+    """Analysed query terms. Free text keeps term repetitions (as bm25s does); an ⟨entity, aspect⟩
+    query uses each term once, so a long synonym list cannot outweigh the entity."""
+    tokens = analyzer(query_text(query, expand))
+    if isinstance(query, Query) and (query.entity or query.aspect):
+        tokens = list(dict.fromkeys(tokens))
+    return tokens
+
+
+def query_aspect(query: Query | str) -> str | None:
+    """The aspect a query asks about: given explicitly, or read from a question's wording."""
+    if isinstance(query, Query) and query.aspect:
+        return normalize_aspect(query.aspect)
+    text = query if isinstance(query, str) else query.text
+    return infer_aspect(text) if text else None
+
+
+def dense_query_text(query: Query | str, template: str = DEFAULT_TEMPLATE) -> str:
+    fmt = TEMPLATES[check_template(template)]
+    if isinstance(query, str):
+        return query_text(query)
+    if query.text and not (query.entity or query.aspect):
+        return query.text
+    text = fmt.format(entity=query.entity or "", aspect=query.aspect or "").strip()
+    return f"{text} {query.text}" if query.text else text
+
+
+def check_aspect(aspect: str, corpus_aspects: Iterable[str]) -> None:
+    """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches."""
+    corpus_aspects = list(corpus_aspects)
+    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus_aspects)
+    if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
+        return
+    close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(corpus_aspects[:15])}"
+    raise QueryError(f"unknown aspect {aspect!r}{hint}")
+
+
+@dataclass(slots=True)
+class ParsedQuery:
+    """One query as every stage needs it. Built by :func:`parse_query`; read-only afterwards."""
+
+    query: Query
+    expand: bool
+    terms: list[str]  # analysed lexical terms (highlights, evidence, plain lexical scoring)
+    aspect: str | None  # the canonical aspect asked about: given, or inferred from a question's wording
+    # Aspect synonyms are alternatives, not extra evidence: lexical scoring adds to the entity (and text) terms
+    # the best-matching phrasing of the aspect (a disjunction-max), so rare abbreviations such as "FHX"
+    # cannot outweigh the entity. None: score ``terms`` as one bag of words.
+    dismax: tuple[list[str], list[list[str]]] | None = None
+    _dense: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def qid(self) -> str:
+        return self.query.qid
+
+    @property
+    def entity(self) -> str | None:
+        return self.query.entity
+
+    @property
+    def text(self) -> str | None:
+        return self.query.text
+
+    @property
+    def structured(self) -> bool:
+        return bool(self.query.entity or self.query.aspect)
+
+    def dense_text(self, template: str = DEFAULT_TEMPLATE) -> str:
+        """What a dense encoder (or a re-ranker, with the plain template) reads for this query."""
+        if template not in self._dense:
+            self._dense[template] = dense_query_text(self.query, template)
+        return self._dense[template]
+
+
+def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand: bool = True,
+                aspects: Callable[[], Iterable[str]] | None = None) -> ParsedQuery:
+    """Validates and analyses ``query`` once. ``aspects`` (the corpus' aspects, asked for only when the query
+    names one) makes an unknown aspect a QueryError with close matches."""
+    query_text(query)  # rejects empty queries before any work
+    q = as_query(query)
+    if q.aspect and aspects is not None:
+        check_aspect(q.aspect, aspects())
+    dismax = None
+    if expand and q.aspect:
+        base = list(dict.fromkeys(analyzer(" ".join(filter(None, [q.entity, q.text])))))
+        phrases = []
+        for phrase in aspect_terms(q.aspect):
+            toks = [t for t in dict.fromkeys(analyzer(phrase)) if t not in base]
+            if toks:
+                phrases.append(toks)
+        dismax = (base, phrases)
+    return ParsedQuery(query=q, expand=expand, terms=query_tokens(analyzer, q, expand), aspect=query_aspect(q),
+                       dismax=dismax)
+
+
+__all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect",
+           "check_template", "dense_query_text", "parse_query", "query_aspect", "query_text", "query_tokens"]

@@ -1,0 +1,280 @@
+"""The one search pipeline. Every caller — the CLI, the service, ``capr eval`` and the batch jobs — searches
+through a :class:`Searcher`; backends (``capr.store``) only give primitives.
+
+    validate + parse (once) → first stage (lexical | dense | hybrid, or CDV) → fusion → aspect prior
+    → optional re-rank → evidence sentences and highlights → :class:`Hit` (serialised one way: ``Hit.to_dict``)
+
+    searcher = Searcher(capr.load_index("idx/notes"))
+    for hit in searcher.search(Query("q1", entity="IgA nephropathy", aspect="symptoms"), k=5):
+        print(hit.rank, hit.score, hit.passage.title, hit.highlights)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from capr.errors import QueryError
+from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_template, parse_query)
+from capr.records import Passage, Query, ScoredPassage
+from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
+from capr.retrieve.highlight import snippet, term_spans
+from capr.store import Capability, Store
+
+if TYPE_CHECKING:
+    from capr.retrieve.evidence import SentenceScore
+
+DEFAULT_ASPECT_BOOST = 0.5
+PRIOR_DEPTH = 100  # candidates a first stage returns when an aspect prior or fusion re-orders them
+
+
+class Evidence(str, Enum):
+    none = "none"
+    lexical = "lexical"
+    dense = "dense"
+    cdv = "cdv"
+
+
+@dataclass
+class SearchOptions:
+    """How a query is searched. The defaults are what ``capr search`` does without flags."""
+
+    k: int = 10
+    retriever: Retriever = Retriever.bm25
+    filters: dict[str, Any] | None = None
+    expand: bool = True  # aspect synonyms, as a disjunction-max
+    aspect_boost: float = DEFAULT_ASPECT_BOOST
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    template: str = DEFAULT_TEMPLATE
+    rerank_depth: int = 20
+    evidence: Evidence = Evidence.none
+    thetas: tuple[float, float] = (0.8, 0.4)  # CDV evidence: a span opens at θ_open, closes below θ_close
+    highlights: bool = True  # query-term spans and snippets (batch jobs that keep only ids turn them off)
+
+    def __post_init__(self) -> None:
+        self.retriever = Retriever(self.retriever)
+        self.evidence = Evidence(self.evidence or "none")
+        if isinstance(self.fusion, (str, FusionMethod)):
+            self.fusion = FusionConfig(method=FusionMethod(self.fusion))
+        check_template(self.template)
+        if self.k <= 0:
+            raise QueryError(f"k must be positive, got {self.k}")
+
+
+@dataclass
+class Hit:
+    """One ranked passage with its highlights (document offsets) and, when asked, scored sentences."""
+
+    rank: int
+    score: float
+    passage: Passage
+    highlights: list[tuple[int, int]] = field(default_factory=list)
+    snippet: tuple[int, str, list[tuple[int, int]]] | None = None  # (offset in passage, text, highlights in it)
+    sentences: list["SentenceScore"] | None = None
+
+    @property
+    def pid(self) -> str:
+        return self.passage.pid
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.passage
+        out = {"rank": self.rank, "pid": p.pid, "doc_id": p.doc_id, "title": p.title, "aspect": p.aspect,
+               "heading": p.heading, "score": round(float(self.score), 4), "start": p.start, "end": p.end,
+               "text": p.text, "highlights": [list(h) for h in self.highlights], "metadata": p.metadata}
+        if self.snippet is not None:
+            out["snippet_start"], out["snippet"], _ = self.snippet
+        out["sentences"] = None if self.sentences is None else [s.to_dict() for s in self.sentences]
+        return out
+
+
+@dataclass
+class SearchResult:
+    query: ParsedQuery
+    options: SearchOptions
+    hits: list[Hit]
+    retriever: str  # what ranked the first stage: a Retriever value, or "cdv"
+    reranker: str | None = None
+    evidence_method: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        q = self.query.query
+        return {"query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": self.retriever,
+                "reranker": self.reranker, "filters": self.options.filters or {}, "evidence_method": self.evidence_method,
+                "results": [h.to_dict() for h in self.hits]}
+
+
+class Searcher:
+    """Searches one store (an embedded ``Index`` snapshot or a Milvus collection). ``reranker`` (a loaded
+    second stage) and ``cdv`` (a CDV store: CDV ranks the first stage, and gives ``cdv`` evidence) are optional."""
+
+    def __init__(self, store: Store, reranker: Any = None, cdv: Any = None) -> None:
+        self.store = store
+        self.reranker = reranker
+        self.cdv = cdv
+
+    # -- parsing ------------------------------------------------------------------------------------
+    def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
+        """``validate``: an aspect neither the synonym table nor the corpus knows is an error (benchmarks, whose
+        aspect labels are given, skip it)."""
+        return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspects if validate else None)
+
+    def check(self, options: SearchOptions) -> None:
+        """Refuses what this store cannot do, naming the capability it lacks."""
+        r = options.retriever
+        caps = self.store.capabilities
+        if self.cdv is None:
+            if r is Retriever.tfidf and Capability.tfidf not in caps:
+                raise QueryError("tfidf is only available on the embedded backend; use bm25, dense or hybrid")
+            if r in (Retriever.bm25, Retriever.hybrid) and Capability.bm25 not in caps:
+                raise QueryError(f"{self.store.name}: this index has no BM25 field ({self.store.backend.value} backend); "
+                                 "use --retriever dense")
+            if r in (Retriever.dense, Retriever.hybrid) and Capability.dense not in caps:
+                raise QueryError(f"retriever {r.value!r} needs an index built with vectors: {self.store.name}: "
+                                 "index has no vectors; build it with `capr index --dense`")
+        if options.evidence is Evidence.dense and Capability.dense not in caps:
+            raise QueryError("dense evidence needs an index built with vectors (capr index --dense)")
+        if options.evidence is Evidence.cdv and self.cdv is None:
+            raise QueryError("cdv evidence needs a CDV model (--cdv DIR)")
+
+    # -- the pipeline -------------------------------------------------------------------------------
+    def search(self, query: Query | str | ParsedQuery, options: SearchOptions | None = None, **kw: Any) -> SearchResult:
+        """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields."""
+        options = options or SearchOptions(**kw)
+        pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
+        self.check(options)
+        flt = self.store.compile_filter(options.filters)
+        depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
+        if self.cdv is not None:
+            from capr.cdv.search import cdv_search
+
+            first = cdv_search(self.store, self.cdv, pq.entity, pq.query.aspect, depth, options.filters)
+            retriever = "cdv"
+        else:
+            retriever = options.retriever.value
+            first = self.first_stage(pq, depth, options, flt)
+        if not first and options.filters:
+            self.store.explain_empty(options.filters)  # a filter value no passage has: say so
+        if self.reranker is not None:
+            from capr.retrieve.rerank import rerank_hits
+
+            first = rerank_hits(pq.dense_text("plain"), first, self.reranker, options.k)
+        hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
+        if options.highlights:
+            self.annotate(pq, hits)
+        method = self.add_evidence(pq, hits, options) if options.evidence is not Evidence.none else None
+        return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method)
+
+    def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None) -> list[ScoredPassage]:
+        """Top-k passages of the retriever, with the aspect prior: the score of a passage from a section whose
+        aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost."""
+        store = self.store
+        if not store.live_count():
+            return []  # every document deleted
+        r = options.retriever
+        boost = options.aspect_boost if pq.aspect and store.has_aspect(pq.aspect) else 0.0
+        depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid else k
+        if r in LEXICAL:
+            keys, vals = self.lexical_top(pq, depth, flt, r)
+        elif r is Retriever.dense:
+            keys, vals = store.dense_top(self.encode([pq], options.template)[0], depth, flt)
+        else:
+            cfg = options.fusion
+            lex = self.lexical_top(pq, cfg.depth, flt, Retriever.bm25)
+            den = store.dense_top(self.encode([pq], options.template)[0], cfg.depth, flt)
+            keys, vals = fuse([lex, den], cfg)
+        if boost and len(keys):
+            vals = vals * np.where(store.aspect_flags(keys, pq.aspect), 1.0 + boost, 1.0).astype(np.float32)
+        order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
+        passages = store.passages(keys[order])
+        return [ScoredPassage(pid=p.pid, score=float(v), rank=i + 1, passage=p)
+                for i, (p, v) in enumerate(zip(passages, vals[order]))]
+
+    # -- lexical ------------------------------------------------------------------------------------
+    def lexical_top(self, pq: ParsedQuery, k: int, flt: Any, method: Retriever = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
+        store = self.store
+        if Capability.exhaustive in store.capabilities:
+            # score every passage exactly, then take the top: what a rebuild-equal index can afford
+            return store.top(self.lexical_scores(pq, None, method), k, flt)
+        if pq.dismax is None:
+            return store.lexical_top(pq.terms, k, flt, method)
+        # A backend that only returns top lists: the disjunction-max over each phrasing's top k, exact for every
+        # passage those lists hold.
+        base, phrases = pq.dismax
+        found: dict[int, float] = {}
+        if base:
+            bk, bv = store.lexical_top(base, k, flt, method)
+            found = dict(zip(bk.tolist(), bv.tolist()))
+        best: dict[int, float] = {}
+        for toks in phrases:
+            pk, pv = store.lexical_top(toks, k, flt, method)
+            for key, v in zip(pk.tolist(), pv.tolist()):
+                best[key] = max(best.get(key, 0.0), v)
+        keys = np.asarray(sorted(set(found) | set(best)), dtype=np.int64)
+        vals = np.asarray([found.get(int(c), 0.0) + best.get(int(c), 0.0) for c in keys], dtype=np.float64)
+        vals = vals.astype(np.float32)
+        order = np.lexsort((keys, -vals))[:k]
+        return keys[order], vals[order]
+
+    def lexical_scores(self, pq: ParsedQuery, keys: np.ndarray | None, method: Retriever = Retriever.bm25) -> np.ndarray:
+        """The lexical score of each given passage (``None``: every passage; exhaustive stores only)."""
+        store = self.store
+        if pq.dismax is None:
+            return store.lexical_scores(pq.terms, keys, method)
+        base, phrases = pq.dismax
+        n = store.row_count() if keys is None else len(keys)
+        scores = store.lexical_scores(base, keys, method) if base else np.zeros(n, dtype=np.float32)
+        best = None
+        for toks in phrases:
+            s = store.lexical_scores(toks, keys, method)
+            best = s if best is None else np.maximum(best, s)
+        return scores + best if best is not None else scores
+
+    # -- dense --------------------------------------------------------------------------------------
+    def encode(self, queries: Sequence[ParsedQuery], template: str = DEFAULT_TEMPLATE, batch_size: int = 256,
+               progress: Any = None) -> np.ndarray:
+        """Query vectors, encoded in batches."""
+        enc = self.store.encoder()
+        texts = [q.dense_text(template) for q in queries]
+        starts = range(0, len(texts), batch_size)
+        return np.concatenate([enc.encode_queries(texts[i : i + batch_size]) for i in (progress or (lambda x: x))(starts)])
+
+    # -- presentation -------------------------------------------------------------------------------
+    def annotate(self, pq: ParsedQuery, hits: list[Hit]) -> None:
+        """Query-term highlights (document offsets) and the best snippet window of each hit."""
+        terms = set(pq.terms)
+        analyzer = self.store.analyzer
+        for h in hits:
+            p = h.passage
+            h.highlights = [(a + p.start, b + p.start) for a, b in term_spans(p.text, terms, analyzer)]
+            snip = snippet(p.text, terms, analyzer)
+            h.snippet = (snip.start, snip.text, [(a + snip.start + p.start, b + snip.start + p.start) for a, b in snip.highlights])
+
+    def add_evidence(self, pq: ParsedQuery, hits: list[Hit], options: SearchOptions) -> str:
+        from capr.retrieve.evidence import dense_sentence_scores, lexical_sentence_scores
+
+        method = options.evidence
+        passages = [h.passage for h in hits]
+        if method is Evidence.cdv:
+            from capr.cdv.search import evidence_sentences
+            from capr.cdv.spans import BoundaryConfig
+
+            qv = self.cdv.query(pq.entity, pq.query.aspect)
+            scored = [evidence_sentences(self.cdv, p, qv, BoundaryConfig(*options.thetas)) for p in passages]
+        elif method is Evidence.dense:
+            scored = dense_sentence_scores(self.store, pq, passages, options.template) if passages else []
+        else:
+            scored = [lexical_sentence_scores(self.store, pq, p) for p in passages]
+        for h, s in zip(hits, scored):
+            h.sentences = list(s)
+        return method.value
+
+
+def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> list[Hit]:
+    """One query through the default pipeline (or ``options``, the :class:`SearchOptions` fields)."""
+    return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
+
+
+__all__ = ["DEFAULT_ASPECT_BOOST", "Evidence", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]
