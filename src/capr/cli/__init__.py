@@ -1,0 +1,39 @@
+"""The `capr` command line: one module per command group, each only parsing options and rendering."""
+
+from __future__ import annotations
+
+import sys
+
+from capr.cli.common import app, split_backend  # noqa: F401 - the app, and what tests and scripts import
+from capr.cli import index_cmds, search_cmds, eval_cmds, train_cmds, cases_cmds, serve_cmd  # noqa: F401,I001 - registers the commands, in help order
+from capr.demo import demo_corpus_dir  # noqa: F401
+
+
+_VARIADIC = ("--options",)
+
+
+def expand_variadic(argv: list[str]) -> list[str]:
+    """`--options A B C` → `--options A --options B --options C` (up to the next token starting with "-")."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        out.append(tok)
+        i += 1
+        if tok in _VARIADIC:
+            first = True
+            while i < len(argv) and (first or not argv[i].startswith("-")):
+                if not first:
+                    out.append(tok)
+                out.append(argv[i])
+                i += 1
+                first = False
+    return out
+
+
+def main() -> None:
+    app(args=expand_variadic(sys.argv[1:]), prog_name="capr")
+
+
+if __name__ == "__main__":
+    main()

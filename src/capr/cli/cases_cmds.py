@@ -1,0 +1,105 @@
+"""capr case-index / cases: similar-case retrieval."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+import typer
+from rich.markup import escape
+from rich.table import Table
+from capr.corpus import Format, ReadReport, read_documents
+from capr.corpus.segment import SegmenterConfig
+from capr.errors import CaprError
+from capr.index import AnalyzerConfig, Index
+from capr.store import BackendOptions
+from capr.cli.common import (_encoder_config, _print_write_summary, _run_guarded, app, out, write_to_store)
+
+
+@app.command("case-index")
+def case_index_cmd(
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Index directory (created, or replaced atomically)."),
+    data_dir: Path = typer.Option(Path("../shared/data"), "--data-dir", help="Folder holding the data sets."),
+    extra: List[Path] = typer.Option([], "--add", help="A user corpus (file or folder) indexed too (repeatable)."),
+    max_tokens: int = typer.Option(120, help="Words per passage."),
+    dense: bool = typer.Option(True, "--dense/--no-dense", help="Encode passages (needed by the dense and cross scorers)."),
+    model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
+    max_length: int = typer.Option(256, help="Encoder max tokens."),
+    mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
+) -> None:
+    """Index the local case corpus: MedQuAD answers (test documents excluded), MTSamples notes, PubMedQA
+    abstracts, MedMCQA explanations, plus any --add corpus."""
+
+    def body() -> None:
+        import itertools
+
+        from capr.cases.data import case_corpus
+
+        docs = itertools.chain(case_corpus(data_dir, mtsamples_notes=mtsamples_notes),
+                               *(read_documents(p, Format.auto) for p in extra))
+        store = BackendOptions().create(out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
+                                        dense=_encoder_config(dense, model, None, "torch", max_length))
+        secs = write_to_store(store, docs, "indexing the case corpus")
+        _print_write_summary(f"indexed {store.stats()['documents']} documents", store, ReadReport(), secs)
+
+    _run_guarded(body)
+
+
+def _read_description(text: str) -> str:
+    p = Path(text)
+    if len(text) < 4096 and "\n" not in text and p.is_file():
+        return p.read_text(encoding="utf-8")
+    return text
+
+
+@app.command("cases")
+def cases_cmd(
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
+    description: str = typer.Option(..., "--description", "-d", help="Patient description: text, or a file holding it."),
+    options: List[str] = typer.Option(..., "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="Cross-encoder from `capr train cases` (scorer cross)."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross (default: cross with --model, else dense "
+                                         "when the index has vectors, else bm25)."),
+    dense_k: int = typer.Option(50, "--dense-k", help="Supports per hypothesis kept by the encoder."),
+    cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
+    match: str = typer.Option("phrase", "--match", help="A passage mentions a hypothesis as a phrase, or by all its "
+                              "words anywhere (words: finds long options that are rarely written verbatim)."),
+    explain: bool = typer.Option(False, "--explain", help="Show the variants searched and every scored support."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Rank hypotheses for a patient description by their most similar case in the corpus."""
+
+    def body() -> None:
+        from capr.cases import CaseConfig, CasePipeline, CaseScorer
+
+        index = Index.load(index_dir)
+        try:
+            sc = CaseScorer(scorer) if scorer else (CaseScorer.cross if model else CaseScorer.dense if index.has_dense
+                                                     else CaseScorer.bm25)
+        except ValueError:
+            raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
+        cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k,
+                         match=match)
+        text = _read_description(description)
+        res = CasePipeline(index, cfg).rank(text, [o for o in options])
+        if as_json:
+            sys.stdout.write(json.dumps(res.to_dict(explain), ensure_ascii=False, indent=1) + "\n")
+            return
+        table = Table(title=f"hypotheses · scorer {sc.value}")
+        for col in ("rank", "hypothesis", "score", "found", "supporting case"):
+            table.add_column(col, overflow="fold")
+        for h in res.hypotheses:
+            sup = "(no passage mentions it: scored on its own text)" if h.passage is None else \
+                f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}"
+            table.add_row(str(h.rank), escape(h.hypothesis), f"{h.score:.3f}", f"{h.candidates}" if h.found else "no",
+                          escape(sup))
+        out.print(table)
+        if explain:
+            for h in res.hypotheses:
+                out.print(f"[bold]{escape(h.hypothesis)}[/]: variants {escape(str(h.variants))}")
+                for s in h.supports[:10]:
+                    out.print(f"  {s.passage.pid}  bm25 {s.bm25:.2f}  dense {s.dense if s.dense is None else round(s.dense, 3)}"
+                              f"  cross {s.cross if s.cross is None else round(s.cross, 3)}")
+
+    _run_guarded(body)

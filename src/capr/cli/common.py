@@ -1,0 +1,204 @@
+"""What every `capr` command shares: the Typer app, consoles, progress displays, error handling and the
+backend connection options. Commands only parse options and render; the logic is in the library."""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Iterable, Optional
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from capr.corpus import ReadReport
+from capr.errors import CaprError, QueryError
+from capr.models.encoder import EncoderConfig, parse_backend
+from capr.store import BackendOptions, Capability
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="capr: clinical and health answer-passage retrieval.")
+
+
+out = Console(soft_wrap=True)
+
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code)
+
+
+def _progress(transient: bool = False) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=err,
+        transient=transient,
+    )
+
+
+def _item_progress(label: str):
+    """A function that yields the items of a sized sequence, advancing a transient progress bar."""
+
+    def progress(items):
+        with _progress(transient=True) as p:
+            task = p.add_task(label, total=len(items), note="")
+            for item in items:
+                yield item
+                p.advance(task)
+
+    return progress
+
+
+def _run_guarded(fn):
+    """Runs a command body; user errors become one clean line, never a traceback."""
+    try:
+        return fn()
+    except CaprError as e:
+        _fail(str(e))
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+
+
+class _WriteProgress:
+    """Feeds IndexWriter's phases (reading, encoding, writing) into one rich progress display."""
+
+    def __init__(self, progress: Progress | None, label: str) -> None:
+        self.p = progress
+        self.read_task = progress.add_task(label, total=None, note="") if progress else None
+        self.enc_task = None
+
+    def __call__(self, what: str | int) -> None:
+        if self.p is None:
+            return
+        if isinstance(what, int):  # passages a backend wrote
+            self.p.update(self.read_task, advance=what, note="")
+        elif what.startswith("encoding"):
+            total = int(what.split()[1])
+            self.enc_task = self.p.add_task("encoding passages", total=total, note="")
+        else:
+            self.p.update(self.read_task, note=what)
+
+    def advance_encoding(self, n: int) -> None:
+        if self.p is not None and self.enc_task is not None:
+            self.p.advance(self.enc_task, n)
+
+    def read(self, n_passages: int) -> None:
+        if self.p is not None:
+            self.p.update(self.read_task, advance=1, note=f"{n_passages} passages")
+
+
+def _print_write_summary(verb: str, store, report: ReadReport, secs: float) -> None:
+    c = store.stats()
+    terms = f" ({c['vocabulary']} terms)" if "vocabulary" in c else ""
+    where = f"collection [bold]{escape(store.name)}[/] on {escape(store.uri)}" if getattr(store, "uri", None) else \
+        f"index at {escape(store.name)}"
+    err.print(f"{verb} → {where} now has [bold]{c['documents']}[/] documents, [bold]{c['passages']}[/] passages{terms} "
+              f"in {secs:.1f}s; {report.summary()}")
+    for e in report.skipped[:50]:
+        err.print(f"  [yellow]skipped[/] {escape(str(e))}")
+    if len(report.skipped) > 50:
+        err.print(f"  … and {len(report.skipped) - 50} more")
+
+
+def _encoder_config(dense: bool, model: str, query_model: Optional[str], backend: str, max_length: int) -> EncoderConfig | None:
+    if not dense:
+        return None
+    return EncoderConfig(model=model, query_model=query_model, backend=parse_backend(backend), max_length=max_length)
+
+
+ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "static")
+
+
+BACKEND_HELP = "Index backend: embedded (an index directory, default) or milvus (a collection on the Milvus at --uri)."
+
+
+URI_HELP = "Milvus: a Milvus Lite file (*.db) or http(s)://host:19530 (standalone or cluster; https = TLS)."
+
+
+TOKEN_HELP = "Milvus token ('user:password' or an API key); prefer $CAPR_MILVUS_TOKEN (command lines are visible in ps)."
+
+
+CA_HELP = "Milvus TLS: PEM file of a private CA that signed the server certificate (with an https:// --uri)."
+
+
+# The connection options of every command that reads or writes an index (one definition, see BackendOptions).
+URI_OPTION = typer.Option(None, "--uri", help=URI_HELP)
+TOKEN_OPTION = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP)
+TLS_CA_OPTION = typer.Option(None, "--tls-ca", help=CA_HELP)
+
+
+def split_backend(backend: str, encoder_backend: Optional[str]) -> tuple[str, str]:
+    """(index backend, encoder backend). ``--backend`` names the index backend (embedded | milvus); before
+    issue 7 it named the encoder on `capr index` and `capr eval`, so an encoder name there still means the
+    encoder (the two sets of names do not overlap) and a note points to ``--encoder-backend``."""
+    if backend in ENCODER_BACKENDS:
+        if encoder_backend and encoder_backend != backend:
+            raise CaprError(f"--backend {backend} (an encoder) conflicts with --encoder-backend {encoder_backend}")
+        err.print(f"[yellow]note:[/] --backend {backend} names an encoder; it is now spelled --encoder-backend {backend} "
+                  "(--backend is the index backend: embedded | milvus)")
+        return "embedded", backend
+    if backend not in ("embedded", "milvus"):
+        raise CaprError(f"unknown --backend {backend!r}: index backends are embedded, milvus "
+                        f"(encoders go to --encoder-backend: {', '.join(ENCODER_BACKENDS)})")
+    return backend, encoder_backend or "torch"
+
+
+def backend_options(backend: str, uri: Optional[str], token: Optional[str], tls_ca: Optional[Path],
+                    encoder_backend: Optional[str] = None) -> BackendOptions:
+    """The connection options every command shares (the encoder backend rides along for the old spelling)."""
+    store_backend, enc_backend = split_backend(backend, encoder_backend)
+    opts = BackendOptions(backend=store_backend, uri=uri, token=token, tls_ca=tls_ca)
+    opts.encoder_backend = enc_backend
+    return opts
+
+
+def write_to_store(store, documents: Iterable, label: str, report: ReadReport | None = None, quiet: bool = False) -> float:
+    """Adds documents to any store with a progress display; returns the seconds it took."""
+    t0 = time.time()
+    with (_progress() if not quiet else nullcontext()) as progress:
+        store.add(documents, progress=_WriteProgress(progress, label), report=report)
+    return time.time() - t0
+
+
+def _parse_filters(filters: list[str]) -> dict[str, str]:
+    parsed = {}
+    for f in filters:
+        if "=" not in f:
+            raise QueryError(f"bad filter {f!r}: use FIELD=VALUE, e.g. aspect=symptoms")
+        k, v = f.split("=", 1)
+        if not k.strip() or not v.strip():
+            raise QueryError(f"bad filter {f!r}: field and value must be non-empty")
+        parsed[k.strip()] = v.strip()
+    return parsed
+
+
+def _open_cdv_store(index, model_dir: Path):
+    """The index's CDV vectors under this model (computed now for documents that have none yet)."""
+    if Capability.documents not in index.capabilities:
+        raise QueryError(f"--cdv needs the '{Capability.documents.value}' capability (whole documents), "
+                         f"which the {index.backend.value} backend does not have")
+    from capr.cdv import CDVModel
+    from capr.cdv.store import CDVStore
+
+    model = CDVModel.load(model_dir)
+    with _progress(transient=True) as p:
+        task = p.add_task("CDV document vectors", total=None, note="")
+
+        def tick(done: int, total: int) -> None:
+            p.update(task, completed=done, total=total)
+
+        return CDVStore.open(index, model, progress=tick)
+
+
+def demo_corpus_dir() -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("capr") / "demo" / "corpus"))

@@ -1,0 +1,146 @@
+"""capr eval: the benchmark runner (capr.eval.runner, capr.cases.bench) rendered as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+import typer
+from rich.table import Table
+from capr.errors import CaprError
+from capr.index import Index
+from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
+from capr.retrieve.fusion import FusionMethod
+from capr.store import Backend
+from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, _WriteProgress, _item_progress, _open_cdv_store, _progress, _run_guarded, app, backend_options, out)
+
+
+@app.command("eval")
+def eval_cmd(
+    benchmark: str = typer.Option("medquad-cdv", help="Benchmark name."),
+    data_dir: Path = typer.Option(Path("../shared/data"), help="Folder holding the benchmark data sets."),
+    retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
+    protocol: str = typer.Option("rerank64", help="rerank64 (CDV/CAPR) or full."),
+    query_field: str = typer.Option("tuple", help="tuple (entity + aspect) or question."),
+    run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file (case benchmarks: one JSON "
+                                           "line per question: option scores, answer, supporting pids)."),
+    cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
+    model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, or a path."),
+    query_model: Optional[str] = typer.Option(None, help="Separate query encoder."),
+    encoder_backend: Optional[str] = typer.Option(None, "--encoder-backend", help="Encoder: torch (default) | onnx | onnx-int8 | static."),
+    backend: str = typer.Option("embedded", "--backend", help="Index backend that scores the retriever: embedded or milvus "
+                                "(the benchmark's passages are loaded into a collection on --uri)."),
+    uri: Optional[str] = URI_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+    tls_ca: Optional[Path] = TLS_CA_OPTION,
+    collection: Optional[str] = typer.Option(None, "--collection", help="Milvus collection for the benchmark (default: capr_bench_<benchmark>_<encoder>)."),
+    template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
+    fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
+    rerank_depth: int = typer.Option(64, "--rerank-depth", help="Candidates the re-ranker re-orders."),
+    cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank with a CDV model (from `capr train cdv`) instead of --retriever."),
+    boundaries: str = typer.Option("fixed", "--boundaries", help="fixed, or free: also score CDV free-boundary spans "
+                                   "against the gold passages (character-overlap F1)."),
+    theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
+    theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="Case benchmarks (medqa-dev, headqa, medmcqa-dev, headqa-dev): the case index."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Case benchmarks: a fixed random subset of N questions."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the --limit subset."),
+    dense_k: int = typer.Option(50, "--dense-k", help="Case benchmarks: supports per option kept by the encoder."),
+    match: str = typer.Option("phrase", "--match", help="Case benchmarks: an option is mentioned as a phrase, or by "
+                              "all its words (words)."),
+) -> None:
+    """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
+    benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
+    from capr.corpus.trec import write_run
+
+    def body() -> None:
+        from capr.cases.bench import CaseBenchmark
+        from capr.eval.runner import BENCHMARKS, EvalConfig, load_benchmark, run_eval
+
+        if benchmark in {b.value for b in CaseBenchmark}:
+            return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth, limit, seed, dense_k,
+                               as_json, run_out, match)
+        if benchmark not in BENCHMARKS:
+            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(BENCHMARKS)}, "
+                            f"{', '.join(b.value for b in CaseBenchmark)}")
+        opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
+        config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever, protocol=protocol,
+                            query_field=query_field, model=model, query_model=query_model,
+                            encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
+                            rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
+                            cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close))
+        with _progress() as p:
+            data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
+        cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None
+        label = f"{benchmark} {config.protocol.value} {config.retriever.value}"
+        store_progress = None
+        if opts.backend is Backend.milvus:
+            # loading the benchmark's passages into a collection, before (not during) the per-query bar
+            from capr.eval.benchmarks import benchmark_store
+
+            with _progress() as p:
+                task = p.add_task(f"loading {benchmark} into Milvus {config.collection_name()}", total=None, note="")
+                benchmark_store(data, opts.uri, config.collection_name(), token=opts.token,
+                                progress=lambda n: p.advance(task, n), **opts.milvus_options())
+        result, run = run_eval(config, data, progress=_item_progress(label), cdv_store=cdv_store,
+                               store_progress=store_progress)
+        if run_out:
+            write_run(run_out, run)
+        if as_json:
+            sys.stdout.write(json.dumps(result) + "\n")
+            return
+        metrics = result["metrics"]
+        table = Table(title=f"{benchmark} · {result['protocol']} · {result['query_field']} queries · {result['retriever']} "
+                            f"({result['queries']} queries)")
+        for m in metrics:
+            table.add_column(m, justify="right")
+        table.add_row(*(f"{v:.2f}" for v in metrics.values()))
+        out.print(table)
+        if "boundaries" in result:
+            b = result["boundaries"]
+            out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
+                      f"(mean {b['fixed_chars']:.0f} chars), free boundaries {b['free_F1']:.2f} "
+                      f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
+
+    _run_guarded(body)
+
+
+def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Retriever, reranker: Optional[str],
+                rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool,
+                run_out: Optional[Path] = None, match: str = "phrase") -> None:
+    from capr.cases import CaseConfig, CasePipeline, CaseScorer
+    from capr.cases.bench import benchmark_questions, evaluate_cases, write_outcomes
+
+    if index_dir is None:
+        raise CaprError(f"{benchmark} needs --index (the case index from `capr case-index`)")
+    if reranker and not reranker.startswith("cross:"):
+        raise CaprError(f"{benchmark}: the re-ranker must be cross:DIR, got {reranker!r}")
+    if reranker:
+        sc = CaseScorer.cross
+    elif retriever in (Retriever.bm25, Retriever.dense):
+        sc = CaseScorer(retriever.value)
+    else:
+        raise CaprError(f"{benchmark}: use --retriever bm25 or dense, or --reranker cross:DIR")
+    cfg = CaseConfig(scorer=sc, cross_model=reranker[len("cross:"):] if reranker else None, dense_k=dense_k,
+                     cross_k=min(rerank_depth, dense_k), match=match)
+    qs = benchmark_questions(data_dir, benchmark, limit, seed)
+    pipe = CasePipeline(Index.load(index_dir), cfg)
+
+    progress = _item_progress(f"{benchmark} {sc.value}")
+
+    metrics, outcomes = evaluate_cases(pipe, qs, progress)
+    if run_out is not None:
+        write_outcomes(run_out, outcomes)
+    result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),
+              "limit": limit, "seed": seed, "config": cfg.to_dict(), "metrics": metrics}
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        table = Table(title=f"{benchmark} · {sc.value} ({metrics['questions']} questions)")
+        for m in ("accuracy", "AP", "coverage", "correct_found", "chance"):
+            table.add_column(m, justify="right")
+        table.add_row(*(f"{metrics[m]:.2f}" for m in ("accuracy", "AP", "coverage", "correct_found", "chance")))
+        out.print(table)

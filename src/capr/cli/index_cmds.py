@@ -1,0 +1,153 @@
+"""capr index / add / delete / stats: writing an index and reporting on a corpus."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import List, Optional
+import typer
+from rich.table import Table
+from capr.corpus import Format, ReadReport, read_documents
+from capr.corpus.segment import SegmenterConfig, segment
+from capr.errors import CaprError
+from capr.index import AnalyzerConfig
+from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _encoder_config, _print_write_summary, _run_guarded, app, backend_options, out, write_to_store)
+
+
+@app.command("index")
+def index_cmd(
+    source: Path = typer.Argument(..., help="File or directory to index."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Index directory (created, or replaced atomically)."),
+    fmt: Format = typer.Option(Format.auto, "--format", "-f", help="Input format."),
+    max_tokens: int = typer.Option(200, help="Split sections into passages of at most this many words (0: never)."),
+    overlap: int = typer.Option(0, help="Words of trailing sentences repeated at the start of the next passage."),
+    language: str = typer.Option("english", help="Analyzer language (stopwords, stemming)."),
+    lowercase: bool = typer.Option(True, help="Fold case."),
+    stopwords: bool = typer.Option(True, help="Remove stopwords."),
+    stem: bool = typer.Option(True, help="Snowball stemming."),
+    title: bool = typer.Option(True, help="Index each passage together with its document title."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
+    dense: bool = typer.Option(False, "--dense", help="Also encode passages for dense and hybrid search."),
+    model: str = typer.Option("minilm", help="Encoder: 'minilm' (bundled), any Hugging Face id, or a local path."),
+    query_model: Optional[str] = typer.Option(None, help="Separate query encoder (MedCPT-style); default: --model."),
+    encoder_backend: Optional[str] = typer.Option(None, "--encoder-backend", help="Encoder: torch (default) | onnx | onnx-int8 | static (model2vec, distilled locally)."),
+    max_length: int = typer.Option(256, help="Encoder max tokens per passage."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " --out is then the collection name."),
+    uri: Optional[str] = URI_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+    tls_ca: Optional[Path] = TLS_CA_OPTION,
+    milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
+) -> None:
+    """Read SOURCE, split it into passages and build a persistent index (BM25/TF-IDF, optionally dense)."""
+
+    def body() -> None:
+        if overlap < 0 or max_tokens < 0:
+            raise CaprError("--max-tokens and --overlap must be >= 0")
+        opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
+        opts.index_type = milvus_index
+        seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
+        ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
+        enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
+        store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
+        report = ReadReport(skip_bad=skip_bad)
+        secs = write_to_store(store, read_documents(source, fmt, report), f"indexing {source.name}", report)
+        _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
+
+    _run_guarded(body)
+
+
+@app.command("add")
+def add_cmd(
+    index_dir: Path = typer.Argument(..., help="Existing index directory."),
+    source: Path = typer.Argument(..., help="File or directory with documents to add (same id = replace)."),
+    fmt: Format = typer.Option(Format.auto, "--format", "-f"),
+    skip_bad: bool = typer.Option(False, "--skip-bad"),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    uri: Optional[str] = URI_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+    tls_ca: Optional[Path] = TLS_CA_OPTION,
+) -> None:
+    """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
+
+    def body() -> None:
+        report = ReadReport(skip_bad=skip_bad)
+        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        secs = write_to_store(store, read_documents(source, fmt, report), f"adding {source.name}", report)
+        _print_write_summary("added", store, report, secs)
+
+    _run_guarded(body)
+
+
+@app.command("delete")
+def delete_cmd(
+    index_dir: Path = typer.Argument(..., help="Existing index directory."),
+    doc_ids: List[str] = typer.Option(..., "--doc-id", help="Document id to delete (repeatable)."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    uri: Optional[str] = URI_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+    tls_ca: Optional[Path] = TLS_CA_OPTION,
+) -> None:
+    """Delete documents (all their passages) from an index without rebuilding it."""
+
+    def body() -> None:
+        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        t0 = time.time()
+        store.delete(doc_ids)
+        _print_write_summary(f"deleted {len(doc_ids)} document(s)", store, ReadReport(), time.time() - t0)
+
+    _run_guarded(body)
+
+
+@app.command("stats")
+def stats_cmd(
+    source: Path = typer.Argument(..., help="File or directory."),
+    fmt: Format = typer.Option(Format.auto, "--format", "-f"),
+    top: int = typer.Option(30, help="How many aspects to list."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Segmentation report: documents, sections, passages and the most frequent aspects."""
+
+    def body() -> None:
+        report = ReadReport(skip_bad=True)
+        docs = sections = passages = with_headings = 0
+        aspects: Counter[str] = Counter()
+        from capr.corpus.segment import detect_sections, paragraph_sections
+
+        for doc in read_documents(source, fmt, report):
+            docs += 1
+            secs = doc.sections if doc.sections is not None else detect_sections(doc.text)
+            if secs and any(s.heading for s in secs):
+                with_headings += 1
+            secs = secs or paragraph_sections(doc.text)
+            sections += len(secs)
+            aspects.update(s.aspect for s in secs if s.aspect)
+            passages += len(segment(doc))
+        result = {
+            "source": str(source),
+            "documents": docs,
+            "documents_with_headings": with_headings,
+            "sections": sections,
+            "passages": passages,
+            "distinct_aspects": len(aspects),
+            "read": report.summary(),
+            "top_aspects": aspects.most_common(top),
+        }
+        if as_json:
+            sys.stdout.write(json.dumps(result) + "\n")
+            return
+        out.print(
+            f"{docs} documents ({with_headings} with headings), {sections} sections, {passages} passages, "
+            f"{len(aspects)} distinct aspects; {report.summary()}"
+        )
+        table = Table(title=f"top {top} aspects")
+        table.add_column("#", justify="right")
+        table.add_column("aspect")
+        table.add_column("sections", justify="right")
+        for i, (a, n) in enumerate(aspects.most_common(top), 1):
+            table.add_row(str(i), a, str(n))
+        out.print(table)
+
+    _run_guarded(body)

@@ -1,0 +1,219 @@
+"""capr search / explain / demo: the one Searcher (capr.search), rendered for a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+from capr.corpus import Format, ReadReport, read_documents
+from capr.corpus.segment import SegmenterConfig
+from capr.errors import CaprError, QueryError
+from capr.index import AnalyzerConfig, Index
+from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
+from capr.models.encoder import cache_root
+from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.records import Query
+from capr.store import BackendOptions
+from capr.demo import demo_corpus_dir
+from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _open_cdv_store, _parse_filters, _run_guarded, app, backend_options, out, write_to_store)
+
+
+def render_spans(spans: list, console: Console = out) -> None:
+    if not spans:
+        console.print("[yellow]no answer span reached θ_open[/]")
+        return
+    for h in spans:
+        console.print(Text.assemble((f"{h.rank:>2}. ", "bold"), (h.title or h.doc_id, "bold cyan"), ("  ·  ", "dim"),
+                                    (f"score {h.score:.3f}", "green"), ("  ·  ", "dim"),
+                                    (f"chars {h.start}–{h.end}, {len(h.sentences)} sentences", "dim")))
+        console.print(Text("    " + " ".join(h.text.split())[:600], style="yellow"))
+        console.print()
+
+
+def render_results(results: list[dict], console: Console = out) -> None:
+    if not results:
+        console.print("[yellow]no matching passages[/]")
+        return
+    for r in results:
+        head = Text.assemble(
+            (f"{r['rank']:>2}. ", "bold"),
+            (r["title"] or r["doc_id"], "bold cyan"),
+            ("  ·  ", "dim"),
+            (r["aspect"] or "—", "magenta"),
+            ("  ·  ", "dim"),
+            (f"score {r['score']:.3f}", "green"),
+            ("  ·  ", "dim"),
+            (r["pid"], "dim"),
+        )
+        console.print(head)
+        snip = Text(r["snippet"].replace("\n", " "))
+        base = r["start"] + r["snippet_start"]
+        for a, b in r["highlights"]:
+            if base <= a and b <= base + len(r["snippet"]):
+                snip.stylize("bold yellow", a - base, b - base)
+        prefix = "… " if r["snippet_start"] > 0 else ""
+        console.print(Text("    " + prefix) + snip + Text(" …" if len(r["snippet"]) + r["snippet_start"] < len(r["text"]) else ""))
+        for sent in r.get("sentences") or []:
+            if sent["evidence"]:
+                console.print(Text.assemble(("    ▸ ", "bold yellow"), (" ".join(sent["text"].split()), "bold yellow"),
+                                            (f"  ({sent['score']:.3f})", "dim")))
+        console.print()
+
+
+@app.command("search")
+def search_cmd(
+    index_dir: Path = typer.Argument(..., help="Index directory."),
+    query: Optional[str] = typer.Argument(None, help="Free-text question."),
+    entity: Optional[str] = typer.Option(None, "--entity", "-e", help="Entity of a structured question."),
+    aspect: Optional[str] = typer.Option(None, "--aspect", "-a", help="Aspect of a structured question."),
+    k: int = typer.Option(10, "-k", help="Number of passages."),
+    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable), e.g. aspect=symptoms."),
+    retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
+    expand: bool = typer.Option(True, help="Expand the aspect with its synonyms."),
+    aspect_boost: float = typer.Option(0.5, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),
+    fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="How --retriever hybrid fuses BM25 and dense: rrf or weighted."),
+    template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
+    cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank ⟨entity, aspect⟩ questions with a CDV model (from `capr train cdv`)."),
+    boundaries: str = typer.Option("passages", "--boundaries", help="passages (the index's own) or free (CDV spans; needs --cdv)."),
+    theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
+    theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
+    evidence: Optional[str] = typer.Option(None, "--evidence", help="Score each result's sentences and mark the evidence: "
+                                           "lexical, dense (index built with --dense) or cdv (needs --cdv)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    uri: Optional[str] = URI_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+    tls_ca: Optional[Path] = TLS_CA_OPTION,
+) -> None:
+    """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
+
+    def body() -> None:
+        from capr.search import Evidence, SearchOptions, Searcher
+
+        if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
+            raise QueryError("empty query: give a question, or --entity and/or --aspect")
+        if boundaries not in ("passages", "free"):
+            raise QueryError(f"unknown --boundaries {boundaries!r}; choose passages or free")
+        if evidence not in (None, "lexical", "dense", "cdv"):
+            raise QueryError(f"unknown --evidence {evidence!r}; choose lexical, dense or cdv")
+        if (boundaries == "free" or evidence == "cdv") and cdv is None:
+            raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
+        options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
+                                aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
+                                rerank_depth=rerank_depth, evidence=Evidence(evidence or "none"),
+                                thetas=(theta_open, theta_close))
+        q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
+        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        cdv_store = _open_cdv_store(store, cdv) if cdv is not None else None
+        if cdv_store is not None and boundaries == "free":
+            from capr.cdv.search import free_search
+            from capr.cdv.spans import BoundaryConfig
+
+            spans = free_search(store, cdv_store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
+            if as_json:
+                payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
+                           "results": [h.to_dict() for h in spans]}
+                sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            else:
+                render_spans(spans)
+            return
+        second = None
+        if reranker:
+            from capr.retrieve.rerank import load_reranker
+
+            second = load_reranker(reranker)
+        result = Searcher(store, reranker=second, cdv=cdv_store).search(q, options)
+        if as_json:
+            payload = result.to_dict()
+            payload["reranker"] = reranker
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+        else:
+            render_results(result.to_dict()["results"])
+
+    _run_guarded(body)
+
+
+@app.command("explain")
+def explain_cmd(
+    index_dir: Path = typer.Argument(..., help="Index directory."),
+    doc_or_pid: str = typer.Argument(..., help="A document id, or a passage id (its passage is shaded in the plot)."),
+    cdv: Path = typer.Option(..., "--cdv", help="CDV model folder (from `capr train cdv`)."),
+    entity: Optional[str] = typer.Option(None, "--entity", "-e"),
+    aspect: Optional[str] = typer.Option(None, "--aspect", "-a"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write the score curves (PNG, SVG or PDF by suffix)."),
+    theta_open: float = typer.Option(0.8, "--theta-open"),
+    theta_close: float = typer.Option(0.4, "--theta-close"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Entity, aspect and combined CDV scores for every sentence of one document, and its best free span
+    (the CDV paper's Figure 4)."""
+
+    def body() -> None:
+        from capr.cdv.search import explain
+        from capr.cdv.spans import BoundaryConfig
+
+        if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise CaprError(f"--plot {plot}: use a .png, .svg or .pdf file name")
+        index = Index.load(index_dir)
+        store = _open_cdv_store(index, cdv)
+        ex = explain(index, store, doc_or_pid, entity, aspect, BoundaryConfig(theta_open, theta_close), plot)
+        if as_json:
+            payload = ex.to_dict()
+            if plot is not None:
+                payload["plot"] = {"path": str(plot), "points": ex.plot_points}
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            return
+        best = ex.best
+        out.print(f"[bold]{ex.title or ex.doc_id}[/] ({ex.doc_id}) — ⟨{entity or ''}, {aspect or ''}⟩")
+        comb = ex.curves["combined"]
+        lo, hi = min(comb), max(comb)
+        for i, (a, b, t) in enumerate(ex.sentences):
+            width = int(round(20 * (comb[i] - lo) / (hi - lo))) if hi > lo else 20
+            style = "bold yellow" if best and best.start <= a < best.end else ""
+            out.print(Text.assemble((f"{i + 1:>3} ", "dim"), ("█" * width + " " * (20 - width), "green"),
+                                    (f" {comb[i]:.3f}  ", "dim"), (" ".join(t.split())[:110], style)))
+        if best:
+            out.print(f"best free span: characters {best.start}–{best.end} ({len(best.sentences)} sentences), "
+                      f"score {best.score:.3f}")
+        if plot is not None:
+            out.print(f"plot written to {plot}")
+
+    _run_guarded(body)
+
+
+DEMO_QUERIES = [
+    Query("demo-1", entity="IgA nephropathy", aspect="symptoms"),
+    Query("demo-2", entity="cardiomyopathy", aspect="family history"),
+    Query("demo-3", text="how is atrial fibrillation treated"),
+]
+
+
+@app.command("demo")
+def demo_cmd(
+    cache_dir: Optional[Path] = typer.Option(None, help="Where the demo index is written."),
+    k: int = typer.Option(3, "-k"),
+) -> None:
+    """Index the bundled demo corpus (synthetic notes and articles) and run three example queries."""
+
+    def body() -> None:
+        from capr.search import Searcher
+
+        target = (cache_dir or cache_root()) / "demo-index"
+        report = ReadReport()
+        index = BackendOptions().create(target, segmenter=SegmenterConfig(), analyzer=AnalyzerConfig())
+        secs = write_to_store(index, read_documents(demo_corpus_dir(), Format.text, report), "indexing the demo corpus", report)
+        c = index.stats()
+        out.print(f"[bold]capr demo[/]: indexed {c['documents']} documents → {c['passages']} passages in {secs:.1f}s ({escape(str(target))})\n")
+        for q in DEMO_QUERIES:
+            label = f'"{q.text}"' if q.text else f"⟨{q.entity}, {q.aspect}⟩"
+            out.rule(f"[bold]{escape(label)}")
+            render_results(Searcher(index).search(q, k=k).to_dict()["results"])
+
+    _run_guarded(body)

@@ -1,0 +1,47 @@
+"""capr serve: the HTTP service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+import typer
+from capr.errors import CaprError
+from capr.store import Backend, Capability
+from capr.cli.common import (TLS_CA_OPTION, URI_OPTION, BACKEND_HELP, TOKEN_HELP, _run_guarded, app, backend_options)
+
+
+@app.command("serve")
+def serve_cmd(
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Index directory to serve."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    token_file: Optional[Path] = typer.Option(None, help="API tokens, one per line (besides $CAPR_API_TOKENS, comma separated)."),
+    auth_reads: bool = typer.Option(False, "--auth-reads", help="Require a token for reads too (writes always need one)."),
+    max_body_bytes: int = typer.Option(1 << 20, help="Largest request body accepted (larger: 413)."),
+    reranker: List[str] = typer.Option([], "--reranker", help="Re-ranker spec a search may name, e.g. cross:DIR (repeatable)."),
+    workers: int = typer.Option(1, help="uvicorn worker processes (each holds its own snapshot of the index)."),
+    log_level: str = typer.Option("info", help="debug | info | warning | error."),
+    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " --index is then the collection name."),
+    uri: Optional[str] = URI_OPTION,
+    milvus_token: Optional[str] = typer.Option(None, "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
+    tls_ca: Optional[Path] = TLS_CA_OPTION,
+    cases_model: Optional[Path] = typer.Option(None, "--cases-model", help="Cross-encoder from `capr train cases`: POST /cases "
+                                               "runs the similar-case pipeline (index needs vectors); default: lexical baseline."),
+) -> None:
+    """Serve an index over HTTP: JSON API (OpenAPI at /openapi.json) and a search page at /."""
+
+    def body() -> None:
+        from capr.service.config import ServiceConfig, load_tokens
+        from capr.service.server import serve
+
+        opts = backend_options(backend, uri, milvus_token, tls_ca)
+        store = opts.open(index_dir) if opts.backend is Backend.milvus else None
+        config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
+                               rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None)
+        if store is not None and cases_model and Capability.postings not in store.capabilities:
+            raise CaprError(f"--cases-model needs the '{Capability.postings.value}' capability (capr's term matrix), "
+                            f"which the {opts.backend.value} backend does not have")
+        serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
+              store=store)
+
+    _run_guarded(body)
