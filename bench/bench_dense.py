@@ -264,6 +264,7 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
 
     from capr.corpus.segment import SegmenterConfig
     from capr.index import IndexWriter, load_index
+    from capr.search import search
     from capr.models import EncoderConfig
     from capr.records import Document, Section
 
@@ -306,13 +307,13 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
 
     for r in RETRIEVERS:
         t0 = time.perf_counter()
-        idx.search(queries[0], k=K, retriever=r, aspect_boost=0.0)  # warm-up (dense: loads the encoder, maps vectors)
+        search(idx, queries[0], k=K, retriever=r, aspect_boost=0.0, highlights=False)  # warm-up (dense: loads the encoder, maps vectors)
         first = (time.perf_counter() - t0) * 1e3
         lat: list[float] = []
         top: list[list[int]] = []
         for q in tqdm(queries, desc=f"[capr] {r} queries", unit=" queries", file=sys.stderr, mininterval=1.0):
             t0 = time.perf_counter()
-            hits = idx.search(q, k=K, retriever=r, aspect_boost=0.0)
+            hits = search(idx, q, k=K, retriever=r, aspect_boost=0.0, highlights=False)
             lat.append(time.perf_counter() - t0)
             top.append([corpus_id(h.pid) for h in hits])
         res[r] = {**bb._latency_stats(lat), "first_query_ms": first}
@@ -324,9 +325,9 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
     enc_lat, search_lat = [], []
     for q in queries:
         t0 = time.perf_counter()
-        qv = idx.encode_query(q)
+        qv = idx.encoder().encode_queries([q])[0]
         t1 = time.perf_counter()
-        idx.dense_search(qv, K)
+        idx.dense_top(qv, K)
         t2 = time.perf_counter()
         enc_lat.append(t1 - t0)
         search_lat.append(t2 - t1)
@@ -810,9 +811,9 @@ def main(argv: list[str] | None = None) -> int:
             ph = "; ".join(f"{k} {v:.1f} s" for k, v in c["build_phases_s"].items())
             notes.append(f"capr build = IndexWriter.add for every passage + commit, embedding cache empty at the start: {ph}")
             dbk = c["dense_breakdown"]
-            notes.append(f"capr queries use `idx.search(q, k={K}, retriever=..., aspect_boost=0.0)` and return passage "
+            notes.append(f"capr queries use `capr.search.search(idx, q, k={K}, retriever=..., aspect_boost=0.0)` and return passage "
                          f"records; dense split: query encoding p50 {dbk['encode_query_p50_ms']:.3f} ms + "
-                         f"`dense_search` p50 {dbk['dense_search_p50_ms']:.3f} ms; first (cold) query: "
+                         f"`dense_top` p50 {dbk['dense_search_p50_ms']:.3f} ms; first (cold) query: "
                          + ", ".join(f"{r} {c[r]['first_query_ms']:.1f} ms" for r in RETRIEVERS)
                          + " (dense loads the static model)")
             notes.append(f"index on disk {c['index_mb']:,.0f} MB (vectors {c['vectors_mb']:,.0f} MB, HNSW graph "

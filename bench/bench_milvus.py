@@ -34,6 +34,7 @@ os.environ.setdefault("CAPR_CACHE", str(OUT / "capr_cache"))  # the static model
 from capr.corpus.segment import SegmenterConfig  # noqa: E402
 from capr.models.encoder import Encoder, EncoderConfig  # noqa: E402
 from capr.records import Document, Query, Section  # noqa: E402
+from capr.search import search  # noqa: E402
 from capr.store import create_store  # noqa: E402
 from capr.store.local_servers import start_server  # noqa: E402
 
@@ -112,10 +113,10 @@ def main() -> int:
             ingest = time.perf_counter() - t0
             r = {"passages": n, "ingest_s": round(ingest, 1), "passages_per_s": round(n / ingest)}
             log(f"{label}: ingested {n:,} passages in {ingest:.1f} s")
-            r["dense"] = latency(lambda q: store.search(q, k=10, retriever="dense", aspect_boost=0), queries)
+            r["dense"] = latency(lambda q: search(store, q, k=10, retriever="dense", aspect_boost=0, highlights=False), queries)
             if getattr(store, "has_lexical", True):
-                r["bm25"] = latency(lambda q: store.search(q, k=10, retriever="bm25", aspect_boost=0), queries)
-                r["hybrid"] = latency(lambda q: store.search(q, k=10, retriever="hybrid", aspect_boost=0), queries)
+                r["bm25"] = latency(lambda q: search(store, q, k=10, retriever="bm25", aspect_boost=0, highlights=False), queries)
+                r["hybrid"] = latency(lambda q: search(store, q, k=10, retriever="hybrid", aspect_boost=0, highlights=False), queries)
             results[label] = r
             log(f"{label}: {json.dumps(r)}")
             store.close()

@@ -35,7 +35,7 @@ def candidates(n: int, data_dir: Path) -> list[str]:
         with gzip.open(path, "rt") as fh:
             texts = [json.loads(line)["text"] for line in fh]
     else:
-        from capr.cli import demo_corpus_dir
+        from capr.demo import demo_corpus_dir
 
         texts = [p.read_text() for p in sorted(demo_corpus_dir().glob("*.txt"))]
     while len(texts) < n:

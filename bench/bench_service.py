@@ -212,7 +212,7 @@ def pct(values: list[float], q: float) -> float:
 def run_schemathesis(out: Path, max_examples: int, token: str) -> dict[str, Any]:
     """All phases (examples, coverage, fuzzing, stateful) and all checks against a server on a copy of
     the demo index (the stateful phase adds and deletes documents, slow on a 200k-passage index)."""
-    from capr.cli import demo_corpus_dir
+    from capr.demo import demo_corpus_dir
     from capr.corpus import Format, read_documents
     from capr.index import build_index
 
