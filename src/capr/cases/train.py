@@ -89,6 +89,7 @@ def _report(result: Any, extra: dict[str, Any]) -> TrainReport:
 
 
 def _tail(losses: Sequence[float]) -> float:
+    """The README's "loss first → last": the mean of the last 20 steps, not one noisy step."""
     return sum(losses[-20:]) / len(losses[-20:])
 
 
@@ -120,8 +121,6 @@ def delete_noise(text: str, ratio: float, rng: random.Random) -> str:
     words = text.split()
     kept = [w for w in words if rng.random() > ratio]
     return " ".join(kept or [rng.choice(words)]) if words else text
-
-
 
 
 def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs | None = None, progress: bool = True,
