@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from capr.errors import CaprError
-from capr.models.card import CARD_FILE, read_card, replace_card, write_card
+from capr.models.card import read_card, replace_card, write_card
 from capr.models.loading import pick_device
 
 Log = Callable[[str], None]
@@ -294,5 +294,5 @@ class TrainingLoop:
         return result
 
 
-__all__ = ["BudgetSchedule", "CARD_FILE", "EarlyStopping", "LoopArgs", "TrainResult", "TrainingLoop",
+__all__ = ["BudgetSchedule", "EarlyStopping", "LoopArgs", "TrainResult", "TrainingLoop",
            "atomic_save_dir", "dev_metrics", "file_sha1", "loss_history", "seed_everything", "use_cpu_threads"]
