@@ -27,7 +27,7 @@ def tuple_dev(model: Path, labels: Path, card: dict) -> dict[str, float]:
     from capr.models.encoder import Encoder, EncoderConfig
     from capr.train.args import TrainArgs
     from capr.train.data import TrainingSet
-    from capr.train.trainer import dev_metrics
+    from capr.train.loop import dev_metrics
 
     a = dict(card["args"])
     args = TrainArgs(**{k: v for k, v in a.items() if k in TrainArgs.__dataclass_fields__})

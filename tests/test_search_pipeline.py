@@ -3,7 +3,6 @@ they rank the same passages with the same scores, highlights and evidence."""
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -17,8 +16,6 @@ from capr.search import Evidence, SearchOptions, Searcher
 from capr.service.app import create_app
 from capr.service.config import ServiceConfig
 from service_support import build_demo_index
-
-SRC = Path(__file__).resolve().parents[1] / "src" / "capr"
 
 # (text, entity, aspect, filters): structured and free text, with and without filters
 QUERIES = [
@@ -114,22 +111,3 @@ def test_the_query_is_parsed_once_and_every_stage_reads_it(demo_index):
     ev = searcher.search(pq, SearchOptions(k=1, evidence=Evidence.lexical)).hits[0]
     assert ev.sentences and any(s.evidence for s in ev.sentences)
     assert all(ev.passage.start <= a0 < b0 <= ev.passage.end for a0, b0 in ev.highlights)
-
-
-def test_layers_import_downward_only():
-    """No module under retrieve/, index/, store/ or models/ imports the search pipeline's callers (train, cli,
-    service, eval); the CLI and service reach search only through capr.search."""
-    low = ("retrieve", "index", "store", "models")
-    banned = ("capr.train", "capr.cli", "capr.service", "capr.eval", "capr.search")
-    offenders = []
-    for pkg in low:
-        for path in (SRC / pkg).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = []
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                elif isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                if any(n == b or n.startswith(b + ".") for n in names for b in banned):
-                    offenders.append(f"{path.relative_to(SRC)}: {names[0]}")
-    assert not offenders, offenders

@@ -193,11 +193,11 @@ def test_context_model_indexes_passages_with_their_title(tmp_path):
 
 
 def test_budget_schedule_decays_to_zero_at_the_last_step_the_budget_allows(monkeypatch):
-    from capr.train import trainer
-    from capr.train.trainer import BudgetSchedule
+    from capr.train import loop
+    from capr.train.loop import BudgetSchedule
 
     clock = [1000.0]
-    monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+    monkeypatch.setattr(loop.time, "time", lambda: clock[0])
     sched = BudgetSchedule(max_steps=1000, warmup=0.1, time_budget_min=1.0)  # 60 s at 2 s/step: ~30 steps fit
     t0 = clock[0]
     for step in range(1, 21):

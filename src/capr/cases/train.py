@@ -1,13 +1,11 @@
 """Training for the similar-case pipeline: a TSDAE-adapted encoder, a cross-encoder pre-trained on question
 similarity (RQE), and its fine-tuning by distant supervision from multiple-choice questions.
 
-All three follow capr's trainer conventions: ``max_steps`` and ``time_budget_min``, a progress bar, the folder
-replaced atomically, and a model card (``capr.json`` + README.md)."""
+Both trainers run capr's one training loop (capr.train.loop): ``max_steps`` and ``time_budget_min``, a progress
+bar, the folder replaced atomically, and a model card (``capr.json`` + README.md)."""
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -78,29 +76,6 @@ class TrainReport:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _setup(seed: int) -> Any:
-    import torch
-
-    from capr.train.trainer import seed_everything
-
-    seed_everything(seed)
-    return torch
-
-
-def _save_model(out_dir: str | Path, save_weights: Callable[[str], Any], card: dict, readme: str, log: "Log | None",
-                message: str) -> None:
-    """Weights, capr.json and README into `out_dir` atomically, then one log line."""
-    from capr.train.trainer import _atomic_dir_save
-
-    def write(tmp: Path) -> None:
-        save_weights(str(tmp))
-        _write_card(tmp, card, readme)
-
-    _atomic_dir_save(Path(out_dir), write)
-    if log:
-        log(message)
-
-
 def _bar(total: int, desc: str, progress: bool):
     if not progress:
         return None
@@ -109,13 +84,13 @@ def _bar(total: int, desc: str, progress: bool):
     return tqdm(total=total, desc=desc, unit="step")
 
 
-def _write_card(tmp: Path, card: dict[str, Any], readme: str) -> None:
-    (tmp / "capr.json").write_text(json.dumps(card, indent=2))
-    (tmp / "README.md").write_text(readme)
+def _report(result: Any, extra: dict[str, Any]) -> TrainReport:
+    return TrainReport(result.out_dir, result.steps, result.seconds, result.stopped, result.losses, extra)
 
 
-def _loss_history(losses: Sequence[float]) -> list[float]:
-    return [round(x, 4) for x in losses[:: max(1, len(losses) // 200)]]
+def _tail(losses: Sequence[float]) -> float:
+    """The README's "loss first → last": the mean of the last 20 steps, not one noisy step."""
+    return sum(losses[-20:]) / len(losses[-20:])
 
 
 # --------------------------------------------------------------------------- TSDAE
@@ -148,47 +123,35 @@ def delete_noise(text: str, ratio: float, rng: random.Random) -> str:
     return " ".join(kept or [rng.choice(words)]) if words else text
 
 
-
-def _after_step(what: str, step: int, value: float, losses: list[float], bar: Any, budget_min: float | None,
-                t0: float) -> bool:
-    """Divergence check, loss history and progress bar after a step; True when the time budget is spent."""
-    if not math.isfinite(value):
-        raise CaprError(f"{what} diverged at step {step} (loss {value}); lower --lr")
-    losses.append(value)
-    if bar is not None:
-        bar.update(1)
-        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
-    return budget_min is not None and time.time() - t0 > budget_min * 60
-
 def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs | None = None, progress: bool = True,
                 log: Log | None = None, source: str = "") -> TrainReport:
     """Adapt a sentence encoder to a corpus with TSDAE (Wang et al. 2021): encode a noisy sentence, decode the
     original from the embedding with a tied decoder (sentence-transformers' DenoisingAutoEncoderLoss)."""
-    from capr.models.encoder import resolve_model
-    from capr.train.models import _local, _quiet_transformers, pick_device
+    from capr.models.loading import local_path, quiet_transformers, resolve_model
+    from capr.train.loop import LoopArgs, TrainingLoop
 
     args = args or TsdaeArgs()
     if len(sentences) < args.batch_size:
         raise BadInputError(source or "corpus", f"only {len(sentences)} usable sentences; TSDAE needs at least {args.batch_size}")
-    torch = _setup(args.seed)
-    _quiet_transformers()
+    # the paper's constant learning rate (no warmup), no dev set: the last step is kept
+    loop = TrainingLoop(LoopArgs(max_steps=args.max_steps, lr=args.lr, seed=args.seed,
+                                 time_budget_min=args.time_budget_min),
+                        out_dir, what="TSDAE", desc="training tsdae", progress=progress, log=log, device=args.device)
+    quiet_transformers()
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
 
-    device = pick_device(args.device)
-    path = _local(resolve_model(args.base_model))
-    model = SentenceTransformer(path, device=str(device))
+    device = loop.device
+    model = SentenceTransformer(local_path(resolve_model(args.base_model)), device=str(device))
     model.max_seq_length = args.max_length
     loss_fn = DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True).to(device)
-    params = [p for p in loss_fn.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr)
     rng = random.Random(args.seed)
     order = list(range(len(sentences)))
     rng.shuffle(order)
-    t0, step, pos, losses, stopped = time.time(), 0, 0, [], "max_steps"
-    bar = _bar(args.max_steps, "training tsdae", progress)
-    model.train()
-    while step < args.max_steps:
+    pos = 0
+
+    def step() -> Any:
+        nonlocal pos
         if pos + args.batch_size > len(order):
             rng.shuffle(order)
             pos = 0
@@ -197,30 +160,28 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
         noisy = [delete_noise(s, args.del_ratio, rng) for s in batch]
         feats = [model.tokenize(noisy), model.tokenize(batch)]
         feats = [{k: (v.to(device) if hasattr(v, "to") else v) for k, v in f.items()} for f in feats]
-        loss = loss_fn(feats, None)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        if _after_step("TSDAE", step, float(loss.detach()), losses, bar, args.time_budget_min, t0):
-            stopped = "time_budget"
-            break
-    if bar is not None:
-        bar.close()
-    seconds = time.time() - t0
-    model.eval()
-    card = {"kind": "tsdae", "capr_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "device": str(device), "args": asdict(args), "source": source, "sentences": len(sentences),
-            "steps": step, "seconds": round(seconds, 1), "stopped": stopped, "loss_history": _loss_history(losses),
-            "query_prefix": "", "passage_prefix": "", "query_model": None}
-    readme = (f"# capr TSDAE encoder\n\n{args.base_model} adapted to `{source or 'a corpus'}` "
-              f"({len(sentences):,} sentences) with TSDAE: {step} steps, batch {args.batch_size}, lr {args.lr}, "
-              f"deletion ratio {args.del_ratio}, {seconds / 60:.1f} min ({stopped}); loss {losses[0]:.3f} → "
-              f"{sum(losses[-20:]) / len(losses[-20:]):.3f}.\n\nUse: `capr index CORPUS --dense --model THIS_DIR`.\n")
+        return loss_fn(feats, None)
 
-    _save_model(out_dir, model.save, card, readme, log, f"tsdae: {step} steps in {seconds / 60:.1f} min ({stopped})")
-    return TrainReport(Path(out_dir), step, seconds, stopped, losses, {"sentences": len(sentences)})
+    def card() -> dict[str, Any]:
+        return {"kind": "tsdae", "capr_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "device": str(device), "args": asdict(args), "source": source, "sentences": len(sentences),
+                "query_prefix": "", "passage_prefix": "", "query_model": None}
+
+    def readme(c: dict[str, Any], r: Any) -> str:
+        return (f"# capr TSDAE encoder\n\n{args.base_model} adapted to `{source or 'a corpus'}` "
+                f"({len(sentences):,} sentences) with TSDAE: {c['steps']} steps, batch {args.batch_size}, lr {args.lr}, "
+                f"deletion ratio {args.del_ratio}, {r.seconds / 60:.1f} min ({c['stopped']}); loss {r.losses[0]:.3f} → "
+                f"{_tail(r.losses):.3f}.\n\nUse: `capr index CORPUS --dense --model THIS_DIR`.\n")
+
+    params = [p for p in loss_fn.parameters() if p.requires_grad]
+    def write(tmp: Path) -> dict[str, Any]:
+        model.save(str(tmp))
+        return {}
+
+    result = loop.run(params, step, card=card, readme=readme, write=write, module=model)
+    if log:
+        log(f"tsdae: {result.steps} steps in {result.seconds / 60:.1f} min ({result.stopped})")
+    return _report(result, {"sentences": len(sentences)})
 
 
 # --------------------------------------------------------------------------- pointwise cross-encoder
@@ -229,8 +190,8 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
                 card_extra: dict[str, Any] | None = None, desc: str = "cross-encoder") -> TrainReport:
     """A CrossEncoder trained on (text_a, text_b, label in {0, 1}) with binary cross-entropy on its logit.
     ``init``: a cross-encoder folder to continue from (otherwise ``args.base_model`` with a fresh head)."""
-    from capr.models.encoder import resolve_model
-    from capr.train.models import _local, _quiet_transformers, pick_device
+    from capr.models.loading import local_path, quiet_transformers, resolve_model
+    from capr.train.loop import LoopArgs, TrainingLoop
 
     args = args or PairArgs()
     if len(pairs) < 2:
@@ -238,27 +199,27 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
     labels = {p[2] for p in pairs}
     if not labels <= {0.0, 1.0} or len(labels) < 2:
         raise BadInputError(desc, "training pairs need labels 0 and 1, both present")
-    torch = _setup(args.seed)
-    _quiet_transformers()
+    loop = TrainingLoop(LoopArgs(max_steps=args.max_steps, lr=args.lr, seed=args.seed, warmup=args.warmup,
+                                 time_budget_min=args.time_budget_min),
+                        out_dir, what="cross-encoder training", desc=f"training {desc}", progress=progress, log=log,
+                        device=args.device)
+    quiet_transformers()
     from sentence_transformers import CrossEncoder
 
-    device = pick_device(args.device)
-    src = _local(init or resolve_model(args.base_model))
+    import torch
+
+    device = loop.device
+    src = local_path(init or resolve_model(args.base_model))
     ce = CrossEncoder(src, num_labels=1, max_length=args.max_length, device=str(device))
     model = ce.model
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
-    from capr.train.trainer import BudgetSchedule
-
-    schedule = BudgetSchedule(args.max_steps, args.warmup, args.time_budget_min)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule.factor)
     bce = torch.nn.BCEWithLogitsLoss()
     rng = random.Random(args.seed)
     order = list(range(len(pairs)))
     rng.shuffle(order)
-    t0, step, pos, losses, stopped = time.time(), 0, 0, [], "max_steps"
-    bar = _bar(args.max_steps, f"training {desc}", progress)
-    model.train()
-    while step < args.max_steps:
+    pos = 0
+
+    def step() -> Any:
+        nonlocal pos
         if pos + args.batch_size > len(order):
             rng.shuffle(order)
             pos = 0
@@ -268,36 +229,33 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
                            max_length=args.max_length, return_tensors="pt")
         enc = {k: v.to(device) for k, v in enc.items()}
         logits = model(**enc).logits.squeeze(-1)
-        loss = bce(logits, torch.tensor([b[2] for b in batch], dtype=logits.dtype, device=device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        step += 1
-        schedule.observe(step, t0)
-        if _after_step("cross-encoder training", step, float(loss.detach()), losses, bar, args.time_budget_min, t0):
-            stopped = "time_budget"
-            break
-    if bar is not None:
-        bar.close()
-    model.eval()
-    seconds = time.time() - t0
-    positives = sum(1 for p in pairs if p[2] == 1.0)
-    card = {"kind": "cross", "capr_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "device": str(device), "args": asdict(args), "init": init or args.base_model, "pairs": len(pairs),
-            "positives": positives, "steps": step, "seconds": round(seconds, 1), "stopped": stopped,
-            "loss_history": _loss_history(losses), "max_length": args.max_length, "sentence_selection": False,
-            "loss": "binary cross-entropy", **(card_extra or {})}
-    tail = sum(losses[-20:]) / len(losses[-20:])
-    readme = (f"# capr cross-encoder ({desc})\n\nFrom `{init or args.base_model}`, trained pointwise with binary "
-              f"cross-entropy on {len(pairs):,} pairs ({positives:,} positive): {step} steps, batch {args.batch_size}, "
-              f"lr {args.lr}, max length {args.max_length}, {seconds / 60:.1f} min ({stopped}); loss {losses[0]:.3f} → "
-              f"{tail:.3f}.\n\nUse: `capr cases --index DIR --model THIS_DIR ...` or `--reranker cross:THIS_DIR`.\n")
+        return bce(logits, torch.tensor([b[2] for b in batch], dtype=logits.dtype, device=device))
 
-    _save_model(out_dir, ce.save_pretrained, card, readme, log,
-                f"{desc}: {step} steps in {seconds / 60:.1f} min ({stopped}), loss {losses[0]:.3f} -> {tail:.3f}")
-    return TrainReport(Path(out_dir), step, seconds, stopped, losses, {"pairs": len(pairs), "positives": positives})
+    positives = sum(1 for p in pairs if p[2] == 1.0)
+
+    def card() -> dict[str, Any]:
+        return {"kind": "cross", "capr_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "device": str(device), "args": asdict(args), "init": init or args.base_model, "pairs": len(pairs),
+                "positives": positives, "max_length": args.max_length, "sentence_selection": False,
+                "loss": "binary cross-entropy", **(card_extra or {})}
+
+    def readme(c: dict[str, Any], r: Any) -> str:
+        return (f"# capr cross-encoder ({desc})\n\nFrom `{init or args.base_model}`, trained pointwise with binary "
+                f"cross-entropy on {len(pairs):,} pairs ({positives:,} positive): {c['steps']} steps, batch "
+                f"{args.batch_size}, lr {args.lr}, max length {args.max_length}, {r.seconds / 60:.1f} min "
+                f"({c['stopped']}); loss {r.losses[0]:.3f} → {_tail(r.losses):.3f}.\n\nUse: `capr cases --index DIR "
+                f"--model THIS_DIR ...` or `--reranker cross:THIS_DIR`.\n")
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    def write(tmp: Path) -> dict[str, Any]:
+        ce.save_pretrained(str(tmp))
+        return {}
+
+    result = loop.run(params, step, card=card, readme=readme, write=write, module=model)
+    if log:
+        log(f"{desc}: {result.steps} steps in {result.seconds / 60:.1f} min ({result.stopped}), loss "
+            f"{result.losses[0]:.3f} -> {_tail(result.losses):.3f}")
+    return _report(result, {"pairs": len(pairs), "positives": positives})
 
 
 # --------------------------------------------------------------------------- distant supervision

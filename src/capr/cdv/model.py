@@ -6,7 +6,6 @@ re-encodes documents: sentence score = mean of cos(entity, decoded entity) and c
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,9 +18,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from capr.cdv.args import CDVArgs
 from capr.cdv.data import N_FLAGS, DocSentences
 from capr.errors import CaprError
+from capr.models.card import CARD_FILE, read_card
 
 WEIGHTS_FILE = "cdv.pt"
-CARD_FILE = "capr.json"
 
 
 class CDVNet(nn.Module):
@@ -76,7 +75,7 @@ class CDVModel:
         if not card_path.exists() or not weights.exists():
             raise CaprError(f"{model_dir}: not a CDV model folder (expected {CARD_FILE} and {WEIGHTS_FILE}; "
                             "train one with `capr train cdv`)")
-        card = json.loads(card_path.read_text())
+        card = read_card(model_dir)
         if card.get("kind") != "cdv":
             raise CaprError(f"{model_dir}: a {card.get('kind')!r} model, not a CDV model")
         args = CDVArgs.from_dict(card["args"])

@@ -1,15 +1,14 @@
 """`capr train cdv`: sentence embeddings are computed once (cached on disk), so a training step only runs the
-BiLSTM and its heads — minutes on a CPU. Same conventions as the other trainers: step and time budgets,
-dev-based early stopping keeping the best checkpoint (the untrained start included), progress bar, atomic save,
-model card."""
+BiLSTM and its heads — minutes on a CPU. It runs capr's one training loop (capr.train.loop): step and time
+budgets, dev-based early stopping keeping the best checkpoint (the untrained start included), progress bar,
+atomic save, model card."""
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -20,25 +19,12 @@ import torch.nn.functional as F
 from capr import __version__
 from capr.cdv.args import CDVArgs
 from capr.cdv.data import N_FLAGS, DocSentences, documents_from_labels
-from capr.cdv.model import CARD_FILE, CDVModel, CDVNet, _encoder, _pad
+from capr.cdv.model import CDVModel, CDVNet, _encoder, _pad
 from capr.errors import BadInputError
 from capr.labels.generate import LabeledPassage, read_labels
-from capr.train.models import pick_device
-from capr.train.trainer import (
-    EarlyStopping, StepLog, _atomic_dir_save, _labels_fingerprint, dev_metrics, finish_card, seed_everything,
-)
+from capr.train.loop import LoopArgs, TrainingLoop, TrainResult, dev_metrics, file_sha1
 
-
-@dataclass
-class CDVTrainResult:
-    out_dir: Path
-    steps: int
-    seconds: float
-    stopped: str
-    losses: list[float] = field(default_factory=list)
-    dev: list[dict[str, float]] = field(default_factory=list)
-    best: dict[str, float] = field(default_factory=dict)
-    card: dict[str, Any] = field(default_factory=dict)
+CDVTrainResult = TrainResult  # the name the CDV trainer's result had before the trainers shared one loop
 
 
 def pseudo_huber(pred: torch.Tensor, target: torch.Tensor, delta: float) -> torch.Tensor:
@@ -138,7 +124,7 @@ def train_cdv(
     args: CDVArgs | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
-) -> CDVTrainResult:
+) -> TrainResult:
     from tqdm.auto import tqdm
 
     args = args or CDVArgs()
@@ -148,9 +134,13 @@ def train_cdv(
     docs = [d for d in docs if len(d)]
     if sum(len(d.passages) for d in docs) < 2:
         raise BadInputError(str(labels_path or "labels"), "need at least two labeled passages to train CDV")
-    seed_everything(args.seed)
-    device = pick_device(args.device)
-    say = log or (lambda m: None)
+    # constant learning rate (no warmup): the BiLSTM trains from scratch on frozen embeddings
+    loop = TrainingLoop(LoopArgs(max_steps=args.max_steps, lr=args.lr, seed=args.seed, weight_decay=args.weight_decay,
+                                 time_budget_min=args.time_budget_min, eval_every=args.eval_every,
+                                 patience=args.patience),
+                        out_dir, what="CDV training", desc="training cdv", progress=progress, log=log,
+                        device=args.device)
+    device = loop.device
 
     dev_docs = [d for d in docs if _is_dev(d.doc_id, args.dev_fraction, args.seed)] if len(docs) >= 20 else []
     train_docs = [d for d in docs if d not in dev_docs] if dev_docs else docs
@@ -191,47 +181,18 @@ def train_cdv(
         scores = [0.5 * (pe[c] @ qv[e] + pa[c] @ qv[a]) for (e, a), c, _ in dev_queries]
         return dev_metrics(scores, [r for _, _, r in dev_queries])
 
-    params = [p for p in net.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
-    t0 = time.time()
-    result = CDVTrainResult(out_dir=out_dir, steps=0, seconds=0.0, stopped="max_steps")
-    start = evaluate()
-    stopper = EarlyStopping(start, args.patience)
-    if start:
-        result.dev.append({"step": 0, **start})
-        say(f"dev at start: R@1 {start['R@1']:.2f} MRR {start['MRR']:.2f}")
-
-    def card(steps: int) -> dict[str, Any]:
+    def card() -> dict[str, Any]:
         return {
             "kind": "cdv", "capr_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "device": str(device), "args": args.to_dict(), "input_dim": in_dim, "target_dim": target_dim,
             "encoder": encoder.describe(), "labels_file": str(labels_path) if labels_path else None,
-            "labels_sha1": _labels_fingerprint(labels_path), "train_documents": len(train_docs),
+            "labels_sha1": file_sha1(labels_path), "train_documents": len(train_docs),
             "dev_documents": len(dev_docs), "train_sentences": sum(len(d.x) for d in prepared),
-            "steps": steps, "seconds": round(time.time() - t0, 1), "stopped": result.stopped, "dev_start": start,
-            "dev_best": stopper.best, "best_step": stopper.best_step, "dev_history": result.dev,
-            "loss_history": [round(x, 4) for x in result.losses[:: max(1, len(result.losses) // 200)]],
         }
 
-    def save(steps: int) -> None:
-        def write(tmp: Path) -> None:
-            c = {**card(steps), **model.save_weights(tmp)}
-            (tmp / CARD_FILE).write_text(json.dumps(c, indent=2))
-            (tmp / "README.md").write_text(_card_md(c))
-            result.card = c
-
-        _atomic_dir_save(out_dir, write)
-
-    if dev_queries:
-        save(0)
     rng = random.Random(args.seed)
-    bar = tqdm(total=args.max_steps, desc="training cdv", unit="step", disable=not progress)
-    net.train()
-    log_ = StepLog(result, stopper, max_steps=args.max_steps, eval_every=args.eval_every,
-                   time_budget_min=args.time_budget_min, t0=t0, evaluate=evaluate, save=save, say=say, bar=bar,
-                   has_dev=bool(dev_queries), what="CDV training")
-    step = 0
-    while step < args.max_steps:
+
+    def step() -> torch.Tensor:
         batch = [prepared[rng.randrange(len(prepared))] for _ in range(args.batch_docs)]
         windows = []
         for d in batch:
@@ -248,20 +209,10 @@ def train_cdv(
             aid = np.concatenate([d.asp_id[w] for d, w in zip(batch, windows)])
             loss = loss + args.contrastive_weight * (_contrastive(e[m], te[m], eid, args.contrastive_scale)
                                                      + _contrastive(a[m], ta[m], aid, args.contrastive_scale))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        if log_.after(step, float(loss.detach())):
-            break
-    bar.close()
-    result.steps, result.seconds, result.best = step, time.time() - t0, stopper.best
-    if not dev_queries:
-        save(step)
-    else:
-        result.card = finish_card(out_dir, card(step), step, stopper.best_step, _card_md)
-    return result
+        return loss
+
+    return loop.run([p for p in net.parameters() if p.requires_grad], step, evaluate=evaluate, card=card, module=net,
+                    write=model.save_weights, readme=lambda c, _: _card_md(c))
 
 
 def _card_md(c: dict[str, Any]) -> str:

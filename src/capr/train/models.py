@@ -1,11 +1,10 @@
-"""The three CAPR model families behind one small interface: `loss(batch)` for training, `score(queries,
+"""The three CAPR model families as the trainer sees them: `loss(batch)` for training, `score(queries,
 candidates)` for evaluation, `save(dir)`. Bi-encoders are sentence-transformers models; cross-encoders are
-sentence-transformers CrossEncoders; the poly-encoder is capr's own module on a Hugging Face encoder."""
+sentence-transformers CrossEncoders; the poly-encoder is capr's own module on a Hugging Face encoder
+(capr.models.poly, which inference loads without this module)."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -14,33 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from capr.models.encoder import resolve_model
+from capr.models.loading import local_path, quiet_transformers, resolve_model
+from capr.models.poly import PolyEncoder
 from capr.train.args import ModelKind, TrainArgs
 from capr.labels.generate import LabeledPassage
 from capr.train.data import Batch, DevSet, passage_input
 from capr.train.losses import multi_positive_listwise_loss
-
-CARD_FILE = "capr.json"
-
-
-def pick_device(requested: str | None = None) -> torch.device:
-    if requested:
-        return torch.device(requested)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def _quiet_transformers() -> None:
-    import transformers
-
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
-def _local(path: str) -> str:
-    if Path(path).exists():
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return path
 
 
 def _in_batch_loss(scores: torch.Tensor, batch: Batch, args: TrainArgs) -> torch.Tensor:
@@ -62,8 +40,8 @@ class BiEncoderModel(nn.Module):
         super().__init__()
         from sentence_transformers import SentenceTransformer
 
-        _quiet_transformers()
-        path = _local(resolve_model(args.base_model))
+        quiet_transformers()
+        path = local_path(resolve_model(args.base_model))
         self.args, self.device = args, device
         self.passage_encoder = SentenceTransformer(path, device=str(device))
         self.passage_encoder.max_seq_length = args.max_length
@@ -108,51 +86,11 @@ class BiEncoderModel(nn.Module):
 
 
 # --------------------------------------------------------------------------- poly-encoder
-class PolyEncoderModel(nn.Module):
-    """Humeau et al.'s poly-encoder as CAPR uses it (Eq. 2): m learned codes attend over the passage's token
-    embeddings to give m passage vectors (cacheable at indexing); the query vector attends over those."""
+class PolyEncoderModel(PolyEncoder):
+    """The poly-encoder (capr.models.poly) with its training loss and dev scoring."""
 
     def __init__(self, args: TrainArgs, device: torch.device, path: str | None = None) -> None:
-        super().__init__()
-        from transformers import AutoModel, AutoTokenizer
-
-        _quiet_transformers()
-        src = _local(path or resolve_model(args.base_model))
-        self.args, self.device = args, device
-        self.tokenizer = AutoTokenizer.from_pretrained(src)
-        self.encoder = AutoModel.from_pretrained(src)
-        d = self.encoder.config.hidden_size
-        # Small codes give near-uniform attention: at step 0 every code is the passage's mean token vector,
-        # i.e. the poly-encoder starts as the mean-pooling bi-encoder it is built from.
-        self.codes = nn.Parameter(torch.randn(args.poly_codes, d) * 0.02)
-        codes_file = Path(src) / "poly_codes.pt"
-        if codes_file.exists():
-            self.codes.data = torch.load(codes_file, map_location="cpu")
-        self.to(device)
-
-    def _hidden(self, texts: Sequence[str], max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        enc = {k: v.to(self.device) for k, v in enc.items()}
-        return self.encoder(**enc).last_hidden_state, enc["attention_mask"]
-
-    def embed_queries(self, texts: Sequence[str]) -> torch.Tensor:
-        h, m = self._hidden([self.args.query_marker + t for t in texts], self.args.query_max_length)
-        m = m.unsqueeze(-1).float()
-        return (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-
-    def passage_codes(self, texts: Sequence[str]) -> torch.Tensor:
-        """[n, m, d] — what the index stores per passage."""
-        h, mask = self._hidden([self.args.passage_marker + t for t in texts], self.args.max_length)
-        att = torch.einsum("md,nld->nml", self.codes, h)
-        att = att.masked_fill(~mask.bool().unsqueeze(1), float("-inf"))
-        return torch.einsum("nml,nld->nmd", att.softmax(-1), h)
-
-    @staticmethod
-    def interact(q: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-        """q [Q, d], codes [P, m, d] → cosine [Q, P] between each query and its attention summary of a passage."""
-        w = torch.einsum("qd,pmd->qpm", q, codes).softmax(-1)
-        ctx = torch.einsum("qpm,pmd->qpd", w, codes)
-        return F.cosine_similarity(q.unsqueeze(1), ctx, dim=-1)
+        super().__init__(path or resolve_model(args.base_model), args, device)
 
     def loss(self, batch: Batch) -> torch.Tensor:
         q = self.embed_queries([x.text for x in batch.queries])
@@ -168,15 +106,6 @@ class PolyEncoderModel(nn.Module):
             out.append(self.interact(qv[i : i + 1], codes[c]).squeeze(0).float().cpu().numpy())
         return out
 
-    def save(self, out_dir: Path) -> dict[str, Any]:
-        self.encoder.save_pretrained(str(out_dir))
-        self.tokenizer.save_pretrained(str(out_dir))
-        tmp = out_dir / "poly_codes.pt.tmp"
-        torch.save(self.codes.detach().cpu(), tmp)
-        os.replace(tmp, out_dir / "poly_codes.pt")
-        return {"query_prefix": self.args.query_marker, "passage_prefix": self.args.passage_marker,
-                "poly_codes": self.args.poly_codes, "query_max_length": self.args.query_max_length}
-
 
 # --------------------------------------------------------------------------- cross-encoder
 class CrossEncoderModel(nn.Module):
@@ -187,8 +116,8 @@ class CrossEncoderModel(nn.Module):
         super().__init__()
         from sentence_transformers import CrossEncoder
 
-        _quiet_transformers()
-        src = _local(path or resolve_model(args.base_model))
+        quiet_transformers()
+        src = local_path(path or resolve_model(args.base_model))
         self.args, self.device = args, device
         self.ce = CrossEncoder(src, num_labels=1, max_length=args.max_length, device=str(device))
         self.model = self.ce.model
@@ -256,8 +185,3 @@ def build_model(args: TrainArgs, device: torch.device) -> nn.Module:
     if kind is ModelKind.poly:
         return PolyEncoderModel(args, device)
     return CrossEncoderModel(args, device)
-
-
-def read_card(model_dir: str | Path) -> dict[str, Any]:
-    path = Path(model_dir) / CARD_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
