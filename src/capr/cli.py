@@ -24,7 +24,7 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.models.context import parse_context
 from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
-from capr.index.index import DEFAULT_TEMPLATE, TEMPLATES, query_tokens
+from capr.index.index import DEFAULT_TEMPLATE, EMPTY_INDEX_MESSAGE, TEMPLATES, query_tokens
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.records import Query, ScoredPassage
@@ -391,7 +391,8 @@ def render_spans(spans: list, console: Console = out) -> None:
 
 def render_results(index: Index, results: list[dict], console: Console = out) -> None:
     if not results:
-        console.print("[yellow]no matching passages[/]")
+        # exit status stays 0 either way: "nothing found" is an answer, not a failure
+        console.print(f"[yellow]{EMPTY_INDEX_MESSAGE if getattr(index, 'is_empty', False) else 'no matching passages'}[/]")
         return
     for r in results:
         head = Text.assemble(
@@ -507,6 +508,9 @@ def search_cmd(
                 "filters": _parse_filters(filters),
                 "results": results,
             }
+            if not results and getattr(index, "is_empty", False):
+                payload["message"] = EMPTY_INDEX_MESSAGE
+                err.print(EMPTY_INDEX_MESSAGE)
             sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         else:
             render_results(index, results)

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 2
 DEFAULT_ASPECT_BOOST = 0.5
 DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get an HNSW graph
+# Said (CLI, API) instead of "no matching passages" when a search finds nothing because nothing is left.
+EMPTY_INDEX_MESSAGE = "the index is empty: all documents were deleted"
 
 
 class Retriever(str, Enum):
@@ -359,6 +361,11 @@ class Index:
     def has_dense(self) -> bool:
         return bool(self.manifest.get("dense"))
 
+    @property
+    def is_empty(self) -> bool:
+        """No live passage: every document was deleted (a generation then has no segments and no term matrix)."""
+        return self.matrix is None or not self.live.any()
+
     # -- lookups ----------------------------------------------------------------
     def _locate(self, row: int) -> tuple[Segment, int]:
         i = int(np.searchsorted(self.offsets, row, side="right")) - 1
@@ -425,6 +432,8 @@ class Index:
 
     def scores(self, query: Query | str, retriever: Retriever | str = Retriever.bm25, expand: bool = True) -> np.ndarray:
         """One lexical score per row (0 for rows sharing no term with the query, and for deleted rows)."""
+        if self.matrix is None:  # every document deleted: no rows, no term matrix to score
+            return np.zeros(len(self), dtype=np.float32)
         scorer = self.scorer(retriever)
         if not (expand and isinstance(query, Query) and query.aspect):
             return scorer.scores(query_tokens(self.analyzer, query, expand))
@@ -530,6 +539,10 @@ class Index:
         if isinstance(query, Query) and query.aspect:
             self.check_aspect(query.aspect)
         query_text(query)  # rejects empty queries before any work
+        if self.is_empty:
+            # a valid query on an index whose documents were all deleted: no results, not an error
+            # (callers say EMPTY_INDEX_MESSAGE); filters are not checked, there is nothing to filter
+            return []
         mask = self.filter_mask(filters)
         allowed = self.live if mask is None else mask
         prior = self.aspect_prior(query, aspect_boost)
