@@ -68,3 +68,95 @@ def test_emptied_index_can_be_filled_again(emptied_index, tmp_path):
 
         w.add(Document("again", "", "PLAN: cough syrup at night."))
     assert [h.passage.doc_id for h in load_index(emptied_index).search("cough")] == ["again"]
+
+
+# ------------------------------------------------------------------ 2. damaged gzip streams, cut CSV files
+def _records(n: int) -> list[dict]:
+    return [{"doc_id": f"d{i}", "text": f"HISTORY:\nPatient {i} reports cough and fever. " * 30} for i in range(n)]
+
+
+def _gz_variants(tmp_path: Path) -> dict[str, bytes]:
+    import gzip
+
+    raw = "".join(json.dumps(r) + "\n" for r in _records(400)).encode()
+    gz = gzip.compress(raw)
+    bad_crc = bytearray(gz)
+    bad_crc[-8] ^= 0xFF  # the CRC-32 in the gzip trailer
+    return {"badcrc": bytes(bad_crc), "truncated": gz[: len(gz) // 2]}
+
+
+@pytest.fixture
+def base_index(tmp_path) -> Path:
+    src = _write_jsonl(tmp_path / "base.jsonl", [{"doc_id": "kept", "text": "PLAN: zorbifen for the wheeze."}])
+    out = tmp_path / "idx"
+    capr_cli("index", str(src), "--out", str(out))
+    return out
+
+
+def _generation(index_dir: Path) -> str:
+    return (index_dir / "CURRENT").read_text().strip()
+
+
+@pytest.mark.parametrize("variant,reason", [("badcrc", "corrupt gzip data (bad CRC)"),
+                                            ("truncated", "truncated gzip data")])
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_damaged_gzip_is_one_line_and_loses_nothing(tmp_path, base_index, variant, reason, skip_bad):
+    bad = tmp_path / f"{variant}.jsonl.gz"
+    bad.write_bytes(_gz_variants(tmp_path)[variant])
+    before = _generation(base_index)
+    proc = capr_cli("add", str(base_index), str(bad), *(["--skip-bad"] if skip_bad else []), check=False)
+    _one_line_error(proc, f"{bad.name} [line ", reason)
+    assert proc.stderr.count("error:") == 1 and "Aborted" not in proc.stderr
+    assert _generation(base_index) == before  # the add was not committed, not even in part
+    assert [h.passage.doc_id for h in load_index(base_index).search("zorbifen")] == ["kept"]
+    assert load_index(base_index).counts["documents"] == 1
+    # `capr index --out` over an existing index is atomic too
+    proc = capr_cli("index", str(bad), "--out", str(base_index), check=False)
+    _one_line_error(proc, reason)
+    assert _generation(base_index) == before
+
+
+def test_damaged_gzip_python_api(tmp_path):
+    from capr import read_documents
+    from capr.errors import BadInputError
+
+    bad = tmp_path / "x.jsonl.gz"
+    bad.write_bytes(_gz_variants(tmp_path)["badcrc"])
+    with pytest.raises(BadInputError, match=r"x\.jsonl\.gz \[line \d+\]: corrupt gzip data \(bad CRC\)"):
+        list(read_documents(bad))
+
+
+def _mtsamples_csv(n: int = 40) -> str:
+    import csv
+    import io
+
+    s = io.StringIO()
+    w = csv.writer(s)
+    w.writerow(["", "description", "medical_specialty", "sample_name", "transcription", "keywords"])
+    for i in range(n):
+        w.writerow([i, "desc", "Cardiology", f"Sample {i}", f"HISTORY:, patient {i} with chest pain and dyspnea. " * 20, "kw"])
+    return s.getvalue()
+
+
+def test_truncated_mtsamples_csv_gz(tmp_path, base_index):
+    import gzip
+
+    bad = tmp_path / "mtsamples.csv.gz"
+    bad.write_bytes(gzip.compress(_mtsamples_csv().encode())[:-300])
+    before = _generation(base_index)
+    proc = capr_cli("add", str(base_index), str(bad), check=False)
+    _one_line_error(proc, "mtsamples.csv.gz [line ", "truncated gzip data")
+    assert "Aborted" not in proc.stderr and _generation(base_index) == before
+
+
+def test_truncated_mtsamples_csv(tmp_path, base_index):
+    text = _mtsamples_csv()
+    bad = tmp_path / "mtsamples.csv"
+    bad.write_text(text[: len(text) // 2 + 7], encoding="utf-8")  # cut inside a row
+    before = _generation(base_index)
+    proc = capr_cli("add", str(base_index), str(bad), check=False)
+    _one_line_error(proc, "mtsamples.csv [line ", "columns (truncated file?)")
+    assert _generation(base_index) == before
+    # with --skip-bad the cut row is reported and the complete rows are added
+    proc = capr_cli("add", str(base_index), str(bad), "--skip-bad", check=False)
+    assert proc.returncode == 0 and "1 bad record(s) skipped" in proc.stderr, proc.stderr
