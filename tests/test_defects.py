@@ -160,3 +160,64 @@ def test_truncated_mtsamples_csv(tmp_path, base_index):
     # with --skip-bad the cut row is reported and the complete rows are added
     proc = capr_cli("add", str(base_index), str(bad), "--skip-bad", check=False)
     assert proc.returncode == 0 and "1 bad record(s) skipped" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------ 3. queries with no searchable terms
+STOPWORD_ONLY = ["the and of", "the and of what is was", "What is it?", "how does it"]
+
+
+@pytest.fixture(scope="module")
+def demo_idx(tmp_path_factory, demo_dir) -> Path:
+    from service_support import build_demo_index
+
+    return build_demo_index(demo_dir, tmp_path_factory.mktemp("defects") / "demo")
+
+
+@pytest.mark.parametrize("text", STOPWORD_ONLY)
+@pytest.mark.parametrize("retriever", ["bm25", "tfidf"])
+def test_stopword_only_query_is_refused_with_reason(demo_idx, text, retriever):
+    from capr.errors import QueryError
+
+    with pytest.raises(QueryError, match="query has no searchable terms after stopword removal"):
+        load_index(demo_idx).search(text, retriever=retriever)
+
+
+def test_question_words_still_count_next_to_a_content_word(demo_idx):
+    index = load_index(demo_idx)
+    assert index.search("what is gout", k=1)[0].passage.doc_id == index.search("gout what", k=1)[0].passage.doc_id
+    assert index.search("what is gout", k=1)[0].score > 0
+
+
+def test_stopword_only_query_rules_by_retriever():
+    from capr.errors import QueryError
+    from capr.index.analyzer import Analyzer, AnalyzerConfig
+    from capr.index.index import check_searchable
+    from capr.records import Query
+
+    a = Analyzer()
+    check_searchable(a, "the and of what is was", "dense")  # the encoder reads the whole text: allowed
+    for r in ("bm25", "tfidf", "hybrid"):
+        with pytest.raises(QueryError, match="no searchable terms"):
+            check_searchable(a, "the and of what is was", r)
+    check_searchable(a, Query("q", text="what is", aspect="symptoms"), "bm25")  # the aspect's terms are searchable
+    # an analyser that keeps stopwords searches for them: its user asked for that
+    check_searchable(Analyzer(AnalyzerConfig(stopwords=False)), "the and of", "bm25")
+
+
+def test_stopword_only_query_cli_exit_2(demo_idx):
+    proc = capr_cli("search", str(demo_idx), "the and of what is was", check=False)
+    assert proc.returncode == 2
+    _one_line_error(proc, "query has no searchable terms after stopword removal: 'the and of what is was'")
+    assert "no matching passages" not in proc.stdout
+
+
+def test_stopword_only_query_api_400(demo_idx):
+    from fastapi.testclient import TestClient
+
+    from capr.service import ServiceConfig, create_app
+
+    client = TestClient(create_app(demo_idx, ServiceConfig()))
+    r = client.post("/search", json={"text": "the and of what is was"})
+    assert r.status_code == 400, r.text
+    assert "no searchable terms after stopword removal" in r.json()["detail"]
+    assert client.post("/search", json={"text": "what is gout"}).status_code == 200

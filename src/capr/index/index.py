@@ -57,6 +57,39 @@ def query_tokens(analyzer: Analyzer, query: Query | str, expand: bool = True) ->
     return tokens
 
 
+# English question and auxiliary words. bm25s' stopword list keeps them ("what", "how", "does"), so a
+# question such as "the and of what is was" used to match every passage containing "what": ten
+# unrelated hits. A query whose terms are all stopwords or question words asks nothing searchable.
+# They still count as terms next to a content word ("what causes gout"), so rankings do not change.
+QUESTION_WORDS = frozenset(
+    "what whats which who whom whose when where why how is are was were am be been being do does did done "
+    "can could should would will shall may might must have has had it its please tell me about there here".split()
+)
+
+
+def searchable_terms(analyzer: Analyzer, query: Query | str, expand: bool = True) -> list[str]:
+    """The query's analysed lexical terms, or [] when there are none or all are question words
+    (only for an English analyser that removes stopwords: one that keeps them searches for them)."""
+    tokens = query_tokens(analyzer, query, expand)
+    if tokens and analyzer.config.stopwords and analyzer.config.language.lower() == "english":
+        question = set(analyzer(" ".join(sorted(QUESTION_WORDS))))
+        if all(t in question for t in tokens):
+            return []
+    return tokens
+
+
+def check_searchable(analyzer: Analyzer, query: Query | str, retriever: "Retriever | str", expand: bool = True) -> None:
+    """A lexical or hybrid search needs at least one searchable term; otherwise a QueryError with the reason.
+    A dense search embeds the whole text, so a question of common words is still a question to it and is
+    answered (the encoder, not a term list, decides what it means)."""
+    if Retriever(retriever) is Retriever.dense or searchable_terms(analyzer, query, expand):
+        return
+    raise QueryError(
+        f"query has no searchable terms after stopword removal: {query_text(query, expand)!r} "
+        "(only stopwords and question words); add a content word, e.g. a disease or a symptom"
+    )
+
+
 def query_aspect(query: Query | str) -> str | None:
     """The aspect a query asks about: given explicitly, or read from a question's wording."""
     if isinstance(query, Query) and query.aspect:
@@ -539,6 +572,7 @@ class Index:
         if isinstance(query, Query) and query.aspect:
             self.check_aspect(query.aspect)
         query_text(query)  # rejects empty queries before any work
+        check_searchable(self.analyzer, query, retriever, expand)
         if self.is_empty:
             # a valid query on an index whose documents were all deleted: no results, not an error
             # (callers say EMPTY_INDEX_MESSAGE); filters are not checked, there is nothing to filter

@@ -38,7 +38,7 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.index import (
-    DEFAULT_ASPECT_BOOST, DEFAULT_TEMPLATE, LEXICAL, Retriever, check_aspect, dense_query_text, query_aspect, query_text,
+    DEFAULT_ASPECT_BOOST, DEFAULT_TEMPLATE, LEXICAL, Retriever, check_aspect, check_searchable, dense_query_text, query_aspect, query_text,
 )
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
@@ -450,6 +450,7 @@ class MilvusStore:
         if isinstance(query, Query) and query.aspect:
             self.check_aspect(query.aspect)
         query_text(query)  # rejects empty queries before any work
+        check_searchable(self.analyzer, query, retriever, expand)
         expr = self.filter_expr(filters)
         aspect = query_aspect(query) if aspect_boost else None
         depth = max(k, 100) if aspect is not None or retriever is Retriever.hybrid else k
