@@ -221,3 +221,42 @@ def test_stopword_only_query_api_400(demo_idx):
     assert r.status_code == 400, r.text
     assert "no searchable terms after stopword removal" in r.json()["detail"]
     assert client.post("/search", json={"text": "what is gout"}).status_code == 200
+
+
+# ------------------------------------------------------------------ 4. unknown-aspect suggestions
+@pytest.fixture(scope="module")
+def junk_heading_index(tmp_path_factory) -> Path:
+    from capr import build_index
+    from capr.records import Document
+
+    docs = [Document(f"n{i}", f"Note {i}", f"WOUND CARE:\nKeep the dressing dry, note {i}.\n\nPLAN:\nReview in a week.")
+            for i in range(12)]
+    # one-off fragments that the heading detector takes for headings in real notes
+    docs.append(Document("odd", "Odd note", "A 21-DAY-OLD WITH:\nfever.\n\nA-1 WOMAC SCORE:\n12.\n\nA:\nnothing.\n\nABD:\nsoft."))
+    out = tmp_path_factory.mktemp("aspects") / "idx"
+    build_index(docs, out).close()
+    return out
+
+
+def test_unknown_aspect_suggests_canonical_and_frequent_headings_only(junk_heading_index):
+    from capr.errors import QueryError
+
+    index = load_index(junk_heading_index)
+    assert {"a 21-day-old with", "a-1 womac score", "wound care"} <= set(index.aspects())  # the corpus has the junk
+    with pytest.raises(QueryError) as e:
+        index.check_aspect("zzqqxx")
+    msg = str(e.value)
+    assert "known aspects include: plan" in msg and "wound care" in msg
+    for junk in ("a 21-day-old with", "a-1 womac score", "abd", ": a,"):
+        assert junk not in msg, msg
+    with pytest.raises(QueryError, match=r"did you mean wound care\?"):
+        index.check_aspect("wund care")
+    with pytest.raises(QueryError, match=r"did you mean symptoms"):  # canonical aspects come first
+        index.check_aspect("symptons")
+    index.check_aspect("a-1 womac score")  # a corpus aspect is still accepted, just never suggested
+
+
+def test_unknown_aspect_cli_line(junk_heading_index):
+    proc = capr_cli("search", str(junk_heading_index), "--entity", "x", "--aspect", "zzqqxx", check=False)
+    _one_line_error(proc, "unknown aspect 'zzqqxx'; known aspects include:")
+    assert "21-day-old" not in proc.stderr and proc.returncode == 2

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shutil
 import time
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
@@ -146,14 +147,53 @@ def _encoder(config: dict[str, Any] | None):
     return Encoder(EncoderConfig.from_dict(config["encoder"]))
 
 
-def check_aspect(aspect: str, corpus_aspects: list[str]) -> None:
+# Corpus aspects are cleaned note headings; many are one-off fragments ("a 21-day-old with", "a-1 womac
+# score"). Only frequent ones that look like a heading are suggested to a user who mistyped an aspect.
+MIN_SUGGESTED_ASPECT_PASSAGES = 5  # ... and at least 1 in 2,000 live passages
+_HEADING_LIKE_RE = re.compile(r"^[a-z][a-z&/()' \-]{2,39}$")
+
+
+def _heading_like(aspect: str) -> bool:
+    words = aspect.split()
+    return bool(_HEADING_LIKE_RE.match(aspect)) and len(words) <= 5 and len(words[0]) > 1
+
+
+def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str], n: int = 5) -> tuple[list[str], bool]:
+    """(suggestions, close): close matches among the canonical aspects and their synonyms (shown by their
+    canonical name) first, then among frequent heading-like corpus aspects; without any close match, the
+    aspects a user most likely wants: canonical ones by corpus frequency, then frequent corpus headings.
+    ``corpus_aspects`` maps aspect → live passages (a plain list: frequency unknown, every one counts)."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    total = sum(c for c in counts.values() if c) or 0
+    floor = max(MIN_SUGGESTED_ASPECT_PASSAGES, total // 2000)
+    frequent = {a: c or 0 for a, c in counts.items() if a and _heading_like(a) and (c is None or c >= floor)}
+    canonical = {a: a for a in ASPECT_SYNONYMS} | {s: a for a, syns in ASPECT_SYNONYMS.items() for s in syns}
+    wanted = aspect.strip().lower()
+    out: list[str] = []
+    seen: set[str] = set()
+    for pool in (canonical, {a: a for a in frequent}):
+        # the matched name is shown (synonyms are valid aspects too), one per canonical aspect
+        for m in difflib.get_close_matches(wanted, sorted(pool), n=n, cutoff=0.6):
+            if pool[m] not in seen:
+                seen.add(pool[m])
+                out.append(m)
+    if out:
+        return out[:n], True
+    by_freq = sorted(ASPECT_SYNONYMS, key=lambda a: (-(counts.get(a) or 0), list(ASPECT_SYNONYMS).index(a)))
+    present = [a for a in by_freq if counts.get(a)] or by_freq
+    others = sorted((a for a in frequent if a not in ASPECT_SYNONYMS), key=lambda a: (-frequent[a], a))
+    return (present[:10] + others)[:15], False
+
+
+def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str]) -> None:
     """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches
-    (shared by every index backend)."""
-    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus_aspects)
+    (shared by every index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
+    corpus = list(corpus_aspects)
+    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus)
     if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
         return
-    close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(corpus_aspects[:15])}"
+    suggestions, close = aspect_suggestions(aspect, corpus_aspects)
+    hint = f"; did you mean {', '.join(suggestions)}?" if close else f"; known aspects include: {', '.join(suggestions)}"
     raise QueryError(f"unknown aspect {aspect!r}{hint}")
 
 
@@ -454,6 +494,12 @@ class Index:
         present = set(np.unique(np.asarray(col.codes)[self.live]).tolist())
         return sorted(str(v) for i, v in enumerate(col.values) if v and i in present)
 
+    def aspect_counts(self) -> dict[str, int]:
+        """Live passages per section aspect."""
+        col = self.columns["aspect"]
+        counts = np.bincount(np.asarray(col.codes)[self.live], minlength=len(col.values))
+        return {str(v): int(counts[i]) for i, v in enumerate(col.values) if v and counts[i]}
+
     # -- scoring ----------------------------------------------------------------
     def scorer(self, retriever: Retriever | str):
         r = Retriever(retriever)
@@ -525,7 +571,7 @@ class Index:
 
     # -- search -----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
-        check_aspect(aspect, self.aspects())
+        check_aspect(aspect, self.aspect_counts())
 
     def filter_mask(self, filters: dict[str, Any] | None) -> np.ndarray | None:
         if not filters:
