@@ -260,3 +260,74 @@ def test_unknown_aspect_cli_line(junk_heading_index):
     proc = capr_cli("search", str(junk_heading_index), "--entity", "x", "--aspect", "zzqqxx", check=False)
     _one_line_error(proc, "unknown aspect 'zzqqxx'; known aspects include:")
     assert "21-day-old" not in proc.stderr and proc.returncode == 2
+
+
+# ------------------------------------------------------------------ 5. one rule for document ids
+def test_jsonl_non_string_doc_id_is_a_bad_record(tmp_path):
+    from capr import read_documents
+    from capr.corpus import ReadReport
+    from capr.errors import BadInputError
+
+    src = _write_jsonl(tmp_path / "x.jsonl", [{"doc_id": "ok", "text": "cough"}, {"doc_id": ["x"], "text": "fever"},
+                                              {"id": 7, "text": "rash"}, {"doc_id": {"a": 1}, "text": "x"}])
+    with pytest.raises(BadInputError, match=r"x\.jsonl \[line 2\]: field 'doc_id': document id must be a string "
+                                            r"\(or an integer\), got list"):
+        list(read_documents(src))
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(src, report=report)] == ["ok", "7"]  # never "['x']"
+    assert [e.record for e in report.skipped] == ["line 2", "line 4"]
+
+
+def test_jsonl_non_string_doc_id_cli(tmp_path, base_index):
+    src = _write_jsonl(tmp_path / "x.jsonl", [{"doc_id": ["x"], "text": "fever"}])
+    before = _generation(base_index)
+    proc = capr_cli("add", str(base_index), str(src), check=False)
+    _one_line_error(proc, "x.jsonl [line 1]: field 'doc_id': document id must be a string")
+    assert _generation(base_index) == before
+    proc = capr_cli("delete", str(base_index), "--doc-id", "../kept", check=False)
+    assert proc.returncode == 2
+    _one_line_error(proc, "document id '../kept' must not start with '/' or contain empty, '.' or '..' path segments")
+
+
+IDS = ["note_1", "sub/note 2", "ünïcode-id", "mtsamples-12", " padded", "../etc/passwd", "a/./b", "/abs", "a\x00b",
+       "x" * 300, ""]
+
+
+@pytest.mark.parametrize("doc_id", IDS)
+def test_doc_id_rule_is_the_same_for_readers_cli_and_service(tmp_path, demo_idx, doc_id):
+    """An id is accepted by the JSONL reader exactly when the API accepts it, and `capr delete` refuses
+    exactly the ids neither can store."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from capr import read_documents
+    from capr.corpus import ReadReport
+    from capr.records import check_doc_id
+    from capr.service import ServiceConfig, create_app
+    from service_support import AUTH, TOKEN
+
+    try:
+        check_doc_id(doc_id)
+        valid = True
+    except ValueError:
+        valid = False
+    report = ReadReport(skip_bad=True)
+    src = _write_jsonl(tmp_path / "ids.jsonl", [{"doc_id": doc_id, "text": "SYMPTOMS: cough."}])
+    read = [d.doc_id for d in read_documents(src, report=report)]
+    # the reader treats an empty id as missing; every other invalid id is a bad record
+    assert read == ([doc_id] if valid else []), report.skipped
+    idx = shutil.copytree(demo_idx, tmp_path / "idx")
+    client = TestClient(create_app(idx, ServiceConfig(tokens=(TOKEN,))))
+    r = client.post("/documents", json={"doc_id": doc_id, "text": "SYMPTOMS: cough."}, headers=AUTH)
+    assert r.status_code == (201 if valid else 422), r.text
+    if valid:
+        from urllib.parse import quote
+
+        assert client.get("/documents/" + quote(doc_id, safe="")).json()["doc_id"] == doc_id
+    elif doc_id:
+        from capr.errors import QueryError
+
+        with pytest.raises(QueryError, match="document id"):
+            with IndexWriter(idx, mode="update") as w:
+                w.delete(doc_id)

@@ -25,7 +25,7 @@ from capr.index.atomic import write_json, write_npy
 from capr.index.lexical import BM25Params, BM25Scorer, TfidfScorer
 from capr.index.merge import merge_columns, merge_matrices
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
-from capr.records import Document, Passage, Query, ScoredPassage
+from capr.records import Document, Passage, Query, ScoredPassage, check_doc_id
 from capr.retrieve.fusion import FusionConfig, fuse
 
 if TYPE_CHECKING:
@@ -277,6 +277,12 @@ class IndexWriter:
 
     def add(self, doc: Document) -> int:
         """Segment, analyse and store one document (replacing an indexed one with the same id)."""
+        try:
+            check_doc_id(doc.doc_id)  # readers check it with file and line; this guards the Python API
+        except ValueError as e:
+            self.report.bad(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}",
+                            repr(doc.doc_id)[:80])
+            return 0
         if doc.doc_id in self._new_ids:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
             return 0
@@ -296,6 +302,10 @@ class IndexWriter:
         return len(passages)
 
     def delete(self, doc_id: str) -> None:
+        try:
+            check_doc_id(doc_id)  # the same rule as for adding: an id that cannot be stored cannot be deleted
+        except ValueError as e:
+            raise QueryError(f"document id {doc_id!r} {e}") from None
         if doc_id in self._new_ids:
             raise CaprError(f"document {doc_id!r} was added in this same update; delete it in a later one")
         if self.base is None or not self.base.has_document(doc_id):
