@@ -331,3 +331,13 @@ def test_doc_id_rule_is_the_same_for_readers_cli_and_service(tmp_path, demo_idx,
         with pytest.raises(QueryError, match="document id"):
             with IndexWriter(idx, mode="update") as w:
                 w.delete(doc_id)
+
+
+# ------------------------------------------------------------------ 6. no live progress when stderr is not a terminal
+def test_no_spinner_frames_when_stderr_is_not_a_terminal(tmp_path):
+    src = _write_jsonl(tmp_path / "docs.jsonl", _records(30))
+    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"))  # stderr is a pipe here
+    spinner = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏━")
+    assert not spinner & set(proc.stderr), proc.stderr
+    assert "\r" not in proc.stderr and "\x1b[" not in proc.stderr
+    assert proc.stderr.startswith("indexed 30 documents"), proc.stderr  # the summary is all there is

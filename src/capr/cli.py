@@ -50,6 +50,9 @@ def _progress(transient: bool = False) -> Progress:
         TextColumn("{task.fields[note]}"),
         console=err,
         transient=transient,
+        # a pipe or a log file is not a terminal: live frames there are noise (spinner glyphs, one
+        # line per refresh); the summary lines printed after the work still go out
+        disable=not err.is_terminal,
     )
 
 
