@@ -341,3 +341,82 @@ def test_no_spinner_frames_when_stderr_is_not_a_terminal(tmp_path):
     assert not spinner & set(proc.stderr), proc.stderr
     assert "\r" not in proc.stderr and "\x1b[" not in proc.stderr
     assert proc.stderr.startswith("indexed 30 documents"), proc.stderr  # the summary is all there is
+
+
+# ------------------------------------------------------------------ 7. back-off for repeated bad tokens
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _throttled_client(index_dir: Path, **config):
+    from fastapi.testclient import TestClient
+
+    from capr.service import ServiceConfig, create_app
+    from service_support import TOKEN
+
+    app = create_app(index_dir, ServiceConfig(tokens=(TOKEN,), **config))
+    clock = _Clock()
+    app.state.auth_throttle.clock = clock
+    return app, clock
+
+
+def test_repeated_bad_tokens_get_429_with_exponential_backoff(demo_idx, tmp_path):
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from service_support import AUTH
+
+    idx = shutil.copytree(demo_idx, tmp_path / "idx")
+    app, clock = _throttled_client(idx)
+    c = TestClient(app)
+    bad = {"Authorization": "Bearer wrong-token-0123456789"}
+    path = "/documents/article_04_asthma"
+    for _ in range(4):
+        assert c.delete(path, headers=bad).status_code == 403
+    assert c.delete(path, headers=bad).status_code == 403  # the 5th failure starts the back-off
+    r = c.delete(path, headers=bad)
+    assert r.status_code == 429 and r.headers["retry-after"] == "1", r.text
+    assert "too many failed authentication attempts" in r.json()["detail"] and r.json()["field"] == "authorization"
+    assert c.delete(path, headers=AUTH).status_code == 429  # blocked means blocked: the token is not even checked
+    # another client is not affected
+    other = TestClient(app, client=("10.0.0.9", 4000))
+    assert other.post("/documents", json={"doc_id": "o1", "text": "PLAN: rest."}, headers=AUTH).status_code == 201
+    # each further failure after a block doubles the wait: 2, 4, 8 ... s, capped
+    waits, wait = [], 1
+    for _ in range(4):
+        clock.t += wait  # wait out the current block, then fail once more
+        assert c.delete(path, headers=bad).status_code == 403
+        r = c.delete(path, headers=bad)
+        assert r.status_code == 429
+        wait = int(r.headers["retry-after"])
+        waits.append(wait)
+    assert waits == [2, 4, 8, 16], waits
+    # a valid token after the back-off clears the record
+    clock.t += 16
+    assert c.delete(path, headers=AUTH).status_code == 200
+    for _ in range(4):
+        assert c.delete("/documents/nope", headers=bad).status_code == 403
+    assert c.delete("/documents/nope", headers=AUTH).status_code == 404
+
+
+def test_backoff_is_configurable_and_can_be_turned_off(demo_idx):
+    from fastapi.testclient import TestClient
+
+    from capr.errors import CaprError
+    from capr.service import ServiceConfig
+
+    app, _ = _throttled_client(demo_idx, auth_fail_limit=0)
+    c = TestClient(app)
+    bad = {"Authorization": "Bearer wrong-token-0123456789"}
+    assert all(c.delete("/documents/x", headers=bad).status_code == 403 for _ in range(20))
+    app, _ = _throttled_client(demo_idx, auth_fail_limit=2, auth_backoff_s=30)
+    c = TestClient(app)
+    assert [c.delete("/documents/x", headers=bad).status_code for _ in range(3)] == [403, 403, 429]
+    assert c.delete("/documents/x", headers=bad).headers["retry-after"] == "30"
+    with pytest.raises(CaprError, match="auth back-off"):
+        ServiceConfig(auth_backoff_s=0)
