@@ -420,3 +420,51 @@ def test_backoff_is_configurable_and_can_be_turned_off(demo_idx):
     assert c.delete("/documents/x", headers=bad).headers["retry-after"] == "30"
     with pytest.raises(CaprError, match="auth back-off"):
         ServiceConfig(auth_backoff_s=0)
+
+
+# ------------------------------------------------------------------ B. bounded memory of updates
+def test_update_reads_no_merged_structures_of_the_base(tmp_path, demo_dir):
+    """`capr add` / `capr delete` / the service's writes open the generation they update only to look up
+    document ids: no term matrix, no merged column, so their memory follows the batch, not the index."""
+    from capr import build_index, read_documents
+    from capr.index.index import _UNLOADED
+    from capr.records import Document
+
+    docs = list(read_documents(demo_dir))
+    root = tmp_path / "idx"
+    build_index(docs[:20], root).close()
+    with IndexWriter(root, mode="update") as w:  # a second segment
+        for d in docs[20:]:
+            w.add(d)
+    w = IndexWriter(root, mode="update")
+    base = w.base
+    w.add(Document("new_1", "New", "PLAN: flurbazine twice daily."))
+    w.add(docs[3])  # replaces an indexed document
+    w.delete(docs[25].doc_id)
+    new = w.commit()
+    assert base._matrix is _UNLOADED and base.columns._merged == {}
+    assert all("matrix" not in s.__dict__ and "columns" not in s.__dict__ for s in base.segments)
+    # and the result is what a rebuild gives
+    fresh = build_index([d for d in docs if d.doc_id not in (docs[25].doc_id,)] + [Document("new_1", "New", "PLAN: flurbazine twice daily.")],
+                        tmp_path / "fresh")
+    assert new.counts == fresh.counts
+    assert [h.pid for h in new.search("flurbazine")] == [h.pid for h in fresh.search("flurbazine")]
+
+
+def test_counts_without_merging_equal_merged_counts(tmp_path, demo_dir):
+    from capr import build_index, read_documents
+
+    docs = list(read_documents(demo_dir))
+    root = tmp_path / "idx"
+    build_index(docs[:18], root).close()
+    with IndexWriter(root, mode="update") as w:
+        for d in docs[18:]:
+            w.add(d)
+        w.delete(docs[0].doc_id)
+    from capr.index.index import _UNLOADED
+
+    lazy = load_index(root)
+    c = lazy.counts  # computed per segment
+    assert lazy._matrix is _UNLOADED and len(lazy.segments) == 2
+    eager = load_index(root)
+    assert eager.matrix is not None and eager.counts == c

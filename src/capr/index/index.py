@@ -22,9 +22,10 @@ from capr.errors import CaprError, IndexError_, QueryError
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
-from capr.index.lexical import BM25Params, BM25Scorer, TfidfScorer
+from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
 from capr.index.merge import merge_columns, merge_matrices
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
+from capr.index.store import Column
 from capr.records import Document, Passage, Query, ScoredPassage, check_doc_id
 from capr.retrieve.fusion import FusionConfig, fuse
 
@@ -343,9 +344,12 @@ class IndexWriter:
             live_docs = live_passages = 0
             vocab: set[str] = set()
             if self.base is not None:
-                for seg, plive, dlive in zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live):
-                    if self._delete:
-                        col = seg.columns["doc_id"]
+                # Only what the new live masks need: document ids, and the doc_id column of a segment
+                # that loses documents; never the merged term matrix or columns of the base.
+                hit = self.base.segments_with(self._delete) if self._delete else set()
+                for si, (seg, plive, dlive) in enumerate(zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live)):
+                    if si in hit:
+                        col = seg.column("doc_id")
                         gone = [code for code, v in enumerate(col.values) if v in self._delete]
                         plive = plive & ~np.isin(np.asarray(col.codes), gone)
                         dlive = dlive & ~np.fromiter((d in self._delete for d in seg.doc_ids), dtype=bool, count=len(seg.doc_ids))
@@ -356,7 +360,7 @@ class IndexWriter:
                     segments.append(seg.name)
                     live_passages += int(plive.sum())
                     live_docs += int(dlive.sum())
-                    vocab.update(seg.matrix.vocab)
+                    vocab.update(seg.terms())
             if new_segment is not None:
                 write_npy(gen_tmp / "live" / f"{new_segment}.npy", np.ones(self.builder.n_passages, dtype=bool))
                 write_npy(gen_tmp / "live" / f"{new_segment}.docs.npy", np.ones(len(self.builder.doc_ids), dtype=bool))
@@ -364,7 +368,7 @@ class IndexWriter:
                 live_passages += self.builder.n_passages
                 live_docs += len(self.builder.doc_ids)
                 vocab.update(self.builder.terms)
-            fields = self.builder.field_names | (set(self.base.columns) if self.base else set())
+            fields = self.builder.field_names | (set(self.base.manifest["fields"]) if self.base else set())
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
@@ -392,6 +396,48 @@ class IndexWriter:
         return Index.load(self.root)
 
 
+_UNLOADED = object()
+
+
+def _live_terms(m: TermMatrix, live: np.ndarray, chunk: int = 1 << 20) -> set[str]:
+    """Terms of ``m`` with at least one live posting, reading the postings ``chunk`` at a time."""
+    indptr = np.asarray(m.indptr)
+    has_live = np.zeros(len(indptr) - 1, dtype=bool)
+    for lo in range(0, int(indptr[-1]), chunk):
+        hi = min(lo + chunk, int(indptr[-1]))
+        rows = live[np.asarray(m.indices[lo:hi])]
+        if rows.any():
+            # the term (column) of each live posting in this chunk
+            cols = np.searchsorted(indptr, lo + np.flatnonzero(rows), side="right") - 1
+            has_live[cols] = True
+    ids = set(np.flatnonzero(has_live).tolist())
+    return {t for t, i in m.vocab.items() if i in ids}
+
+
+class _MergedColumns(Mapping):
+    """Filter columns over all segments, each merged on first access (keys: the generation's fields)."""
+
+    def __init__(self, segments: list[Segment], sizes: list[int], fields: list[str]) -> None:
+        self._segments = segments
+        self._sizes = sizes
+        self._fields = list(fields)
+        self._merged: dict[str, Column] = {}
+
+    def __getitem__(self, field: str) -> Column:
+        if field not in self._merged:
+            if field not in self._fields:
+                raise KeyError(field)
+            self._merged[field] = merge_columns(
+                [s.column(field) if field in s.fields else None for s in self._segments], self._sizes)
+        return self._merged[field]
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+
 class Index:
     """A loaded generation of an index directory: a consistent, read-only snapshot."""
 
@@ -412,8 +458,12 @@ class Index:
         sizes = [s.n_passages for s in self.segments]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.live = np.concatenate(self.seg_live) if self.segments else np.zeros(0, dtype=bool)
-        self.matrix = merge_matrices([s.matrix for s in self.segments], self.live) if self.segments else None
-        self.columns = {f: merge_columns([s.columns.get(f) for s in self.segments], sizes) for f in self.manifest["fields"]}
+        # The merged term matrix and columns are built on first use: an index writer (capr add, the
+        # service's writes) opens the generation it updates only to look up document ids, and its
+        # memory must scale with the batch it writes, not with the index (issue 19).
+        self._matrix: TermMatrix | None | object = _UNLOADED
+        self._sizes = sizes
+        self.columns: Mapping[str, Column] = _MergedColumns(self.segments, sizes, self.manifest["fields"])
         self._scorers: dict[Retriever, Any] = {}
         self._pid_rows: dict[str, int] | None = None
         self._doc_rows: dict[str, tuple[int, int]] | None = None
@@ -434,10 +484,20 @@ class Index:
         return int(self.offsets[-1])
 
     @property
+    def matrix(self) -> TermMatrix | None:
+        """All segments' term matrices as one (None when every document is deleted); merged on first use."""
+        if self._matrix is _UNLOADED:
+            self._matrix = merge_matrices([s.matrix for s in self.segments], self.live) if self.segments else None
+        return self._matrix  # type: ignore[return-value]
+
+    @property
     def counts(self) -> dict[str, int]:
         """Live documents and passages, and the vocabulary of live passages."""
         c = self.manifest["counts"]
-        vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
+        if self._matrix is not _UNLOADED or len(self.segments) <= 1:  # merged already, or merging is free
+            vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
+        else:  # without merging: the union of each segment's live terms
+            vocab = len(set().union(*(_live_terms(s.matrix, live) for s, live in zip(self.segments, self.seg_live))))
         return {"documents": c["documents"], "passages": c["passages"], "vocabulary": vocab}
 
     @property
@@ -489,6 +549,11 @@ class Index:
 
     def has_document(self, doc_id: str) -> bool:
         return doc_id in self._doc_index()
+
+    def segments_with(self, doc_ids: set[str]) -> set[int]:
+        """Indices of the segments holding a live document among ``doc_ids``."""
+        index = self._doc_index()
+        return {index[d][0] for d in doc_ids if d in index}
 
     def document_ids(self) -> list[str]:
         return list(self._doc_index())
