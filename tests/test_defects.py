@@ -468,3 +468,28 @@ def test_counts_without_merging_equal_merged_counts(tmp_path, demo_dir):
     assert lazy._matrix is _UNLOADED and len(lazy.segments) == 2
     eager = load_index(root)
     assert eager.matrix is not None and eager.counts == c
+
+
+# ------------------------------------------------------------------ B. per-document size limit
+def test_oversized_document_is_refused_with_the_limit(tmp_path, base_index):
+    from capr.index.index import DEFAULT_MAX_DOC_CHARS
+
+    big = "PLAN: " + "word " * (DEFAULT_MAX_DOC_CHARS // 5 + 10)  # just over the default 10 M characters
+    src = _write_jsonl(tmp_path / "big.jsonl", [{"doc_id": "small", "text": "PLAN: quorbital drops."},
+                                                {"doc_id": "huge", "text": big}])
+    before = _generation(base_index)
+    proc = capr_cli("add", str(base_index), str(src), check=False)
+    _one_line_error(proc, "huge", f"more than the limit of {DEFAULT_MAX_DOC_CHARS:,} (--max-doc-chars)")
+    assert _generation(base_index) == before
+    proc = capr_cli("add", str(base_index), str(src), "--skip-bad", check=False)
+    assert proc.returncode == 0 and "1 bad record(s) skipped" in proc.stderr and "--max-doc-chars" in proc.stderr
+    index = load_index(base_index)
+    assert index.has_document("small") and not index.has_document("huge")
+
+
+def test_max_doc_chars_option(tmp_path):
+    src = _write_jsonl(tmp_path / "d.jsonl", [{"doc_id": "a", "text": "PLAN: " + "x " * 600}])
+    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "1000", check=False)
+    _one_line_error(proc, "more than the limit of 1,000 (--max-doc-chars)")
+    assert not (tmp_path / "idx" / "CURRENT").exists()
+    capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "5000")

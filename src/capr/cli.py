@@ -24,7 +24,7 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.models.context import parse_context
 from capr.index import AnalyzerConfig, Index, IndexWriter, Retriever
-from capr.index.index import DEFAULT_TEMPLATE, EMPTY_INDEX_MESSAGE, TEMPLATES, query_tokens
+from capr.index.index import DEFAULT_MAX_DOC_CHARS, DEFAULT_TEMPLATE, EMPTY_INDEX_MESSAGE, TEMPLATES, query_tokens
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.records import Query, ScoredPassage
@@ -140,10 +140,11 @@ def index_source(
     skip_bad: bool,
     quiet: bool = False,
     dense: EncoderConfig | None = None,
+    max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
 ) -> tuple[Index, ReadReport, float]:
     report = ReadReport(skip_bad=skip_bad)
     docs = read_documents(source, fmt, report)
-    args = dict(root=out_dir, segmenter=segmenter, analyzer=analyzer, report=report, dense=dense)
+    args = dict(root=out_dir, segmenter=segmenter, analyzer=analyzer, report=report, dense=dense, max_doc_chars=max_doc_chars)
     index, secs = write_documents(args, docs, f"indexing {source.name}", quiet)
     return index, report, secs
 
@@ -171,6 +172,7 @@ ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "static")
 BACKEND_HELP = "Index backend: embedded (an index directory, default) or milvus (a collection on the Milvus at --uri)."
 URI_HELP = "Milvus: a Milvus Lite file (*.db) or http(s)://host:19530 (standalone or cluster; https = TLS)."
 TOKEN_HELP = "Milvus token ('user:password' or an API key); prefer $CAPR_MILVUS_TOKEN (command lines are visible in ps)."
+MAX_DOC_HELP = "Refuse documents longer than this many characters (a bad record: --skip-bad skips it)."
 CA_HELP = "Milvus TLS: PEM file of a private CA that signed the server certificate (with an https:// --uri)."
 
 
@@ -246,6 +248,7 @@ def index_cmd(
     token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
     milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
+    max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
 ) -> None:
     """Read SOURCE, split it into passages and build a persistent index (BM25/TF-IDF, optionally dense)."""
 
@@ -268,7 +271,7 @@ def index_cmd(
             return
         if uri:
             raise CaprError("--uri is only for --backend milvus")
-        index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad, dense=enc)
+        index, report, secs = index_source(source, out_dir, fmt, seg, ana, skip_bad, dense=enc, max_doc_chars=max_doc_chars)
         _print_write_summary(f"indexed {index.counts['documents']} documents", index, report, secs, out_dir)
 
     _run_guarded(body)
@@ -284,6 +287,7 @@ def add_cmd(
     uri: Optional[str] = typer.Option(None, "--uri", help=URI_HELP),
     token: Optional[str] = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help=CA_HELP),
+    max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
 ) -> None:
     """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
 
@@ -296,7 +300,7 @@ def add_cmd(
             _store_add(store, read_documents(source, fmt, report), f"adding {source.name}")
             _store_summary("added", store, report, time.time() - t0)
             return
-        args = dict(root=index_dir, report=report, mode="update")
+        args = dict(root=index_dir, report=report, mode="update", max_doc_chars=max_doc_chars)
         index, secs = write_documents(args, read_documents(source, fmt, report), f"adding {source.name}")
         _print_write_summary("added", index, report, secs, index_dir)
 

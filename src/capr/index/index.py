@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 2
 DEFAULT_ASPECT_BOOST = 0.5
 DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get an HNSW graph
+# A document longer than this is refused (a bad record: --skip-bad skips it). 10 M characters is far
+# beyond any clinical note or article; a bigger "document" is almost always a mistake (a whole dump in
+# one JSON field) and would be held, segmented and analysed in memory at once.
+DEFAULT_MAX_DOC_CHARS = 10_000_000
 # Said (CLI, API) instead of "no matching passages" when a search finds nothing because nothing is left.
 EMPTY_INDEX_MESSAGE = "the index is empty: all documents were deleted"
 
@@ -214,9 +218,13 @@ class IndexWriter:
         mode: str = "create",
         hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
         progress: Any = None,
+        max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
     ) -> None:
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
+        if max_doc_chars <= 0:
+            raise CaprError(f"the document size limit must be positive, got {max_doc_chars}")
+        self.max_doc_chars = max_doc_chars
         self.root = Path(root)
         self.mode = mode
         self.report = report or ReadReport()
@@ -283,6 +291,11 @@ class IndexWriter:
         except ValueError as e:
             self.report.bad(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}",
                             repr(doc.doc_id)[:80])
+            return 0
+        if len(doc.text) > self.max_doc_chars:
+            self.report.bad(str(doc.metadata.get("path") or doc.doc_id),
+                            f"document text has {len(doc.text):,} characters, more than the limit of "
+                            f"{self.max_doc_chars:,} (--max-doc-chars)", doc.doc_id)
             return 0
         if doc.doc_id in self._new_ids:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
