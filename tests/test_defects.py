@@ -493,3 +493,78 @@ def test_max_doc_chars_option(tmp_path):
     _one_line_error(proc, "more than the limit of 1,000 (--max-doc-chars)")
     assert not (tmp_path / "idx" / "CURRENT").exists()
     capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "5000")
+
+
+# ------------------------------------------------------------------ B. writes that fail part-way
+def _segments_in_progress(index_dir: Path) -> list[str]:
+    return [p.name for p in list(index_dir.iterdir()) + list((index_dir / "segments").iterdir()) if ".tmp-" in p.name]
+
+
+def test_disk_full_mid_write_keeps_previous_generation(tmp_path, base_index):
+    """A file-size limit (ulimit -f) makes the segment being written fail part-way, as a full disk would."""
+    import resource
+    import subprocess
+    import sys
+
+    batch = _write_jsonl(tmp_path / "batch.jsonl", _records(300))  # passages.jsonl grows past the limit
+    before = _generation(base_index)
+    limit = 256 * 1024
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run([sys.executable, "-m", "capr", "add", str(base_index), str(batch)], capture_output=True,
+                          text=True, preexec_fn=small_files)
+    _one_line_error(proc, f"{base_index}: cannot write the index: File too large",
+                    f"nothing was changed, generation {before} stays current")
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert _generation(base_index) == before and not _segments_in_progress(base_index)
+    index = load_index(base_index)
+    assert index.counts["documents"] == 1 and index.search("zorbifen")[0].passage.doc_id == "kept"
+    capr_cli("add", str(base_index), str(batch))  # and the index takes the same write once there is room
+    assert load_index(base_index).counts["documents"] == 301
+
+
+@pytest.mark.parametrize("where", ["segment", "manifest", "commit"])
+def test_io_error_mid_write_keeps_previous_generation(tmp_path, base_index, monkeypatch, where):
+    import errno
+
+    from capr.errors import WriteError
+    from capr.index import directory, index as index_mod, segment
+    from capr.records import Document
+
+    def fail(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    target = {"segment": (segment.SegmentBuilder, "_write"), "manifest": (index_mod, "write_json"),
+              "commit": (directory, "commit_generation")}[where]
+    monkeypatch.setattr(*target, fail)
+    before = _generation(base_index)
+    with pytest.raises(WriteError, match=rf"cannot write the index: Input/output error; nothing was changed, "
+                                         rf"generation {before} stays current"):
+        with IndexWriter(base_index, mode="update") as w:
+            w.add(Document("new", "", "PLAN: quenzaline."))
+    monkeypatch.undo()
+    assert _generation(base_index) == before and not _segments_in_progress(base_index)
+    assert load_index(base_index).search("zorbifen")[0].passage.doc_id == "kept"
+    with IndexWriter(base_index, mode="update") as w:  # the lock was released
+        w.add(Document("new", "", "PLAN: quenzaline."))
+    assert load_index(base_index).search("quenzaline")[0].passage.doc_id == "new"
+
+
+def test_io_error_cli_is_one_line(tmp_path, base_index, monkeypatch):
+    import errno
+
+    from typer.testing import CliRunner
+
+    from capr.cli import app
+    from capr.index import index as index_mod
+
+    def fail(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index_mod, "write_json", fail)
+    src = _write_jsonl(tmp_path / "b.jsonl", _records(3))
+    res = CliRunner().invoke(app, ["add", str(base_index), str(src)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "cannot write the index: No space left on device; nothing was changed" in res.output

@@ -18,7 +18,7 @@ from capr import __version__
 from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.errors import CaprError, IndexError_, QueryError
+from capr.errors import CaprError, IndexError_, QueryError, WriteError
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
@@ -245,6 +245,9 @@ class IndexWriter:
             if self._dense_encoder is not None:
                 # a model trained with document context reads each passage with its title (and heading)
                 self.builder.dense_text = self._dense_encoder.passage_text
+        except OSError as e:
+            self._lock.__exit__(None, None, None)
+            raise self._write_error(e) from None
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -312,8 +315,22 @@ class IndexWriter:
             self._delete.add(doc.doc_id)
         self._new_ids.add(doc.doc_id)
         self._new_pids.update(pids)
-        self.builder.add(doc, passages)
+        try:
+            self.builder.add(doc, passages)
+        except OSError as e:  # the segment being written is now incomplete: this writer is done
+            self.abort()
+            raise self._write_error(e) from None
         return len(passages)
+
+    def _write_error(self, e: OSError) -> WriteError:
+        """One line for a failed write: the index, the system's reason, and what is still current."""
+        try:
+            current = f"generation {dirs.current_generation(self.root).name} stays current"
+        except CaprError:
+            current = "no generation was committed"
+        reason = e.strerror or str(e)
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        return WriteError(f"{self.root}: cannot write the index: {reason}{where}; nothing was changed, {current}")
 
     def delete(self, doc_id: str) -> None:
         try:
@@ -399,10 +416,12 @@ class IndexWriter:
             }
             write_json(gen_tmp / "manifest.json", manifest)
             dirs.commit_generation(self.root, gen_tmp, name)
-        except BaseException:
+        except BaseException as e:
             if gen_tmp is not None:
                 shutil.rmtree(gen_tmp, ignore_errors=True)
             self.abort()
+            if isinstance(e, OSError):
+                raise self._write_error(e) from None
             raise
         self._closed = True
         self._lock.__exit__(None, None, None)

@@ -154,7 +154,10 @@ class SegmentBuilder:
     def abort(self) -> None:
         for fh in (self._docs_fh, self._pass_fh):
             if not fh.closed:
-                fh.close()
+                try:
+                    fh.close()
+                except OSError:  # flushing the buffer fails again on a full disk; the file is closed anyway
+                    pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
