@@ -568,3 +568,9 @@ def test_io_error_cli_is_one_line(tmp_path, base_index, monkeypatch):
     res = CliRunner().invoke(app, ["add", str(base_index), str(src)])
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "cannot write the index: No space left on device; nothing was changed" in res.output
+
+
+def test_index_into_an_unwritable_place_is_one_line(tmp_path):
+    src = _write_jsonl(tmp_path / "d.jsonl", _records(2))
+    proc = capr_cli("index", str(src), "--out", "/proc/capr-no-such/idx", check=False)
+    _one_line_error(proc, "/proc/capr-no-such/idx: cannot write the index:", "no generation was committed")

@@ -229,13 +229,16 @@ class IndexWriter:
         self.mode = mode
         self.report = report or ReadReport()
         self.progress = progress
-        if mode == "update":
-            dirs.current_generation(self.root)  # clear error when there is no index to update
-        else:
-            dirs.prepare_root(self.root)
-        # Lock before reading the base generation: a concurrent writer's commit must not be lost.
-        self._lock = dirs.write_lock(self.root)
-        self._lock.__enter__()
+        try:
+            if mode == "update":
+                dirs.current_generation(self.root)  # clear error when there is no index to update
+            else:
+                dirs.prepare_root(self.root)
+            # Lock before reading the base generation: a concurrent writer's commit must not be lost.
+            self._lock = dirs.write_lock(self.root)
+            self._lock.__enter__()
+        except OSError as e:  # e.g. a parent folder that cannot be created, a read-only file system
+            raise self._write_error(e) from None
         self._closed = False
         try:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
