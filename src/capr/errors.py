@@ -24,3 +24,8 @@ class QueryError(CaprError):
 
 class IndexError_(CaprError):
     """A missing, foreign or corrupt index directory."""
+
+
+class WriteError(CaprError):
+    """A write to an index that failed part-way (disk full, file too large, I/O error). Nothing of it
+    was committed: the previous generation stays current."""

@@ -10,13 +10,17 @@ re-ranking, evidence, highlights) reads the same :class:`ParsedQuery` instead of
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, normalize_aspect
 from capr.errors import QueryError
 from capr.records import Query
+
+if TYPE_CHECKING:
+    from capr.index.analyzer import Analyzer
 
 
 class Retriever(str, Enum):
@@ -93,15 +97,87 @@ def dense_query_text(query: Query | str, template: str = DEFAULT_TEMPLATE) -> st
     return f"{text} {query.text}" if query.text else text
 
 
-def check_aspect(aspect: str, corpus_aspects: Iterable[str]) -> None:
-    """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches."""
-    corpus_aspects = list(corpus_aspects)
-    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus_aspects)
+# Corpus aspects are cleaned note headings; many are one-off fragments ("a 21-day-old with", "a-1 womac
+# score"). Only frequent ones that look like a heading are suggested to a user who mistyped an aspect.
+MIN_SUGGESTED_ASPECT_PASSAGES = 5  # ... and at least 1 in 2,000 live passages
+_HEADING_LIKE_RE = re.compile(r"^[a-z][a-z&/()' \-]{2,39}$")
+
+
+def _heading_like(aspect: str) -> bool:
+    words = aspect.split()
+    return bool(_HEADING_LIKE_RE.match(aspect)) and len(words) <= 5 and len(words[0]) > 1
+
+
+def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str], n: int = 5) -> tuple[list[str], bool]:
+    """(suggestions, close): close matches among the canonical aspects and their synonyms (shown by their
+    canonical name) first, then among frequent heading-like corpus aspects; without any close match, the
+    aspects a user most likely wants: canonical ones by corpus frequency, then frequent corpus headings.
+    ``corpus_aspects`` maps aspect → live passages (a plain list: frequency unknown, every one counts)."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    total = sum(c for c in counts.values() if c) or 0
+    floor = max(MIN_SUGGESTED_ASPECT_PASSAGES, total // 2000)
+    frequent = {a: c or 0 for a, c in counts.items() if a and _heading_like(a) and (c is None or c >= floor)}
+    canonical = {a: a for a in ASPECT_SYNONYMS} | {s: a for a, syns in ASPECT_SYNONYMS.items() for s in syns}
+    wanted = aspect.strip().lower()
+    out: list[str] = []
+    seen: set[str] = set()
+    for pool in (canonical, {a: a for a in frequent}):
+        # the matched name is shown (synonyms are valid aspects too), one per canonical aspect
+        for m in difflib.get_close_matches(wanted, sorted(pool), n=n, cutoff=0.6):
+            if pool[m] not in seen:
+                seen.add(pool[m])
+                out.append(m)
+    if out:
+        return out[:n], True
+    by_freq = sorted(ASPECT_SYNONYMS, key=lambda a: (-(counts.get(a) or 0), list(ASPECT_SYNONYMS).index(a)))
+    present = [a for a in by_freq if counts.get(a)] or by_freq
+    others = sorted((a for a in frequent if a not in ASPECT_SYNONYMS), key=lambda a: (-frequent[a], a))
+    return (present[:10] + others)[:15], False
+
+
+def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str]) -> None:
+    """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches
+    (shared by every index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
+    corpus = list(corpus_aspects)
+    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus)
     if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
         return
-    close = difflib.get_close_matches(aspect.lower(), sorted(known), n=5, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known aspects include: {', '.join(corpus_aspects[:15])}"
+    suggestions, close = aspect_suggestions(aspect, corpus_aspects)
+    hint = f"; did you mean {', '.join(suggestions)}?" if close else f"; known aspects include: {', '.join(suggestions)}"
     raise QueryError(f"unknown aspect {aspect!r}{hint}")
+
+
+# English question and auxiliary words. bm25s' stopword list keeps them ("what", "how", "does"), so a
+# question such as "the and of what is was" used to match every passage containing "what": ten
+# unrelated hits. A query whose terms are all stopwords or question words asks nothing searchable.
+# They still count as terms next to a content word ("what causes gout"), so rankings do not change.
+QUESTION_WORDS = frozenset(
+    "what whats which who whom whose when where why how is are was were am be been being do does did done "
+    "can could should would will shall may might must have has had it its please tell me about there here".split()
+)
+
+
+def searchable_terms(analyzer: "Analyzer", query: Query | str, expand: bool = True) -> list[str]:
+    """The query's analysed lexical terms, or [] when there are none or all are question words
+    (only for an English analyser that removes stopwords: one that keeps them searches for them)."""
+    tokens = query_tokens(analyzer, query, expand)
+    if tokens and analyzer.config.stopwords and analyzer.config.language.lower() == "english":
+        question = set(analyzer(" ".join(sorted(QUESTION_WORDS))))
+        if all(t in question for t in tokens):
+            return []
+    return tokens
+
+
+def check_searchable(analyzer: "Analyzer", query: Query | str, retriever: "Retriever | str", expand: bool = True) -> None:
+    """A lexical or hybrid search needs at least one searchable term; otherwise a QueryError with the reason.
+    A dense search embeds the whole text, so a question of common words is still a question to it and is
+    answered (the encoder, not a term list, decides what it means)."""
+    if Retriever(retriever) is Retriever.dense or searchable_terms(analyzer, query, expand):
+        return
+    raise QueryError(
+        f"query has no searchable terms after stopword removal: {query_text(query, expand)!r} "
+        "(only stopwords and question words); add a content word, e.g. a disease or a symptom"
+    )
 
 
 @dataclass(slots=True)
@@ -163,4 +239,4 @@ def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand
 
 
 __all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect",
-           "check_template", "dense_query_text", "parse_query", "query_aspect", "query_text", "query_tokens"]
+           "check_searchable", "check_template", "dense_query_text", "parse_query", "searchable_terms", "query_aspect", "query_text", "query_tokens"]

@@ -6,10 +6,37 @@ passage can be highlighted in the original document.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 Span = tuple[int, int]
+
+DOC_ID_MAX_LENGTH = 256
+
+
+def check_doc_id(value: object) -> str:
+    """The one rule for document ids, applied by the readers, the index writer, the CLI and the HTTP
+    service alike (so no id can be stored that the API then refuses, or the reverse). Returns the id
+    as a string (an integer becomes its decimal string); raises ValueError with the reason otherwise.
+
+    Ids appear in URLs (``/documents/{id}``), run files and passage ids, so they must be printable
+    text without surrounding blanks and must not look like a path that climbs ("../x", "/etc").
+    Slashes inside are allowed: the text reader names documents by their relative path."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"must be a string (or an integer), got {type(value).__name__}")
+    s = str(value)
+    if not s:
+        raise ValueError("must not be empty")
+    if len(s) > DOC_ID_MAX_LENGTH:
+        raise ValueError(f"must be at most {DOC_ID_MAX_LENGTH} characters, got {len(s)}")
+    if s != s.strip():
+        raise ValueError("must not start or end with whitespace")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in s):
+        raise ValueError("must not contain control characters or lone surrogates")
+    if s.startswith("/") or any(part in ("", ".", "..") for part in s.split("/")):
+        raise ValueError("must not start with '/' or contain empty, '.' or '..' path segments")
+    return s
 
 
 @dataclass(slots=True)

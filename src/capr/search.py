@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from capr.errors import QueryError
-from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_template, parse_query)
+from capr.query import DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, parse_query
 from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
 from capr.retrieve.highlight import snippet, term_spans
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
 
 DEFAULT_ASPECT_BOOST = 0.5
+# Said (CLI, API) instead of "no matching passages" when a search finds nothing because nothing is left.
+EMPTY_INDEX_MESSAGE = "the index is empty: all documents were deleted"
 PRIOR_DEPTH = 100  # candidates a first stage returns when an aspect prior or fusion re-orders them
 
 
@@ -98,12 +100,13 @@ class SearchResult:
     retriever: str  # what ranked the first stage: a Retriever value, or "cdv"
     reranker: str | None = None
     evidence_method: str | None = None
+    notices: list[str] = field(default_factory=list)  # what the user should know about these results
 
     def to_dict(self) -> dict[str, Any]:
         q = self.query.query
         return {"query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": self.retriever,
                 "reranker": self.reranker, "filters": self.options.filters or {}, "evidence_method": self.evidence_method,
-                "results": [h.to_dict() for h in self.hits]}
+                "notices": list(self.notices), "results": [h.to_dict() for h in self.hits]}
 
 
 class Searcher:
@@ -145,6 +148,13 @@ class Searcher:
         options = options or SearchOptions(**kw)
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
         self.check(options)
+        if self.cdv is None:
+            check_searchable(self.store.analyzer, pq.query, options.retriever, pq.expand)
+        if not self.store.live_count():
+            # a valid query on an index whose documents were all deleted: no results, not an error (and no
+            # filter to check: there is nothing to filter)
+            return SearchResult(pq, options, [], options.retriever.value, getattr(self.reranker, "name", None),
+                                None, [EMPTY_INDEX_MESSAGE])
         flt = self.store.compile_filter(options.filters)
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if self.cdv is not None:
@@ -277,4 +287,4 @@ def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> lis
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "Evidence", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "EMPTY_INDEX_MESSAGE", "Evidence", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]

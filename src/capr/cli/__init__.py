@@ -32,6 +32,12 @@ def expand_variadic(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    import signal
+
+    # Past a file-size limit (ulimit -f) the kernel kills the process with SIGXFSZ; ignored, the write
+    # fails with EFBIG instead and the index writer reports it in one line, like a full disk.
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     app(args=expand_variadic(sys.argv[1:]), prog_name="capr")
 
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from capr.corpus import ReadReport
 from capr.errors import CaprError, QueryError
+from capr.index.index import DEFAULT_MAX_DOC_CHARS
 from capr.models.encoder import EncoderConfig, parse_backend
 from capr.store import BackendOptions, Capability
 
@@ -41,6 +42,9 @@ def _progress(transient: bool = False) -> Progress:
         TextColumn("{task.fields[note]}"),
         console=err,
         transient=transient,
+        # a pipe or a log file is not a terminal: live frames there are noise (spinner glyphs, one
+        # line per refresh); the summary lines printed after the work still go out
+        disable=not err.is_terminal,
     )
 
 
@@ -126,6 +130,7 @@ URI_HELP = "Milvus: a Milvus Lite file (*.db) or http(s)://host:19530 (standalon
 TOKEN_HELP = "Milvus token ('user:password' or an API key); prefer $CAPR_MILVUS_TOKEN (command lines are visible in ps)."
 
 
+MAX_DOC_HELP = "Refuse documents longer than this many characters (a bad record: --skip-bad skips it)."
 CA_HELP = "Milvus TLS: PEM file of a private CA that signed the server certificate (with an https:// --uri)."
 
 
@@ -160,11 +165,12 @@ def backend_options(backend: str, uri: Optional[str], token: Optional[str], tls_
     return opts
 
 
-def write_to_store(store, documents: Iterable, label: str, report: ReadReport | None = None, quiet: bool = False) -> float:
+def write_to_store(store, documents: Iterable, label: str, report: ReadReport | None = None, quiet: bool = False,
+                   max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> float:
     """Adds documents to any store with a progress display; returns the seconds it took."""
     t0 = time.time()
     with (_progress() if not quiet else nullcontext()) as progress:
-        store.add(documents, progress=_WriteProgress(progress, label), report=report)
+        store.add(documents, progress=_WriteProgress(progress, label), report=report, max_doc_chars=max_doc_chars)
     return time.time() - t0
 
 

@@ -14,7 +14,8 @@ from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError
 from capr.index import AnalyzerConfig
-from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _encoder_config, _print_write_summary, _run_guarded, app, backend_options, out, write_to_store)
+from capr.index.index import DEFAULT_MAX_DOC_CHARS
+from capr.cli.common import (MAX_DOC_HELP, TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _encoder_config, _print_write_summary, _run_guarded, app, backend_options, out, write_to_store)
 
 
 @app.command("index")
@@ -40,6 +41,7 @@ def index_cmd(
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
     milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
+    max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
 ) -> None:
     """Read SOURCE, split it into passages and build a persistent index (BM25/TF-IDF, optionally dense)."""
 
@@ -53,7 +55,8 @@ def index_cmd(
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
         store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
         report = ReadReport(skip_bad=skip_bad)
-        secs = write_to_store(store, read_documents(source, fmt, report), f"indexing {source.name}", report)
+        secs = write_to_store(store, read_documents(source, fmt, report), f"indexing {source.name}", report,
+                              max_doc_chars=max_doc_chars)
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
 
     _run_guarded(body)
@@ -69,13 +72,15 @@ def add_cmd(
     uri: Optional[str] = URI_OPTION,
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
+    max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
 ) -> None:
     """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
 
     def body() -> None:
         report = ReadReport(skip_bad=skip_bad)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
-        secs = write_to_store(store, read_documents(source, fmt, report), f"adding {source.name}", report)
+        secs = write_to_store(store, read_documents(source, fmt, report), f"adding {source.name}", report,
+                              max_doc_chars=max_doc_chars)
         _print_write_summary("added", store, report, secs)
 
     _run_guarded(body)

@@ -20,7 +20,10 @@ from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.records import Query
 from capr.store import BackendOptions
 from capr.demo import demo_corpus_dir
-from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _open_cdv_store, _parse_filters, _run_guarded, app, backend_options, out, write_to_store)
+from capr.cli.common import (
+    BACKEND_HELP, TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, _open_cdv_store, _parse_filters, _run_guarded, app, backend_options,
+    err, out, write_to_store,
+)
 
 
 def render_spans(spans: list, console: Console = out) -> None:
@@ -35,9 +38,10 @@ def render_spans(spans: list, console: Console = out) -> None:
         console.print()
 
 
-def render_results(results: list[dict], console: Console = out) -> None:
+def render_results(results: list[dict], console: Console = out, empty: str | None = None) -> None:
     if not results:
-        console.print("[yellow]no matching passages[/]")
+        # exit status stays 0 either way: "nothing found" is an answer, not a failure
+        console.print(f"[yellow]{escape(empty or 'no matching passages')}[/]")
         return
     for r in results:
         head = Text.assemble(
@@ -133,9 +137,12 @@ def search_cmd(
         if as_json:
             payload = result.to_dict()
             payload["reranker"] = reranker
+            if not result.hits and result.notices:
+                payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
+                err.print(escape(result.notices[0]))
             sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         else:
-            render_results(result.to_dict()["results"])
+            render_results(result.to_dict()["results"], empty=result.notices[0] if result.notices else None)
 
     _run_guarded(body)
 

@@ -2,16 +2,74 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import json
+import tarfile
+import zlib
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 
 from capr.errors import BadInputError
 
 if TYPE_CHECKING:
     from capr.corpus.report import ReadReport
+
+T = TypeVar("T")
+
+# What reading a (possibly compressed) source can raise part-way through: a damaged or cut gzip
+# stream (BadGzipFile is an OSError, a cut stream an EOFError, a damaged deflate block zlib.error),
+# bytes that are not UTF-8 past the checked head, malformed CSV, a cut tar archive, an I/O error.
+READ_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, tarfile.TarError)
+
+
+def read_error_reason(e: BaseException) -> str:
+    """One short, user-facing reason for a read failure (no exception class names, no traceback)."""
+    msg = str(e)
+    if isinstance(e, EOFError):
+        return "truncated gzip data (the file ends inside the compressed stream)"
+    if isinstance(e, gzip.BadGzipFile):
+        if "CRC check failed" in msg:
+            return "corrupt gzip data (bad CRC)"
+        if "Incorrect length" in msg:
+            return "corrupt gzip data (bad length)"
+        return f"corrupt gzip data ({msg})"
+    if isinstance(e, zlib.error):
+        return f"corrupt gzip data ({msg.removeprefix('Error -3 while decompressing data: ')})"
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text ({e.reason})"
+    if isinstance(e, csv.Error):
+        return f"malformed CSV ({msg})"
+    if isinstance(e, tarfile.TarError):
+        return f"damaged tar archive ({msg})"
+    if isinstance(e, OSError):
+        return f"cannot read file: {e.strerror or msg}"
+    return msg
+
+
+def guard_reads(path: Path, items: Iterable[T], where: Callable[[], str | None]) -> Iterator[T]:
+    """Yields ``items``; a read failure part-way through becomes one BadInputError naming the file,
+    the record being read (``where()``) and the reason. Such an error is fatal even with --skip-bad:
+    the stream cannot be resumed after it, and indexing the records before it alone would silently
+    drop the rest, so the write is aborted and the previous generation stays current."""
+    it = iter(items)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except READ_ERRORS as e:
+            raise BadInputError(str(path), read_error_reason(e), where()) from None
+        yield item
+
+
+def csv_header(path: Path, reader: "csv.DictReader") -> list[str]:
+    """The column names of a DictReader (reading them can already hit a damaged gzip stream)."""
+    try:
+        return list(reader.fieldnames or [])
+    except READ_ERRORS as e:
+        raise BadInputError(str(path), read_error_reason(e), "line 1") from None
 
 
 def read_head(path: Path, n: int = 8192) -> bytes:
@@ -19,8 +77,8 @@ def read_head(path: Path, n: int = 8192) -> bytes:
     try:
         with opener(path, "rb") as fh:
             return fh.read(n)
-    except (OSError, EOFError) as e:
-        raise BadInputError(str(path), f"cannot read file: {e}") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise BadInputError(str(path), read_error_reason(e)) from None
 
 
 def check_text_file(path: Path) -> None:
@@ -50,7 +108,14 @@ def open_text(path: Path) -> IO[str]:
 
 def read_text(path: Path) -> str:
     check_text_file(path)
-    data = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as fh:
+                data = fh.read()
+        else:
+            data = path.read_bytes()
+    except READ_ERRORS as e:
+        raise BadInputError(str(path), read_error_reason(e)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -61,7 +126,8 @@ def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
     """("line N", parsed object) for every non-blank line. Invalid JSON goes to ``report.bad``
     (which raises unless skipping) or, without a report, raises at once."""
     with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
+        lineno = 0
+        for lineno, line in enumerate(guard_reads(path, fh, lambda: f"line {lineno + 1}"), 1):
             if not line.strip():
                 continue
             try:

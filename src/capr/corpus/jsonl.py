@@ -7,7 +7,7 @@ from typing import Iterator
 
 from capr.corpus.files import json_lines
 from capr.corpus.report import ReadReport
-from capr.records import Document
+from capr.records import Document, check_doc_id
 
 _ID_KEYS = ("doc_id", "id", "_id", "docid")
 _RESERVED = {"text", "title", "metadata", "sections", *_ID_KEYS}
@@ -21,9 +21,14 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
     if not isinstance(text, str):
         report.bad(source, "missing string field 'text'", record)
         return None
-    doc_id = next((str(obj[k]) for k in _ID_KEYS if obj.get(k) not in (None, "")), None)
-    if doc_id is None:
+    key = next((k for k in _ID_KEYS if obj.get(k) not in (None, "")), None)
+    if key is None:
         report.bad(source, f"missing document id (one of {', '.join(_ID_KEYS)})", record)
+        return None
+    try:
+        doc_id = check_doc_id(obj[key])  # ["x"] used to be stored as the id "['x']"
+    except ValueError as e:
+        report.bad(source, f"field {key!r}: document id {e}", record)
         return None
     meta = obj.get("metadata") or {}
     if not isinstance(meta, dict):

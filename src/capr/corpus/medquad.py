@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import normalize_aspect
-from capr.corpus.files import json_lines
+from capr.corpus.files import READ_ERRORS, json_lines, read_error_reason
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, Qrel, Query, Section
@@ -89,14 +89,26 @@ def read_medquad(source: Path, report: ReadReport) -> Iterator[Document]:
         return
     try:
         tar = tarfile.open(source, "r:*")
-    except (tarfile.TarError, OSError) as e:
-        raise BadInputError(str(source), f"not a readable tar archive: {e}") from None
+    except tarfile.TarError:
+        # tarfile's message lists every compression it tried, one per line: say it in one
+        raise BadInputError(str(source), "not a readable tar archive (plain, gzip, bzip2 or xz)") from None
+    except READ_ERRORS as e:
+        raise BadInputError(str(source), read_error_reason(e)) from None
     with tar:
-        for member in tar:  # streaming: members are read in archive order
-            if not (member.isfile() and member.name.endswith(".xml")):
-                continue
-            fh = tar.extractfile(member)
-            data = fh.read() if fh else b""
+        members = iter(tar)  # streaming: members are read in archive order
+        while True:
+            member = None
+            try:
+                member = next(members, None)
+                if member is None:
+                    break
+                if not (member.isfile() and member.name.endswith(".xml")):
+                    continue
+                fh = tar.extractfile(member)
+                data = fh.read() if fh else b""
+            except READ_ERRORS as e:  # a cut or damaged archive: fatal, like a damaged gzip stream
+                where = f"member {member.name}" if member is not None else None
+                raise BadInputError(str(source), read_error_reason(e), where) from None
             subset = Path(member.name).parent.name
             doc = parse_medquad_xml(data, f"{source}:{member.name}", report, subset=subset)
             if doc is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import normalize_aspect
-from capr.corpus.files import open_text
+from capr.corpus.files import csv_header, guard_reads, open_text
 from capr.corpus.report import ReadReport
 from capr.records import Document, Section
 
@@ -31,10 +31,10 @@ def read_mts_dialog(source: Path, report: ReadReport) -> Iterator[Document]:
         with open_text(path) as fh:
             reader = csv.DictReader(fh)
             need = {"section_header", "section_text"}
-            if not need <= set(reader.fieldnames or []):
+            if not need <= set(csv_header(path, reader)):
                 report.bad(str(path), f"not an MTS-Dialog CSV: needs columns {sorted(need)}")
                 continue
-            for rowno, row in enumerate(reader, 2):
+            for rowno, row in enumerate(guard_reads(path, reader, lambda: f"line {reader.line_num + 1}"), 2):
                 text = (row.get("section_text") or "").strip()
                 header = (row.get("section_header") or "").strip()
                 if not text:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import open_text
+from capr.corpus.files import csv_header, guard_reads, open_text
 from capr.corpus.report import ReadReport
 from capr.records import Document
 
@@ -32,11 +32,17 @@ def read_mtsamples(path: Path, report: ReadReport, dedupe: bool = True) -> Itera
     seen: set[str] = set()
     with open_text(path) as fh:
         reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        fields = csv_header(path, reader)
+        missing = [c for c in REQUIRED if c not in fields]
         if missing:
             report.bad(str(path), f"not an MTSamples CSV: missing column(s) {missing}")
             return
-        for rowno, row in enumerate(reader, 2):
+        for rowno, row in enumerate(guard_reads(path, reader, lambda: f"line {reader.line_num + 1}"), 2):
+            if None in row.values():
+                # csv fills the columns a row lacks with None: a file cut part-way (or a broken row)
+                got = sum(v is not None for v in row.values())
+                report.bad(str(path), f"row has {got} of {len(fields)} columns (truncated file?)", f"line {reader.line_num}")
+                continue
             flat = (row.get("transcription") or "").strip()
             note_id = (row.get("note_id") or row.get("") or str(rowno - 1)).strip()
             if not flat:

@@ -8,7 +8,7 @@ import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
@@ -16,15 +16,16 @@ from capr import __version__
 from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.errors import CaprError, IndexError_, QueryError
+from capr.errors import CaprError, IndexError_, QueryError, WriteError
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
-from capr.index.lexical import BM25Params, BM25Scorer, TfidfScorer
+from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
 from capr.index.merge import merge_columns, merge_matrices
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
+from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
-from capr.records import Document, Passage
+from capr.records import Document, Passage, check_doc_id
 from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 2
 DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get an HNSW graph
+# A document longer than this is refused (a bad record: --skip-bad skips it). 10 M characters is far
+# beyond any clinical note or article; a bigger "document" is almost always a mistake (a whole dump in
+# one JSON field) and would be held, segmented and analysed in memory at once.
+DEFAULT_MAX_DOC_CHARS = 10_000_000
 
 
 def _encoder(config: dict[str, Any] | None):
@@ -58,20 +63,27 @@ class IndexWriter:
         mode: str = "create",
         hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
         progress: Any = None,
+        max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
     ) -> None:
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
+        if max_doc_chars <= 0:
+            raise CaprError(f"the document size limit must be positive, got {max_doc_chars}")
+        self.max_doc_chars = max_doc_chars
         self.root = Path(root)
         self.mode = mode
         self.report = report or ReadReport()
         self.progress = progress
-        if mode == "update":
-            dirs.current_generation(self.root)  # clear error when there is no index to update
-        else:
-            dirs.prepare_root(self.root)
-        # Lock before reading the base generation: a concurrent writer's commit must not be lost.
-        self._lock = dirs.write_lock(self.root)
-        self._lock.__enter__()
+        try:
+            if mode == "update":
+                dirs.current_generation(self.root)  # clear error when there is no index to update
+            else:
+                dirs.prepare_root(self.root)
+            # Lock before reading the base generation: a concurrent writer's commit must not be lost.
+            self._lock = dirs.write_lock(self.root)
+            self._lock.__enter__()
+        except OSError as e:  # e.g. a parent folder that cannot be created, a read-only file system
+            raise self._write_error(e) from None
         self._closed = False
         try:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
@@ -81,6 +93,9 @@ class IndexWriter:
             if self._dense_encoder is not None:
                 # a model trained with document context reads each passage with its title (and heading)
                 self.builder.dense_text = self._dense_encoder.passage_text
+        except OSError as e:
+            self._lock.__exit__(None, None, None)
+            raise self._write_error(e) from None
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -122,6 +137,17 @@ class IndexWriter:
 
     def add(self, doc: Document) -> int:
         """Segment, analyse and store one document (replacing an indexed one with the same id)."""
+        try:
+            check_doc_id(doc.doc_id)  # readers check it with file and line; this guards the Python API
+        except ValueError as e:
+            self.report.bad(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}",
+                            repr(doc.doc_id)[:80])
+            return 0
+        if len(doc.text) > self.max_doc_chars:
+            self.report.bad(str(doc.metadata.get("path") or doc.doc_id),
+                            f"document text has {len(doc.text):,} characters, more than the limit of "
+                            f"{self.max_doc_chars:,} (--max-doc-chars)", doc.doc_id)
+            return 0
         if doc.doc_id in self._new_ids:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
             return 0
@@ -137,10 +163,28 @@ class IndexWriter:
             self._delete.add(doc.doc_id)
         self._new_ids.add(doc.doc_id)
         self._new_pids.update(pids)
-        self.builder.add(doc, passages)
+        try:
+            self.builder.add(doc, passages)
+        except OSError as e:  # the segment being written is now incomplete: this writer is done
+            self.abort()
+            raise self._write_error(e) from None
         return len(passages)
 
+    def _write_error(self, e: OSError) -> WriteError:
+        """One line for a failed write: the index, the system's reason, and what is still current."""
+        try:
+            current = f"generation {dirs.current_generation(self.root).name} stays current"
+        except CaprError:
+            current = "no generation was committed"
+        reason = e.strerror or str(e)
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        return WriteError(f"{self.root}: cannot write the index: {reason}{where}; nothing was changed, {current}")
+
     def delete(self, doc_id: str) -> None:
+        try:
+            check_doc_id(doc_id)  # the same rule as for adding: an id that cannot be stored cannot be deleted
+        except ValueError as e:
+            raise QueryError(f"document id {doc_id!r} {e}") from None
         if doc_id in self._new_ids:
             raise CaprError(f"document {doc_id!r} was added in this same update; delete it in a later one")
         if self.base is None or not self.base.has_document(doc_id):
@@ -178,9 +222,12 @@ class IndexWriter:
             live_docs = live_passages = 0
             vocab: set[str] = set()
             if self.base is not None:
-                for seg, plive, dlive in zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live):
-                    if self._delete:
-                        col = seg.columns["doc_id"]
+                # Only what the new live masks need: document ids, and the doc_id column of a segment
+                # that loses documents; never the merged term matrix or columns of the base.
+                hit = self.base.segments_with(self._delete) if self._delete else set()
+                for si, (seg, plive, dlive) in enumerate(zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live)):
+                    if si in hit:
+                        col = seg.column("doc_id")
                         gone = [code for code, v in enumerate(col.values) if v in self._delete]
                         plive = plive & ~np.isin(np.asarray(col.codes), gone)
                         dlive = dlive & ~np.fromiter((d in self._delete for d in seg.doc_ids), dtype=bool, count=len(seg.doc_ids))
@@ -191,7 +238,7 @@ class IndexWriter:
                     segments.append(seg.name)
                     live_passages += int(plive.sum())
                     live_docs += int(dlive.sum())
-                    vocab.update(seg.matrix.vocab)
+                    vocab.update(seg.terms())
             if new_segment is not None:
                 write_npy(gen_tmp / "live" / f"{new_segment}.npy", np.ones(self.builder.n_passages, dtype=bool))
                 write_npy(gen_tmp / "live" / f"{new_segment}.docs.npy", np.ones(len(self.builder.doc_ids), dtype=bool))
@@ -199,7 +246,7 @@ class IndexWriter:
                 live_passages += self.builder.n_passages
                 live_docs += len(self.builder.doc_ids)
                 vocab.update(self.builder.terms)
-            fields = self.builder.field_names | (set(self.base.columns) if self.base else set())
+            fields = self.builder.field_names | (set(self.base.manifest["fields"]) if self.base else set())
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
@@ -217,14 +264,58 @@ class IndexWriter:
             }
             write_json(gen_tmp / "manifest.json", manifest)
             dirs.commit_generation(self.root, gen_tmp, name)
-        except BaseException:
+        except BaseException as e:
             if gen_tmp is not None:
                 shutil.rmtree(gen_tmp, ignore_errors=True)
             self.abort()
+            if isinstance(e, OSError):
+                raise self._write_error(e) from None
             raise
         self._closed = True
         self._lock.__exit__(None, None, None)
         return Index.load(self.root)
+
+
+_UNLOADED = object()
+
+
+def _live_terms(m: TermMatrix, live: np.ndarray, chunk: int = 1 << 20) -> set[str]:
+    """Terms of ``m`` with at least one live posting, reading the postings ``chunk`` at a time."""
+    indptr = np.asarray(m.indptr)
+    has_live = np.zeros(len(indptr) - 1, dtype=bool)
+    for lo in range(0, int(indptr[-1]), chunk):
+        hi = min(lo + chunk, int(indptr[-1]))
+        rows = live[np.asarray(m.indices[lo:hi])]
+        if rows.any():
+            # the term (column) of each live posting in this chunk
+            cols = np.searchsorted(indptr, lo + np.flatnonzero(rows), side="right") - 1
+            has_live[cols] = True
+    ids = set(np.flatnonzero(has_live).tolist())
+    return {t for t, i in m.vocab.items() if i in ids}
+
+
+class _MergedColumns(Mapping):
+    """Filter columns over all segments, each merged on first access (keys: the generation's fields)."""
+
+    def __init__(self, segments: list[Segment], sizes: list[int], fields: list[str]) -> None:
+        self._segments = segments
+        self._sizes = sizes
+        self._fields = list(fields)
+        self._merged: dict[str, Column] = {}
+
+    def __getitem__(self, field: str) -> Column:
+        if field not in self._merged:
+            if field not in self._fields:
+                raise KeyError(field)
+            self._merged[field] = merge_columns(
+                [s.column(field) if field in s.fields else None for s in self._segments], self._sizes)
+        return self._merged[field]
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
 
 
 class Index:
@@ -247,8 +338,12 @@ class Index:
         sizes = [s.n_passages for s in self.segments]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.live = np.concatenate(self.seg_live) if self.segments else np.zeros(0, dtype=bool)
-        self.matrix = merge_matrices([s.matrix for s in self.segments], self.live) if self.segments else None
-        self.columns = {f: merge_columns([s.columns.get(f) for s in self.segments], sizes) for f in self.manifest["fields"]}
+        # The merged term matrix and columns are built on first use: an index writer (capr add, the
+        # service's writes) opens the generation it updates only to look up document ids, and its
+        # memory must scale with the batch it writes, not with the index (issue 19).
+        self._matrix: TermMatrix | None | object = _UNLOADED
+        self._sizes = sizes
+        self.columns: Mapping[str, Column] = _MergedColumns(self.segments, sizes, self.manifest["fields"])
         self._scorers: dict[Retriever, Any] = {}
         self._pid_rows: dict[str, int] | None = None
         self._doc_rows: dict[str, tuple[int, int]] | None = None
@@ -269,15 +364,30 @@ class Index:
         return int(self.offsets[-1])
 
     @property
+    def matrix(self) -> TermMatrix | None:
+        """All segments' term matrices as one (None when every document is deleted); merged on first use."""
+        if self._matrix is _UNLOADED:
+            self._matrix = merge_matrices([s.matrix for s in self.segments], self.live) if self.segments else None
+        return self._matrix  # type: ignore[return-value]
+
+    @property
     def counts(self) -> dict[str, int]:
         """Live documents and passages, and the vocabulary of live passages."""
         c = self.manifest["counts"]
-        vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
+        if self._matrix is not _UNLOADED or len(self.segments) <= 1:  # merged already, or merging is free
+            vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
+        else:  # without merging: the union of each segment's live terms
+            vocab = len(set().union(*(_live_terms(s.matrix, live) for s, live in zip(self.segments, self.seg_live))))
         return {"documents": c["documents"], "passages": c["passages"], "vocabulary": vocab}
 
     @property
     def has_dense(self) -> bool:
         return bool(self.manifest.get("dense"))
+
+    @property
+    def is_empty(self) -> bool:
+        """No live passage: every document was deleted (a generation then has no segments and no term matrix)."""
+        return self.matrix is None or not self.live.any()
 
     # -- lookups ----------------------------------------------------------------
     def locate(self, row: int) -> tuple[Segment, int]:
@@ -320,6 +430,11 @@ class Index:
     def has_document(self, doc_id: str) -> bool:
         return doc_id in self._doc_index()
 
+    def segments_with(self, doc_ids: set[str]) -> set[int]:
+        """Indices of the segments holding a live document among ``doc_ids``."""
+        index = self._doc_index()
+        return {index[d][0] for d in doc_ids if d in index}
+
     def document_ids(self) -> list[str]:
         return list(self._doc_index())
 
@@ -333,6 +448,12 @@ class Index:
         col = self.columns["aspect"]
         present = set(np.unique(np.asarray(col.codes)[self.live]).tolist())
         return sorted(str(v) for i, v in enumerate(col.values) if v and i in present)
+
+    def aspect_counts(self) -> dict[str, int]:
+        """Live passages per section aspect."""
+        col = self.columns["aspect"]
+        counts = np.bincount(np.asarray(col.codes)[self.live], minlength=len(col.values))
+        return {str(v): int(counts[i]) for i, v in enumerate(col.values) if v and counts[i]}
 
     # -- Store primitives (capr.store.Store; the search pipeline is capr.search.Searcher) ---------------
     backend = Backend.embedded
@@ -351,7 +472,7 @@ class Index:
         return self.counts
 
     def live_count(self) -> int:
-        return int(self.manifest["counts"]["passages"]) if self.matrix is not None else 0
+        return int(self.manifest["counts"]["passages"])
 
     def row_count(self) -> int:
         return len(self)
@@ -456,7 +577,7 @@ class Index:
 
     # -- filters ----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
-        check_aspect(aspect, self.aspects())
+        check_aspect(aspect, self.aspect_counts())
 
     def compile_filter(self, filters: dict[str, Any] | None) -> np.ndarray | None:
         """The live rows passing every filter; a QueryError naming an unknown field or a value no passage has."""

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -153,23 +154,55 @@ class SegmentBuilder:
     def abort(self) -> None:
         for fh in (self._docs_fh, self._pass_fh):
             if not fh.closed:
-                fh.close()
+                try:
+                    fh.close()
+                except OSError:  # flushing the buffer fails again on a full disk; the file is closed anyway
+                    pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class Segment:
+    """An immutable segment on disk. Only segment.json and the record-store offsets are read when it is
+    opened; the term matrix, the filter columns and the id lists are read on first use, so a writer
+    that only needs to know which documents exist does not pay for the rest."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.name = path.name
         info = json.loads((path / "segment.json").read_text())
         self.n_passages = info["passages"]
+        self.n_documents = info["documents"]
         self.fields = info["fields"]
         self.passages = RecordStore(path / "passages.jsonl")
         self.documents = RecordStore(path / "documents.jsonl")
-        self.matrix = TermMatrix.load(path / "lexical")
-        self.columns = {f: Column.load(path / "columns", f) for f in self.fields}
-        self.doc_ids: list[str] = json.loads((path / "doc_ids.json").read_text())
-        self.pids: list[str] = json.loads((path / "pids.json").read_text())
+
+    @cached_property
+    def matrix(self) -> TermMatrix:
+        return TermMatrix.load(self.path / "lexical")
+
+    @cached_property
+    def columns(self) -> dict[str, Column]:
+        return {f: self.column(f) for f in self.fields}
+
+    def column(self, name: str) -> Column:
+        """One filter column (without loading the others)."""
+        if "columns" in self.__dict__:
+            return self.__dict__["columns"][name]
+        return Column.load(self.path / "columns", name)
+
+    @cached_property
+    def doc_ids(self) -> list[str]:
+        return json.loads((self.path / "doc_ids.json").read_text())
+
+    @cached_property
+    def pids(self) -> list[str]:
+        return json.loads((self.path / "pids.json").read_text())
+
+    def terms(self) -> set[str]:
+        """The segment's vocabulary (from its term matrix if loaded, else straight from vocab.json)."""
+        if "matrix" in self.__dict__:
+            return set(self.matrix.vocab)
+        return set(json.loads((self.path / "lexical" / "vocab.json").read_text(encoding="utf-8")))
 
     def vectors(self):
         from capr.index.vectors import SegmentVectors

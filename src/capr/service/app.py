@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -36,7 +37,7 @@ from capr.retrieve.highlight import term_spans
 from capr.search import Evidence, SearchOptions, Searcher
 from capr.store import Capability, Store
 from capr.service import schemas as S
-from capr.service.config import CONFIG_ENV, ServiceConfig, TokenSet, load_tokens
+from capr.service.config import CONFIG_ENV, AuthThrottle, ServiceConfig, TokenSet, load_tokens
 from capr.service.state import IndexHolder, StoreHolder, WriteBusy
 
 log = logging.getLogger("capr.service")
@@ -163,6 +164,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": S.ErrorOut, "description": "Missing or malformed bearer token."},
     403: {"model": S.ErrorOut, "description": "Invalid token, or writes disabled (no tokens configured)."},
+    429: {"model": S.ErrorOut, "description": "Too many failed token checks from this client: wait Retry-After seconds."},
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": S.ErrorOut, "description": "No such document."}}
 BUSY: dict[int | str, dict[str, Any]] = {503: {"model": S.ErrorOut, "description": "Another process is writing the index; retry."}}
@@ -193,18 +195,39 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     app.state.config = config
     app.add_middleware(GuardMiddleware, max_body_bytes=config.max_body_bytes)
 
+    throttle = AuthThrottle.from_config(config)
+    app.state.auth_throttle = throttle
+
     def check_token(request: Request, creds: HTTPAuthorizationCredentials | None) -> None:
         if not request.headers.get("authorization"):
             raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <token>'", "authorization",
                            headers={"WWW-Authenticate": "Bearer"})
+        # per client address (behind a reverse proxy: the proxy's, unless uvicorn is told to trust it)
+        client = request.client.host if request.client else "unknown"
+        wait = throttle.retry_after(client)
+        if wait > 0:  # decided before the token is looked at: a blocked client learns nothing
+            raise _too_many(wait)
         if creds is None:
+            _failed_auth(client)
             raise ApiError(401, "the Authorization header must use the Bearer scheme", "authorization",
                            headers={"WWW-Authenticate": "Bearer"})
         if not tokens:
             raise ApiError(403, "writes are disabled: the server has no API tokens (set CAPR_API_TOKENS or --token-file)",
                            "authorization")
         if not tokens.matches(creds.credentials):
+            _failed_auth(client)
             raise ApiError(403, "invalid token", "authorization")
+        throttle.succeeded(client)
+
+    def _failed_auth(client: str) -> None:
+        backoff = throttle.failed(client)
+        if backoff:
+            log.warning("client %s: too many failed token checks; refused for %.0f s", client, backoff)
+
+    def _too_many(wait: float) -> ApiError:
+        secs = max(1, math.ceil(wait))
+        return ApiError(429, f"too many failed authentication attempts from this client; retry after {secs} s",
+                        "authorization", headers={"Retry-After": str(secs)})
 
     def require_write(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
         check_token(request, creds)

@@ -7,9 +7,12 @@ import hmac
 import json
 import os
 import stat
+import threading
+import time
+from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from capr.errors import CaprError
 
@@ -30,10 +33,22 @@ class ServiceConfig:
     write_wait_s: float = 30.0  # how long a write waits for another process's writer before 503
     cases_model: str | None = None  # cross-encoder from `capr train cases`: POST /cases runs the similar-case
     # pipeline (needs an index with vectors); None keeps the lexical baseline
+    # Back-off for clients that keep sending bad tokens (per client address, per process): after
+    # auth_fail_limit failed token checks within auth_fail_window_s, every authenticated request from
+    # that address gets 429 with Retry-After for auth_backoff_s, doubled on each further block (at most
+    # auth_backoff_max_s). A valid token clears the record. auth_fail_limit = 0 turns it off.
+    auth_fail_limit: int = 5
+    auth_fail_window_s: float = 60.0
+    auth_backoff_s: float = 1.0
+    auth_backoff_max_s: float = 300.0
 
     def __post_init__(self) -> None:
         if self.max_body_bytes <= 0:
             raise CaprError(f"max_body_bytes must be positive, got {self.max_body_bytes}")
+        if self.auth_fail_limit < 0 or self.auth_fail_window_s <= 0 or self.auth_backoff_s <= 0 \
+                or self.auth_backoff_max_s < self.auth_backoff_s:
+            raise CaprError("auth back-off: auth_fail_limit must be >= 0, the window and back-off positive, "
+                            "and auth_backoff_max_s >= auth_backoff_s")
         if self.auth_reads and not self.tokens:
             raise CaprError(f"reads require a token (--auth-reads) but no tokens are configured; set {TOKENS_ENV} or --token-file")
 
@@ -104,6 +119,68 @@ class TokenSet:
         return ok
 
 
+class AuthThrottle:
+    """Failed-token bookkeeping per client address, with exponential back-off.
+
+    Before this, a client could try tokens as fast as the server answered (1,700 refused requests in
+    5 s). Blocking is decided before the token is checked, so a blocked client learns nothing about
+    the tokens it sends while blocked. State is bounded: at most ``max_clients`` addresses are kept
+    (least recently seen dropped first). Thread-safe: sync routes run in a thread pool."""
+
+    def __init__(self, limit: int, window_s: float, backoff_s: float, backoff_max_s: float,
+                 clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.clock = clock
+        self.max_clients = max_clients
+        # address -> (recent failure times, blocks so far, blocked until)
+        self._clients: OrderedDict[str, tuple[deque[float], int, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: ServiceConfig) -> "AuthThrottle":
+        return cls(config.auth_fail_limit, config.auth_fail_window_s, config.auth_backoff_s, config.auth_backoff_max_s)
+
+    def retry_after(self, client: str) -> float:
+        """Seconds this client must still wait (0: it may try)."""
+        if not self.limit:
+            return 0.0
+        with self._lock:
+            entry = self._clients.get(client)
+            return max(0.0, entry[2] - self.clock()) if entry else 0.0
+
+    def failed(self, client: str) -> float:
+        """Records a failed token check; returns the back-off it starts (0: none yet)."""
+        if not self.limit:
+            return 0.0
+        now = self.clock()
+        with self._lock:
+            fails, blocks, until = self._clients.pop(client, (deque(), 0, 0.0))
+            if blocks and now - until >= self.window_s:
+                blocks = 0  # quiet for a whole window after its last block: start afresh
+            fails.append(now)
+            while fails and fails[0] <= now - self.window_s:
+                fails.popleft()
+            backoff = 0.0
+            # the first block after `limit` failures in the window; after that, every further failure
+            # (within a window of the last block) blocks again, twice as long: 1, 2, 4 ... s
+            if len(fails) >= self.limit or blocks:
+                backoff = min(self.backoff_s * 2 ** blocks, self.backoff_max_s)
+                blocks, until = blocks + 1, now + backoff
+                fails.clear()
+            self._clients[client] = (fails, blocks, until)
+            while len(self._clients) > self.max_clients:
+                self._clients.popitem(last=False)
+            return backoff
+
+    def succeeded(self, client: str) -> None:
+        if self.limit:
+            with self._lock:
+                self._clients.pop(client, None)
+
+
 CONFIG_ENV = "CAPR_SERVICE_CONFIG"  # settings handed to uvicorn worker processes (never tokens)
 
 
@@ -112,5 +189,5 @@ def config_to_env(index_dir: str | Path, config: ServiceConfig, token_file: str 
                        "config": config.public_dict()})
 
 
-__all__ = ["CONFIG_ENV", "DEFAULT_MAX_BODY_BYTES", "MIN_TOKEN_LENGTH", "ServiceConfig", "TOKENS_ENV", "TokenSet",
+__all__ = ["AuthThrottle", "CONFIG_ENV", "DEFAULT_MAX_BODY_BYTES", "MIN_TOKEN_LENGTH", "ServiceConfig", "TOKENS_ENV", "TokenSet",
            "config_to_env", "load_tokens"]

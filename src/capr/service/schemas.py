@@ -10,6 +10,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 
 from capr.query import Retriever
+from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
 
 
 def _valid_text(s: str) -> str:
@@ -43,7 +44,16 @@ Scalar = Union[Annotated[str, StringConstraints(max_length=256), AfterValidator(
                Annotated[StrictFloat, AfterValidator(_finite)]]
 MetaValue = Union[Annotated[str, StringConstraints(max_length=10_000), AfterValidator(_valid_text)], StrictBool,
                   StrictInt, Annotated[StrictFloat, AfterValidator(_finite)], None]
-DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-]{0,127}$"
+# Document ids follow capr.records.check_doc_id, the rule the readers and the CLI apply too; the
+# pattern only states its gist in the spec (no surrounding blanks), the validator decides.
+DOC_ID_PATTERN = r"^\S(.*\S)?$"
+
+
+def _doc_id(v: str) -> str:
+    return check_doc_id(v)
+
+
+DocId = Annotated[str, AfterValidator(_doc_id), Field(json_schema_extra={"pattern": DOC_ID_PATTERN, "maxLength": DOC_ID_MAX_LENGTH})]
 
 
 class _Strict(BaseModel):
@@ -131,8 +141,9 @@ class SearchResponse(BaseModel):
 
 # --------------------------------------------------------------------------------------- documents
 class DocumentIn(_Strict):
-    doc_id: Annotated[str, StringConstraints(pattern=DOC_ID_PATTERN)] = Field(
-        description="Letters, digits and _ . : @ + - (an existing id is replaced).", examples=["note_123"])
+    doc_id: DocId = Field(
+        description=f"Printable text, at most {DOC_ID_MAX_LENGTH} characters, no surrounding blanks, no '.' or '..' "
+                    "path segments (an existing id is replaced).", examples=["note_123"])
     title: Annotated[str, StringConstraints(max_length=500), AfterValidator(_valid_text)] = Field("", examples=["Asthma ED note"])
     text: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000), AfterValidator(_valid_text)] = Field(
         examples=["HISTORY OF PRESENT ILLNESS: wheeze and cough for two days."])

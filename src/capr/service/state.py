@@ -37,6 +37,8 @@ def warm(index: Index) -> Index:
     if index.matrix is not None:  # None once every document is deleted
         index.scorer(Retriever.bm25)
     index.has_document("")  # the doc-id map used by GET and DELETE /documents
+    for field in index.columns:  # filter columns are merged on first use: merge them now, before readers
+        index.columns[field]
     if index.has_dense:
         index.vectors()
     return index

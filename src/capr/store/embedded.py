@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from capr.errors import QueryError
-from capr.index.index import Index, IndexWriter
+from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
 from capr.records import Document
 from capr.store import Backend
 
@@ -55,15 +55,17 @@ class EmbeddedStore:
     def has_dense(self) -> bool:
         return self._index is not None and self._index.has_dense
 
-    def _writer(self, progress: Any = None, report: Any = None) -> IndexWriter:
-        if self._create_args is not None:
-            return IndexWriter(self.root, mode="create", progress=progress, report=report, **self._create_args)
-        return IndexWriter(self.root, mode="update", progress=progress, report=report)
+    def _writer(self, progress: Any = None, report: Any = None, max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> IndexWriter:
+        mode = "create" if self._create_args is not None else "update"
+        return IndexWriter(self.root, mode=mode, progress=progress, report=report, max_doc_chars=max_doc_chars,
+                           **(self._create_args or {}))
 
-    def add(self, documents: Iterable[Document], progress: Any = None, report: Any = None) -> int:
+    def add(self, documents: Iterable[Document], progress: Any = None, report: Any = None,
+            max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> int:
         """Writes documents in one new generation; ``progress`` gets the writer's phases and, per document,
-        ``progress.read(passages so far)`` when it has that method."""
-        writer = self._writer(progress, report)
+        ``progress.read(passages so far)`` when it has that method. A document longer than ``max_doc_chars``
+        is a bad record (see ReadReport)."""
+        writer = self._writer(progress, report, max_doc_chars)
         read = getattr(progress, "read", None)
         try:
             for doc in documents:

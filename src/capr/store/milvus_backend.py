@@ -36,12 +36,13 @@ import numpy as np
 from capr import __version__
 from capr.corpus.aspects import normalize_aspect
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.errors import CaprError, QueryError
+from capr.errors import BadInputError, CaprError, QueryError
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
 from capr.query import Retriever, check_aspect
-from capr.records import Document, Passage, Section
+from capr.index.index import DEFAULT_MAX_DOC_CHARS
+from capr.records import Document, Passage, Section, check_doc_id
 from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
@@ -283,7 +284,8 @@ class MilvusStore:
         return rows
 
     def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 1000,
-            vectors_of: Callable[[list[Passage]], np.ndarray] | None = None, report: Any = None) -> int:
+            vectors_of: Callable[[list[Passage]], np.ndarray] | None = None, report: Any = None,
+            max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> int:
         """Segments and (with vectors) encodes documents in batches and inserts their passages. A document
         whose id is already there is replaced (its old passages deleted first). Not transactional: a writer
         that dies part-way leaves the batches it inserted (re-running the add replaces them).
@@ -293,6 +295,17 @@ class MilvusStore:
         seen: set[str] = set()
         batch: list[Document] = []
         for doc in documents:
+            try:
+                check_doc_id(doc.doc_id)
+            except ValueError as e:
+                raise BadInputError(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}") from None
+            if len(doc.text) > max_doc_chars:
+                why = (f"document text has {len(doc.text):,} characters, more than the limit of {max_doc_chars:,} "
+                       "(--max-doc-chars)")
+                if report is None:
+                    raise BadInputError(str(doc.metadata.get("path") or doc.doc_id), why)
+                report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
+                continue
             if doc.doc_id in seen:
                 raise CaprError(f"duplicate document id {doc.doc_id!r} in one add")
             seen.add(doc.doc_id)

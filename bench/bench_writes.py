@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Peak memory and time of `capr add` (the same batch of documents) onto a small and a large index.
+
+    .venv/bin/python bench/bench_writes.py                   # bases of 1,500 and 12,300 documents, batch 1,220
+    .venv/bin/python bench/bench_writes.py --small 300 --large 1200 --batch 200   # quick check
+
+Documents: MedQuAD (every XML answer document with text) and MTSamples notes from ../shared/data; when
+the large base needs more documents than the two hold, MedQuAD documents are repeated under new ids
+(their text, hence their postings, counts again). The batch is disjoint from both bases. Each `capr add`
+runs as its own child process; its peak resident memory is the kernel's ru_maxrss for that child
+(os.wait4), so it includes the interpreter and imports (measured alone as "baseline": `capr --help`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+
+
+def _corpus(data_dir: Path) -> list[dict]:
+    sys.path.insert(0, str(REPO / "src"))
+    from capr.corpus import ReadReport, read_documents
+
+    docs = []
+    for src in (data_dir / "medquad" / "MedQuAD.tar.gz", data_dir / "mtsamples" / "mtsamples.csv.gz"):
+        if not src.exists():
+            sys.exit(f"{src}: missing (pass --data-dir)")
+        docs += [{"doc_id": d.doc_id, "title": d.title, "text": d.text}
+                 for d in read_documents(src, report=ReadReport(skip_bad=True))]
+    return list({d["doc_id"]: d for d in docs}.values())  # MedQuAD repeats a few ids: keep the last
+
+
+def _take(pool: list[dict], n: int) -> list[dict]:
+    out = list(pool[:n])
+    copy = 1
+    while len(out) < n:  # repeat documents under new ids
+        out += [{**d, "doc_id": f"{d['doc_id']}~{copy}"} for d in pool[: n - len(out)]]
+        copy += 1
+    return out
+
+
+def _write(path: Path, docs: list[dict]) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+    return path
+
+
+def _run(args: list[str]) -> tuple[float, float, str]:
+    """(peak RSS in MB, wall seconds, stderr) of one capr command in a child process."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "capr", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env, text=True)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    secs = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"capr {' '.join(args)} failed:\n{err}")
+    return usage.ru_maxrss / 1024, secs, err  # ru_maxrss is in KiB on Linux
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", type=int, default=1500, help="documents in the small base index")
+    ap.add_argument("--large", type=int, default=12300, help="documents in the large base index")
+    ap.add_argument("--batch", type=int, default=1220, help="documents added to each")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--tmp-dir", type=Path, default=None)
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    a = ap.parse_args()
+
+    pool = _corpus(a.data_dir)
+    batch, rest = pool[-a.batch:], pool[: -a.batch]
+    work = Path(tempfile.mkdtemp(prefix="capr-bench-writes-", dir=a.tmp_dir))
+    rows = []
+    try:
+        batch_file = _write(work / "batch.jsonl", batch)
+        base_mb, _, _ = _run(["--help"])
+        for label, n in (("small", a.small), ("large", a.large)):
+            base = _write(work / f"{label}.jsonl", _take(rest, n))
+            idx = work / f"idx-{label}"
+            build_mb, build_s, _ = _run(["index", str(base), "--out", str(idx)])
+            add_mb, add_s, err = _run(["add", str(idx), str(batch_file)])
+            rows.append({"base": label, "base_docs": n, "batch_docs": len(batch), "index_peak_mb": round(build_mb),
+                         "index_s": round(build_s, 1), "add_peak_mb": round(add_mb), "add_s": round(add_s, 1),
+                         "summary": err.strip().splitlines()[-1][:200]})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"capr add: peak RSS of the child process (interpreter + imports alone: {base_mb:.0f} MB); "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"{'base':>6} {'base docs':>10} {'batch':>6} {'index MB':>9} {'index s':>8} {'add MB':>7} {'add s':>6}")
+    for r in rows:
+        print(f"{r['base']:>6} {r['base_docs']:>10,} {r['batch_docs']:>6,} {r['index_peak_mb']:>9} {r['index_s']:>8} "
+              f"{r['add_peak_mb']:>7} {r['add_s']:>6}")
+    if a.json:
+        print(json.dumps({"baseline_mb": round(base_mb), "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
