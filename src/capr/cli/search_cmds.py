@@ -20,7 +20,10 @@ from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.records import Query
 from capr.store import BackendOptions
 from capr.demo import demo_corpus_dir
-from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _open_cdv_store, _parse_filters, _run_guarded, app, backend_options, out, write_to_store)
+from capr.cli.common import (
+    BACKEND_HELP, TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, _open_cdv_store, _parse_filters, _run_guarded, app, backend_options,
+    err, out, write_to_store,
+)
 
 
 def render_spans(spans: list, console: Console = out) -> None:
@@ -135,6 +138,8 @@ def search_cmd(
             payload["reranker"] = reranker
             sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         else:
+            for notice in result.notices:
+                err.print(f"[yellow]note:[/] {escape(notice)}")
             render_results(result.to_dict()["results"])
 
     _run_guarded(body)
