@@ -55,6 +55,9 @@ class SearchOptions:
     evidence: Evidence = Evidence.none
     thetas: tuple[float, float] = (0.8, 0.4)  # CDV evidence: a span opens at θ_open, closes below θ_close
     highlights: bool = True  # query-term spans and snippets (batch jobs that keep only ids turn them off)
+    # ⟨entity, aspect⟩: passages that mention the entity (in their text or their document's title) rank above
+    # every passage that does not, so the asked aspect of *another* condition cannot come first
+    entity_first: bool = True
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever)
@@ -146,6 +149,7 @@ class Searcher:
     def search(self, query: Query | str | ParsedQuery, options: SearchOptions | None = None, **kw: Any) -> SearchResult:
         """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields."""
         options = options or SearchOptions(**kw)
+        notices: list[str] = []
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
         self.check(options)
         if self.cdv is None:
@@ -164,7 +168,8 @@ class Searcher:
             retriever = "cdv"
         else:
             retriever = options.retriever.value
-            first = self.first_stage(pq, depth, options, flt)
+            first = self.entity_first_stage(pq, depth, options, flt, notices) if options.entity_first and pq.entity \
+                else self.first_stage(pq, depth, options, flt)
         if not first and options.filters:
             self.store.explain_empty(options.filters)  # a filter value no passage has: say so
         if self.reranker is not None:
@@ -175,7 +180,7 @@ class Searcher:
         if options.highlights:
             self.annotate(pq, hits)
         method = self.add_evidence(pq, hits, options) if options.evidence is not Evidence.none else None
-        return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method)
+        return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method, notices)
 
     def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None) -> list[ScoredPassage]:
         """Top-k passages of the retriever, with the aspect prior: the score of a passage from a section whose
@@ -201,6 +206,45 @@ class Searcher:
         passages = store.passages(keys[order])
         return [ScoredPassage(pid=p.pid, score=float(v), rank=i + 1, passage=p)
                 for i, (p, v) in enumerate(zip(passages, vals[order]))]
+
+    def entity_first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any,
+                           notices: list[str]) -> list[ScoredPassage]:
+        """The first stage where the entity counts: passages that mention every term of the entity (in their text,
+        or the document title indexed with them) first, ranked by the retriever and the aspect prior; then, when
+        fewer than k do, the others. When none does, a notice says so and the closest matches are shown."""
+        terms = list(dict.fromkeys(self.store.analyzer(pq.entity or "")))
+        if not terms:
+            return self.first_stage(pq, k, options, flt)
+        store = self.store
+        if Capability.exhaustive in store.capabilities:
+            mention = self._mention_mask(terms, flt)
+            if mention is None:
+                notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
+                return self.first_stage(pq, k, options, flt)
+            hits = self.first_stage(pq, k, options, mention)
+            if len(hits) < k:
+                seen = {h.pid for h in hits}
+                rest = [h for h in self.first_stage(pq, k, options, flt) if h.pid not in seen]
+                hits += rest[: k - len(hits)]
+        else:
+            # a backend that returns top lists: tier a deeper list by the mention, found in the passages themselves
+            deep = self.first_stage(pq, max(k, PRIOR_DEPTH), options, flt)
+            wanted = set(terms)
+            said = [wanted <= set(store.analyzer(f"{h.passage.title} {h.passage.text}")) for h in deep]
+            if deep and not any(said):
+                notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
+            hits = ([h for h, m in zip(deep, said) if m] + [h for h, m in zip(deep, said) if not m])[:k]
+        return [ScoredPassage(pid=h.pid, score=h.score, rank=i + 1, passage=h.passage) for i, h in enumerate(hits)]
+
+    def _mention_mask(self, terms: list[str], flt: Any) -> np.ndarray | None:
+        """Live rows passing the filter whose indexed text has every term; None when no row has them all."""
+        store = self.store
+        mask = np.ones(store.row_count(), dtype=bool) if flt is None else flt.copy()  # deleted rows score 0 below
+        for t in terms:
+            mask &= store.lexical_scores([t], None, Retriever.bm25) > 0
+            if not mask.any():
+                return None
+        return mask
 
     # -- lexical ------------------------------------------------------------------------------------
     def lexical_top(self, pq: ParsedQuery, k: int, flt: Any, method: Retriever = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:

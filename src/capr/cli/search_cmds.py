@@ -142,6 +142,9 @@ def search_cmd(
                 err.print(escape(result.notices[0]))
             sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         else:
+            if result.hits:
+                for notice in result.notices:
+                    err.print(f"[yellow]note:[/] {escape(notice)}")
             render_results(result.to_dict()["results"], empty=result.notices[0] if result.notices else None)
 
     _run_guarded(body)

@@ -378,7 +378,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             query=S.QueryEcho(text=q.text, entity=q.entity, aspect=q.aspect), retriever=req.retriever.value,
             reranker=req.reranker, evidence_method=result.evidence_method if result.hits else None,
             generation=index.generation_info()["generation"], took_ms=round((time.perf_counter() - t0) * 1e3, 2),
-            results=results,
+            notices=result.notices, results=results,
         )
 
     # -- cases ------------------------------------------------------------------------------

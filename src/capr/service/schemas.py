@@ -136,6 +136,8 @@ class SearchResponse(BaseModel):
     evidence_method: Optional[str]
     generation: str
     took_ms: float
+    notices: list[str] = Field(default_factory=list, description="What to know about these results, e.g. that no "
+                               "passage mentions the entity asked about (the closest matches are shown).")
     results: list[SearchResult]
 
 
