@@ -146,8 +146,10 @@ class Searcher:
             raise QueryError("cdv evidence needs a CDV model (--cdv DIR)")
 
     # -- the pipeline -------------------------------------------------------------------------------
-    def search(self, query: Query | str | ParsedQuery, options: SearchOptions | None = None, **kw: Any) -> SearchResult:
-        """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields."""
+    def search(self, query: Query | str | ParsedQuery, options: SearchOptions | None = None,
+               within: np.ndarray | None = None, **kw: Any) -> SearchResult:
+        """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields. ``within``: only
+        these passages (store keys) may be returned — how ``capr eval`` runs this pipeline on a candidate pool."""
         options = options or SearchOptions(**kw)
         notices: list[str] = []
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
@@ -160,6 +162,8 @@ class Searcher:
             return SearchResult(pq, options, [], options.retriever.value, getattr(self.reranker, "name", None),
                                 None, [EMPTY_INDEX_MESSAGE])
         flt = self.store.compile_filter(options.filters)
+        if within is not None:
+            flt = self.store.restrict(flt, np.asarray(within, dtype=np.int64))
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if self.cdv is not None:
             from capr.cdv.search import cdv_search
@@ -210,8 +214,9 @@ class Searcher:
     def entity_first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any,
                            notices: list[str]) -> list[ScoredPassage]:
         """The first stage where the entity counts: passages that mention every term of the entity (in their text,
-        or the document title indexed with them) first, ranked by the retriever and the aspect prior; then, when
-        fewer than k do, the others. When none does, a notice says so and the closest matches are shown."""
+        or the document title indexed with them) first, then the other passages of documents that mention it, then
+        the rest; each tier ranked by the retriever and the aspect prior. When nothing mentions the entity, a
+        notice says so and the closest matches are shown."""
         terms = list(dict.fromkeys(self.store.analyzer(pq.entity or "")))
         if not terms:
             return self.first_stage(pq, k, options, flt)
@@ -221,11 +226,16 @@ class Searcher:
             if mention is None:
                 notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
                 return self.first_stage(pq, k, options, flt)
-            hits = self.first_stage(pq, k, options, mention)
-            if len(hits) < k:
+            # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
+            in_document = store.document_rows(mention) & ~mention
+            if flt is not None:
+                in_document &= flt
+            hits: list[ScoredPassage] = []
+            for tier in (mention, in_document, flt):
+                if len(hits) >= k:
+                    break
                 seen = {h.pid for h in hits}
-                rest = [h for h in self.first_stage(pq, k, options, flt) if h.pid not in seen]
-                hits += rest[: k - len(hits)]
+                hits += [h for h in self.first_stage(pq, k, options, tier) if h.pid not in seen][: k - len(hits)]
         else:
             # a backend that returns top lists: tier a deeper list by the mention, found in the passages themselves
             deep = self.first_stage(pq, max(k, PRIOR_DEPTH), options, flt)

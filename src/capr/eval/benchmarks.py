@@ -269,6 +269,34 @@ class BenchmarkSearcher:
         return dense if retriever is Retriever.dense else hybrid_scorer(self.lexical(Retriever.bm25), dense, fusion)
 
 
+def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None) -> CandidateScorer:
+    """What `capr search` with its default options returns, on the candidates: the same Searcher and
+    SearchOptions() (synonym expansion, aspect prior, entity-first ranking), restricted to the pool, or over the
+    whole index (its top 1,000) for ``full``. A candidate's score is its rank; candidates not returned rank last."""
+    from dataclasses import replace
+
+    from capr.search import SearchOptions
+
+    bench = BenchmarkSearcher(data, field, store)
+    searcher = bench.searcher
+    options = SearchOptions(highlights=False)
+    parsed = {q.qid: searcher.parse(as_query(q, field), expand=options.expand, validate=False) for q in data.queries}
+    row_of = data.index.pid_rows()
+    every = len(data.index)
+
+    def score(q: Query, rows: np.ndarray) -> np.ndarray:
+        whole = len(rows) == every
+        k = FULL_DEPTH if whole else len(rows)
+        hits = searcher.search(parsed[q.qid], replace(options, k=k), within=None if whole else bench.keys(rows)).hits
+        position = {int(r): i for i, r in enumerate(rows)}
+        out = np.full(len(rows), -np.inf)
+        for h in hits:
+            out[position[row_of[h.pid]]] = len(hits) - h.rank + 1
+        return out
+
+    return score
+
+
 def lexical_scorer(index: Index, retriever: Retriever, field: QueryField = None) -> CandidateScorer:
     """Lexical candidate scores of the benchmark's queries (tuple queries without synonym expansion)."""
     searcher = Searcher(index)

@@ -60,6 +60,9 @@ class EvalConfig:
     cache_dir: Path | None = None
     backend: BackendOptions = field(default_factory=BackendOptions)
     collection: str | None = None  # Milvus collection of the benchmark's passages
+    # "default": exactly what `capr search` with default options returns (the same Searcher and SearchOptions()),
+    # instead of the papers' protocol of scoring every candidate with one retriever
+    pipeline: str = "protocol"
     cdv: Path | None = None  # rank with this CDV model instead of the retriever
     boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
     thetas: tuple[float, float] = (0.8, 0.4)
@@ -82,6 +85,10 @@ class EvalConfig:
             raise CaprError(f"{self.benchmark} has {_FIELD_HINT[allowed[0]]}; use --query-field {allowed[0].value}")
         if self.backend.backend is Backend.milvus and self.retriever is Retriever.tfidf:
             raise CaprError("tfidf is only available on the embedded backend")
+        if self.pipeline not in ("protocol", "default"):
+            raise CaprError(f"unknown --pipeline {self.pipeline!r}; choose protocol or default")
+        if self.pipeline == "default" and (self.cdv is not None or self.reranker):
+            raise CaprError("--pipeline default is capr search's defaults: no --cdv or --reranker")
         if self.boundaries not in ("fixed", "free"):
             raise CaprError(f"unknown --boundaries {self.boundaries!r}; choose fixed or free")
         if self.boundaries == "free" and self.cdv is None:
@@ -91,7 +98,7 @@ class EvalConfig:
 
     @property
     def needs_dense(self) -> bool:
-        return self.cdv is None and self.retriever in (Retriever.dense, Retriever.hybrid)
+        return self.cdv is None and self.pipeline == "protocol" and self.retriever in (Retriever.dense, Retriever.hybrid)
 
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:
@@ -122,10 +129,16 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
                      cdv_store: Any = None):
     """The candidate scorer of ``config``: the Searcher over the embedded index, or over the benchmark's passages
     loaded into another backend, or CDV; with the re-ranker on top."""
-    from capr.eval.benchmarks import benchmark_store, cdv_scorer, rerank_scorer, store_scorer
+    from capr.eval.benchmarks import benchmark_store, cdv_scorer, default_scorer, rerank_scorer, store_scorer
 
     fusion = FusionConfig(method=config.fusion)
-    if cdv_store is not None:
+    if config.pipeline == "default":
+        store = None
+        if config.backend.backend is Backend.milvus:
+            store = benchmark_store(data, config.backend.uri, config.collection_name(), token=config.backend.token,
+                                    progress=store_progress, **config.backend.milvus_options())
+        scorer = default_scorer(data, config.query_field, store)
+    elif cdv_store is not None:
         scorer = cdv_scorer(data, cdv_store, config.query_field)
     elif config.backend.backend is Backend.milvus:
         if not config.backend.uri:
@@ -150,12 +163,13 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     scorer = benchmark_scorer(data, config, progress, store_progress, cdv_store)
     t_start = time.time()
     metrics, run = run_benchmark(data, scorer, config.protocol, config.query_field, progress=progress)
-    run.name = f"capr-{config.retriever.value}-{config.protocol.value}-{config.query_field.value}"
+    name = "default" if config.pipeline == "default" else config.retriever.value
+    run.name = f"capr-{name}-{config.protocol.value}-{config.query_field.value}"
     seconds = round(time.time() - t_start, 1)
     result: dict[str, Any] = {
         "benchmark": config.benchmark,
         "protocol": config.protocol.value,
-        "retriever": "cdv" if config.cdv is not None else config.retriever.value,
+        "retriever": "cdv" if config.cdv is not None else "default" if config.pipeline == "default" else config.retriever.value,
         "query_field": config.query_field.value,
         "queries": len(data.queries),
         "metrics": metrics,

@@ -525,6 +525,17 @@ class Index:
     def has_aspect(self, aspect: str) -> bool:
         return bool(np.asarray(self.columns["aspect"].mask(aspect)).any())
 
+    def restrict(self, flt: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
+        """The filter narrowed to the given rows."""
+        mask = np.zeros(len(self), dtype=bool)
+        mask[keys] = True
+        return (self.live if flt is None else flt) & mask
+
+    def document_rows(self, mask: np.ndarray) -> np.ndarray:
+        """Live rows of every document that has a row in ``mask``."""
+        codes = np.asarray(self.columns["doc_id"].codes)
+        return np.isin(codes, np.unique(codes[mask])) & self.live
+
     def passages(self, keys: np.ndarray) -> list[Passage]:
         return [self.passage(int(r)) for r in keys]
 

@@ -495,6 +495,10 @@ class MilvusStore:
                                  search_params={"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}})
         return self._ranked(res, lexical=True)
 
+    def restrict(self, flt: str, keys: np.ndarray) -> str:
+        """The filter expression narrowed to the given passages."""
+        return f"({flt}) and {self._restricted(keys)}" if flt else self._restricted(keys)
+
     def _restricted(self, keys: np.ndarray) -> str:
         return f"seq in [{', '.join(str(int(k)) for k in keys)}]"
 
