@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sys
 
+# isort: off
+# the command groups register themselves on import; this order is the order of `capr --help`
+from capr.cli import index_cmds, search_cmds, eval_cmds, train_cmds, cases_cmds, serve_cmd  # noqa: F401
+# isort: on
 from capr.cli.common import app, split_backend  # noqa: F401 - the app, and what tests and scripts import
-from capr.cli import index_cmds, search_cmds, eval_cmds, train_cmds, cases_cmds, serve_cmd  # noqa: F401,I001 - registers the commands, in help order
 from capr.demo import demo_corpus_dir  # noqa: F401
-
 
 _VARIADIC = ("--options",)
 

@@ -6,15 +6,17 @@ import json
 import sys
 from pathlib import Path
 from typing import List, Optional
+
 import typer
 from rich.markup import escape
 from rich.table import Table
+
+from capr.cli.common import _encoder_config, _print_write_summary, _run_guarded, app, out, write_to_store
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.index import AnalyzerConfig, Index
 from capr.store import BackendOptions
-from capr.cli.common import (_encoder_config, _print_write_summary, _run_guarded, app, out, write_to_store)
 
 
 @app.command("case-index")

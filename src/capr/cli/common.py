@@ -7,16 +7,17 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterable, Optional
+
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
 from capr.corpus import ReadReport
 from capr.errors import CaprError, QueryError
 from capr.index.index import DEFAULT_MAX_DOC_CHARS
 from capr.models.encoder import EncoderConfig, parse_backend
 from capr.store import BackendOptions, Capability
-
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="capr: clinical and health answer-passage retrieval.")
 

@@ -6,14 +6,28 @@ import json
 import sys
 from pathlib import Path
 from typing import Optional
+
 import typer
 from rich.table import Table
+
+from capr.cli.common import (
+    TLS_CA_OPTION,
+    TOKEN_OPTION,
+    URI_OPTION,
+    _item_progress,
+    _open_cdv_store,
+    _progress,
+    _run_guarded,
+    _WriteProgress,
+    app,
+    backend_options,
+    out,
+)
 from capr.errors import CaprError
 from capr.index import Index
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.retrieve.fusion import FusionMethod
 from capr.store import Backend
-from capr.cli.common import (TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, _WriteProgress, _item_progress, _open_cdv_store, _progress, _run_guarded, app, backend_options, out)
 
 
 @app.command("eval")

@@ -8,14 +8,29 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import List, Optional
+
 import typer
 from rich.table import Table
+
+from capr.cli.common import (
+    BACKEND_HELP,
+    MAX_DOC_HELP,
+    TLS_CA_OPTION,
+    TOKEN_OPTION,
+    URI_OPTION,
+    _encoder_config,
+    _print_write_summary,
+    _run_guarded,
+    app,
+    backend_options,
+    out,
+    write_to_store,
+)
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError
 from capr.index import AnalyzerConfig
 from capr.index.index import DEFAULT_MAX_DOC_CHARS
-from capr.cli.common import (MAX_DOC_HELP, TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, BACKEND_HELP, _encoder_config, _print_write_summary, _run_guarded, app, backend_options, out, write_to_store)
 
 
 @app.command("index")

@@ -6,24 +6,36 @@ import json
 import sys
 from pathlib import Path
 from typing import List, Optional
+
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+
+from capr.cli.common import (
+    BACKEND_HELP,
+    TLS_CA_OPTION,
+    TOKEN_OPTION,
+    URI_OPTION,
+    _open_cdv_store,
+    _parse_filters,
+    _run_guarded,
+    app,
+    backend_options,
+    err,
+    out,
+    write_to_store,
+)
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
+from capr.demo import demo_corpus_dir
 from capr.errors import CaprError, QueryError
 from capr.index import AnalyzerConfig, Index
-from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.models.encoder import cache_root
-from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.records import Query
+from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.store import BackendOptions
-from capr.demo import demo_corpus_dir
-from capr.cli.common import (
-    BACKEND_HELP, TLS_CA_OPTION, TOKEN_OPTION, URI_OPTION, _open_cdv_store, _parse_filters, _run_guarded, app, backend_options,
-    err, out, write_to_store,
-)
 
 
 def render_spans(spans: list, console: Console = out) -> None:
@@ -99,7 +111,7 @@ def search_cmd(
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
 
     def body() -> None:
-        from capr.search import Evidence, SearchOptions, Searcher
+        from capr.search import Evidence, Searcher, SearchOptions
 
         if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
             raise QueryError("empty query: give a question, or --entity and/or --aspect")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import List, Optional
+
 import typer
+
+from capr.cli.common import BACKEND_HELP, TLS_CA_OPTION, TOKEN_HELP, URI_OPTION, _run_guarded, app, backend_options
 from capr.errors import CaprError
 from capr.store import Backend, Capability
-from capr.cli.common import (TLS_CA_OPTION, URI_OPTION, BACKEND_HELP, TOKEN_HELP, _run_guarded, app, backend_options)
 
 
 @app.command("serve")

@@ -6,15 +6,17 @@ import json
 import time
 from pathlib import Path
 from typing import Any, Optional
+
 import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
+
+from capr.cli.common import _progress, _run_guarded, app, err, out
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.models.context import parse_context
-from capr.cli.common import (_progress, _run_guarded, app, err, out)
 
 
 @app.command("labels")
@@ -175,7 +177,6 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
                batch_size: Optional[int], lr: Optional[float], eval_every: int, patience: int, seed: int,
                device: Optional[str], as_json: bool) -> None:
     from capr.cdv import CDVArgs, train_cdv
-
     from capr.models.encoder import parse_backend
 
     if max_steps < 1:
@@ -189,8 +190,16 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
 
 def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length, seed, device,
                  index_dir, data_dir, stage, pretrained, questions, top_k, dense_k, sentences, as_json) -> None:
-    from capr.cases.train import (CaseStage, DistantArgs, PairArgs, TsdaeArgs, corpus_sentences, distant_pairs,
-                                  train_pairs, train_tsdae)
+    from capr.cases.train import (
+        CaseStage,
+        DistantArgs,
+        PairArgs,
+        TsdaeArgs,
+        corpus_sentences,
+        distant_pairs,
+        train_pairs,
+        train_tsdae,
+    )
 
     say = lambda m: err.print(escape(m))  # noqa: E731
     if max_steps < 1:
