@@ -9,7 +9,7 @@ import typer
 
 from capr.cli.common import BACKEND_HELP, TLS_CA_OPTION, TOKEN_HELP, URI_OPTION, _run_guarded, app, backend_options
 from capr.errors import CaprError
-from capr.store import Backend, Capability
+from capr.store import Capability
 
 
 @app.command("serve")
@@ -37,13 +37,16 @@ def serve_cmd(
         from capr.service.server import serve
 
         opts = backend_options(backend, uri, milvus_token, tls_ca)
-        store = opts.open(index_dir) if opts.backend is Backend.milvus else None
+        store = opts.open(index_dir)
         config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
                                rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None)
-        if store is not None and cases_model and Capability.postings not in store.capabilities:
+        if cases_model and Capability.postings not in store.capabilities:
             raise CaprError(f"--cases-model needs the '{Capability.postings.value}' capability (capr's term matrix), "
                             f"which the {opts.backend.value} backend does not have")
+        # a store with generations is served by snapshot (each worker re-opens the directory and follows its
+        # commits); any other store is served as it is, one process
+        held = None if Capability.generations in store.capabilities else store
         serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
-              store=store)
+              store=held)
 
     _run_guarded(body)
