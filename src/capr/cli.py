@@ -327,16 +327,11 @@ def delete_cmd(
 
 
 # --------------------------------------------------------------------------- search
-def _parse_filters(filters: list[str]) -> dict[str, str]:
-    parsed = {}
-    for f in filters:
-        if "=" not in f:
-            raise QueryError(f"bad filter {f!r}: use FIELD=VALUE, e.g. aspect=symptoms")
-        k, v = f.split("=", 1)
-        if not k.strip() or not v.strip():
-            raise QueryError(f"bad filter {f!r}: field and value must be non-empty")
-        parsed[k.strip()] = v.strip()
-    return parsed
+def _parse_filters(filters: list[str]) -> list:
+    """--filter clauses: FIELD=VALUE, FIELD!=VALUE, FIELD>=VALUE (<=, >, <), FIELD in (A, B) (capr.filters)."""
+    from capr.filters import parse_filters
+
+    return parse_filters(filters)
 
 
 def result_dict(index: Index, hit: ScoredPassage, terms: set[str]) -> dict:
@@ -425,7 +420,7 @@ def search_cmd(
     entity: Optional[str] = typer.Option(None, "--entity", "-e", help="Entity of a structured question."),
     aspect: Optional[str] = typer.Option(None, "--aspect", "-a", help="Aspect of a structured question."),
     k: int = typer.Option(10, "-k", help="Number of passages."),
-    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable), e.g. aspect=symptoms."),
+    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable, ANDed); also !=, >=, <=, >, < and 'FIELD in (A, B)', e.g. aspect=symptoms, \"charttime>=2150-01-01\"."),
     retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
     expand: bool = typer.Option(True, help="Expand the aspect with its synonyms."),
     aspect_boost: float = typer.Option(0.5, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),
@@ -504,7 +499,7 @@ def search_cmd(
                 "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect},
                 "retriever": "cdv" if cdv_store is not None else retriever.value,
                 "reranker": reranker,
-                "filters": _parse_filters(filters),
+                "filters": [str(c) for c in _parse_filters(filters)],
                 "results": results,
             }
             sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")

@@ -18,6 +18,7 @@ from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, nor
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError
+from capr.filters import Filters, as_clauses, column_mask
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
@@ -485,21 +486,26 @@ class Index:
     def check_aspect(self, aspect: str) -> None:
         check_aspect(aspect, self.aspects())
 
-    def filter_mask(self, filters: dict[str, Any] | None) -> np.ndarray | None:
-        if not filters:
+    def filter_mask(self, filters: "Filters") -> np.ndarray | None:
+        """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings
+        with ranges and sets (see capr.filters). An equality or set no passage has is an error
+        (most often a typo); an empty range is a legitimate empty answer."""
+        clauses = as_clauses(filters)
+        if not clauses:
             return None
         mask = self.live.copy()
-        for field, value in filters.items():
-            col = self.columns.get(field)
+        for c in clauses:
+            col = self.columns.get(c.field)
             if col is None:
-                raise QueryError(f"unknown filter field {field!r}; filterable fields: {', '.join(sorted(self.columns))}")
-            wanted = normalize_aspect(str(value)) if field == "aspect" else value
-            m = col.mask(wanted) & self.live
-            if not m.any():
+                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.columns))}")
+            norm = (lambda v: normalize_aspect(str(v))) if c.field == "aspect" else None
+            m = column_mask(c, col.values, col.codes, norm, col._lookup) & self.live
+            if not m.any() and c.op in ("=", "in"):
                 values = [str(v) for v in col.values if v is not None]
-                close = difflib.get_close_matches(str(value), values, n=5, cutoff=0.6)
+                close = difflib.get_close_matches(str(c.values[0]), values, n=5, cutoff=0.6)
                 hint = f" (close: {', '.join(close)})" if close else ""
-                raise QueryError(f"no passage has {field}={value!r}{hint}")
+                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
+                raise QueryError(f"no passage has {shown}{hint}")
             mask &= m
         return mask
 
@@ -515,7 +521,7 @@ class Index:
         self,
         query: Query | str,
         k: int = 10,
-        filters: dict[str, Any] | None = None,
+        filters: "Filters" = None,
         retriever: Retriever | str = Retriever.bm25,
         expand: bool = True,
         aspect_boost: float = DEFAULT_ASPECT_BOOST,

@@ -1,0 +1,273 @@
+"""Metadata filters with comparisons and sets: one parser and one evaluator for the CLI, the Python
+API, the HTTP service and the Milvus backend.
+
+Syntax (one clause per ``--filter``; clauses are ANDed)::
+
+    subject_id=10006            equality (case-insensitive, as capr's filters always were)
+    category!=Radiology         inequality
+    charttime>=2150-01-01       ranges: >=, <=, >, <
+    category in (Discharge summary, Radiology)     sets; "not in (...)" too; quote values holding commas
+
+Ranges compare numbers when both sides parse as numbers, otherwise strings. A bound that is an ISO
+date or a prefix of one (``2150``, ``2150-01``, ``2150-01-01``, ``2150-01-01T08``) compares against the
+same-length prefix of an ISO timestamp, so ``charttime<=2150-01-01`` includes that whole day and
+``charttime=2150-01`` means "in January 2150" — what a clinician means by a date bound.
+
+A plain ``{field: value}`` dict (the older API) still means equality on each field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+
+import numpy as np
+
+from capr.errors import QueryError
+
+OPS = ("=", "!=", ">=", "<=", ">", "<", "in", "not in")
+_RANGE_OPS = (">=", "<=", ">", "<")
+
+_FIELD = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+_SET_RE = re.compile(rf"^\s*(?P<field>{_FIELD})\s+(?P<op>not\s+in|in)\s*\((?P<values>.*)\)\s*$", re.I | re.S)
+_CMP_RE = re.compile(rf"^\s*(?P<field>{_FIELD})\s*(?P<op>>=|<=|!=|==|=|>|<)\s*(?P<value>.*?)\s*$", re.S)
+# an ISO date or a leading part of one (year, year-month, date, date+hour, +minute, +second)
+_ISO_PREFIX_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?)?$")
+_ISO_VALUE_RE = re.compile(r"^\d{4}-\d{2}")
+
+
+@dataclass(frozen=True, slots=True)
+class FilterClause:
+    """``field op value``; for ``in``/``not in`` the value is a tuple of values."""
+
+    field: str
+    op: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise QueryError(f"bad filter operator {self.op!r}; use one of {', '.join(OPS)}")
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        return tuple(self.value) if self.op in ("in", "not in") else (self.value,)
+
+    def __str__(self) -> str:
+        if self.op in ("in", "not in"):
+            return f"{self.field} {self.op} ({', '.join(_show(v) for v in self.value)})"
+        return f"{self.field}{self.op}{self.value}"
+
+
+def _show(v: Any) -> str:
+    s = str(v)
+    return f'"{s}"' if "," in s or s != s.strip() else s
+
+
+def _split_set(raw: str, source: str) -> tuple[str, ...]:
+    """Comma-separated values; double or single quotes keep commas and spaces inside a value."""
+    out: list[str] = []
+    buf: list[str] = []
+    quote: str | None = None
+    quoted = False
+    for ch in raw:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                buf.append(ch)
+        elif ch in "\"'" and not "".join(buf).strip():
+            quote, quoted, buf = ch, True, []
+        elif ch == ",":
+            out.append("".join(buf) if quoted else "".join(buf).strip())
+            buf, quoted = [], False
+        else:
+            if not (quoted and ch.isspace()):
+                buf.append(ch)
+    if quote:
+        raise QueryError(f"bad filter {source!r}: unclosed quote")
+    out.append("".join(buf) if quoted else "".join(buf).strip())
+    if any(v == "" for v in out):
+        raise QueryError(f"bad filter {source!r}: empty value in the set")
+    return tuple(out)
+
+
+def parse_filter(text: str) -> FilterClause:
+    """One clause from its text; a malformed one raises a one-line :class:`QueryError`."""
+    m = _SET_RE.match(text)
+    if m:
+        op = "not in" if m.group("op").lower().startswith("not") else "in"
+        return FilterClause(m.group("field"), op, _split_set(m.group("values"), text))
+    m = _CMP_RE.match(text)
+    if not m:
+        raise QueryError(
+            f"bad filter {text!r}: use FIELD=VALUE, FIELD!=VALUE, FIELD>=VALUE (also <=, >, <) or "
+            "FIELD in (A, B), e.g. aspect=symptoms or charttime>=2150-01-01"
+        )
+    value = m.group("value")
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    if not value.strip():
+        raise QueryError(f"bad filter {text!r}: field and value must be non-empty")
+    op = "=" if m.group("op") == "==" else m.group("op")
+    return FilterClause(m.group("field"), op, value)
+
+
+def parse_filters(texts: Iterable[str]) -> list[FilterClause]:
+    return [parse_filter(t) for t in texts]
+
+
+Filters = Union[Mapping[str, Any], Sequence[Union[FilterClause, str]], None]
+
+
+def as_clauses(filters: Filters) -> list[FilterClause]:
+    """Any accepted filter form as clauses: a {field: value} dict (equality), clause strings, clauses."""
+    if not filters:
+        return []
+    if isinstance(filters, Mapping):
+        return [FilterClause(str(k), "=", v) for k, v in filters.items()]
+    if isinstance(filters, (str, FilterClause)):
+        filters = [filters]
+    out = []
+    for f in filters:
+        if isinstance(f, FilterClause):
+            out.append(f)
+        elif isinstance(f, str):
+            out.append(parse_filter(f))
+        else:
+            raise QueryError(f"bad filter {f!r}: expected FIELD=VALUE text or a FilterClause")
+    return out
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+def _key(v: Any) -> str:
+    return str(v).strip().lower()
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        x = float(str(v).strip())
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _comparable(value: Any, bound: Any) -> tuple[Any, Any] | None:
+    """The two sides in the form a range compares them; None when they cannot be compared."""
+    nb, nv = _number(bound), _number(value)
+    if nb is not None and nv is not None:
+        return nv, nb
+    b, v = str(bound).strip(), str(value).strip()
+    if _ISO_PREFIX_RE.match(b) and _ISO_VALUE_RE.match(v):
+        b, v = b.replace(" ", "T"), v.replace(" ", "T")
+        return v[: len(b)], b  # a date bound covers its whole day (month, year, hour)
+    return v.lower(), b.lower()
+
+
+def value_matches(clause: FilterClause, value: Any) -> bool:
+    """Whether one stored value passes the clause; missing values (None) never do."""
+    if value is None:
+        return False
+    if clause.op in ("=", "!=", "in", "not in"):
+        hit = any(_equal(value, w) for w in clause.values)
+        return hit if clause.op in ("=", "in") else not hit
+    pair = _comparable(value, clause.value)
+    if pair is None:
+        return False
+    v, b = pair
+    return {">=": v >= b, "<=": v <= b, ">": v > b, "<": v < b}[clause.op]
+
+
+def _equal(value: Any, wanted: Any) -> bool:
+    if _key(value) == _key(wanted):
+        return True
+    b, v = str(wanted).strip().replace(" ", "T"), str(value).strip().replace(" ", "T")
+    # charttime=2150-01-01 means "on that day"; identifiers and numbers keep exact equality
+    return bool(_ISO_PREFIX_RE.match(b) and _ISO_VALUE_RE.match(v) and len(v) > len(b) and v[: len(b)] == b)
+
+
+def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
+                normalize: Callable[[Any], Any] | None = None, lookup: Mapping[str, int] | None = None) -> np.ndarray:
+    """Rows of a categorical column (distinct ``values`` + per-row ``codes``) that pass ``clause``.
+    Each distinct value is tested once, so a range over a million rows costs one table look-up;
+    with ``lookup`` (lower-cased value → code) equality and sets skip even that (a one-patient
+    filter on an index of 100k patients is then a dict hit and one vectorised comparison)."""
+    if normalize is not None:
+        clause = FilterClause(clause.field, clause.op,
+                              tuple(normalize(v) for v in clause.value) if clause.op in ("in", "not in") else normalize(clause.value))
+    if lookup is not None and clause.op in ("=", "!=", "in", "not in") and not any(
+            _ISO_PREFIX_RE.match(str(w).strip()) for w in clause.values):
+        good = np.zeros(len(values), dtype=bool)
+        good[[c for w in clause.values if (c := lookup.get(_key(w))) is not None]] = True
+        if clause.op in ("!=", "not in"):
+            good = ~good & np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    else:
+        good = np.fromiter((value_matches(clause, v) for v in values), dtype=bool, count=len(values))
+    if not good.any():
+        return np.zeros(len(codes), dtype=bool)
+    return good[np.asarray(codes)]
+
+
+def is_range(clause: FilterClause) -> bool:
+    return clause.op in _RANGE_OPS
+
+
+# -- Milvus -------------------------------------------------------------------------------------
+def _quote(value: Any) -> str:
+    s = str(value)
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _literal(value: Any) -> str:
+    """Equality literals keep the value's type (as the Milvus backend always did); strings are strings."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return _quote(value)
+
+
+def _range_literal(value: Any) -> str:
+    # a numeric bound compares with numbers (counts such as note_seq are stored as numbers);
+    # anything else, dates included, as a string
+    s = str(value).strip()
+    if _number(s) is None or _ISO_PREFIX_RE.match(s):
+        return _quote(s)
+    return str(int(s)) if s.lstrip("-").isdigit() else repr(float(s))
+
+
+def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspect", "doc_id", "title", "heading")) -> str:
+    """A Milvus boolean expression: built-in fields by name, any other in the ``metadata`` JSON field.
+    Date bounds keep the whole-day meaning through a prefix ``like`` (``<= day`` ≡ ``< day or like "day%"``)."""
+    builtin = set(builtin)
+    parts = []
+    for c in clauses:
+        ref = c.field if c.field in builtin else f"metadata[{_quote(c.field)}]"
+        if c.op in ("=", "!="):
+            expr = f"{ref} == {_literal(c.value)}"
+            if isinstance(c.value, str) and _ISO_PREFIX_RE.match(c.value.strip()):
+                expr = f"({expr} or {ref} like {_quote(c.value.strip() + '%')})"
+            parts.append(expr if c.op == "=" else f"not ({expr})")
+        elif c.op in ("in", "not in"):
+            expr = f"{ref} in [{', '.join(_literal(v) for v in c.value)}]"
+            parts.append(expr if c.op == "in" else f"not ({expr})")
+        else:
+            lit = _range_literal(c.value)
+            date = lit.startswith('"') and _ISO_PREFIX_RE.match(str(c.value).strip())
+            like = f"{ref} like {_quote(str(c.value).strip() + '%')}"
+            if date and c.op == "<=":
+                parts.append(f"({ref} < {lit} or {like})")
+            elif date and c.op == ">":
+                parts.append(f"({ref} > {lit} and not ({like}))")
+            else:
+                parts.append(f"{ref} {c.op} {lit}")
+    return " and ".join(parts)
+
+
+__all__ = ["FilterClause", "Filters", "as_clauses", "column_mask", "is_range", "milvus_expr", "parse_filter",
+           "parse_filters", "value_matches"]
