@@ -111,6 +111,10 @@ def parse_filter(text: str) -> FilterClause:
     if not value.strip():
         raise QueryError(f"bad filter {text!r}: field and value must be non-empty")
     op = "=" if m.group("op") == "==" else m.group("op")
+    if value.lstrip()[:1] in ("<", ">", "=") and not (op == "=" and value.lstrip()[:1] == "="):
+        # "date>>2150" or "n=>3": a mistyped operator, not a value starting with ">"
+        raise QueryError(f"bad filter {text!r}: the value starts with {value.lstrip()[0]!r}; "
+                         "operators are =, !=, >=, <=, >, < and in (...)")
     return FilterClause(m.group("field"), op, value)
 
 
@@ -166,6 +170,8 @@ def _comparable(value: Any, bound: Any) -> tuple[Any, Any] | None:
     if _ISO_PREFIX_RE.match(b) and _ISO_VALUE_RE.match(v):
         b, v = b.replace(" ", "T"), v.replace(" ", "T")
         return v[: len(b)], b  # a date bound covers its whole day (month, year, hour)
+    if _ISO_VALUE_RE.match(b) or nb is not None:
+        return None  # a date or number bound says nothing about "12" or "Radiology": no match, not a string order
     return v.lower(), b.lower()
 
 

@@ -159,6 +159,7 @@ class IndexWriter:
             dirs.remove_stale(self.root)
             self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
             self._dense_encoder = _encoder(self.dense_info)
+            self.builder.keep_texts = self._dense_encoder is not None
             if self._dense_encoder is not None:
                 # a model trained with document context reads each passage with its title (and heading)
                 self.builder.dense_text = self._dense_encoder.passage_text

@@ -54,6 +54,8 @@ class SegmentBuilder:
         self.doc_ids: list[str] = []
         self.pids: list[str] = []
         self.texts: list[str] = []  # what the dense encoder reads per passage (the index text unless it adds context)
+        # only a dense index needs the texts at commit; a lexical one must not hold a whole corpus in memory
+        self.keep_texts = True
         self.dense_text: Callable[[Passage, str], str] | None = None
         self._vocab: dict[str, int] = {}
         self._cols = array.array("i")
@@ -82,7 +84,8 @@ class SegmentBuilder:
             self._write(self._pass_fh, self._pass_offsets, rec)
             self.pids.append(p.pid)
             text = passage_index_text(p, self.segmenter.include_title)
-            self.texts.append(self.dense_text(p, text) if self.dense_text else text)
+            if self.keep_texts:
+                self.texts.append(self.dense_text(p, text) if self.dense_text else text)
             tokens = self.analyzer(text)
             vocab = self._vocab
             self._cols.extend(vocab.setdefault(t, len(vocab)) for t in tokens)
