@@ -208,7 +208,7 @@ def main() -> None:
     ap.add_argument("--formats", default="mimic3,mimic4")
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--tmp-dir", type=Path, default=None)
-    ap.add_argument("--no-read-only", action="store_true", help="skip the reader-only child")
+    ap.add_argument("--read-only", default="mimic3", help="formats that also get the reader-only child ('' for none)")
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
     texts = mtsamples_texts(args.data_dir)
@@ -220,7 +220,7 @@ def main() -> None:
             t = time.perf_counter()
             patients = generate(kind, src, args.notes, texts, args.seed)
             log(f"{kind}: generated {args.notes:,} notes ({src.stat().st_size / 2**20:.0f} MiB gz) in {time.perf_counter() - t:.0f}s")
-            read = None if args.no_read_only else run_child("--child-read", str(src))
+            read = run_child("--child-read", str(src)) if kind in args.read_only.split(",") else None
             if read:
                 log(f"{kind}: read+segment only: {read}")
             idx = run_child("--child-index", str(src), str(tmp / f"index-{kind}"))
@@ -243,7 +243,7 @@ def main() -> None:
               f"| {read['peak_rss_mb']:.0f} MiB | {lat['scoped_p50_ms']:.1f} / {lat['scoped_p95_ms']:.1f} ms "
               f"| {lat['unscoped_p50_ms']:.1f} / {lat['unscoped_p95_ms']:.1f} ms | {lat['mask_p50_ms']:.2f} ms |"
               if read else
-              f"| {kind} | {idx['docs']:,} | {size / 2**20:.0f} MiB | {idx['passages']:,} | {idx['seconds']:.0f} "
+              f"| {kind} | {idx['docs']:,} (+{idx['flagged']} ISERROR skipped) | {size / 2**20:.0f} MiB | {idx['passages']:,} | {idx['seconds']:.0f} "
               f"| {idx['docs'] / idx['seconds']:.0f} | {idx['peak_rss_mb']:.0f} MiB | – | {lat['scoped_p50_ms']:.1f} / "
               f"{lat['scoped_p95_ms']:.1f} ms | {lat['unscoped_p50_ms']:.1f} / {lat['unscoped_p95_ms']:.1f} ms "
               f"| {lat['mask_p50_ms']:.2f} ms |")
