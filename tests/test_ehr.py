@@ -368,6 +368,7 @@ def test_milvus_expressions():
     assert milvus_expr([FilterClause("flag", "=", True), FilterClause("n", "=", 3)]) == \
         'metadata["flag"] == true and metadata["n"] == 3'  # dict filters keep their types, as before
     assert milvus_expr(parse_filters(['title=a "quoted" \\ one'])) == 'title == "a \\"quoted\\" \\\\ one"'
+    assert milvus_expr([FilterClause("doc_id", "=", 17)]) == 'doc_id == "17"'  # VARCHAR column: a string literal
 
 
 def test_milvus_store_filter_expr_checks_fields_and_normalizes_aspects():

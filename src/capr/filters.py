@@ -254,13 +254,15 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
     parts = []
     for c in clauses:
         ref = c.field if c.field in builtin else f"metadata[{_quote(c.field)}]"
+        # built-in fields are VARCHAR columns: their literals are always strings
+        lit = _quote if c.field in builtin else _literal
         if c.op in ("=", "!="):
-            expr = f"{ref} == {_literal(c.value)}"
+            expr = f"{ref} == {lit(c.value)}"
             if isinstance(c.value, str) and _ISO_PREFIX_RE.match(c.value.strip()):
                 expr = f"({expr} or {ref} like {_quote(c.value.strip() + '%')})"
             parts.append(expr if c.op == "=" else f"not ({expr})")
         elif c.op in ("in", "not in"):
-            expr = f"{ref} in [{', '.join(_literal(v) for v in c.value)}]"
+            expr = f"{ref} in [{', '.join(lit(v) for v in c.value)}]"
             parts.append(expr if c.op == "in" else f"not ({expr})")
         else:
             lit = _range_literal(c.value)
