@@ -202,6 +202,17 @@ def test_placeholders_never_become_label_entities():
     assert label.entities == ["Pneumonia"]
 
 
+def test_label_generator_uses_the_coded_aspects():
+    from capr.labels import LabelConfig, LabelGenerator
+    from capr.labels.gazetteer import Gazetteer
+
+    gaz = Gazetteer({"lisinopril": ["Lisinopril", "drug"], "hypertension": ["Hypertension", "disease"]}, drugs=False)
+    gen = LabelGenerator(LabelConfig(title_entity=False, abbreviations=False, assertions=False), gazetteer=gaz)
+    labels = {(lp.aspect, lp.heading): lp.entities for lp in gen(read_documents(CCDA))}
+    assert labels[("medications", "Current Outpatient Prescriptions")] == ["Lisinopril", "Hypertension"]
+    assert labels[("problem list", "Active Issues")] == ["Hypertension"]
+
+
 def test_highlights_on_placeholder_text_point_at_the_words():
     from capr.index.analyzer import Analyzer, AnalyzerConfig
     from capr.retrieve.highlight import term_spans
@@ -273,6 +284,11 @@ def test_cli_malformed_record_one_line_then_skip_bad(tmp_path):
       "date": "2150-03-05T16:00:00+00:00"}),
     (MIMIC3, "furosemide", "discharge medications", [],
      {"heading": "Discharge Medications", "title": "Discharge summary", "patient": "10006", "date": "2150-01-09"}),
+    (MIMIC4, "ciprofloxacin", "discharge medications", [],
+     {"heading": "Discharge Medications", "title": "Discharge summary", "patient": "10000032",
+      "date": "2180-05-07T00:00:00"}),
+    (EXPORT, "sumatriptan", "plan", [],
+     {"heading": "Plan", "title": "Progress note", "patient": "pat-2002", "date": "2151-07-04T15:30:00+00:00"}),
 ])
 def test_cli_index_and_search_entity_coded_aspect(tmp_path, source, entity, aspect, filters, want):
     out = tmp_path / "idx"
