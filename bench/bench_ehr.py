@@ -151,6 +151,9 @@ def run_child(*args: str) -> dict:
 
 
 # -- latency -----------------------------------------------------------------------------------
+range_filters_text = "charttime>=2150-01-01, charttime<2160-01-01, category in (Discharge summary, Radiology)"
+
+
 def latency(index_dir: Path, patients: dict[str, list[str]], n_queries: int, seed: int) -> dict:
     from capr.index import Index
     from capr.records import Query
@@ -180,9 +183,16 @@ def latency(index_dir: Path, patients: dict[str, list[str]], n_queries: int, see
         t = time.perf_counter()
         index.search(q, k=10)
         unscoped.append(time.perf_counter() - t)
+    # ranges and sets: the first call also builds the column's sorted value table (once per index snapshot)
+    range_filters = ["charttime>=2150-01-01", "charttime<2160-01-01", "category in (Discharge summary, Radiology)"]
     t = time.perf_counter()
-    ranged = index.search(queries[0][1], k=10, filters=["charttime>=2150-01-01", "category in (Discharge summary, Radiology)"])
+    ranged = index.search(queries[0][1], k=10, filters=range_filters)
     range_ms = (time.perf_counter() - t) * 1e3
+    ranges = []
+    for _, q in queries:
+        t = time.perf_counter()
+        index.search(q, k=10, filters=range_filters)
+        ranges.append(time.perf_counter() - t)
 
     def pct(xs: list[float], p: float) -> float:
         xs = sorted(xs)
@@ -192,7 +202,8 @@ def latency(index_dir: Path, patients: dict[str, list[str]], n_queries: int, see
            "scoped_p50_ms": statistics.median(scoped) * 1e3, "scoped_p95_ms": pct(scoped, 0.95),
            "unscoped_p50_ms": statistics.median(unscoped) * 1e3, "unscoped_p95_ms": pct(unscoped, 0.95),
            "mask_p50_ms": statistics.median(masks) * 1e3, "mean_hits_scoped": n_hits / len(queries),
-           "range_and_set_ms": range_ms, "range_and_set_hits": len(ranged)}
+           "range_and_set_first_ms": range_ms, "range_and_set_hits": len(ranged),
+           "range_and_set_p50_ms": statistics.median(ranges) * 1e3, "range_and_set_p95_ms": pct(ranges, 0.95)}
     index.close()
     return out
 
@@ -249,8 +260,8 @@ def main() -> None:
               f"| {lat['mask_p50_ms']:.2f} ms |")
     for kind, _, _, _, lat in rows:
         print(f"{kind}: {lat['queries']} queries, mean {lat['mean_hits_scoped']:.1f} hits per scoped query; "
-              f"charttime>=2150-01-01 + category in (Discharge summary, Radiology): {lat['range_and_set_ms']:.1f} ms, "
-              f"{lat['range_and_set_hits']} hits")
+              f"filters {range_filters_text}: first search {lat['range_and_set_first_ms']:.1f} ms, then p50 / p95 "
+              f"{lat['range_and_set_p50_ms']:.1f} / {lat['range_and_set_p95_ms']:.1f} ms ({lat['range_and_set_hits']} hits)")
 
 
 if __name__ == "__main__":

@@ -372,6 +372,34 @@ def test_range_over_the_value_table():
     assert m("t!=7") == [1, 1, 1, 0, 0, 1, 1]  # a missing value never passes, not even !=
 
 
+def test_value_table_ranges_equal_the_per_value_rule():
+    """The bisection/vectorised path (ValueTable) and the per-value rule (value_matches) agree everywhere."""
+    import random
+
+    from capr.filters import ValueTable, value_matches
+
+    rng = random.Random(7)
+    values: list = [None, "Radiology", "Discharge summary", "12", 7, 3.5, "2150", "2150-01", "x-ray"]
+    for _ in range(300):
+        y, mo, d = rng.choice([2149, 2150, 2151]), rng.randint(1, 12), rng.randint(1, 28)
+        values.append(rng.choice([f"{y}-{mo:02d}-{d:02d}", f"{y}-{mo:02d}-{d:02d}T{rng.randint(0, 23):02d}:00:00",
+                                  f"{y}-{mo:02d}-{d:02d} {rng.randint(0, 23):02d}:30:00", str(rng.randint(0, 300)),
+                                  rng.randint(0, 300)]))
+    seen: set = set()  # a column's value table holds each value once (case-insensitively)
+    values = [v for v in values if (k := str(v).strip().lower()) not in seen and not seen.add(k)]
+    codes = np.arange(len(values))
+    lookup = {str(v).strip().lower(): i for i, v in enumerate(values) if v is not None}
+    table = ValueTable(values)
+    bounds = ["2150", "2150-06", "2150-06-15", "2150-06-15T12", "2150-06-15 12:00:00", "150", "7", "3.5", "radiology",
+              "Discharge summary", "m", "2149-12-31T23:59:59"]
+    for op in (">=", "<=", ">", "<", "=", "!=", "in", "not in"):
+        for b in bounds:
+            c = FilterClause("f", op, (b, "2151-02") if op in ("in", "not in") else b)
+            slow = np.array([value_matches(c, v) for v in values])
+            fast = column_mask(c, values, codes, lookup=lookup, table=lambda: table)
+            assert (fast == slow).all(), (op, b, [values[i] for i in np.flatnonzero(fast != slow)][:5])
+
+
 def test_milvus_expressions():
     expr = milvus_expr(parse_filters(["subject_id=10006", "charttime<=2150-01-01", "charttime>2150-02",
                                       "category in (Discharge summary, Radiology)", "note_seq>=2", "aspect=plan",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
@@ -197,21 +198,85 @@ def _equal(value: Any, wanted: Any) -> bool:
     return bool(_ISO_PREFIX_RE.match(b) and _ISO_VALUE_RE.match(v) and len(v) > len(b) and v[: len(b)] == b)
 
 
+_MAX_CHAR = "\U0010ffff"
+
+
+class ValueTable:
+    """A column's distinct values prepared for ranges: numbers as a float array, ISO timestamps and all
+    values (lower-cased) in sorted order. A range is then a vectorised comparison plus two bisections,
+    not a Python test per distinct value (a charttime column has one value per note). Built once per
+    column and kept by the caller; the answers equal :func:`value_matches` (tested)."""
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        n = len(values)
+        strs = ["" if v is None else str(v).strip() for v in values]
+        self.present = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+        self.nums = np.array([x if (x := _number(v)) is not None else np.nan for v in values], dtype=np.float64) \
+            if n else np.zeros(0)
+        iso = [(s.replace(" ", "T"), i) for i, (s, v) in enumerate(zip(strs, values)) if v is not None and _ISO_VALUE_RE.match(s)]
+        iso.sort()
+        self.iso_keys = [k for k, _ in iso]
+        self.iso_rows = np.array([i for _, i in iso], dtype=np.int64)
+        low = sorted((s.lower(), i) for i, (s, v) in enumerate(zip(strs, values)) if v is not None)
+        self.str_keys = [k for k, _ in low]
+        self.str_rows = np.array([i for _, i in low], dtype=np.int64)
+
+    def _take(self, rows: np.ndarray, good: np.ndarray) -> None:
+        if len(rows):
+            good[rows] = True
+
+    def prefix_eq(self, bound: str, good: np.ndarray) -> None:
+        """ISO values starting with ``bound`` (charttime=2150-01-01: that day)."""
+        b = bound.strip().replace(" ", "T")
+        self._take(self.iso_rows[bisect_left(self.iso_keys, b):bisect_left(self.iso_keys, b + _MAX_CHAR)], good)
+
+    def range(self, op: str, bound: Any) -> np.ndarray:
+        good = np.zeros(len(self.present), dtype=bool)
+        b = str(bound).strip()
+        nb = _number(b)
+        if nb is not None:
+            with np.errstate(invalid="ignore"):
+                good |= {">=": self.nums >= nb, "<=": self.nums <= nb, ">": self.nums > nb, "<": self.nums < nb}[op]
+        if _ISO_PREFIX_RE.match(b):
+            # v[:len(b)] >= b ⟺ v >= b, and v[:len(b)] <= b ⟺ v < b + (a character above all others)
+            b = b.replace(" ", "T")
+            keys, rows = self.iso_keys, self.iso_rows
+            cut = {">=": (bisect_left(keys, b), None), "<": (0, bisect_left(keys, b)),
+                   "<=": (0, bisect_left(keys, b + _MAX_CHAR)), ">": (bisect_left(keys, b + _MAX_CHAR), None)}[op]
+            self._take(rows[cut[0]:cut[1]], good)
+        elif not (_ISO_VALUE_RE.match(b) or nb is not None):
+            lb, keys, rows = b.lower(), self.str_keys, self.str_rows
+            cut = {">=": (bisect_left(keys, lb), None), "<": (0, bisect_left(keys, lb)),
+                   "<=": (0, bisect_right(keys, lb)), ">": (bisect_right(keys, lb), None)}[op]
+            self._take(rows[cut[0]:cut[1]], good)
+        return good
+
+
 def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
-                normalize: Callable[[Any], Any] | None = None, lookup: Mapping[str, int] | None = None) -> np.ndarray:
+                normalize: Callable[[Any], Any] | None = None, lookup: Mapping[str, int] | None = None,
+                table: Callable[[], ValueTable] | None = None) -> np.ndarray:
     """Rows of a categorical column (distinct ``values`` + per-row ``codes``) that pass ``clause``.
-    Each distinct value is tested once, so a range over a million rows costs one table look-up;
-    with ``lookup`` (lower-cased value → code) equality and sets skip even that (a one-patient
-    filter on an index of 100k patients is then a dict hit and one vectorised comparison)."""
+    The clause is decided per distinct value, then the codes index that table: with ``lookup``
+    (lower-cased value → code) equality and sets are a dict hit (a one-patient filter on an index of
+    100k patients is one vectorised comparison over the codes); with ``table`` (a function returning the
+    column's cached :class:`ValueTable`) ranges and date-prefix equality are bisections; without either,
+    each distinct value is tested in Python."""
     if normalize is not None:
         clause = FilterClause(clause.field, clause.op,
                               tuple(normalize(v) for v in clause.value) if clause.op in ("in", "not in") else normalize(clause.value))
-    if lookup is not None and clause.op in ("=", "!=", "in", "not in") and not any(
-            _ISO_PREFIX_RE.match(str(w).strip()) for w in clause.values):
+    iso_eq = [w for w in clause.values if _ISO_PREFIX_RE.match(str(w).strip())] if clause.op in ("=", "!=", "in", "not in") else []
+    if lookup is not None and clause.op in ("=", "!=", "in", "not in") and (not iso_eq or table is not None):
         good = np.zeros(len(values), dtype=bool)
         good[[c for w in clause.values if (c := lookup.get(_key(w))) is not None]] = True
+        if iso_eq:
+            t = table()
+            for w in iso_eq:
+                t.prefix_eq(str(w), good)
         if clause.op in ("!=", "not in"):
-            good = ~good & np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+            present = table().present if table is not None else np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+            good = ~good & present
+    elif table is not None and clause.op in _RANGE_OPS:
+        good = table().range(clause.op, clause.value)
     else:
         good = np.fromiter((value_matches(clause, v) for v in values), dtype=bool, count=len(values))
     if not good.any():
@@ -277,5 +342,5 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
     return " and ".join(parts)
 
 
-__all__ = ["FilterClause", "Filters", "as_clauses", "column_mask", "is_range", "milvus_expr", "parse_filter",
+__all__ = ["FilterClause", "Filters", "ValueTable", "as_clauses", "column_mask", "is_range", "milvus_expr", "parse_filter",
            "parse_filters", "value_matches"]

@@ -18,7 +18,7 @@ from capr.corpus.aspects import ASPECT_SYNONYMS, aspect_terms, infer_aspect, nor
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError
-from capr.filters import Filters, as_clauses, column_mask
+from capr.filters import Filters, ValueTable, as_clauses, column_mask
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
@@ -500,7 +500,12 @@ class Index:
             if col is None:
                 raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.columns))}")
             norm = (lambda v: normalize_aspect(str(v))) if c.field == "aspect" else None
-            m = column_mask(c, col.values, col.codes, norm, col._lookup) & self.live
+            tables = self.__dict__.setdefault("_filter_tables", {})  # per column, built on the first range
+
+            def table(f=c.field, col=col):
+                return tables[f] if f in tables else tables.setdefault(f, ValueTable(col.values))
+
+            m = column_mask(c, col.values, col.codes, norm, col._lookup, table) & self.live
             if not m.any() and c.op in ("=", "in"):
                 values = [str(v) for v in col.values if v is not None]
                 close = difflib.get_close_matches(str(c.values[0]), values, n=5, cutoff=0.6)
