@@ -403,12 +403,19 @@ def test_value_table_ranges_equal_the_per_value_rule():
 def test_milvus_expressions():
     expr = milvus_expr(parse_filters(["subject_id=10006", "charttime<=2150-01-01", "charttime>2150-02",
                                       "category in (Discharge summary, Radiology)", "note_seq>=2", "aspect=plan",
-                                      "category not in (Echo)"]))
-    assert expr == ('metadata["subject_id"] == "10006" and '
-                    '(metadata["charttime"] < "2150-01-01" or metadata["charttime"] like "2150-01-01%") and '
-                    '(metadata["charttime"] > "2150-02" and not (metadata["charttime"] like "2150-02%")) and '
-                    'metadata["category"] in ["Discharge summary", "Radiology"] and metadata["note_seq"] >= 2 and '
-                    'aspect == "plan" and not (metadata["category"] in ["Echo"])')
+                                      "category not in (Echo)", "patient!=p1", "date=2150-01-03", "aspect!=plan"]))
+    assert expr.split(" and ") == [
+        'metadata["subject_id"] == "10006"',
+        'metadata["charttime"] < "2150-01-01~"',  # the whole day: "~" sorts after every ISO character
+        'metadata["charttime"] >= "2150-02~"',
+        'metadata["category"] in ["Discharge summary", "Radiology"]',
+        'metadata["note_seq"] >= 2',
+        'aspect == "plan"',
+        '(metadata["category"] < "Echo" or metadata["category"] > "Echo")',  # a missing key never passes
+        '(metadata["patient"] < "p1" or metadata["patient"] > "p1")',
+        '(metadata["date"] >= "2150-01-03"', 'metadata["date"] < "2150-01-03~")',
+        'aspect != "plan"']
+    assert "not (" not in expr  # Milvus Lite 2.5 cannot run not(...) on JSON paths
     assert milvus_expr([FilterClause("flag", "=", True), FilterClause("n", "=", 3)]) == \
         'metadata["flag"] == true and metadata["n"] == 3'  # dict filters keep their types, as before
     assert milvus_expr(parse_filters(['title=a "quoted" \\ one'])) == 'title == "a \\"quoted\\" \\\\ one"'
@@ -459,3 +466,30 @@ def test_service_filters_list_and_dict(ehr_index):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "filters"]
     r = client.post("/search", json={"text": "knee", "filters": ["charttim>=2150"]})
     assert r.status_code == 400 and "unknown filter field 'charttim'" in r.text
+
+
+def test_milvus_lite_range_and_set_filters_match_embedded(tmp_path):
+    """The same clauses on a real Milvus Lite server (skipped without .venv-milvus / $CAPR_MILVUS_PYTHON)."""
+    from milvus_support import start_or_skip
+
+    from capr.store import create_store
+
+    docs = [d for p in (MIMIC3, MIMIC4, MIMIC4_RAD, EXPORT) for d in read_documents(p)]
+    server = start_or_skip("lite", tmp_path / "lite")
+    try:
+        ref = create_store(tmp_path / "emb", "embedded")
+        st = create_store("ehr", "milvus", uri=server.uri)
+        if not getattr(st, "has_lexical", True):
+            pytest.skip("this Milvus has no BM25 function")
+        assert ref.add(docs) == st.add(docs)
+        q = Query("q", text="pain dyspnea edema diuresis knee headache fever chest hydronephrosis")
+        for filters in (["subject_id=10006", "charttime>=2150-01-04"], ["category in (Discharge summary, Radiology)"],
+                        ["charttime<=2150-01-03"], ["charttime=2150-01-03"], ["note_seq>20"], ["date>=2151-07", "patient!=pat-2001"],
+                        ["category not in (Radiology)", "source=mimic-iv"], {"subject_id": "10006"}):
+            got = {h.pid for h in st.search(q, k=50, filters=filters, aspect_boost=0)}
+            want = {h.pid for h in ref.search(q, k=50, filters=filters, aspect_boost=0)}
+            assert got == want and want, filters
+        with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+            st.search(q, k=5, filters=["category in (Radiolgy)"])
+    finally:
+        server.stop()

@@ -312,33 +312,58 @@ def _range_literal(value: Any) -> str:
     return str(int(s)) if s.lstrip("-").isdigit() else repr(float(s))
 
 
+def _is_date_bound(value: Any) -> bool:
+    return isinstance(value, str) and bool(_ISO_PREFIX_RE.match(value.strip()))
+
+
 def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspect", "doc_id", "title", "heading")) -> str:
-    """A Milvus boolean expression: built-in fields by name, any other in the ``metadata`` JSON field.
-    Date bounds keep the whole-day meaning through a prefix ``like`` (``<= day`` ≡ ``< day or like "day%"``)."""
+    """A Milvus boolean expression with the embedded index's meaning: built-in fields by name, any other
+    in the ``metadata`` JSON field. Written without ``not (...)``, which Milvus Lite 2.5 cannot run on
+    JSON paths: a date bound's whole day is ``[day, day + "~")`` ("~" sorts after every character of an
+    ISO timestamp), and ``!=`` on metadata is ``< or >``, so a note without the key never passes (as in
+    the embedded index; Milvus' own ``!=`` would let it through)."""
     builtin = set(builtin)
     parts = []
     for c in clauses:
-        ref = c.field if c.field in builtin else f"metadata[{_quote(c.field)}]"
+        meta = c.field not in builtin
+        ref = f"metadata[{_quote(c.field)}]" if meta else c.field
         # built-in fields are VARCHAR columns: their literals are always strings
-        lit = _quote if c.field in builtin else _literal
-        if c.op in ("=", "!="):
-            expr = f"{ref} == {lit(c.value)}"
-            if isinstance(c.value, str) and _ISO_PREFIX_RE.match(c.value.strip()):
-                expr = f"({expr} or {ref} like {_quote(c.value.strip() + '%')})"
-            parts.append(expr if c.op == "=" else f"not ({expr})")
-        elif c.op in ("in", "not in"):
-            expr = f"{ref} in [{', '.join(lit(v) for v in c.value)}]"
-            parts.append(expr if c.op == "in" else f"not ({expr})")
-        else:
-            lit = _range_literal(c.value)
-            date = lit.startswith('"') and _ISO_PREFIX_RE.match(str(c.value).strip())
-            like = f"{ref} like {_quote(str(c.value).strip() + '%')}"
-            if date and c.op == "<=":
-                parts.append(f"({ref} < {lit} or {like})")
-            elif date and c.op == ">":
-                parts.append(f"({ref} > {lit} and not ({like}))")
+        lit = _literal if meta else _quote
+
+        def eq(v: Any) -> str:
+            if _is_date_bound(v):
+                b = str(v).strip().replace(" ", "T")
+                return f"({ref} >= {_quote(b)} and {ref} < {_quote(b + '~')})"
+            return f"{ref} == {lit(v)}"
+
+        def ne(v: Any) -> str:
+            if _is_date_bound(v):
+                b = str(v).strip().replace(" ", "T")
+                return f"({ref} < {_quote(b)} or {ref} >= {_quote(b + '~')})"
+            return f"({ref} < {lit(v)} or {ref} > {lit(v)})" if meta else f"{ref} != {lit(v)}"
+
+        if c.op == "=":
+            parts.append(eq(c.value))
+        elif c.op == "!=":
+            parts.append(ne(c.value))
+        elif c.op == "in":
+            if any(_is_date_bound(v) for v in c.value):
+                parts.append("(" + " or ".join(eq(v) for v in c.value) + ")")
             else:
-                parts.append(f"{ref} {c.op} {lit}")
+                parts.append(f"{ref} in [{', '.join(lit(v) for v in c.value)}]")
+        elif c.op == "not in":
+            if meta or any(_is_date_bound(v) for v in c.value):
+                parts.append(" and ".join(ne(v) for v in c.value))
+            else:
+                parts.append(f"{ref} not in [{', '.join(lit(v) for v in c.value)}]")
+        else:
+            value = str(c.value).strip()
+            if _is_date_bound(value):
+                b = value.replace(" ", "T")
+                op, bound = {">=": (">=", b), "<": ("<", b), "<=": ("<", b + "~"), ">": (">=", b + "~")}[c.op]
+                parts.append(f"{ref} {op} {_quote(bound)}")
+            else:
+                parts.append(f"{ref} {c.op} {_range_literal(value)}")
     return " and ".join(parts)
 
 

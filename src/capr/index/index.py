@@ -495,12 +495,12 @@ class Index:
         if not clauses:
             return None
         mask = self.live.copy()
+        tables = self.__dict__.setdefault("_filter_tables", {})  # per column, built on its first range filter
         for c in clauses:
             col = self.columns.get(c.field)
             if col is None:
                 raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.columns))}")
             norm = (lambda v: normalize_aspect(str(v))) if c.field == "aspect" else None
-            tables = self.__dict__.setdefault("_filter_tables", {})  # per column, built on the first range
 
             def table(f=c.field, col=col):
                 return tables[f] if f in tables else tables.setdefault(f, ValueTable(col.values))
