@@ -108,8 +108,15 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         q = self.query.query
         return {"query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": self.retriever,
-                "reranker": self.reranker, "filters": self.options.filters or {}, "evidence_method": self.evidence_method,
+                "reranker": self.reranker, "filters": _shown_filters(self.options.filters), "evidence_method": self.evidence_method,
                 "notices": list(self.notices), "results": [h.to_dict() for h in self.hits]}
+
+
+def _shown_filters(filters: Any) -> Any:
+    """Filters as given: a {field: value} dict as it is, clauses (capr.filters) as their text."""
+    if not filters or isinstance(filters, dict):
+        return filters or {}
+    return [str(c) for c in filters]
 
 
 class Searcher:

@@ -175,16 +175,11 @@ def write_to_store(store, documents: Iterable, label: str, report: ReadReport | 
     return time.time() - t0
 
 
-def _parse_filters(filters: list[str]) -> dict[str, str]:
-    parsed = {}
-    for f in filters:
-        if "=" not in f:
-            raise QueryError(f"bad filter {f!r}: use FIELD=VALUE, e.g. aspect=symptoms")
-        k, v = f.split("=", 1)
-        if not k.strip() or not v.strip():
-            raise QueryError(f"bad filter {f!r}: field and value must be non-empty")
-        parsed[k.strip()] = v.strip()
-    return parsed
+def _parse_filters(filters: list[str]) -> list:
+    """--filter clauses: FIELD=VALUE, FIELD!=VALUE, FIELD>=VALUE (<=, >, <), FIELD in (A, B) (capr.filters)."""
+    from capr.filters import parse_filters
+
+    return parse_filters(filters)
 
 
 def _open_cdv_store(index, model_dir: Path):

@@ -88,7 +88,7 @@ def search_cmd(
     entity: Optional[str] = typer.Option(None, "--entity", "-e", help="Entity of a structured question."),
     aspect: Optional[str] = typer.Option(None, "--aspect", "-a", help="Aspect of a structured question."),
     k: int = typer.Option(10, "-k", help="Number of passages."),
-    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable), e.g. aspect=symptoms."),
+    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable, ANDed); also !=, >=, <=, >, < and 'FIELD in (A, B)', e.g. aspect=symptoms, \"charttime>=2150-01-01\"."),
     retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
     expand: bool = typer.Option(True, help="Expand the aspect with its synonyms."),
     aspect_boost: float = typer.Option(0.5, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),

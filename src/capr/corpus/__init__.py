@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Iterator
 
+from capr.corpus.ccda import is_ccda_head
 from capr.corpus.files import read_head
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
@@ -22,6 +24,29 @@ class Format(str, Enum):
     mtsamples = "mtsamples"
     mts_dialog = "mts-dialog"
     beir = "beir"
+    mimic3 = "mimic3"
+    mimic4 = "mimic4"
+    fhir = "fhir"
+    ccda = "ccda"
+
+
+def _sniff_json(source: Path) -> Format | None:
+    """FHIR when the first JSON value (a resource, a Bundle, or an NDJSON line) has a resourceType."""
+    head = read_head(source, 65536)
+    first = head.split(b"\n", 1)[0] if source.name.lower().endswith((".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")) else head
+    if re.search(rb'^\s*\{\s*"resourceType"\s*:', first) or re.search(rb'"resourceType"\s*:\s*"(Bundle|DocumentReference|Composition|DiagnosticReport)"', first):
+        return Format.fhir
+    return None
+
+
+def _sniff_csv(source: Path) -> Format | None:
+    header = read_head(source, 4096).split(b"\n", 1)[0].lower()
+    cols = {c.strip().strip('"') for c in header.decode("utf-8", "replace").split(",")}
+    if {"row_id", "subject_id", "category", "text"} <= cols:
+        return Format.mimic3  # MIMIC-III NOTEEVENTS
+    if {"note_id", "subject_id", "note_type", "text"} <= cols:
+        return Format.mimic4  # MIMIC-IV-Note discharge / radiology
+    return None
 
 
 def detect_format(source: Path) -> Format:
@@ -36,24 +61,42 @@ def detect_format(source: Path) -> Format:
             return Format.medquad_cdv
         if any(n.startswith("MTS-Dialog-") for n in names):
             return Format.mts_dialog
+        # a folder of C-CDA documents, or a FHIR bulk export (NDJSON per resource type) or JSON resources
+        first_xml = next((p for p in sorted(source.glob("*.xml")) if p.is_file()), None)
+        if first_xml is not None and is_ccda_head(read_head(first_xml, 4096)):
+            return Format.ccda
+        first_json = next((p for p in sorted(source.iterdir()) if p.is_file()
+                           and p.name.lower().endswith((".ndjson", ".ndjson.gz", ".json"))), None)
+        if first_json is not None and _sniff_json(first_json) is Format.fhir:
+            return Format.fhir
         if "MedQuAD.tar.gz" in names:
             raise BadInputError(str(source), "directory holds MedQuAD.tar.gz: pass that file as SOURCE")
         if any(source.rglob("*.xml")) and not any(source.rglob("*.txt")):
             return Format.medquad
         return Format.text
     name = source.name.lower()
+    if name.endswith(".xml") and is_ccda_head(read_head(source, 4096)):
+        return Format.ccda
     if name.endswith((".tar.gz", ".tgz", ".tar", ".xml")):
         return Format.medquad
     if name.endswith((".txt", ".md", ".text", ".markdown")):
         return Format.text
     if name.endswith((".csv", ".csv.gz")):
         header = read_head(source, 4096).split(b"\n", 1)[0].lower()
+        sniffed = _sniff_csv(source)
+        if sniffed is not None:
+            return sniffed
         if b"transcription" in header:
             return Format.mtsamples
         if b"section_header" in header:
             return Format.mts_dialog
-        raise BadInputError(str(source), "CSV is neither MTSamples (transcription column) nor MTS-Dialog")
-    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+        raise BadInputError(str(source), "CSV is neither MTSamples (transcription column), MTS-Dialog, MIMIC-III NOTEEVENTS "
+                            "(ROW_ID, SUBJECT_ID, CATEGORY, TEXT) nor MIMIC-IV-Note (note_id, subject_id, note_type, text)")
+    if name.endswith((".json", ".json.gz")) and _sniff_json(source) is Format.fhir:
+        return Format.fhir
+    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
+        if _sniff_json(source) is Format.fhir:
+            return Format.fhir
         first = read_head(source, 65536).split(b"\n", 1)[0]
         try:
             rec = json.loads(first)
@@ -62,13 +105,13 @@ def detect_format(source: Path) -> Format:
         if isinstance(rec, dict) and "medquad_file" in rec and "pid" in rec:
             return Format.medquad_cdv
         return Format.jsonl
-    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir)")
+    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
 
 
 def read_documents(source: str | Path, format: Format | str = Format.auto, report: ReadReport | None = None) -> Iterator[Document]:
     """Stream documents from ``source``. Bad records raise :class:`BadInputError` unless
     ``report.skip_bad`` is set, in which case they are collected in ``report.skipped``."""
-    from capr.corpus import beir, jsonl, medquad, mts_dialog, mtsamples, text
+    from capr.corpus import beir, ccda, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
 
     source = Path(source)
     report = report if report is not None else ReadReport()
@@ -88,6 +131,10 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
         Format.mtsamples: mtsamples.read_mtsamples,
         Format.mts_dialog: mts_dialog.read_mts_dialog,
         Format.beir: beir.read_beir_corpus,
+        Format.mimic3: mimic.read_mimic3,
+        Format.mimic4: mimic.read_mimic4,
+        Format.fhir: fhir.read_fhir,
+        Format.ccda: ccda.read_ccda,
     }
     for doc in readers[fmt](source, report):
         if not doc.text.strip():

@@ -35,7 +35,7 @@ ASPECT_SYNONYMS: dict[str, list[str]] = {
                              "pelvic", "breasts", "lymph nodes", "constitutional", "ent"],
     "vital signs": ["vitals", "vs", "vital sign"],
     "laboratory data": ["labs", "lab", "laboratory", "laboratory studies", "laboratory results",
-                        "diagnostic studies", "lab results", "data"],
+                        "diagnostic studies", "lab results", "data", "results", "pertinent results"],
     "imaging": ["radiology", "x-ray", "ct", "mri", "imaging studies"],
     "assessment": ["impression", "clinical impression", "assessment/impression", "diagnostic impression",
                    "conclusion", "conclusions", "interpretation"],
@@ -55,6 +55,7 @@ ASPECT_SYNONYMS: dict[str, list[str]] = {
     "complications": ["complication"],
     "estimated blood loss": ["ebl", "blood loss"],
     "specimen": ["specimens", "specimen removed", "pathology"],
+    "problem list": ["problems", "active problems"],
     "hospital course": ["course", "brief hospital course", "course in hospital", "edcourse", "ed course",
                         "emergency department course", "clinical course"],
     "disposition": ["condition on discharge", "discharge condition", "discharge disposition"],
@@ -89,6 +90,63 @@ for _canonical, _syns in ASPECT_SYNONYMS.items():
     _LOOKUP[_canonical] = _canonical
     for _s in _syns:
         _LOOKUP.setdefault(_s, _canonical)
+
+
+# LOINC section codes (C-CDA R2.1 section templates, FHIR Composition.section.code) → canonical aspect.
+# A coded section gets its aspect from the code, not from its title: "Meds" and "Current Outpatient
+# Prescriptions" are both 10160-0. Codes not listed fall back to the section's title.
+LOINC_ASPECTS: dict[str, str] = {
+    "10154-3": "chief complaint",            # Chief complaint
+    "46239-0": "chief complaint",            # Chief complaint + Reason for visit
+    "29299-5": "chief complaint",            # Reason for visit
+    "10164-2": "history of present illness",  # History of Present illness
+    "61150-9": "history of present illness",  # Subjective
+    "11348-0": "past medical history",       # History of Past illness
+    "11450-4": "problem list",               # Problem list - Reported
+    "47519-4": "procedure",                  # History of Procedures
+    "29554-3": "procedure",                  # Procedure Narrative
+    "10160-0": "medications",                # History of Medication use
+    "42346-7": "medications",                # Medications on admission
+    "29549-3": "medications",                # Medication administered
+    "10183-2": "discharge medications",      # Hospital discharge medications
+    "10157-6": "family history",             # History of family member diseases
+    "29762-2": "social history",             # Social history
+    "48765-2": "allergies",                  # Allergies and adverse reactions
+    "10187-3": "review of systems",          # Review of systems
+    "29545-1": "physical examination",       # Physical findings
+    "61149-1": "physical examination",       # Objective
+    "10184-0": "physical examination",       # Hospital discharge physical findings
+    "8716-3": "vital signs",                 # Vital signs
+    "30954-2": "laboratory data",            # Relevant diagnostic tests/laboratory data
+    "18748-4": "imaging",                    # Diagnostic imaging study
+    "51848-0": "assessment",                 # Evaluation note (Assessment)
+    "18776-5": "plan",                       # Plan of care note
+    "51847-2": "assessment and plan",        # Evaluation + Plan note
+    "11535-2": "diagnosis",                  # Hospital discharge Dx
+    "46241-6": "diagnosis",                  # Hospital admission diagnosis
+    "10219-4": "preoperative diagnosis",     # Surgical operation note preoperative Dx
+    "10218-6": "postoperative diagnosis",    # Surgical operation note postoperative Dx
+    "59768-2": "indications",                # Procedure indications
+    "59776-5": "findings",                   # Procedure findings
+    "59775-7": "specimen",                   # Procedure specimens taken
+    "55109-3": "complications",              # Complications
+    "59770-8": "estimated blood loss",       # Procedure estimated blood loss
+    "8648-8": "hospital course",             # Hospital course
+    "8653-8": "discharge instructions",      # Hospital discharge instructions
+    "11369-6": "immunizations",              # History of Immunization
+    "10162-6": "gynecologic history",        # History of pregnancies
+}
+# How LOINC is named: the C-CDA code system OID and the FHIR system URI.
+LOINC_SYSTEMS = {"2.16.840.1.113883.6.1", "http://loinc.org", "urn:oid:2.16.840.1.113883.6.1"}
+
+
+def aspect_for_code(code: str | None, system: str | None = None, fallback_heading: str = "") -> str:
+    """Canonical aspect of a coded section: the LOINC table when the code is LOINC (or the system is
+    not given) and listed, else the normalized heading (so an unlisted code still gets its title's aspect)."""
+    code = (code or "").strip()
+    if code and (system is None or system.strip() in LOINC_SYSTEMS or not system.strip()) and code in LOINC_ASPECTS:
+        return LOINC_ASPECTS[code]
+    return normalize_aspect(fallback_heading) if fallback_heading.strip() else ""
 
 
 def clean_heading(heading: str) -> str:

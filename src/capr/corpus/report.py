@@ -13,6 +13,7 @@ class ReadReport:
     skipped: list[BadInputError] = field(default_factory=list)
     empty: int = 0  # records with no text (e.g. MedQuAD answers removed for copyright)
     duplicates: int = 0
+    flagged: int = 0  # records the source itself marks as erroneous (MIMIC-III ISERROR)
 
     def bad(self, source: str, reason: str, record: str | None = None) -> None:
         err = BadInputError(source, reason, record)
@@ -26,6 +27,8 @@ class ReadReport:
             parts.append(f"{len(self.skipped)} bad record(s) skipped")
         if self.empty:
             parts.append(f"{self.empty} empty record(s) ignored")
+        if self.flagged:
+            parts.append(f"{self.flagged} record(s) marked as errors in the source skipped")
         if self.duplicates:
             parts.append(f"{self.duplicates} duplicate(s) merged")
         return ", ".join(parts) or "nothing skipped"

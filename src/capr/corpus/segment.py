@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from capr.corpus.aspects import is_known_heading, normalize_aspect
+from capr.corpus.deid import has_placeholders, merge_split_placeholders, placeholder_spans
 from capr.records import Document, Passage, Section, Span
 
 _SMALL_WORDS = {"and", "of", "the", "or", "for", "to", "in", "on", "with", "at", "by", "a", "an", "/", "&"}
@@ -131,7 +132,11 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[S
         chunk = text[a0:b0]
         if not chunk.strip():
             continue
-        for a, b in _nupunkt().sent_spans(chunk):
+        raw = _nupunkt().sent_spans(chunk)
+        if len(raw) > 1 and has_placeholders(chunk):
+            # a de-identification surrogate is one opaque token: never end a sentence inside it
+            raw = merge_split_placeholders(raw, placeholder_spans(chunk))
+        for a, b in raw:
             a, b = a0 + a, a0 + b
             while a < b and text[a].isspace():
                 a += 1

@@ -17,6 +17,7 @@ from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
+from capr.filters import Filters, ValueTable, as_clauses, column_mask
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import write_json, write_npy
@@ -90,6 +91,7 @@ class IndexWriter:
             dirs.remove_stale(self.root)
             self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
             self._dense_encoder = _encoder(self.dense_info)
+            self.builder.keep_texts = self._dense_encoder is not None
             if self._dense_encoder is not None:
                 # a model trained with document context reads each passage with its title (and heading)
                 self.builder.dense_text = self._dense_encoder.passage_text
@@ -590,22 +592,31 @@ class Index:
     def check_aspect(self, aspect: str) -> None:
         check_aspect(aspect, self.aspect_counts())
 
-    def compile_filter(self, filters: dict[str, Any] | None) -> np.ndarray | None:
-        """The live rows passing every filter; a QueryError naming an unknown field or a value no passage has."""
-        if not filters:
+    def compile_filter(self, filters: "Filters") -> np.ndarray | None:
+        """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings
+        with ranges and sets (see capr.filters). An equality or set no passage has is an error
+        (most often a typo); an empty range is a legitimate empty answer."""
+        clauses = as_clauses(filters)
+        if not clauses:
             return None
         mask = self.live.copy()
-        for field, value in filters.items():
-            col = self.columns.get(field)
+        tables = self.__dict__.setdefault("_filter_tables", {})  # per column, built on its first range filter
+        for c in clauses:
+            col = self.columns.get(c.field)
             if col is None:
-                raise QueryError(f"unknown filter field {field!r}; filterable fields: {', '.join(sorted(self.columns))}")
-            wanted = normalize_aspect(str(value)) if field == "aspect" else value
-            m = col.mask(wanted) & self.live
-            if not m.any():
+                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.columns))}")
+            norm = (lambda v: normalize_aspect(str(v))) if c.field == "aspect" else None
+
+            def table(f=c.field, col=col):
+                return tables[f] if f in tables else tables.setdefault(f, ValueTable(col.values))
+
+            m = column_mask(c, col.values, col.codes, norm, col._lookup, table) & self.live
+            if not m.any() and c.op in ("=", "in"):
                 values = [str(v) for v in col.values if v is not None]
-                close = difflib.get_close_matches(str(value), values, n=5, cutoff=0.6)
+                close = difflib.get_close_matches(str(c.values[0]), values, n=5, cutoff=0.6)
                 hint = f" (close: {', '.join(close)})" if close else ""
-                raise QueryError(f"no passage has {field}={value!r}{hint}")
+                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
+                raise QueryError(f"no passage has {shown}{hint}")
             mask &= m
         return mask
 

@@ -69,6 +69,19 @@ class TermMatrix:
         m.sum_duplicates()
         return cls(vocab, m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data.astype(np.float32), np.asarray(doc_len, dtype=np.float32))
 
+    @classmethod
+    def from_rows(cls, cols: np.ndarray, tf: np.ndarray, nnz: np.ndarray, doc_len: np.ndarray, vocab: dict[str, int]) -> "TermMatrix":
+        """From per-row (term id, tf) pairs, ``nnz[r]`` of them for row r, each term at most once per row.
+        Built as CSR over the given arrays (no copies) and converted once: about half the peak memory
+        of :meth:`from_coo` on a large segment."""
+        # int32 offsets while they fit: scipy would otherwise upcast the (large) term-id array to int64
+        indptr = np.zeros(len(nnz) + 1, dtype=np.int32 if int(np.sum(nnz, dtype=np.int64)) < 2**31 - 1 else np.int64)
+        np.cumsum(nnz, out=indptr[1:])
+        m = sp.csr_matrix((tf, cols, indptr), shape=(len(doc_len), len(vocab))).tocsc()
+        m.sort_indices()
+        return cls(vocab, m.indptr.astype(np.int64), m.indices.astype(np.int32, copy=False), m.data.astype(np.float32, copy=False),
+                   np.asarray(doc_len, dtype=np.float32))
+
     def to_csc(self) -> sp.csc_matrix:
         return sp.csc_matrix((self.tf, self.indices, self.indptr), shape=(len(self.doc_len), len(self.vocab)))
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -55,10 +56,13 @@ class SegmentBuilder:
         self.doc_ids: list[str] = []
         self.pids: list[str] = []
         self.texts: list[str] = []  # what the dense encoder reads per passage (the index text unless it adds context)
+        # only a dense index needs the texts at commit; a lexical one must not hold a whole corpus in memory
+        self.keep_texts = True
         self.dense_text: Callable[[Passage, str], str] | None = None
         self._vocab: dict[str, int] = {}
-        self._cols = array.array("i")
-        self._rows = array.array("i")
+        self._cols = array.array("i")  # term ids, passage by passage
+        self._tfs = array.array("f")  # their term frequencies
+        self._nnz = array.array("i")  # distinct terms per passage
         self._lens = array.array("f")
         self._fields: dict[str, list[Any]] = {f: [] for f in BUILTIN_FIELDS}
         self._dropped_fields: set[str] = set()
@@ -83,11 +87,16 @@ class SegmentBuilder:
             self._write(self._pass_fh, self._pass_offsets, rec)
             self.pids.append(p.pid)
             text = passage_index_text(p, self.segmenter.include_title)
-            self.texts.append(self.dense_text(p, text) if self.dense_text else text)
+            if self.keep_texts:
+                self.texts.append(self.dense_text(p, text) if self.dense_text else text)
             tokens = self.analyzer(text)
             vocab = self._vocab
-            self._cols.extend(vocab.setdefault(t, len(vocab)) for t in tokens)
-            self._rows.extend([self.n_passages] * len(tokens))
+            # one (term, tf) pair per distinct term of the passage, not one entry per token: the postings
+            # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory
+            counts = Counter(vocab.setdefault(t, len(vocab)) for t in tokens)
+            self._cols.extend(counts.keys())
+            self._tfs.extend(counts.values())
+            self._nnz.append(len(counts))
             self._lens.append(len(tokens))
             self._add_fields(p, doc.metadata)
             self.n_passages += 1
@@ -126,9 +135,10 @@ class SegmentBuilder:
         write_npy(self.tmp / "passages.offsets.npy", np.asarray(self._pass_offsets, dtype=np.int64))
         if progress:
             progress("term matrix")
-        TermMatrix.from_coo(
-            np.frombuffer(self._rows, dtype=np.int32),
+        TermMatrix.from_rows(
             np.frombuffer(self._cols, dtype=np.int32),
+            np.frombuffer(self._tfs, dtype=np.float32),
+            np.frombuffer(self._nnz, dtype=np.int32),
             np.frombuffer(self._lens, dtype=np.float32),
             self._vocab,
         ).save(self.tmp / "lexical")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from capr.corpus.deid import mask_placeholders
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import BadInputError
 from capr.labels.gazetteer import Gazetteer, Mention, normalize_name
@@ -166,9 +167,11 @@ class LabelGenerator:
         return ""
 
     def _entities(self, doc: Document, passage: Passage, defs: dict[str, str]) -> tuple[list[str], list[dict]]:
-        found = self.gazetteer.find(passage.text) if self.gazetteer else []
+        # de-identification placeholders are blanked (same offsets): a surrogate name is never an entity
+        text = mask_placeholders(passage.text)
+        found = self.gazetteer.find(text) if self.gazetteer else []
         taken = {(m.start, m.end) for m in found}
-        found += [m for m in self._abbreviation_mentions(passage.text, defs) if (m.start, m.end) not in taken]
+        found += [m for m in self._abbreviation_mentions(text, defs) if (m.start, m.end) not in taken]
         kept: list[str] = []
         dropped: list[dict] = []
         if found and self.filter is not None:
@@ -198,7 +201,7 @@ class LabelGenerator:
 
     def document(self, doc: Document) -> Iterator[LabeledPassage]:
         self.stats.documents += 1
-        defs = self.abbrev.definitions(doc.text) if self.abbrev is not None else {}
+        defs = self.abbrev.definitions(mask_placeholders(doc.text)) if self.abbrev is not None else {}
         self._title = self._title_entity(doc)
         banned: list[tuple[int, int]] = []
         if self.exclude_passage is not None:

@@ -6,7 +6,7 @@ import math
 import re
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StringConstraints,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, StrictBool, StrictFloat, StrictInt, StringConstraints,
                       field_validator, model_validator)
 
 from capr.query import Retriever
@@ -66,6 +66,26 @@ class _Strict(BaseModel):
 _KEYS_CLOSED = {"additionalProperties": False}
 
 
+def _valid_filter(s: str) -> str:
+    from capr.errors import QueryError
+    from capr.filters import parse_filter
+
+    try:
+        parse_filter(s)
+    except QueryError as e:
+        raise ValueError(str(e)) from None
+    return s
+
+
+# "charttime>=2150-01-01", "category in (Discharge summary, Radiology)": the CLI's --filter syntax
+FilterText = Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text), AfterValidator(_valid_filter)]
+# {FIELD: VALUE} (equality, as before) or a list of clauses with ranges and sets (capr.filters)
+# (a callable discriminator: a bad clause is reported as such, not as "should be a valid dictionary")
+Filters = Annotated[Union[Annotated[dict[FieldName, Scalar], Field(max_length=20, json_schema_extra=_KEYS_CLOSED), Tag("dict")],
+                          Annotated[list[FilterText], Field(max_length=20), Tag("list")]],
+                    Discriminator(lambda v: "list" if isinstance(v, list) else "dict")]
+
+
 # ------------------------------------------------------------------------------------------ search
 _NON_BLANK = {"type": "string", "pattern": r"\S"}
 
@@ -80,8 +100,9 @@ class SearchRequest(_Strict):
     entity: Optional[Short] = Field(None, description="Entity of a structured question.", examples=["IgA nephropathy"])
     aspect: Optional[Short] = Field(None, description="Aspect of a structured question.", examples=["symptoms"])
     k: Count = Field(10, ge=1, le=100, description="Number of passages.")
-    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED,
-                                             description="FIELD: VALUE metadata filters, e.g. {\"aspect\": \"symptoms\"}.")
+    filters: Filters = Field(default_factory=dict, description="Metadata filters: {FIELD: VALUE} (equality), or a list of "
+                             "clauses with ranges and sets, e.g. [\"subject_id=10006\", \"charttime>=2150-01-01\", "
+                             "\"category in (Discharge summary, Radiology)\"].")
     retriever: Retriever = Field(Retriever.bm25, strict=False)  # strict would refuse the JSON string "bm25"
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
         None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables.")
@@ -195,7 +216,7 @@ class CaseRequest(_Strict):
     hypotheses: list[Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_valid_text)]] = Field(
         min_length=1, max_length=20, examples=[["heart failure", "asthma", "pneumonia"]])
     k: Count = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (baseline: the score is their mean BM25; similar-case pipeline: the best cross-encoder scores).")
-    filters: dict[FieldName, Scalar] = Field(default_factory=dict, max_length=20, json_schema_extra=_KEYS_CLOSED)
+    filters: Filters = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _not_blank(self) -> "CaseRequest":

@@ -37,6 +37,7 @@ from capr import __version__
 from capr.corpus.aspects import normalize_aspect
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import BadInputError, CaprError, QueryError
+from capr.filters import FilterClause, as_clauses, milvus_expr
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
@@ -441,30 +442,34 @@ class MilvusStore:
         return np.asarray([r["aspect"] == aspect for r in self._rows_of(keys)], dtype=bool)
 
     # -- filters ------------------------------------------------------------------------------
-    def compile_filter(self, filters: dict[str, Any] | None) -> str:
-        if not filters:
-            return ""
-        parts = []
-        for field, value in filters.items():
-            if field not in self.meta["fields"]:
-                raise QueryError(f"unknown filter field {field!r}; filterable fields: {', '.join(sorted(self.meta['fields']))}")
-            if field == "aspect":
-                value = normalize_aspect(str(value))
-            parts.append(_field_expr(field, value))
-        return " and ".join(parts)
+    def compile_filter(self, filters: Any) -> str:
+        """A Milvus expression for a {field: value} dict or range/set clauses (capr.filters)."""
+        clauses = as_clauses(filters)
+        for c in clauses:
+            if c.field not in self.meta["fields"]:
+                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.meta['fields']))}")
+        return milvus_expr(self._normalized(clauses), BUILTIN)
 
     filter_expr = compile_filter
 
-    def explain_empty(self, filters: dict[str, Any]) -> None:
+    @staticmethod
+    def _normalized(clauses: list[FilterClause]) -> list[FilterClause]:
+        return [FilterClause(c.field, c.op, tuple(normalize_aspect(str(v)) for v in c.value) if c.op in ("in", "not in")
+                             else normalize_aspect(str(c.value))) if c.field == "aspect" else c for c in clauses]
+
+    def explain_empty(self, filters: Any) -> None:
         """The embedded backend's error for a filter value no passage has, found only when a filtered
-        search comes back empty (one count per field then, nothing extra on the common path)."""
-        for field, value in filters.items():
-            v = normalize_aspect(str(value)) if field == "aspect" else value
-            res = self.client.query(self.name, filter=_field_expr(field, v), output_fields=["count(*)"])
+        search comes back empty (one count per equality/set clause then, nothing extra on the common path)."""
+        for c in as_clauses(filters):
+            if c.op not in ("=", "in"):
+                continue  # an empty range is an answer, not a typo
+            res = self.client.query(self.name, filter=milvus_expr(self._normalized([c]), BUILTIN), output_fields=["count(*)"])
             if int(res[0]["count(*)"]) == 0:
-                close = difflib.get_close_matches(str(value), self.aspects(), n=5, cutoff=0.6) if field == "aspect" else []
+                value = c.values[0]
+                close = difflib.get_close_matches(str(value), self.aspects(), n=5, cutoff=0.6) if c.field == "aspect" else []
                 hint = f" (close: {', '.join(close)})" if close else ""
-                raise QueryError(f"no passage has {field}={value!r}{hint}")
+                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
+                raise QueryError(f"no passage has {shown}{hint}")
 
     def check_aspect(self, aspect: str) -> None:
         check_aspect(aspect, self.aspects())
@@ -527,17 +532,6 @@ class MilvusStore:
 
 
 # ------------------------------------------------------------------------------ schema and meta
-def _field_expr(field: str, value: Any) -> str:
-    if field in BUILTIN:
-        return f"{field} == {_quote(value)}"
-    key = _quote(field)
-    if isinstance(value, bool):
-        return f"metadata[{key}] == {str(value).lower()}"
-    if isinstance(value, (int, float)):
-        return f"metadata[{key}] == {value!r}"
-    return f"metadata[{key}] == {_quote(value)}"
-
-
 def _passage(h: dict) -> Passage:
     return Passage(pid=h["pid"], doc_id=h["doc_id"], text=h["text"], aspect=h["aspect"] or None,
                    start=int(h["start_char"]), end=int(h["end_char"]),

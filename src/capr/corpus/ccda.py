@@ -1,0 +1,151 @@
+"""C-CDA R2.1 documents (HL7 CDA XML, ``urn:hl7-org:v3``): one file, or a folder of them.
+
+Sections are ``structuredBody/component/section`` with a LOINC ``code``, a ``title`` and a narrative
+``text`` block (paragraphs, lists and tables flattened readably by capr.corpus.narrative); nested
+``section/component/section`` become sections of their own. A section's aspect comes from its LOINC
+code (capr.corpus.aspects.LOINC_ASPECTS), its title being the fallback.
+
+Metadata: ``patient`` (recordTarget/patientRole/id), ``encounter`` (componentOf/encompassingEncounter/id),
+``date`` (effectiveTime as ISO 8601), ``note_type`` (the document code's displayName, e.g. "Discharge
+summary"), ``document_code`` (its LOINC code), ``author_role`` (the first author's code or functionCode),
+``template_ids`` are not kept (they are structure, not something to filter by).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Iterator
+
+from capr.corpus.aspects import aspect_for_code
+from capr.corpus.files import check_text_file, read_head
+from capr.corpus.narrative import element_text
+from capr.corpus.report import ReadReport
+from capr.errors import BadInputError
+from capr.records import Document, Section
+
+NS = "urn:hl7-org:v3"
+_N = {"v3": NS}
+_TS_RE = re.compile(r"^(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?(?:\.\d+)?([+-]\d{4})?$")
+
+
+def is_ccda_head(head: bytes) -> bool:
+    """Whether the first bytes of an XML file open a CDA ClinicalDocument."""
+    return b"<ClinicalDocument" in head or b":ClinicalDocument" in head
+
+
+def hl7_time(value: str | None) -> str:
+    """HL7 TS (20150622, 201506221030-0500) as ISO 8601 ("2015-06-22", "2015-06-22T10:30:00-05:00")."""
+    m = _TS_RE.match((value or "").strip())
+    if not m:
+        return (value or "").strip()
+    y, mo, d, h, mi, s, tz = m.groups()
+    out = y + (f"-{mo}" if mo else "") + (f"-{d}" if d else "")
+    if h:
+        out += f"T{h}:{mi or '00'}:{s or '00'}"
+        if tz:
+            out += f"{tz[:3]}:{tz[3:]}"
+    return out
+
+
+def read_ccda(path: Path, report: ReadReport) -> Iterator[Document]:
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.xml") if p.is_file())
+        if not files:
+            report.bad(str(path), "no .xml files in this folder")
+            return
+        for f in files:
+            if not is_ccda_head(read_head(f, 4096)):
+                report.bad(str(f), "not a C-CDA document (root element is not ClinicalDocument)")
+                continue
+            doc = _read_file(f, report)
+            if doc is not None:
+                yield doc
+    else:
+        doc = _read_file(path, report)
+        if doc is not None:
+            yield doc
+
+
+def _id(el: ET.Element | None) -> str:
+    if el is None:
+        return ""
+    return (el.get("extension") or el.get("root") or "").strip()
+
+
+def _read_file(path: Path, report: ReadReport) -> Document | None:
+    try:
+        check_text_file(path)
+        root = ET.parse(path).getroot()
+    except BadInputError as e:
+        report.bad(e.source, e.reason, e.record)
+        return None
+    except ET.ParseError as e:
+        line, col = e.position
+        report.bad(str(path), f"not well-formed XML: {str(e).split(':')[0]}", f"line {line}, column {col}")
+        return None
+    if root.tag != f"{{{NS}}}ClinicalDocument":
+        report.bad(str(path), f"not a C-CDA document: root element is {root.tag!r}, expected ClinicalDocument in {NS}")
+        return None
+    body = root.find("v3:component/v3:structuredBody", _N)
+    if body is None:
+        why = "nonXMLBody is not read" if root.find("v3:component/v3:nonXMLBody", _N) is not None else "no component/structuredBody"
+        report.bad(str(path), f"C-CDA document without a structured body ({why})")
+        return None
+    parts: list[str] = []
+    sections: list[Section] = []
+    pos = 0
+
+    def add(sec: ET.Element) -> None:
+        nonlocal pos
+        code_el = sec.find("v3:code", _N)
+        code = code_el.get("code") if code_el is not None else None
+        system = code_el.get("codeSystem") if code_el is not None else None
+        title_el = sec.find("v3:title", _N)
+        title = " ".join("".join(title_el.itertext()).split()) if title_el is not None else ""
+        if not title and code_el is not None:
+            title = (code_el.get("displayName") or "").strip()
+        text_el = sec.find("v3:text", _N)
+        body_text = element_text(text_el).strip() if text_el is not None else ""
+        if sec.get("nullFlavor") is None and body_text:
+            chunk = f"{title}\n{body_text}" if title else body_text
+            start = pos
+            parts.append(chunk)
+            pos += len(chunk) + 2
+            sections.append(Section(heading=title, aspect=aspect_for_code(code, system, title), start=start,
+                                    end=start + len(chunk), section_id=None))
+        for sub in sec.findall("v3:component/v3:section", _N):
+            add(sub)
+
+    for sec in body.findall("v3:component/v3:section", _N):
+        add(sec)
+    if not sections:
+        report.bad(str(path), "C-CDA structuredBody has no section with narrative text")
+        return None
+    doc_code = root.find("v3:code", _N)
+    author_code = root.find("v3:author/v3:assignedAuthor/v3:code", _N)
+    if author_code is None:
+        author_code = root.find("v3:author/v3:functionCode", _N)
+    title_el = root.find("v3:title", _N)
+    effective = root.find("v3:effectiveTime", _N)
+    note_type = (doc_code.get("displayName") or "").strip() if doc_code is not None else ""
+    doc_id = _id(root.find("v3:id", _N)) or path.stem
+    meta = {
+        "patient": _id(root.find("v3:recordTarget/v3:patientRole/v3:id", _N)),
+        "encounter": _id(root.find("v3:componentOf/v3:encompassingEncounter/v3:id", _N)),
+        "date": hl7_time(effective.get("value") if effective is not None else None),
+        "note_type": note_type,
+        "document_code": (doc_code.get("code") or "") if doc_code is not None else "",
+        "author_role": ((author_code.get("displayName") or author_code.get("code") or "").strip()
+                        if author_code is not None else ""),
+        "path": str(path),
+    }
+    return Document(
+        doc_id=f"ccda-{doc_id}",
+        title=" ".join("".join(title_el.itertext()).split()) if title_el is not None else note_type,
+        text="\n\n".join(parts),
+        sections=sections,
+        metadata={k: v for k, v in meta.items() if v},
+    )

@@ -1,0 +1,304 @@
+"""FHIR R4 clinical documents: JSON resources, Bundles and NDJSON bulk-export files (a file or a folder).
+
+Read: ``DocumentReference`` (text/plain and text/html attachments with inline base64 ``data``),
+``Composition`` (sections with title, LOINC code and XHTML narrative ``text.div``, nested sections) and
+``DiagnosticReport`` (``presentedForm`` attachments, else ``conclusion``). Other resource types (Patient,
+Encounter, Observation, ...) are not documents and are passed over; inside a Bundle, PractitionerRole
+entries give the author's role.
+
+Each resource is validated with the ``fhir.resources`` models (R4B, identical to R4 for these three
+resources) before it is read, so a malformed one is reported with the field at fault instead of being
+half-read. Composition sections get their aspect from the LOINC code (capr.corpus.aspects.LOINC_ASPECTS),
+their title being the fallback.
+
+Metadata: ``patient`` and ``encounter`` (the referenced ids), ``date`` (ISO 8601), ``note_type`` (the
+document type), ``category``, ``author_role``, ``resource_type``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from capr.corpus.aspects import aspect_for_code
+from capr.corpus.files import json_lines, read_text
+from capr.corpus.narrative import xhtml_text
+from capr.corpus.report import ReadReport
+from capr.errors import BadInputError
+from capr.records import Document, Section
+
+DOCUMENT_TYPES = ("DocumentReference", "Composition", "DiagnosticReport")
+_SUFFIXES = (".json", ".json.gz", ".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")
+_TEXT_TYPES = {"", "text/plain", "text/markdown"}
+_HTML_TYPES = {"text/html", "application/xhtml+xml"}
+
+
+def is_fhir_file(name: str) -> bool:
+    return name.lower().endswith(_SUFFIXES)
+
+
+def read_fhir(path: Path, report: ReadReport) -> Iterator[Document]:
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and is_fhir_file(p.name))
+        if not files:
+            report.bad(str(path), "no FHIR .json or .ndjson files in this folder")
+            return
+        for f in files:
+            yield from _read_file(f, report)
+    else:
+        yield from _read_file(path, report)
+
+
+def _read_file(path: Path, report: ReadReport) -> Iterator[Document]:
+    name = path.name.lower()
+    if name.endswith((".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")):
+        # bulk export: one resource per line, streamed
+        for record, obj in json_lines(path, report):
+            yield from _resource(obj, path, record, report, {})
+        return
+    try:
+        obj = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        report.bad(str(path), f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
+        return
+    except BadInputError as e:
+        report.bad(e.source, e.reason, e.record)
+        return
+    if isinstance(obj, dict) and obj.get("resourceType") == "Bundle":
+        entries = obj.get("entry") or []
+        if not isinstance(entries, list):
+            report.bad(str(path), "Bundle.entry must be a list")
+            return
+        context = _bundle_context(entries)
+        for i, entry in enumerate(entries, 1):
+            res = entry.get("resource") if isinstance(entry, dict) else None
+            where = f"entry {i}"
+            if isinstance(res, dict) and res.get("resourceType"):
+                where += f" ({res.get('resourceType')}/{res.get('id', '?')})"
+            if res is None:
+                report.bad(str(path), "Bundle entry without a resource", where)
+                continue
+            yield from _resource(res, path, where, report, context)
+        return
+    record = f"{obj.get('resourceType')}/{obj.get('id', '?')}" if isinstance(obj, dict) else None
+    yield from _resource(obj, path, record, report, {})
+
+
+def _bundle_context(entries: list) -> dict[str, dict]:
+    """Resources a document may reference, by "Type/id" and by fullUrl."""
+    ctx: dict[str, dict] = {}
+    for e in entries:
+        if not isinstance(e, dict) or not isinstance(e.get("resource"), dict):
+            continue
+        r = e["resource"]
+        if r.get("resourceType") and r.get("id"):
+            ctx[f"{r['resourceType']}/{r['id']}"] = r
+        if e.get("fullUrl"):
+            ctx[str(e["fullUrl"])] = r
+    return ctx
+
+
+def _validate(obj: dict, rtype: str):
+    from fhir.resources.R4B import get_fhir_model_class
+    from pydantic import ValidationError
+
+    try:
+        return get_fhir_model_class(rtype).model_validate(obj), None
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
+        msg = str(err.get("msg", "invalid")).splitlines()[0]
+        return None, f"invalid FHIR {rtype}: {loc + ': ' if loc else ''}{msg}"
+    except (ValueError, TypeError) as e:  # fhir.resources raises these for some malformed inputs
+        return None, f"invalid FHIR {rtype}: {str(e).splitlines()[0]}"
+
+
+def _resource(obj: Any, path: Path, record: str | None, report: ReadReport, ctx: dict[str, dict]) -> Iterator[Document]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("resourceType"), str):
+        report.bad(str(path), "not a FHIR resource (no resourceType)", record)
+        return
+    rtype = obj["resourceType"]
+    if rtype not in DOCUMENT_TYPES:
+        return  # Patient, Encounter, Observation, ...: not documents
+    res, error = _validate(obj, rtype)
+    if error:
+        report.bad(str(path), error, record)
+        return
+    if not res.id:
+        report.bad(str(path), f"{rtype} has no id", record)
+        return
+    record = record or f"{rtype}/{res.id}"
+    reader = {"DocumentReference": _document_reference, "Composition": _composition, "DiagnosticReport": _diagnostic_report}[rtype]
+    try:
+        doc = reader(res, ctx)
+    except _Unreadable as e:
+        report.bad(str(path), str(e), record)
+        return
+    doc.metadata = {k: v for k, v in doc.metadata.items() if v not in (None, "")}
+    doc.metadata["resource_type"] = rtype
+    yield doc
+
+
+class _Unreadable(Exception):
+    pass
+
+
+# -- values ---------------------------------------------------------------------------------------
+def _ref_id(ref: Any) -> str:
+    """"Patient/123" → "123"; "urn:uuid:abc" → "abc"."""
+    r = getattr(ref, "reference", None) if ref is not None else None
+    if not r:
+        return ""
+    r = str(r)
+    if r.startswith("urn:uuid:"):
+        return r[9:]
+    return r.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _iso(v: Any) -> str:
+    if v is None:
+        return ""
+    return v.isoformat() if hasattr(v, "isoformat") else str(v)
+
+
+def _concept_text(cc: Any) -> str:
+    if cc is None:
+        return ""
+    if getattr(cc, "text", None):
+        return str(cc.text)
+    for c in getattr(cc, "coding", None) or []:
+        if c.display or c.code:
+            return str(c.display or c.code)
+    return ""
+
+
+def _author_role(authors: Any, ctx: dict[str, dict]) -> str:
+    """The role of the first author that is a PractitionerRole found in the same Bundle."""
+    for a in authors or []:
+        ref = str(getattr(a, "reference", "") or "")
+        role = ctx.get(ref)
+        if role and role.get("resourceType") == "PractitionerRole":
+            for code in role.get("code") or []:
+                if code.get("text"):
+                    return str(code["text"])
+                for c in code.get("coding") or []:
+                    if c.get("display") or c.get("code"):
+                        return str(c.get("display") or c.get("code"))
+    return ""
+
+
+def _attachment_text(att: Any, what: str) -> str | None:
+    """Decoded text of a text/plain or text/html attachment with inline data; None for other kinds."""
+    ctype = (att.contentType or "").split(";")[0].strip().lower()
+    if att.data is None or (ctype not in _TEXT_TYPES and ctype not in _HTML_TYPES):
+        return None
+    raw = att.data if isinstance(att.data, bytes) else str(att.data).encode("utf-8")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _Unreadable(f"{what} is not UTF-8 text (invalid byte at offset {e.start})") from None
+    return xhtml_text(text) if ctype in _HTML_TYPES else text
+
+
+def _attachments_text(atts: list, what: str) -> str:
+    texts, kinds = [], []
+    for i, att in enumerate(atts, 1):
+        t = _attachment_text(att, f"{what} {i}")
+        kinds.append((att.contentType or "no contentType") + ("" if att.data is not None else " without inline data"))
+        if t is not None and t.strip():
+            texts.append(t.strip())
+    if not texts and atts:
+        raise _Unreadable(f"no readable {what}: need text/plain or text/html with inline data, found {', '.join(kinds)}")
+    return "\n\n".join(texts)
+
+
+# -- resources ------------------------------------------------------------------------------------
+def _document_reference(res: Any, ctx: dict[str, dict]) -> Document:
+    text = _attachments_text([c.attachment for c in res.content or []], "attachment")
+    context = res.context
+    encounter = _ref_id(context.encounter[0]) if context is not None and context.encounter else ""
+    period_start = _iso(context.period.start) if context is not None and context.period is not None else ""
+    note_type = _concept_text(res.type)
+    return Document(
+        doc_id=f"DocumentReference-{res.id}",
+        title=str(res.description or note_type or "Clinical note"),
+        text=text,
+        metadata={
+            "patient": _ref_id(res.subject),
+            "encounter": encounter,
+            "date": _iso(res.date) or period_start,
+            "note_type": note_type,
+            "category": _concept_text(res.category[0]) if res.category else "",
+            "author_role": _author_role(res.author, ctx),
+        },
+    )
+
+
+def _composition(res: Any, ctx: dict[str, dict]) -> Document:
+    parts: list[str] = []
+    sections: list[Section] = []
+    pos = 0
+
+    def add(sec: Any, depth: int) -> None:
+        nonlocal pos
+        code = None
+        system = None
+        for c in (sec.code.coding if sec.code is not None and sec.code.coding else []):
+            code, system = c.code, c.system
+            break
+        heading = str(sec.title or _concept_text(sec.code) or "").strip()
+        body = xhtml_text(sec.text.div).strip() if sec.text is not None and sec.text.div else ""
+        if body:
+            chunk = f"{heading}\n{body}" if heading else body
+            start = pos
+            parts.append(chunk)
+            pos += len(chunk) + 2  # the "\n\n" that joins the parts
+            sections.append(Section(heading=heading, aspect=aspect_for_code(code, system, heading), start=start,
+                                    end=start + len(chunk)))
+        for sub in sec.section or []:
+            add(sub, depth + 1)
+
+    for sec in res.section or []:
+        add(sec, 0)
+    if not sections:
+        raise _Unreadable("Composition has no section with narrative text (section.text.div)")
+    note_type = _concept_text(res.type)
+    return Document(
+        doc_id=f"Composition-{res.id}",
+        title=str(res.title or note_type),
+        text="\n\n".join(parts),
+        sections=sections,
+        metadata={
+            "patient": _ref_id(res.subject),
+            "encounter": _ref_id(res.encounter),
+            "date": _iso(res.date),
+            "note_type": note_type,
+            "category": _concept_text(res.category[0]) if res.category else "",
+            "author_role": _author_role(res.author, ctx),
+        },
+    )
+
+
+def _diagnostic_report(res: Any, ctx: dict[str, dict]) -> Document:
+    text = _attachments_text(res.presentedForm or [], "presentedForm") if res.presentedForm else ""
+    if not text.strip() and res.conclusion:
+        text = str(res.conclusion)
+    if not text.strip():
+        raise _Unreadable("DiagnosticReport has no presentedForm text and no conclusion")
+    note_type = _concept_text(res.code)
+    date = _iso(res.effectiveDateTime) or (_iso(res.effectivePeriod.start) if res.effectivePeriod is not None else "") or _iso(res.issued)
+    return Document(
+        doc_id=f"DiagnosticReport-{res.id}",
+        title=note_type or "Diagnostic report",
+        text=text,
+        metadata={
+            "patient": _ref_id(res.subject),
+            "encounter": _ref_id(res.encounter),
+            "date": date,
+            "note_type": note_type,
+            "category": _concept_text(res.category[0]) if res.category else "",
+            "author_role": _author_role(list(res.resultsInterpreter or []) + list(res.performer or []), ctx),
+        },
+    )

@@ -1,0 +1,496 @@
+"""EHR exports (issue 20): MIMIC-III / MIMIC-IV notes, FHIR R4, C-CDA R2.1 on synthetic fixtures
+(tests/fixtures/ehr, written by make_fixtures.py and by hand; no real patient data), coded sections as
+aspects, de-identification placeholders, and filters with ranges and sets in the API, CLI, service and
+the Milvus expression builder."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capr.corpus import Format, ReadReport, detect_format, read_documents
+from capr.corpus.aspects import aspect_for_code
+from capr.corpus.segment import segment, split_sentences
+from capr.errors import BadInputError, QueryError
+from capr.filters import FilterClause, column_mask, milvus_expr, parse_filter, parse_filters
+from capr.index import build_index
+from capr.records import Query
+from capr.search import search
+
+from conftest import capr_cli
+
+EHR = Path(__file__).resolve().parent / "fixtures" / "ehr"
+CCDA = EHR / "ccda_discharge.xml"
+BUNDLE = EHR / "fhir_bundle.json"
+EXPORT = EHR / "fhir_export"
+MIMIC3 = EHR / "NOTEEVENTS.csv"
+MIMIC4 = EHR / "discharge.csv"
+MIMIC4_RAD = EHR / "radiology.csv"
+V3 = "{urn:hl7-org:v3}"
+
+
+# -- fixtures are what they claim to be -----------------------------------------------------------
+def _fhir_resources() -> list[dict]:
+    bundle = json.loads(BUNDLE.read_text())
+    out = [e["resource"] for e in bundle["entry"]]
+    for f in sorted(EXPORT.glob("*.ndjson")):
+        out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return out
+
+
+def test_fhir_fixtures_validate_with_fhir_resources():
+    from fhir.resources.R4B import get_fhir_model_class
+    from fhir.resources.R4B.bundle import Bundle
+
+    Bundle.model_validate(json.loads(BUNDLE.read_text()))
+    kinds = set()
+    for r in _fhir_resources():
+        get_fhir_model_class(r["resourceType"]).model_validate(r)
+        kinds.add(r["resourceType"])
+    assert {"DocumentReference", "Composition", "DiagnosticReport", "Patient", "PractitionerRole"} <= kinds
+
+
+def test_ccda_fixture_has_the_real_template_structure():
+    root = ET.parse(CCDA).getroot()
+    assert root.tag == f"{V3}ClinicalDocument"
+    templates = {t.get("root") for t in root.findall(f"{V3}templateId")}
+    assert {"2.16.840.1.113883.10.20.22.1.1", "2.16.840.1.113883.10.20.22.1.8"} <= templates  # US Realm header, Discharge Summary
+    assert root.find(f"{V3}typeId").get("extension") == "POCD_HD000040"
+    sections = root.findall(f".//{V3}section")
+    assert len(sections) >= 10
+    for s in sections:
+        assert s.find(f"{V3}templateId") is not None
+        assert s.find(f"{V3}code").get("codeSystem") == "2.16.840.1.113883.6.1"  # LOINC
+    assert root.findall(f"{V3}component/{V3}structuredBody/{V3}component/{V3}section/{V3}component/{V3}section")  # nested
+
+
+def test_formats_are_detected():
+    assert detect_format(CCDA) is Format.ccda
+    assert detect_format(BUNDLE) is Format.fhir
+    assert detect_format(EXPORT) is Format.fhir
+    assert detect_format(EXPORT / "DocumentReference.ndjson") is Format.fhir
+    assert detect_format(MIMIC3) is Format.mimic3
+    assert detect_format(MIMIC4) is Format.mimic4
+    assert detect_format(MIMIC4_RAD) is Format.mimic4
+
+
+def test_ccda_folder_is_detected(tmp_path):
+    shutil.copy(CCDA, tmp_path / "a.xml")
+    assert detect_format(tmp_path) is Format.ccda
+
+
+# -- readers --------------------------------------------------------------------------------------
+def test_ccda_coded_sections_become_aspects_not_their_titles():
+    [doc] = read_documents(CCDA)
+    by_heading = {s.heading: s.aspect for s in doc.sections}
+    # none of these titles is in the heading table: the LOINC code decides
+    assert by_heading["Current Outpatient Prescriptions"] == "medications"
+    assert by_heading["Story"] == "history of present illness"
+    assert by_heading["Reason for admission"] == "chief complaint"
+    assert by_heading["Active Issues"] == "problem list"
+    assert by_heading["Summary of Stay"] == "hospital course"
+    assert by_heading["Procedures this admission"] == "procedure"  # nested section
+    assert by_heading["Labs"] == "laboratory data"
+    assert by_heading["Vitals at discharge"] == "vital signs"
+    assert by_heading["Plan of Treatment"] == "plan"
+    assert "Social History" not in by_heading  # nullFlavor="NI": no information
+    meds = next(s for s in doc.sections if s.aspect == "medications")
+    text = doc.text[meds.start:meds.end]
+    assert "Medication: Lisinopril 10 mg oral tablet; Directions: once daily for hypertension; Status: Active" in text
+    problems = next(s for s in doc.sections if s.aspect == "problem list")
+    assert "- Essential hypertension" in doc.text[problems.start:problems.end]
+    assert doc.metadata["patient"] == "3001" and doc.metadata["encounter"] == "enc-7001"
+    assert doc.metadata["date"] == "2015-06-22T10:30:00-05:00"
+    assert doc.metadata["note_type"] == "Discharge summary" and doc.metadata["author_role"] == "Hospitalist"
+    assert doc.title == "Discharge Summary: community-acquired pneumonia"
+
+
+def test_aspect_for_code_uses_loinc_then_the_heading():
+    assert aspect_for_code("10160-0", "2.16.840.1.113883.6.1", "Whatever") == "medications"
+    assert aspect_for_code("10160-0", "http://loinc.org") == "medications"
+    assert aspect_for_code("10160-0", "http://snomed.info/sct", "Meds") == "medications"  # not LOINC: the heading
+    assert aspect_for_code("99999-9", "http://loinc.org", "Social Hx") == "social history"
+    assert aspect_for_code(None, None, "") == ""
+
+
+def test_fhir_bundle_documents_and_metadata():
+    docs = {d.doc_id: d for d in read_documents(BUNDLE)}
+    assert set(docs) == {"DocumentReference-docref-progress-1", "DocumentReference-docref-consult-1",
+                         "Composition-comp-discharge-1", "DiagnosticReport-dr-cxr-1"}
+    comp = docs["Composition-comp-discharge-1"]
+    assert [(s.heading, s.aspect) for s in comp.sections] == [
+        ("What brought her in", "history of present illness"), ("Her medicines", "medications"),
+        ("Stay", "hospital course"), ("Imaging", "imaging"), ("Going home", "plan")]
+    assert comp.metadata == {"patient": "pat-1001", "encounter": "enc-501", "date": "2150-03-05T16:00:00+00:00",
+                             "note_type": "Discharge summary", "author_role": "Attending physician",
+                             "resource_type": "Composition"}
+    progress = docs["DocumentReference-docref-progress-1"]
+    assert progress.text.startswith("Chief Complaint:")  # base64 text/plain decoded
+    assert progress.metadata["encounter"] == "enc-501" and progress.metadata["category"] == "Clinical Note"
+    consult = docs["DocumentReference-docref-consult-1"]
+    assert "<" not in consult.text and "Apixaban 5 mg twice daily" in consult.text
+    # HTML <h2> headings become sections with aspects
+    assert {p.aspect for p in segment(consult)} == {"chief complaint", "plan"}
+    cxr = docs["DiagnosticReport-dr-cxr-1"]
+    assert cxr.metadata["category"] == "Radiology" and "consolidation" in cxr.text
+
+
+def test_fhir_ndjson_export_folder_streams_documents_only():
+    docs = list(read_documents(EXPORT))
+    assert [d.doc_id for d in docs] == ["DocumentReference-bulk-1", "DocumentReference-bulk-2", "DocumentReference-bulk-3"]
+    assert [d.metadata["patient"] for d in docs] == ["pat-2001", "pat-2001", "pat-2002"]
+
+
+def test_mimic3_skips_iserror_rows_and_keeps_placeholders_whole():
+    report = ReadReport()
+    docs = {d.doc_id: d for d in read_documents(MIMIC3, report=report)}
+    assert set(docs) == {"mimic3-101", "mimic3-102", "mimic3-103", "mimic3-105"}  # 104 has ISERROR=1
+    assert report.flagged == 1 and "1 record(s) marked as errors" in report.summary()
+    ds = docs["mimic3-101"]
+    assert ds.metadata["subject_id"] == "10006" and ds.metadata["hadm_id"] == "142345"
+    assert ds.metadata["date"] == "2150-01-09" and "charttime" not in ds.metadata  # discharge summaries: a date only
+    assert docs["mimic3-102"].metadata["charttime"] == "2150-01-03T08:10:00"
+    passages = segment(ds)
+    aspects = {p.aspect for p in passages}
+    assert {"allergies", "chief complaint", "history of present illness", "past medical history", "hospital course",
+            "discharge medications"} <= aspects
+    for p in passages:
+        assert "[**" not in p.heading
+        for a, b in p.sentences:
+            s = ds.text[a:b]
+            assert s.count("[**") == s.count("**]"), s  # no sentence ends inside a placeholder
+    hpi = next(p for p in passages if p.aspect == "history of present illness")
+    assert "Mr. [**Known lastname 1234**] is a 69 yo man seen by Dr. [**Last Name (STitle) 2345**] at [**Hospital1 18**] " \
+           "for worsening dyspnea on exertion and orthopnea." in [ds.text[a:b] for a, b in hpi.sentences]
+
+
+def test_sentence_split_never_ends_inside_a_placeholder():
+    text = "Called [**Doctor Last Name. Dr. 123**] who agreed. Then ___. Done."
+    sents = [text[a:b] for a, b in split_sentences(text)]
+    assert sents[0] == "Called [**Doctor Last Name. Dr. 123**] who agreed."
+    assert sents[1:] == ["Then ___.", "Done."]
+
+
+def test_mimic4_reads_discharge_and_radiology():
+    docs = list(read_documents(MIMIC4)) + list(read_documents(MIMIC4_RAD))
+    by_id = {d.doc_id: d for d in docs}
+    ds = by_id["10000032-DS-21"]
+    assert ds.metadata["note_type"] == "DS" and ds.metadata["category"] == "Discharge summary"
+    assert ds.metadata["note_seq"] == 21 and ds.metadata["charttime"] == "2180-05-07T00:00:00"
+    assert by_id["10000032-RR-14"].metadata["category"] == "Radiology"
+    assert {"allergies", "history of present illness", "hospital course", "discharge medications"} <= {p.aspect for p in segment(ds)}
+
+
+def test_placeholders_never_become_label_entities():
+    from capr.labels import LabelConfig, LabelGenerator
+    from capr.labels.gazetteer import Gazetteer
+    from capr.records import Document
+
+    gaz = Gazetteer({"location": ["Location", "phenotype"], "pneumonia": ["Pneumonia", "disease"],
+                     "hospital1": ["Hospital1", "phenotype"]}, drugs=False)
+    gen = LabelGenerator(LabelConfig(title_entity=False, abbreviations=False, assertions=False), gazetteer=gaz)
+    doc = Document("n1", "Discharge summary", "History of Present Illness:\nSeen at [**Location (un) 620**] and "
+                   "[**Hospital1 18**] for pneumonia.\n")
+    [label] = list(gen([doc]))
+    assert label.aspect == "history of present illness"
+    assert label.entities == ["Pneumonia"]
+
+
+def test_label_generator_uses_the_coded_aspects():
+    from capr.labels import LabelConfig, LabelGenerator
+    from capr.labels.gazetteer import Gazetteer
+
+    gaz = Gazetteer({"lisinopril": ["Lisinopril", "drug"], "hypertension": ["Hypertension", "disease"]}, drugs=False)
+    gen = LabelGenerator(LabelConfig(title_entity=False, abbreviations=False, assertions=False), gazetteer=gaz)
+    labels = {(lp.aspect, lp.heading): lp.entities for lp in gen(read_documents(CCDA))}
+    assert labels[("medications", "Current Outpatient Prescriptions")] == ["Lisinopril", "Hypertension"]
+    assert labels[("problem list", "Active Issues")] == ["Hypertension"]
+
+
+def test_highlights_on_placeholder_text_point_at_the_words():
+    from capr.index.analyzer import Analyzer, AnalyzerConfig
+    from capr.retrieve.highlight import term_spans
+
+    an = Analyzer(AnalyzerConfig())
+    text = "Mr. [**Known lastname 1234**] was given furosemide on [**2150-1-2**] and ___ furosemide again."
+    spans = term_spans(text, set(an("furosemide")), an)
+    assert [text[a:b] for a, b in spans] == ["furosemide", "furosemide"]
+
+
+# -- malformed input ------------------------------------------------------------------------------
+def _docref(i: int, **kw) -> dict:
+    r = {"resourceType": "DocumentReference", "id": f"d{i}", "status": "current", "subject": {"reference": "Patient/p"},
+         "content": [{"attachment": {"contentType": "text/plain", "data": base64.b64encode(b"Plan:\nRest.").decode()}}]}
+    r.update(kw)
+    return r
+
+
+def test_malformed_records_name_file_record_and_reason(tmp_path):
+    nd = tmp_path / "DocumentReference.ndjson"
+    bad = _docref(2)
+    del bad["status"]
+    pdf = _docref(3, content=[{"attachment": {"contentType": "application/pdf", "data": "JVBERi0="}}])
+    nd.write_text("\n".join(json.dumps(r) for r in (_docref(1), bad, pdf, _docref(4))) + "\n")
+    with pytest.raises(BadInputError, match=r"DocumentReference\.ndjson \[line 2\]: invalid FHIR DocumentReference: status"):
+        list(read_documents(nd))
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(nd, report=report)] == ["DocumentReference-d1", "DocumentReference-d4"]
+    assert [e.record for e in report.skipped] == ["line 2", "line 3"]
+    assert "no readable attachment" in report.skipped[1].reason and "application/pdf" in report.skipped[1].reason
+
+    xml = tmp_path / "broken.xml"
+    xml.write_text(CCDA.read_text()[:3000])
+    with pytest.raises(BadInputError, match=r"broken\.xml \[line \d+, column \d+\]: not well-formed XML"):
+        list(read_documents(xml, Format.ccda))
+
+    csv_path = tmp_path / "NOTEEVENTS.csv"
+    lines = MIMIC3.read_text().splitlines(keepends=True)
+    csv_path.write_text(lines[0] + '999,10006,1,2150-01-01,,,Nursing,x,,,"ok",extra\n' + "".join(lines[1:]))
+    with pytest.raises(BadInputError, match=r"NOTEEVENTS\.csv \[line 2\]: 12 fields, the header has 11"):
+        list(read_documents(csv_path))
+    with pytest.raises(BadInputError, match=r"missing column\(s\) note_id, note_type"):
+        list(read_documents(MIMIC3, Format.mimic4))
+
+
+def test_cli_malformed_record_one_line_then_skip_bad(tmp_path):
+    src = tmp_path / "export"
+    src.mkdir()
+    bad = _docref(2)
+    del bad["status"]
+    (src / "DocumentReference.ndjson").write_text("\n".join(json.dumps(r) for r in (_docref(1), bad)) + "\n")
+    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    err = [line for line in proc.stderr.splitlines() if line.startswith("error:")]  # (the rest is the progress bar)
+    assert len(err) == 1 and "DocumentReference.ndjson [line 2]: invalid FHIR DocumentReference: status" in err[0]
+    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--skip-bad")
+    assert "1 bad record(s) skipped" in proc.stderr and "[line 2]" in proc.stderr
+
+
+# -- search by ⟨entity, coded aspect⟩ with metadata, through the CLI ----------------------------------
+@pytest.mark.parametrize("source, entity, aspect, filters, want", [
+    (CCDA, "lisinopril", "medications", [],
+     {"heading": "Current Outpatient Prescriptions", "title": "Discharge Summary: community-acquired pneumonia",
+      "patient": "3001", "date": "2015-06-22T10:30:00-05:00"}),
+    # Two HPI passages in this Bundle: the progress note's, headed "History of Present Illness", wins on the
+    # aspect's own words in a 4-document corpus; the discharge summary's is coded 10164-2 under "What brought her in".
+    (BUNDLE, "lower lobe pneumonia", "history of present illness", ["note_type=Discharge summary"],
+     {"heading": "What brought her in", "title": "Discharge summary", "patient": "pat-1001",
+      "date": "2150-03-05T16:00:00+00:00"}),
+    (MIMIC3, "furosemide", "discharge medications", [],
+     {"heading": "Discharge Medications", "title": "Discharge summary", "patient": "10006", "date": "2150-01-09"}),
+    (MIMIC4, "ciprofloxacin", "discharge medications", [],
+     {"heading": "Discharge Medications", "title": "Discharge summary", "patient": "10000032",
+      "date": "2180-05-07T00:00:00"}),
+    (EXPORT, "sumatriptan", "plan", [],
+     {"heading": "Plan", "title": "Progress note", "patient": "pat-2002", "date": "2151-07-04T15:30:00+00:00"}),
+])
+def test_cli_index_and_search_entity_coded_aspect(tmp_path, source, entity, aspect, filters, want):
+    out = tmp_path / "idx"
+    capr_cli("index", str(source), "--out", str(out))
+    args = [a for f in filters for a in ("--filter", f)]
+    proc = capr_cli("search", str(out), "--entity", entity, "--aspect", aspect, "-k", "3", "--json", *args)
+    top = json.loads(proc.stdout)["results"][0]
+    assert top["aspect"] == aspect
+    assert top["heading"] == want["heading"] and top["title"] == want["title"]
+    assert top["metadata"]["patient"] == want["patient"] and top["metadata"]["date"] == want["date"]
+    assert entity.split()[-1] in top["text"].lower()
+
+
+# -- filters with ranges and sets -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ehr_index(tmp_path_factory):
+    docs = itertools.chain(*(read_documents(p) for p in (CCDA, BUNDLE, EXPORT, MIMIC3, MIMIC4, MIMIC4_RAD)))
+    out = tmp_path_factory.mktemp("ehr") / "idx"
+    index = build_index(docs, out)
+    yield out, index
+    index.close()
+
+
+def _docs(hits) -> set[str]:
+    return {h.passage.doc_id for h in hits}
+
+
+def test_api_filters_equality_range_and_set(ehr_index):
+    _, index = ehr_index
+    q = "dyspnea"
+    hits = search(index, q, k=50, filters={"subject_id": "10006"})  # the old dict form: equality
+    assert hits and {h.passage.metadata["subject_id"] for h in hits} == {"10006"}
+    assert search(index, q, k=50, filters=["subject_id=10006"])[0].pid == hits[0].pid
+    q2 = "dyspnea pulmonary edema diuresis effusions"
+    ranged = search(index, q2, k=50, filters=["subject_id=10006", "charttime>=2150-01-04"])
+    assert _docs(ranged) == {"mimic3-103"}  # the radiology note (01-03) and the summary (no charttime) are out
+    day = search(index, q2, k=50, filters=["charttime<=2150-01-03"])  # a date bound covers its whole day
+    assert _docs(day) == {"mimic3-102"}
+    assert _docs(search(index, q2, k=50, filters=["charttime=2150-01-03"])) == {"mimic3-102"}
+    both = search(index, "dyspnea chest", k=50, filters=["category in (Discharge summary, Radiology)"])
+    assert {h.passage.metadata["category"] for h in both} == {"Discharge summary", "Radiology"}
+    assert "mimic3-101" in _docs(both) and "10000084-DS-17" in _docs(both)  # MIMIC-III and MIMIC-IV alike
+    not_rad = search(index, "pain chest", k=50, filters=["category not in (Radiology)", "source=mimic-iv"])
+    assert _docs(not_rad) and all(d.endswith(("DS-21", "DS-17")) for d in _docs(not_rad))
+    seq = search(index, "pain", k=50, filters=["note_seq>20"])  # numbers compare as numbers: 21 > 20, 17 and 14 not
+    assert _docs(seq) == {"10000032-DS-21"}
+    fhir = search(index, "amoxicillin", k=50, filters=["date>=2150-03", "date<2150-04", "patient=pat-1001"])
+    assert _docs(fhir) == {"DocumentReference-docref-progress-1", "Composition-comp-discharge-1"}
+    assert search(index, "knee", k=5, filters=["date>2999-01-01"]) == []  # an empty range is an answer, not an error
+    assert _docs(search(index, "knee", k=50, filters=["patient!=pat-2002"])) == {"DocumentReference-bulk-1", "DocumentReference-bulk-2"}
+    assert search(index, "plan", k=5, filters=[FilterClause("aspect", "in", ("Plan", "meds"))])  # aspects normalized
+    with pytest.raises(QueryError, match="unknown filter field 'charttim'"):
+        search(index, "x", filters=["charttim>=2150"])
+    with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+        search(index, "x", filters=["category in (Radiolgy)"])
+    with pytest.raises(QueryError, match="bad filter 'charttime>>2150'|bad filter 'charttime ~ 2150'"):
+        search(index, "x", filters=["charttime ~ 2150"])
+
+
+def test_filter_parsing():
+    assert parse_filter("category in (Discharge summary, 'a, b')") == FilterClause("category", "in", ("Discharge summary", "a, b"))
+    assert parse_filter(" subject_id = 10006 ") == FilterClause("subject_id", "=", "10006")
+    assert parse_filter("note_seq>=2") == FilterClause("note_seq", ">=", "2")
+    assert parse_filter("x==y") == FilterClause("x", "=", "y")
+    assert parse_filter("path=/a=b") == FilterClause("path", "=", "/a=b")  # the value may hold "="
+    assert str(parse_filter("c not in (a, b)")) == "c not in (a, b)"
+    for bad, why in [("x", "use FIELD=VALUE"), ("x in (a,,b)", "empty value"), ("x in ('a)", "unclosed quote"),
+                     ("x>=", "must be non-empty"), ("=3", "use FIELD=VALUE")]:
+        with pytest.raises(QueryError, match=why):
+            parse_filters([bad])
+
+
+def test_range_over_the_value_table():
+    values = ["2150-01-01T08:00:00", "2149-12-31T23:00:00", "2150-01-02", None, 7, "12"]
+    codes = np.array([0, 1, 2, 3, 4, 5, 0])
+    m = lambda f: column_mask(parse_filter(f), values, codes).astype(int).tolist()  # noqa: E731
+    assert m("t<=2150-01-01") == [1, 1, 0, 0, 0, 0, 1]
+    assert m("t>2150-01-01") == [0, 0, 1, 0, 0, 0, 0]
+    assert m("t>=2150") == [1, 0, 1, 0, 0, 0, 1]
+    assert m("t>=8") == [0, 0, 0, 0, 0, 1, 0]  # 12 >= 8 as numbers ("12" < "8" as strings)
+    assert m("t!=7") == [1, 1, 1, 0, 0, 1, 1]  # a missing value never passes, not even !=
+
+
+def test_value_table_ranges_equal_the_per_value_rule():
+    """The bisection/vectorised path (ValueTable) and the per-value rule (value_matches) agree everywhere."""
+    import random
+
+    from capr.filters import ValueTable, value_matches
+
+    rng = random.Random(7)
+    values: list = [None, "Radiology", "Discharge summary", "12", 7, 3.5, "2150", "2150-01", "x-ray"]
+    for _ in range(300):
+        y, mo, d = rng.choice([2149, 2150, 2151]), rng.randint(1, 12), rng.randint(1, 28)
+        values.append(rng.choice([f"{y}-{mo:02d}-{d:02d}", f"{y}-{mo:02d}-{d:02d}T{rng.randint(0, 23):02d}:00:00",
+                                  f"{y}-{mo:02d}-{d:02d} {rng.randint(0, 23):02d}:30:00", str(rng.randint(0, 300)),
+                                  rng.randint(0, 300)]))
+    seen: set = set()  # a column's value table holds each value once (case-insensitively)
+    values = [v for v in values if (k := str(v).strip().lower()) not in seen and not seen.add(k)]
+    codes = np.arange(len(values))
+    lookup = {str(v).strip().lower(): i for i, v in enumerate(values) if v is not None}
+    table = ValueTable(values)
+    bounds = ["2150", "2150-06", "2150-06-15", "2150-06-15T12", "2150-06-15 12:00:00", "150", "7", "3.5", "radiology",
+              "Discharge summary", "m", "2149-12-31T23:59:59"]
+    for op in (">=", "<=", ">", "<", "=", "!=", "in", "not in"):
+        for b in bounds:
+            c = FilterClause("f", op, (b, "2151-02") if op in ("in", "not in") else b)
+            slow = np.array([value_matches(c, v) for v in values])
+            fast = column_mask(c, values, codes, lookup=lookup, table=lambda: table)
+            assert (fast == slow).all(), (op, b, [values[i] for i in np.flatnonzero(fast != slow)][:5])
+
+
+def test_milvus_expressions():
+    expr = milvus_expr(parse_filters(["subject_id=10006", "charttime<=2150-01-01", "charttime>2150-02",
+                                      "category in (Discharge summary, Radiology)", "note_seq>=2", "aspect=plan",
+                                      "category not in (Echo)", "patient!=p1", "date=2150-01-03", "aspect!=plan"]))
+    assert expr.split(" and ") == [
+        'metadata["subject_id"] == "10006"',
+        'metadata["charttime"] < "2150-01-01~"',  # the whole day: "~" sorts after every ISO character
+        'metadata["charttime"] >= "2150-02~"',
+        'metadata["category"] in ["Discharge summary", "Radiology"]',
+        'metadata["note_seq"] >= 2',
+        'aspect == "plan"',
+        '(metadata["category"] < "Echo" or metadata["category"] > "Echo")',  # a missing key never passes
+        '(metadata["patient"] < "p1" or metadata["patient"] > "p1")',
+        '(metadata["date"] >= "2150-01-03"', 'metadata["date"] < "2150-01-03~")',
+        'aspect != "plan"']
+    assert "not (" not in expr  # Milvus Lite 2.5 cannot run not(...) on JSON paths
+    assert milvus_expr([FilterClause("flag", "=", True), FilterClause("n", "=", 3)]) == \
+        'metadata["flag"] == true and metadata["n"] == 3'  # dict filters keep their types, as before
+    assert milvus_expr(parse_filters(['title=a "quoted" \\ one'])) == 'title == "a \\"quoted\\" \\\\ one"'
+    assert milvus_expr([FilterClause("doc_id", "=", 17)]) == 'doc_id == "17"'  # VARCHAR column: a string literal
+
+
+def test_milvus_store_filter_expr_checks_fields_and_normalizes_aspects():
+    from capr.store.milvus_backend import MilvusStore
+
+    store = MilvusStore.__new__(MilvusStore)  # only filter_expr: no server needed
+    store.meta = {"fields": ["aspect", "doc_id", "subject_id", "charttime"]}
+    assert store.filter_expr(["aspect in (Meds, HPI)", "charttime>=2150"]) == \
+        'aspect in ["medications", "history of present illness"] and metadata["charttime"] >= "2150"'
+    assert store.filter_expr({"subject_id": "10006"}) == 'metadata["subject_id"] == "10006"'
+    with pytest.raises(QueryError, match="unknown filter field 'category'"):
+        store.filter_expr(["category=Radiology"])
+
+
+def test_cli_filters(ehr_index):
+    out, _ = ehr_index
+    proc = capr_cli("search", str(out), "edema effusions dyspnea", "--json", "-k", "20",
+                    "--filter", "category in (Discharge summary, Radiology)", "--filter", "date>=2150-01-03",
+                    "--filter", "subject_id=10006")
+    data = json.loads(proc.stdout)
+    assert data["filters"] == ["category in (Discharge summary, Radiology)", "date>=2150-01-03", "subject_id=10006"]
+    assert {r["doc_id"] for r in data["results"]} == {"mimic3-101", "mimic3-102"}
+    bad = capr_cli("search", str(out), "x", "--filter", "date>>2150", check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "unknown filter field 'date>'" in bad.stderr or "bad filter" in bad.stderr
+
+
+def test_service_filters_list_and_dict(ehr_index):
+    from fastapi.testclient import TestClient
+
+    from capr.service import ServiceConfig, create_app
+
+    out, _ = ehr_index
+    client = TestClient(create_app(out, ServiceConfig()))
+    r = client.post("/search", json={"entity": "furosemide", "aspect": "medications", "k": 10,
+                                     "filters": ["subject_id=10006", "date<=2150-01-09", "category in (Discharge summary)"]})
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert res and {x["doc_id"] for x in res} == {"mimic3-101"}
+    assert res[0]["aspect"] == "discharge medications"
+    r = client.post("/search", json={"text": "knee", "filters": {"patient": "pat-2001"}})
+    assert r.status_code == 200 and {x["metadata"]["patient"] for x in r.json()["results"]} == {"pat-2001"}
+    r = client.post("/search", json={"text": "knee", "filters": ["patient ~ x"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "filters"]
+    r = client.post("/search", json={"text": "knee", "filters": ["charttim>=2150"]})
+    assert r.status_code == 400 and "unknown filter field 'charttim'" in r.text
+
+
+def test_milvus_lite_range_and_set_filters_match_embedded(tmp_path):
+    """The same clauses on a real Milvus Lite server (skipped without .venv-milvus / $CAPR_MILVUS_PYTHON)."""
+    from milvus_support import start_or_skip
+
+    from capr.store import create_store
+
+    docs = [d for p in (MIMIC3, MIMIC4, MIMIC4_RAD, EXPORT) for d in read_documents(p)]
+    server = start_or_skip("lite", tmp_path / "lite")
+    try:
+        ref = create_store(tmp_path / "emb", "embedded")
+        st = create_store("ehr", "milvus", uri=server.uri)
+        if not getattr(st, "has_lexical", True):
+            pytest.skip("this Milvus has no BM25 function")
+        assert ref.add(docs) == st.add(docs)
+        q = Query("q", text="pain dyspnea edema diuresis knee headache fever chest hydronephrosis")
+        for filters in (["subject_id=10006", "charttime>=2150-01-04"], ["category in (Discharge summary, Radiology)"],
+                        ["charttime<=2150-01-03"], ["charttime=2150-01-03"], ["note_seq>20"], ["date>=2151-07", "patient!=pat-2001"],
+                        ["category not in (Radiology)", "source=mimic-iv"], {"subject_id": "10006"}):
+            got = {h.pid for h in search(st, q, k=50, filters=filters, aspect_boost=0)}
+            want = {h.pid for h in search(ref, q, k=50, filters=filters, aspect_boost=0)}
+            assert got == want and want, filters
+        with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+            search(st, q, k=5, filters=["category in (Radiolgy)"])
+    finally:
+        server.stop()
