@@ -145,6 +145,7 @@ def test_fhir_ndjson_export_folder_streams_documents_only():
     docs = list(read_documents(EXPORT))
     assert [d.doc_id for d in docs] == ["DocumentReference-bulk-1", "DocumentReference-bulk-2", "DocumentReference-bulk-3"]
     assert [d.metadata["patient"] for d in docs] == ["pat-2001", "pat-2001", "pat-2002"]
+    assert docs[0].metadata["author_role"] == "Sports medicine physician"  # from PractitionerRole.ndjson
 
 
 def test_mimic3_skips_iserror_rows_and_keeps_placeholders_whole():
