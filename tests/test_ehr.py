@@ -171,6 +171,19 @@ def test_mimic3_skips_iserror_rows_and_keeps_placeholders_whole():
            "for worsening dyspnea on exertion and orthopnea." in [ds.text[a:b] for a, b in hpi.sentences]
 
 
+def test_mimic3_as_physionet_ships_it_quoted_and_gzipped(tmp_path):
+    """NOTEEVENTS.csv.gz quotes every field, the header included."""
+    import csv
+    import gzip
+
+    rows = list(csv.reader(MIMIC3.open(encoding="utf-8", newline="")))
+    gz = tmp_path / "NOTEEVENTS.csv.gz"
+    with gzip.open(gz, "wt", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    assert detect_format(gz) is Format.mimic3
+    assert [d.doc_id for d in read_documents(gz)] == ["mimic3-101", "mimic3-102", "mimic3-103", "mimic3-105"]
+
+
 def test_sentence_split_never_ends_inside_a_placeholder():
     text = "Called [**Doctor Last Name. Dr. 123**] who agreed. Then ___. Done."
     sents = [text[a:b] for a, b in split_sentences(text)]
