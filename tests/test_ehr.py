@@ -146,6 +146,7 @@ def test_fhir_ndjson_export_folder_streams_documents_only():
     docs = list(read_documents(EXPORT))
     assert [d.doc_id for d in docs] == ["DocumentReference-bulk-1", "DocumentReference-bulk-2", "DocumentReference-bulk-3"]
     assert [d.metadata["patient"] for d in docs] == ["pat-2001", "pat-2001", "pat-2002"]
+    assert docs[0].metadata["author_role"] == "Sports medicine physician"  # from PractitionerRole.ndjson
 
 
 def test_mimic3_skips_iserror_rows_and_keeps_placeholders_whole():
@@ -169,6 +170,19 @@ def test_mimic3_skips_iserror_rows_and_keeps_placeholders_whole():
     hpi = next(p for p in passages if p.aspect == "history of present illness")
     assert "Mr. [**Known lastname 1234**] is a 69 yo man seen by Dr. [**Last Name (STitle) 2345**] at [**Hospital1 18**] " \
            "for worsening dyspnea on exertion and orthopnea." in [ds.text[a:b] for a, b in hpi.sentences]
+
+
+def test_mimic3_as_physionet_ships_it_quoted_and_gzipped(tmp_path):
+    """NOTEEVENTS.csv.gz quotes every field, the header included."""
+    import csv
+    import gzip
+
+    rows = list(csv.reader(MIMIC3.open(encoding="utf-8", newline="")))
+    gz = tmp_path / "NOTEEVENTS.csv.gz"
+    with gzip.open(gz, "wt", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    assert detect_format(gz) is Format.mimic3
+    assert [d.doc_id for d in read_documents(gz)] == ["mimic3-101", "mimic3-102", "mimic3-103", "mimic3-105"]
 
 
 def test_sentence_split_never_ends_inside_a_placeholder():

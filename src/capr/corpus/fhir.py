@@ -45,18 +45,31 @@ def read_fhir(path: Path, report: ReadReport) -> Iterator[Document]:
         if not files:
             report.bad(str(path), "no FHIR .json or .ndjson files in this folder")
             return
+        context = _export_roles(files)
         for f in files:
-            yield from _read_file(f, report)
+            yield from _read_file(f, report, context)
     else:
         yield from _read_file(path, report)
 
 
-def _read_file(path: Path, report: ReadReport) -> Iterator[Document]:
+def _export_roles(files: list[Path]) -> dict[str, dict]:
+    """A bulk export keeps each resource type in its own file: PractitionerRole (small) is read first
+    so documents in the other files can name their author's role."""
+    ctx: dict[str, dict] = {}
+    for f in files:
+        if f.name.startswith("PractitionerRole") and f.name.lower().endswith((".ndjson", ".ndjson.gz")):
+            for _, obj in json_lines(f, ReadReport(skip_bad=True)):  # its own errors are reported when it is read
+                if isinstance(obj, dict) and obj.get("resourceType") == "PractitionerRole" and obj.get("id"):
+                    ctx[f"PractitionerRole/{obj['id']}"] = obj
+    return ctx
+
+
+def _read_file(path: Path, report: ReadReport, context: dict[str, dict] | None = None) -> Iterator[Document]:
     name = path.name.lower()
     if name.endswith((".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")):
         # bulk export: one resource per line, streamed
         for record, obj in json_lines(path, report):
-            yield from _resource(obj, path, record, report, {})
+            yield from _resource(obj, path, record, report, context or {})
         return
     try:
         obj = json.loads(read_text(path))
