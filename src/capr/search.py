@@ -193,24 +193,37 @@ class Searcher:
         method = self.add_evidence(pq, hits, options) if options.evidence is not Evidence.none else None
         return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method, notices)
 
-    def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None) -> list[ScoredPassage]:
+    def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None,
+                    keep: Any = None) -> list[ScoredPassage]:
         """Top-k passages of the retriever, with the aspect prior: the score of a passage from a section whose
-        aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost."""
+        aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost.
+        ``keep(keys) -> bool mask``: a condition the backend cannot filter by, applied to each retriever's list
+        before fusion (so the fused ranks are those of the kept passages, as a filter would give)."""
         store = self.store
         if not store.live_count():
             return []  # every document deleted
         r = options.retriever
         boost = options.aspect_boost if pq.aspect and store.has_aspect(pq.aspect) else 0.0
-        depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid else k
+        depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid or keep is not None else k
+
+        def kept(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+            if keep is None or not len(ranked[0]):
+                return ranked
+            sel = keep(ranked[0])
+            return ranked[0][sel], ranked[1][sel]
+
         if r in LEXICAL:
-            keys, vals = self.lexical_top(pq, depth, flt, r)
+            keys, vals = kept(self.lexical_top(pq, depth, flt, r))
         elif r is Retriever.dense:
-            keys, vals = store.dense_top(self.encode([pq], options.template)[0], depth, flt)
+            keys, vals = kept(store.dense_top(self.encode([pq], options.template)[0], depth, flt))
         else:
             cfg = options.fusion
-            lex = self.lexical_top(pq, cfg.depth, flt, Retriever.bm25)
-            den = store.dense_top(self.encode([pq], options.template)[0], cfg.depth, flt)
-            keys, vals = fuse([lex, den], cfg)
+            lex = kept(self.lexical_top(pq, max(cfg.depth, depth), flt, Retriever.bm25))
+            den = kept(store.dense_top(self.encode([pq], options.template)[0], max(cfg.depth, depth), flt))
+            if keep is None:
+                keys, vals = fuse([lex, den], cfg)
+            else:  # each list as deep as the fusion reads it
+                keys, vals = fuse([(lex[0][: cfg.depth], lex[1][: cfg.depth]), (den[0][: cfg.depth], den[1][: cfg.depth])], cfg)
         if boost and len(keys):
             vals = vals * np.where(store.aspect_flags(keys, pq.aspect), 1.0 + boost, 1.0).astype(np.float32)
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
@@ -244,13 +257,23 @@ class Searcher:
                 seen = {h.pid for h in hits}
                 hits += [h for h in self.first_stage(pq, k, options, tier) if h.pid not in seen][: k - len(hits)]
         else:
-            # a backend that returns top lists: tier a deeper list by the mention, found in the passages themselves
-            deep = self.first_stage(pq, max(k, PRIOR_DEPTH), options, flt)
-            wanted = set(terms)
-            said = [wanted <= set(store.analyzer(f"{h.passage.title} {h.passage.text}")) for h in deep]
-            if deep and not any(said):
+            # a backend that returns top lists: each list is narrowed to the passages that name the entity (read
+            # from the passages themselves), then to the others; no document tier (that would need every passage)
+            wanted, seen = set(terms), {}
+
+            def mentions(keys: np.ndarray) -> np.ndarray:
+                todo = [int(x) for x in keys if int(x) not in seen]
+                for key, p in zip(todo, store.passages(np.asarray(todo, dtype=np.int64))):
+                    seen[key] = wanted <= set(store.analyzer(f"{p.title} {p.text}"))
+                return np.asarray([seen[int(x)] for x in keys], dtype=bool)
+
+            hits = self.first_stage(pq, k, options, flt, keep=mentions)
+            if not hits:
                 notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
-            hits = ([h for h, m in zip(deep, said) if m] + [h for h, m in zip(deep, said) if not m])[:k]
+                return self.first_stage(pq, k, options, flt)
+            if len(hits) < k:
+                rest = self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
+                hits += rest[: k - len(hits)]
         return [ScoredPassage(pid=h.pid, score=h.score, rank=i + 1, passage=h.passage) for i, h in enumerate(hits)]
 
     def _mention_mask(self, terms: list[str], flt: Any) -> np.ndarray | None:
