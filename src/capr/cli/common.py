@@ -136,6 +136,7 @@ CA_HELP = "Milvus TLS: PEM file of a private CA that signed the server certifica
 
 
 # The connection options of every command that reads or writes an index (one definition, see BackendOptions).
+BACKEND_OPTION = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name.")
 URI_OPTION = typer.Option(None, "--uri", help=URI_HELP)
 TOKEN_OPTION = typer.Option(None, "--token", "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP)
 TLS_CA_OPTION = typer.Option(None, "--tls-ca", help=CA_HELP)

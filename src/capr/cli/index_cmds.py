@@ -14,6 +14,7 @@ from rich.table import Table
 
 from capr.cli.common import (
     BACKEND_HELP,
+    BACKEND_OPTION,
     MAX_DOC_HELP,
     TLS_CA_OPTION,
     TOKEN_OPTION,
@@ -83,7 +84,7 @@ def add_cmd(
     source: Path = typer.Argument(..., help="File or directory with documents to add (same id = replace)."),
     fmt: Format = typer.Option(Format.auto, "--format", "-f"),
     skip_bad: bool = typer.Option(False, "--skip-bad"),
-    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    backend: str = BACKEND_OPTION,
     uri: Optional[str] = URI_OPTION,
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
@@ -105,7 +106,7 @@ def add_cmd(
 def delete_cmd(
     index_dir: Path = typer.Argument(..., help="Existing index directory."),
     doc_ids: List[str] = typer.Option(..., "--doc-id", help="Document id to delete (repeatable)."),
-    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    backend: str = BACKEND_OPTION,
     uri: Optional[str] = URI_OPTION,
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from capr.cli.common import (
-    BACKEND_HELP,
+    BACKEND_OPTION,
     TLS_CA_OPTION,
     TOKEN_OPTION,
     URI_OPTION,
@@ -103,7 +103,7 @@ def search_cmd(
     evidence: Optional[str] = typer.Option(None, "--evidence", help="Score each result's sentences and mark the evidence: "
                                            "lexical, dense (index built with --dense) or cdv (needs --cdv)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    backend: str = typer.Option("embedded", "--backend", help=BACKEND_HELP + " INDEX_DIR is then the collection name."),
+    backend: str = BACKEND_OPTION,
     uri: Optional[str] = URI_OPTION,
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
