@@ -90,11 +90,21 @@ def test_scores_equal_a_fresh_rebuild(incremental_and_fresh, retriever):
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid"])
 def test_search_results_equal_a_fresh_rebuild(incremental_and_fresh, retriever):
+    """Same scores at every rank and the same passages; only equal scores may come in another order (ties break
+    by insertion order, and an update re-inserts the documents it replaces). Hybrid RRF scores are ranks: two
+    passages tied in one list and swapped move one rank there, which changes an RRF score by less than
+    1/(61·62) ≈ 2.6e-4 — that much is allowed for hybrid, nothing else."""
     inc, fresh, _ = incremental_and_fresh
+    tol = 3e-4 if retriever == "hybrid" else 0.0
     for q in QUERIES:
         a = [(h.pid, round(h.score, 5)) for h in search(inc, q, k=10, retriever=retriever)]
         b = [(h.pid, round(h.score, 5)) for h in search(fresh, q, k=10, retriever=retriever)]
-        assert a == b
+        assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=tol), q
+        last = min(s for _, s in a + b) if a else 0.0
+        assert {p for p, s in a if s > last + tol} == {p for p, s in b if s > last + tol}, q
+        for (pa, sa), (pb, _) in zip(a, b):
+            if pa != pb:  # only inside a group of equal scores
+                assert pb in {p for p, s in a + b if abs(s - sa) <= tol}, (q, pa, pb, sa)
 
 
 def test_filters_apply_to_dense_and_hybrid(incremental_and_fresh):
