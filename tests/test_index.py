@@ -155,3 +155,38 @@ def _kill_mid_write(proc: subprocess.Popen, root: Path) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _tmp_dirs(root)  # it really died mid-write
+
+
+def test_a_long_write_is_cut_into_segments_with_the_same_results(tmp_path, demo_dir):
+    """`segment_passages` bounds what one write holds in memory: the index gets several segments, and every
+    lexical score, filter and document equals the one-segment build (rows keep their order)."""
+    from capr.index import IndexWriter
+    from capr.index.segment import SEGMENTS
+
+    docs = list(read_documents(demo_dir))
+    one = build_index(docs, tmp_path / "one")
+    with IndexWriter(tmp_path / "cut", segment_passages=40) as w:
+        for d in docs:
+            w.add(d)
+    cut = load_index(tmp_path / "cut")
+    assert len(one.segments) == 1 and len(cut.segments) >= len(one) // 40 >= 7  # cut at document boundaries
+    assert cut.counts == one.counts and [cut.passage(r).pid for r in range(len(cut))] == [one.passage(r).pid for r in range(len(one))]
+    queries = [Query("q", entity="IgA nephropathy", aspect="symptoms"), "how is atrial fibrillation treated", "colchicine gout"]
+    for q in queries:
+        for retriever in ("bm25", "tfidf"):
+            assert [(h.pid, h.score) for h in search(cut, q, k=10, retriever=retriever)] == \
+                [(h.pid, h.score) for h in search(one, q, k=10, retriever=retriever)]
+        assert [h.pid for h in search(cut, q, k=5, filters={"aspect": "treatment"})] == \
+            [h.pid for h in search(one, q, k=5, filters={"aspect": "treatment"})]
+    # a write that fails after some segments were cut leaves none of them behind, and the old index current
+    def failing():
+        yield from docs[:30]
+        raise RuntimeError("reader broke")
+
+    before = sorted(p.name for p in (tmp_path / "cut" / SEGMENTS).iterdir())
+    with pytest.raises(RuntimeError):
+        with IndexWriter(tmp_path / "cut", mode="update", segment_passages=40) as w:
+            for d in failing():
+                w.add(Document(d.doc_id + "-new", d.title, d.text, dict(d.metadata)))
+    assert sorted(p.name for p in (tmp_path / "cut" / SEGMENTS).iterdir()) == before
+    assert load_index(tmp_path / "cut").counts == one.counts

@@ -38,6 +38,9 @@ DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get
 # beyond any clinical note or article; a bigger "document" is almost always a mistake (a whole dump in
 # one JSON field) and would be held, segmented and analysed in memory at once.
 DEFAULT_MAX_DOC_CHARS = 10_000_000
+# One write (a whole `capr index`) is cut into segments of this many passages, so its memory does not grow with the
+# input (the writer holds one segment's postings and records at a time); searches merge segments' statistics.
+DEFAULT_SEGMENT_PASSAGES = 250_000
 
 
 def _encoder(config: dict[str, Any] | None):
@@ -65,12 +68,18 @@ class IndexWriter:
         hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
         progress: Any = None,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
+        segment_passages: int = DEFAULT_SEGMENT_PASSAGES,
     ) -> None:
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
             raise CaprError(f"the document size limit must be positive, got {max_doc_chars}")
+        if segment_passages <= 0:
+            raise CaprError(f"the segment size must be positive, got {segment_passages}")
         self.max_doc_chars = max_doc_chars
+        self.segment_passages = segment_passages
+        self._flushed: list[tuple[str, int, int, set[str]]] = []  # (segment, passages, documents, terms) written so far
+        self._field_names: set[str] = set()
         self.root = Path(root)
         self.mode = mode
         self.report = report or ReadReport()
@@ -89,12 +98,8 @@ class IndexWriter:
         try:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
             dirs.remove_stale(self.root)
-            self.builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
             self._dense_encoder = _encoder(self.dense_info)
-            self.builder.keep_texts = self._dense_encoder is not None
-            if self._dense_encoder is not None:
-                # a model trained with document context reads each passage with its title (and heading)
-                self.builder.dense_text = self._dense_encoder.passage_text
+            self.builder = self._new_builder()
         except OSError as e:
             self._lock.__exit__(None, None, None)
             raise self._write_error(e) from None
@@ -124,9 +129,38 @@ class IndexWriter:
             self.hnsw_threshold = hnsw_threshold
         self.analyzer = Analyzer(self.analyzer_config)
 
+    def _new_builder(self) -> SegmentBuilder:
+        builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
+        builder.keep_texts = self._dense_encoder is not None
+        if self._dense_encoder is not None:
+            # a model trained with document context reads each passage with its title (and heading)
+            builder.dense_text = self._dense_encoder.passage_text
+        return builder
+
     @property
     def n_passages(self) -> int:
-        return self.builder.n_passages
+        return sum(n for _, n, _, _ in self._flushed) + self.builder.n_passages
+
+    def _finish_builder(self) -> str:
+        """Encodes (dense) and writes the segment being built; it becomes part of the index only at commit."""
+        vectors = None
+        if self.dense_info and self.builder.n_passages:
+            self._note(f"encoding {self.builder.n_passages} passages")
+            vectors = self._dense_encoder.encode_passages(self.builder.texts,
+                                                          progress=getattr(self.progress, "advance_encoding", None))
+            self.dense_info = {**self.dense_info, "dim": int(vectors.shape[1])}
+        return self.builder.finish(vectors, self.hnsw_threshold, self._note)
+
+    def _flush(self, more: bool = True) -> None:
+        """A long write is cut into segments of ``segment_passages``: the writer holds one segment's postings at a
+        time, so indexing a file of any size takes the same memory (a crash leaves no generation naming them).
+        ``more``: start the next segment (not at commit)."""
+        b = self.builder
+        name = self._finish_builder()
+        self._flushed.append((name, b.n_passages, len(b.doc_ids), b.terms))
+        self._field_names |= b.field_names
+        if more:
+            self.builder = self._new_builder()
 
     def __enter__(self) -> "IndexWriter":
         return self
@@ -167,6 +201,8 @@ class IndexWriter:
         self._new_pids.update(pids)
         try:
             self.builder.add(doc, passages)
+            if self.builder.n_passages >= self.segment_passages:
+                self._flush()
         except OSError as e:  # the segment being written is now incomplete: this writer is done
             self.abort()
             raise self._write_error(e) from None
@@ -198,6 +234,8 @@ class IndexWriter:
             return
         self._closed = True
         self.builder.abort()
+        for name, *_ in self._flushed:  # segments this writer finished but no generation names
+            shutil.rmtree(self.root / SEGMENTS / name, ignore_errors=True)
         self._lock.__exit__(None, None, None)
 
     def _note(self, what: str) -> None:
@@ -209,14 +247,9 @@ class IndexWriter:
             raise IndexError_("writer already closed")
         gen_tmp = None
         try:
-            vectors = None
-            if self.dense_info and self.builder.n_passages:
-                encoder = self._dense_encoder
-                self._note(f"encoding {self.builder.n_passages} passages")
-                vectors = encoder.encode_passages(self.builder.texts, progress=getattr(self.progress, "advance_encoding", None))
-                self.dense_info = {**self.dense_info, "dim": int(vectors.shape[1])}
-            new_segment = self.builder.finish(vectors, self.hnsw_threshold, self._note) if self.builder.n_passages else None
-            if new_segment is None:
+            if self.builder.n_passages:
+                self._flush(more=False)
+            else:
                 self.builder.abort()
             gen_tmp, name = dirs.new_generation(self.root)
             (gen_tmp / "live").mkdir()
@@ -241,14 +274,14 @@ class IndexWriter:
                     live_passages += int(plive.sum())
                     live_docs += int(dlive.sum())
                     vocab.update(seg.terms())
-            if new_segment is not None:
-                write_npy(gen_tmp / "live" / f"{new_segment}.npy", np.ones(self.builder.n_passages, dtype=bool))
-                write_npy(gen_tmp / "live" / f"{new_segment}.docs.npy", np.ones(len(self.builder.doc_ids), dtype=bool))
+            for new_segment, n_pass, n_docs, terms in self._flushed:
+                write_npy(gen_tmp / "live" / f"{new_segment}.npy", np.ones(n_pass, dtype=bool))
+                write_npy(gen_tmp / "live" / f"{new_segment}.docs.npy", np.ones(n_docs, dtype=bool))
                 segments.append(new_segment)
-                live_passages += self.builder.n_passages
-                live_docs += len(self.builder.doc_ids)
-                vocab.update(self.builder.terms)
-            fields = self.builder.field_names | (set(self.base.manifest["fields"]) if self.base else set())
+                live_passages += n_pass
+                live_docs += n_docs
+                vocab.update(terms)
+            fields = self._field_names | (set(self.base.manifest["fields"]) if self.base else set())
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
