@@ -190,3 +190,25 @@ def test_a_long_write_is_cut_into_segments_with_the_same_results(tmp_path, demo_
                 w.add(Document(d.doc_id + "-new", d.title, d.text, dict(d.metadata)))
     assert sorted(p.name for p in (tmp_path / "cut" / SEGMENTS).iterdir()) == before
     assert load_index(tmp_path / "cut").counts == one.counts
+
+
+def test_duplicate_passage_ids_across_documents_are_bad_records(tmp_path):
+    """Passage ids a source assigns (section ids) may collide across documents, with each other or with the ids
+    capr makes ("DOC#sN"); either way the later document is a bad record, not a second passage with that id."""
+    from capr.corpus import ReadReport
+    from capr.index import IndexWriter
+    from capr.records import Section
+
+    def doc(doc_id: str, section_id: str | None) -> Document:
+        text = f"Answer about {doc_id}: warfarin dosing."
+        return Document(doc_id, doc_id, text, sections=[Section("", "treatment", 0, len(text), section_id)])
+
+    report = ReadReport(skip_bad=True)
+    with IndexWriter(tmp_path / "idx", report=report) as w:
+        assert w.add(doc("d1", "ans-1")) == 1
+        assert w.add(doc("d2", "ans-1")) == 0  # the same source id again
+        assert w.add(doc("d3", None)) == 1  # capr's own id: d3#s0
+        assert w.add(doc("d4", "d3#s0")) == 0  # a source id equal to capr's id of d3's passage
+        assert w.add(doc("d5", "d5-answer")) == 1
+    assert [e.record for e in report.skipped] == ["d2", "d4"]
+    assert sorted(load_index(tmp_path / "idx").pid_rows()) == ["ans-1", "d3#s0", "d5-answer"]

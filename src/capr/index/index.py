@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shutil
 import time
 from dataclasses import asdict
@@ -41,6 +42,7 @@ DEFAULT_MAX_DOC_CHARS = 10_000_000
 # One write (a whole `capr index`) is cut into segments of this many passages, so its memory does not grow with the
 # input (the writer holds one segment's postings and records at a time); searches merge segments' statistics.
 DEFAULT_SEGMENT_PASSAGES = 250_000
+_MADE_PID = re.compile(r"^(.*)#s\d+(?:#p\d+)?$")  # the passage ids capr makes: DOC#sN, DOC#sN#pK
 
 
 def _encoder(config: dict[str, Any] | None):
@@ -107,7 +109,10 @@ class IndexWriter:
             self._lock.__exit__(None, None, None)
             raise
         self._new_ids: set[str] = set()
-        self._new_pids: set[str] = set()
+        # Passage ids a source assigned (section ids): the only ones that can collide across documents. Ids capr
+        # makes ("DOC#sN") are unique once document ids are, so they are not kept — one write's memory must not
+        # grow with its passages.
+        self._source_pids: set[str] = set()
         self._delete: set[str] = set()  # documents of earlier segments to tombstone
         self._t0 = time.time()
 
@@ -192,13 +197,17 @@ class IndexWriter:
             self.report.empty += 1
             return 0
         pids = [p.pid for p in passages]
-        if len(set(pids)) != len(pids) or self._new_pids.intersection(pids):
+        own = f"{doc.doc_id}#s"
+        sourced = [p for p in pids if not p.startswith(own)]
+        clash = self._source_pids.intersection(pids) or any(  # a source id shaped like another document's "DOC#sN"
+            (m := _MADE_PID.match(p)) is not None and m.group(1) in self._new_ids for p in sourced)
+        if len(set(pids)) != len(pids) or clash:
             self.report.bad(doc.doc_id, "duplicate passage ids", doc.doc_id)
             return 0
         if self.base is not None and self.base.has_document(doc.doc_id):
             self._delete.add(doc.doc_id)
         self._new_ids.add(doc.doc_id)
-        self._new_pids.update(pids)
+        self._source_pids.update(sourced)
         try:
             self.builder.add(doc, passages)
             if self.builder.n_passages >= self.segment_passages:
