@@ -84,10 +84,19 @@ class RayRunner:
             raise CaprError("the Ray runner needs Ray: pip install 'capr[ray]'") from None
         if not ray.is_initialized():
             kwargs = dict(self.init_kwargs)
-            if self.address in (None, "local"):
+            local = self.address in (None, "local")
+            if local:
                 kwargs.setdefault("include_dashboard", False)
                 kwargs.setdefault("_node_ip_address", "127.0.0.1")  # a local instance stays on loopback
-            ray.init(address=self.address or "local", **kwargs)
+            try:
+                ray.init(address=self.address or "local", **kwargs)
+            except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+                # The first local start after installing Ray (cold file cache, every module read from disk) can
+                # outlast Ray's node start-up wait on a small machine; the second start finds a warm cache.
+                if not (local and "timed out during startup" in str(e)):
+                    raise
+                ray.shutdown()
+                ray.init(address=self.address or "local", **kwargs)
         return ray
 
     def map_batches(self, job: type, items: Sequence[Any], batch_size: int, job_args: tuple = ()) -> list[Any]:
