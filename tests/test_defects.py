@@ -240,6 +240,7 @@ def junk_heading_index(tmp_path_factory) -> Path:
 
 def test_unknown_aspect_suggests_canonical_and_frequent_headings_only(junk_heading_index):
     from capr.errors import QueryError
+    from capr.records import Query
 
     index = load_index(junk_heading_index)
     assert {"a 21-day-old with", "a-1 womac score", "wound care"} <= set(index.aspects())  # the corpus has the junk
@@ -254,6 +255,10 @@ def test_unknown_aspect_suggests_canonical_and_frequent_headings_only(junk_headi
     with pytest.raises(QueryError, match=r"did you mean symptoms"):  # canonical aspects come first
         index.check_aspect("symptons")
     index.check_aspect("a-1 womac score")  # a corpus aspect is still accepted, just never suggested
+    # the search pipeline (what the CLI and the API call) gives the same message as the index's own check
+    with pytest.raises(QueryError) as via_search:
+        search(index, Query("q", entity="x", aspect="zzqqxx"))
+    assert str(via_search.value) == msg
 
 
 def test_unknown_aspect_cli_line(junk_heading_index):

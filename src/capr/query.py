@@ -218,8 +218,8 @@ class ParsedQuery:
 
 
 def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand: bool = True,
-                aspects: Callable[[], Iterable[str]] | None = None) -> ParsedQuery:
-    """Validates and analyses ``query`` once. ``aspects`` (the corpus' aspects, asked for only when the query
+                aspects: Callable[[], Mapping[str, int | None] | Iterable[str]] | None = None) -> ParsedQuery:
+    """Validates and analyses ``query`` once. ``aspects`` (the corpus' aspects, or aspect → passages; asked for only when the query
     names one) makes an unknown aspect a QueryError with close matches."""
     query_text(query)  # rejects empty queries before any work
     q = as_query(query)

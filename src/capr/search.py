@@ -132,7 +132,8 @@ class Searcher:
     def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
         """``validate``: an aspect neither the synonym table nor the corpus knows is an error (benchmarks, whose
         aspect labels are given, skip it)."""
-        return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspects if validate else None)
+        # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions)
+        return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspect_counts if validate else None)
 
     def check(self, options: SearchOptions) -> None:
         """Refuses what this store cannot do, naming the capability it lacks."""

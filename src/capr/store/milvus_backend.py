@@ -471,8 +471,12 @@ class MilvusStore:
                 shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
                 raise QueryError(f"no passage has {shown}{hint}")
 
+    def aspect_counts(self) -> dict[str, int | None]:
+        """Aspects with passage counts unknown (None): capr's meta row keeps the list, not the counts."""
+        return {a: None for a in self.aspects()}
+
     def check_aspect(self, aspect: str) -> None:
-        check_aspect(aspect, self.aspects())
+        check_aspect(aspect, self.aspect_counts())
 
     # -- search primitives --------------------------------------------------------------------
     def _ranked(self, res: Any, lexical: bool) -> tuple[np.ndarray, np.ndarray]:
