@@ -32,7 +32,7 @@ def main() -> int:
     from capr.corpus.aspects import normalize_aspect
     from capr.index import load_index
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search import EntityScope, SearchOptions, Searcher
 
     index_dir = args.index
     if index_dir is None or not index_dir.exists():
@@ -43,8 +43,14 @@ def main() -> int:
     searcher = Searcher(index)
     an = index.analyzer
     rows = []
-    for name, opts in (("default (entity first)", SearchOptions(k=K)),
-                       ("without entity-first ranking", SearchOptions(k=K, entity_first=False))):
+    variants = [("default", SearchOptions(k=K)),
+                ("entity in passage, then its document (scope passage)", SearchOptions(k=K, entity_scope=EntityScope.passage)),
+                ("entity in passage or its document (scope document)", SearchOptions(k=K, entity_scope=EntityScope.document)),
+                ("without entity-first ranking", SearchOptions(k=K, entity_first=False)),
+                ("bm25, without entity-first ranking (the default before issue 16)",
+                 SearchOptions(k=K, retriever="bm25", entity_first=False, aspect_boost=0.5))]
+    print(f"default retriever on this index: {searcher.default_retriever().value}")
+    for name, opts in variants:
         n = in_passage = in_passage_or_title = in_aspect = 0
         for entity in ENTITIES:
             terms = set(an(entity))

@@ -173,8 +173,8 @@ def test_bad_uri_and_unreachable_server():
 def test_cli_index_search_add_delete_on_milvus(servers, demo_dir, tmp_path):
     """`capr index/search/add/delete --backend milvus --uri URI` give what the embedded index gives."""
     uri = servers["milvus-lite"]
-    capr_cli("index", str(demo_dir), "--out", str(tmp_path / "emb"))
-    proc = capr_cli("index", str(demo_dir), "--out", "cli_demo", "--backend", "milvus", "--uri", uri)
+    capr_cli("index", "--lexical-only", str(demo_dir), "--out", str(tmp_path / "emb"))
+    proc = capr_cli("index", "--lexical-only", str(demo_dir), "--out", "cli_demo", "--backend", "milvus", "--uri", uri)
     assert "296 passages" in proc.stderr and "36" in proc.stderr
 
     def pids(*where):

@@ -60,10 +60,10 @@ def test_index_bad_input_fails_then_skip_bad_reports(tmp_path, demo_dir):
     (src / "empty.txt").write_bytes(b"")
     (src / "scan.txt").write_bytes(b"\x00\x01\x02binary")
     out = tmp_path / "idx"
-    proc = capr_cli("index", str(src), "--out", str(out), check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(out), check=False)
     assert proc.returncode == 2 and "empty.txt: file is empty" in proc.stderr and "Traceback" not in proc.stderr
     assert not (out / "CURRENT").exists()
-    proc = capr_cli("index", str(src), "--out", str(out), "--skip-bad")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(out), "--skip-bad")
     assert "2 bad record(s) skipped" in proc.stderr
     assert "empty.txt: file is empty" in proc.stderr and "scan.txt: binary file" in proc.stderr
     assert json.loads((out / (out / "CURRENT").read_text().strip() / "manifest.json").read_text())["counts"]["documents"] == 36
@@ -72,16 +72,16 @@ def test_index_bad_input_fails_then_skip_bad_reports(tmp_path, demo_dir):
 def test_index_invalid_xml_and_unknown_format(tmp_path):
     bad = tmp_path / "MedQuAD-broken.xml"
     bad.write_text("<Document id='9'><QAPairs><QAPair><Answer>unterminated")
-    proc = capr_cli("index", str(bad), "--out", str(tmp_path / "i"), check=False)
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(tmp_path / "i"), check=False)
     assert proc.returncode == 2 and "MedQuAD-broken.xml: invalid XML" in proc.stderr
-    proc = capr_cli("index", str(bad), "--out", str(tmp_path / "i"), "--format", "docx", check=False)
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(tmp_path / "i"), "--format", "docx", check=False)
     assert proc.returncode == 2 and "docx" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_index_mtsamples_real(tmp_path):
     src = need_data("mtsamples", "mtsamples.csv.gz")
     out = tmp_path / "mts"
-    proc = capr_cli("index", str(src), "--out", str(out))
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(out))
     assert "indexed 2357 documents" in proc.stderr and "33 empty record(s) ignored" in proc.stderr
     res = json.loads(capr_cli("search", str(out), "--entity", "hypertension", "--aspect", "family history", "-k", "5", "--json").stdout)
     assert [r["aspect"] for r in res["results"]] == ["family history"] * 5
@@ -120,7 +120,7 @@ def test_dense_and_hybrid_search_from_the_cli(tmp_path, demo_dir):
     bad = capr_cli("search", str(out), "x", "-r", "dense", "--template", "poem", check=False)
     assert bad.returncode == 2 and "unknown query template 'poem'" in bad.stderr
     lexical_only = tmp_path / "lex"
-    capr_cli("index", str(demo_dir), "--out", str(lexical_only))
+    capr_cli("index", "--lexical-only", str(demo_dir), "--out", str(lexical_only))
     bad = capr_cli("search", str(lexical_only), "x", "-r", "dense", check=False)
     assert bad.returncode == 2 and "index has no vectors" in bad.stderr
 

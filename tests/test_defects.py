@@ -33,7 +33,7 @@ def _one_line_error(proc, *needles: str) -> None:
 def emptied_index(tmp_path) -> Path:
     src = _write_jsonl(tmp_path / "one.jsonl", [{"doc_id": "only", "text": "HISTORY:\nThe patient has a cough and fever."}])
     out = tmp_path / "idx"
-    capr_cli("index", str(src), "--out", str(out))
+    capr_cli("index", "--lexical-only", str(src), "--out", str(out))
     capr_cli("delete", str(out), "--doc-id", "only")
     return out
 
@@ -89,7 +89,7 @@ def _gz_variants(tmp_path: Path) -> dict[str, bytes]:
 def base_index(tmp_path) -> Path:
     src = _write_jsonl(tmp_path / "base.jsonl", [{"doc_id": "kept", "text": "PLAN: zorbifen for the wheeze."}])
     out = tmp_path / "idx"
-    capr_cli("index", str(src), "--out", str(out))
+    capr_cli("index", "--lexical-only", str(src), "--out", str(out))
     return out
 
 
@@ -111,7 +111,7 @@ def test_damaged_gzip_is_one_line_and_loses_nothing(tmp_path, base_index, varian
     assert [h.passage.doc_id for h in search(load_index(base_index), "zorbifen")] == ["kept"]
     assert load_index(base_index).counts["documents"] == 1
     # `capr index --out` over an existing index is atomic too
-    proc = capr_cli("index", str(bad), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(base_index), check=False)
     _one_line_error(proc, reason)
     assert _generation(base_index) == before
 
@@ -341,7 +341,7 @@ def test_doc_id_rule_is_the_same_for_readers_cli_and_service(tmp_path, demo_idx,
 # ------------------------------------------------------------------ 6. no live progress when stderr is not a terminal
 def test_no_spinner_frames_when_stderr_is_not_a_terminal(tmp_path):
     src = _write_jsonl(tmp_path / "docs.jsonl", _records(30))
-    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"))  # stderr is a pipe here
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"))  # stderr is a pipe here
     spinner = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏━")
     assert not spinner & set(proc.stderr), proc.stderr
     assert "\r" not in proc.stderr and "\x1b[" not in proc.stderr
@@ -494,10 +494,10 @@ def test_oversized_document_is_refused_with_the_limit(tmp_path, base_index):
 
 def test_max_doc_chars_option(tmp_path):
     src = _write_jsonl(tmp_path / "d.jsonl", [{"doc_id": "a", "text": "PLAN: " + "x " * 600}])
-    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "1000", check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "1000", check=False)
     _one_line_error(proc, "more than the limit of 1,000 (--max-doc-chars)")
     assert not (tmp_path / "idx" / "CURRENT").exists()
-    capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "5000")
+    capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "5000")
 
 
 # ------------------------------------------------------------------ B. writes that fail part-way
@@ -577,5 +577,5 @@ def test_io_error_cli_is_one_line(tmp_path, base_index, monkeypatch):
 
 def test_index_into_an_unwritable_place_is_one_line(tmp_path):
     src = _write_jsonl(tmp_path / "d.jsonl", _records(2))
-    proc = capr_cli("index", str(src), "--out", "/proc/capr-no-such/idx", check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", "/proc/capr-no-such/idx", check=False)
     _one_line_error(proc, "/proc/capr-no-such/idx: cannot write the index:", "no generation was committed")

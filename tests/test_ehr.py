@@ -279,11 +279,11 @@ def test_cli_malformed_record_one_line_then_skip_bad(tmp_path):
     bad = _docref(2)
     del bad["status"]
     (src / "DocumentReference.ndjson").write_text("\n".join(json.dumps(r) for r in (_docref(1), bad)) + "\n")
-    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"), check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     err = [line for line in proc.stderr.splitlines() if line.startswith("error:")]  # (the rest is the progress bar)
     assert len(err) == 1 and "DocumentReference.ndjson [line 2]: invalid FHIR DocumentReference: status" in err[0]
-    proc = capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--skip-bad")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--skip-bad")
     assert "1 bad record(s) skipped" in proc.stderr and "[line 2]" in proc.stderr
 
 
@@ -307,7 +307,7 @@ def test_cli_malformed_record_one_line_then_skip_bad(tmp_path):
 ])
 def test_cli_index_and_search_entity_coded_aspect(tmp_path, source, entity, aspect, filters, want):
     out = tmp_path / "idx"
-    capr_cli("index", str(source), "--out", str(out))
+    capr_cli("index", "--lexical-only", str(source), "--out", str(out))
     args = [a for f in filters for a in ("--filter", f)]
     proc = capr_cli("search", str(out), "--entity", entity, "--aspect", aspect, "-k", "3", "--json", *args)
     top = json.loads(proc.stdout)["results"][0]

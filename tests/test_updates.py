@@ -148,7 +148,7 @@ def test_fully_deleted_segments_are_collected(tmp_path, docs):
 def test_cli_add_replace_delete(tmp_path, demo_dir):
     root = tmp_path / "idx"
     run = lambda *a, check=True: subprocess.run([sys.executable, "-m", "capr", *a], capture_output=True, text=True, check=check)  # noqa: E731
-    run("index", str(demo_dir), "--out", str(root))
+    run("index", "--lexical-only", str(demo_dir), "--out", str(root))
     new = tmp_path / "new.jsonl"
     new.write_text(
         json.dumps({"id": "note_20_gout_urgent_care", "title": "Gout follow-up", "text": "PLAN: febuxostat started for tophaceous gout."}) + "\n"

@@ -11,7 +11,7 @@ through a :class:`Searcher`; backends (``capr.store``) only give primitives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -27,10 +27,27 @@ from capr.store import Capability, Store
 if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
 
-DEFAULT_ASPECT_BOOST = 0.5
+# The defaults below were chosen on dev sets only (bench/default_dev.py; docs/RESULTS.md, issue 16 dev table).
+DEFAULT_ASPECT_BOOST = 2.0  # a passage of the asked aspect's section scores ×3
+DEFAULT_MENTION_BOOST = 0.5  # ⟨entity, aspect⟩: within the entity's documents, a passage naming it scores ×1.5
+# reciprocal-rank fusion, BM25 : dense = 1 : 4 — at or above the better single retriever on every dev set
+DEFAULT_FUSION = FusionConfig(FusionMethod.rrf, weights=(0.2, 0.8))
 # Said (CLI, API) instead of "no matching passages" when a search finds nothing because nothing is left.
 EMPTY_INDEX_MESSAGE = "the index is empty: all documents were deleted"
 PRIOR_DEPTH = 100  # candidates a first stage returns when an aspect prior or fusion re-orders them
+GROUP_DEPTH_FACTOR = 10  # --group-by doc: passages read per document asked for
+
+
+class GroupBy(str, Enum):
+    passage = "passage"
+    doc = "doc"  # one hit per document: its best passage (the document scores as its best passage)
+
+
+class EntityScope(str, Enum):
+    """Where an ⟨entity, aspect⟩ query's entity must be named for a passage to rank in the first tier."""
+
+    passage = "passage"  # the passage (or its document's title): first; then its document's other passages; then the rest
+    document = "document"  # the passage or any passage of its document: first; then the rest
 
 
 class Evidence(str, Enum):
@@ -45,11 +62,12 @@ class SearchOptions:
     """How a query is searched. The defaults are what ``capr search`` does without flags."""
 
     k: int = 10
-    retriever: Retriever = Retriever.bm25
+    # None: the best retriever the store supports — hybrid (BM25 + dense) with vectors, else BM25
+    retriever: Retriever | None = None
     filters: dict[str, Any] | None = None
     expand: bool = True  # aspect synonyms, as a disjunction-max
     aspect_boost: float = DEFAULT_ASPECT_BOOST
-    fusion: FusionConfig = field(default_factory=FusionConfig)
+    fusion: FusionConfig = field(default_factory=lambda: replace(DEFAULT_FUSION))
     template: str = DEFAULT_TEMPLATE
     rerank_depth: int = 20
     evidence: Evidence = Evidence.none
@@ -58,9 +76,15 @@ class SearchOptions:
     # ⟨entity, aspect⟩: passages that mention the entity (in their text or their document's title) rank above
     # every passage that does not, so the asked aspect of *another* condition cannot come first
     entity_first: bool = True
+    entity_scope: EntityScope = EntityScope.document
+    # scope "document": a passage that itself names the entity scores ×(1 + this) within the first tier
+    mention_boost: float = DEFAULT_MENTION_BOOST
+    group_by: GroupBy = GroupBy.passage
 
     def __post_init__(self) -> None:
-        self.retriever = Retriever(self.retriever)
+        self.retriever = Retriever(self.retriever) if self.retriever is not None else None
+        self.group_by = GroupBy(self.group_by or "passage")
+        self.entity_scope = EntityScope(self.entity_scope)
         self.evidence = Evidence(self.evidence or "none")
         if isinstance(self.fusion, (str, FusionMethod)):
             self.fusion = FusionConfig(method=FusionMethod(self.fusion))
@@ -135,9 +159,20 @@ class Searcher:
         # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions)
         return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspect_counts if validate else None)
 
+    def default_retriever(self) -> Retriever:
+        """The best first stage this store supports (docs/RESULTS.md, issue 16 dev table): hybrid with vectors."""
+        caps = self.store.capabilities
+        if Capability.dense in caps:
+            return Retriever.hybrid if Capability.bm25 in caps else Retriever.dense
+        return Retriever.bm25
+
+    def resolve(self, options: SearchOptions) -> SearchOptions:
+        """``options`` with the retriever chosen when it was left to the store."""
+        return options if options.retriever is not None else replace(options, retriever=self.default_retriever())
+
     def check(self, options: SearchOptions) -> None:
         """Refuses what this store cannot do, naming the capability it lacks."""
-        r = options.retriever
+        r = self.resolve(options).retriever
         caps = self.store.capabilities
         if self.cdv is None:
             if r is Retriever.tfidf and Capability.tfidf not in caps:
@@ -147,9 +182,9 @@ class Searcher:
                                  "use --retriever dense")
             if r in (Retriever.dense, Retriever.hybrid) and Capability.dense not in caps:
                 raise QueryError(f"retriever {r.value!r} needs an index built with vectors: {self.store.name}: "
-                                 "index has no vectors; build it with `capr index --dense`")
+                                 "index has no vectors; build it without --lexical-only")
         if options.evidence is Evidence.dense and Capability.dense not in caps:
-            raise QueryError("dense evidence needs an index built with vectors (capr index --dense)")
+            raise QueryError("dense evidence needs an index built with vectors (capr index without --lexical-only)")
         if options.evidence is Evidence.cdv and self.cdv is None:
             raise QueryError("cdv evidence needs a CDV model (--cdv DIR)")
 
@@ -158,7 +193,7 @@ class Searcher:
                within: np.ndarray | None = None, **kw: Any) -> SearchResult:
         """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields. ``within``: only
         these passages (store keys) may be returned — how ``capr eval`` runs this pipeline on a candidate pool."""
-        options = options or SearchOptions(**kw)
+        options = self.resolve(options or SearchOptions(**kw))
         notices: list[str] = []
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
         self.check(options)
@@ -173,6 +208,8 @@ class Searcher:
         if within is not None:
             flt = self.store.restrict(flt, np.asarray(within, dtype=np.int64))
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
+        if options.group_by is GroupBy.doc:
+            depth = max(depth * GROUP_DEPTH_FACTOR, PRIOR_DEPTH)  # enough passages for k distinct documents
         if self.cdv is not None:
             from capr.cdv.search import cdv_search
 
@@ -187,7 +224,9 @@ class Searcher:
         if self.reranker is not None:
             from capr.retrieve.rerank import rerank_hits
 
-            first = rerank_hits(pq.dense_text("plain"), first, self.reranker, options.k)
+            first = rerank_hits(pq.dense_text("plain"), first, self.reranker, depth if options.group_by is GroupBy.doc else options.k)
+        if options.group_by is GroupBy.doc:
+            first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
         if options.highlights:
             self.annotate(pq, hits)
@@ -195,17 +234,18 @@ class Searcher:
         return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method, notices)
 
     def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None,
-                    keep: Any = None) -> list[ScoredPassage]:
+                    keep: Any = None, named: np.ndarray | None = None) -> list[ScoredPassage]:
         """Top-k passages of the retriever, with the aspect prior: the score of a passage from a section whose
         aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost.
         ``keep(keys) -> bool mask``: a condition the backend cannot filter by, applied to each retriever's list
-        before fusion (so the fused ranks are those of the kept passages, as a filter would give)."""
+        before fusion (so the fused ranks are those of the kept passages, as a filter would give). ``named``: rows
+        that name the query's entity, scored ×(1 + mention_boost)."""
         store = self.store
         if not store.live_count():
             return []  # every document deleted
         r = options.retriever
         boost = options.aspect_boost if pq.aspect and store.has_aspect(pq.aspect) else 0.0
-        depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid or keep is not None else k
+        depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid or keep is not None or named is not None else k
 
         def kept(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             if keep is None or not len(ranked[0]):
@@ -227,6 +267,8 @@ class Searcher:
                 keys, vals = fuse([(lex[0][: cfg.depth], lex[1][: cfg.depth]), (den[0][: cfg.depth], den[1][: cfg.depth])], cfg)
         if boost and len(keys):
             vals = vals * np.where(store.aspect_flags(keys, pq.aspect), 1.0 + boost, 1.0).astype(np.float32)
+        if named is not None and len(keys):
+            vals = vals * np.where(named[keys], 1.0 + options.mention_boost, 1.0).astype(np.float32)
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
         passages = store.passages(keys[order])
         return [ScoredPassage(pid=p.pid, score=float(v), rank=i + 1, passage=p)
@@ -251,12 +293,16 @@ class Searcher:
             in_document = store.document_rows(mention) & ~mention
             if flt is not None:
                 in_document &= flt
+            if options.entity_scope is EntityScope.passage:
+                tiers = [(mention, None), (in_document, None), (flt, None)]
+            else:
+                tiers = [(mention | in_document, mention if options.mention_boost else None), (flt, None)]
             hits: list[ScoredPassage] = []
-            for tier in (mention, in_document, flt):
+            for tier, named in tiers:
                 if len(hits) >= k:
                     break
                 seen = {h.pid for h in hits}
-                hits += [h for h in self.first_stage(pq, k, options, tier) if h.pid not in seen][: k - len(hits)]
+                hits += [h for h in self.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
         else:
             # a backend that returns top lists: each list is narrowed to the passages that name the entity (read
             # from the passages themselves), then to the others; no document tier (that would need every passage)
@@ -367,9 +413,23 @@ class Searcher:
         return method.value
 
 
+def best_per_document(ranked: list[ScoredPassage], k: int) -> list[ScoredPassage]:
+    """One hit per document, its best-ranked passage, in rank order: a document scores as its best passage."""
+    out: list[ScoredPassage] = []
+    seen: set[str] = set()
+    for h in ranked:
+        if h.passage.doc_id in seen:
+            continue
+        seen.add(h.passage.doc_id)
+        out.append(ScoredPassage(pid=h.pid, score=h.score, rank=len(out) + 1, passage=h.passage))
+        if len(out) >= k:
+            break
+    return out
+
+
 def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> list[Hit]:
     """One query through the default pipeline (or ``options``, the :class:`SearchOptions` fields)."""
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "EMPTY_INDEX_MESSAGE", "Evidence", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]

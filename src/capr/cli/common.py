@@ -11,7 +11,7 @@ from typing import Iterable, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from capr.corpus import ReadReport
 from capr.errors import CaprError, QueryError
@@ -40,6 +40,8 @@ def _progress(transient: bool = False) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         TextColumn("{task.fields[note]}"),
         console=err,
         transient=transient,

@@ -47,7 +47,9 @@ def index_cmd(
     stem: bool = typer.Option(True, help="Snowball stemming."),
     title: bool = typer.Option(True, help="Index each passage together with its document title."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
-    dense: bool = typer.Option(False, "--dense", help="Also encode passages for dense and hybrid search."),
+    dense: bool = typer.Option(True, "--dense/--lexical-only", help="Encode passages for dense and hybrid search "
+                               "(the default: `capr search` then fuses BM25 and dense); --lexical-only: BM25/TF-IDF only, "
+                               "much faster to build."),
     model: str = typer.Option("minilm", help="Encoder: 'minilm' (bundled), any Hugging Face id, or a local path."),
     query_model: Optional[str] = typer.Option(None, help="Separate query encoder (MedCPT-style); default: --model."),
     encoder_backend: Optional[str] = typer.Option(None, "--encoder-backend", help="Encoder: torch (default) | onnx | onnx-int8 | static (model2vec, distilled locally)."),
@@ -59,7 +61,8 @@ def index_cmd(
     milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
     max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
 ) -> None:
-    """Read SOURCE, split it into passages and build a persistent index (BM25/TF-IDF, optionally dense)."""
+    """Read SOURCE, split it into passages and build a persistent index: BM25/TF-IDF and dense vectors (MiniLM)
+    unless --lexical-only."""
 
     def body() -> None:
         if overlap < 0 or max_tokens < 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -34,7 +35,8 @@ from capr.index import AnalyzerConfig, Index
 from capr.models.encoder import cache_root
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.records import Query
-from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.retrieve.fusion import FusionMethod
+from capr.search import DEFAULT_ASPECT_BOOST, GroupBy
 from capr.store import BackendOptions
 
 
@@ -89,10 +91,15 @@ def search_cmd(
     aspect: Optional[str] = typer.Option(None, "--aspect", "-a", help="Aspect of a structured question."),
     k: int = typer.Option(10, "-k", help="Number of passages."),
     filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable, ANDed); also !=, >=, <=, >, < and 'FIELD in (A, B)', e.g. aspect=symptoms, \"charttime>=2150-01-01\"."),
-    retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
+    retriever: Optional[Retriever] = typer.Option(None, "--retriever", "-r", help="Default: hybrid (BM25 + dense) when "
+                                                  "the index has vectors, else bm25."),
     expand: bool = typer.Option(True, help="Expand the aspect with its synonyms."),
-    aspect_boost: float = typer.Option(0.5, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),
-    fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="How --retriever hybrid fuses BM25 and dense: rrf or weighted."),
+    aspect_boost: float = typer.Option(DEFAULT_ASPECT_BOOST, help="Score bonus (×(1+b)) for passages from the section aspect asked about; 0 turns it off."),
+    fusion: Optional[FusionMethod] = typer.Option(None, help="How hybrid fuses BM25 and dense: rrf or weighted "
+                                                  "(default: the dev-chosen fusion, docs/RESULTS.md)."),
+    entity_first: bool = typer.Option(True, "--entity-first/--no-entity-first", help="⟨entity, aspect⟩: passages that "
+                                      "mention the entity (or whose document title does) rank first."),
+    group_by: GroupBy = typer.Option(GroupBy.passage, "--group-by", help="passage, or doc: one result per document (its best passage)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
     rerank_depth: int = typer.Option(20, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
@@ -101,7 +108,7 @@ def search_cmd(
     theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
     theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
     evidence: Optional[str] = typer.Option(None, "--evidence", help="Score each result's sentences and mark the evidence: "
-                                           "lexical, dense (index built with --dense) or cdv (needs --cdv)."),
+                                           "lexical, dense (index with vectors) or cdv (needs --cdv)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     backend: str = BACKEND_OPTION,
     uri: Optional[str] = URI_OPTION,
@@ -122,9 +129,11 @@ def search_cmd(
         if (boundaries == "free" or evidence == "cdv") and cdv is None:
             raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
         options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
-                                aspect_boost=aspect_boost, fusion=FusionConfig(method=fusion), template=template,
+                                aspect_boost=aspect_boost, template=template, group_by=group_by, entity_first=entity_first,
                                 rerank_depth=rerank_depth, evidence=Evidence(evidence or "none"),
                                 thetas=(theta_open, theta_close))
+        if fusion is not None and fusion is not options.fusion.method:
+            options.fusion = replace(options.fusion, method=fusion, weights=(0.5, 0.5))
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         cdv_store = _open_cdv_store(store, cdv) if cdv is not None else None
@@ -215,6 +224,9 @@ DEMO_QUERIES = [
     Query("demo-2", entity="cardiomyopathy", aspect="family history"),
     Query("demo-3", text="how is atrial fibrillation treated"),
 ]
+# A structured question whose right answer only entity-aware scoring ranks first: the demo shows both rankings.
+# (Pneumonia's "Outlook" section names its complications; the plain ranking puts an appendectomy's first.)
+ENTITY_DEMO = Query("demo-entity", entity="pneumonia", aspect="complications")
 
 
 @app.command("demo")
@@ -222,20 +234,40 @@ def demo_cmd(
     cache_dir: Optional[Path] = typer.Option(None, help="Where the demo index is written."),
     k: int = typer.Option(3, "-k"),
 ) -> None:
-    """Index the bundled demo corpus (synthetic notes and articles) and run three example queries."""
+    """Index the bundled demo corpus (synthetic notes and articles) as `capr index` does by default (BM25 + MiniLM
+    vectors), run three example queries through the default search (hybrid), and show a structured question that
+    only entity-aware scoring gets right."""
 
     def body() -> None:
-        from capr.search import Searcher
+        from capr.models.encoder import EncoderConfig
+        from capr.search import SearchOptions, Searcher
 
         target = (cache_dir or cache_root()) / "demo-index"
         report = ReadReport()
-        index = BackendOptions().create(target, segmenter=SegmenterConfig(), analyzer=AnalyzerConfig())
+        index = BackendOptions().create(target, segmenter=SegmenterConfig(), analyzer=AnalyzerConfig(), dense=EncoderConfig())
         secs = write_to_store(index, read_documents(demo_corpus_dir(), Format.text, report), "indexing the demo corpus", report)
         c = index.stats()
-        out.print(f"[bold]capr demo[/]: indexed {c['documents']} documents → {c['passages']} passages in {secs:.1f}s ({escape(str(target))})\n")
+        searcher = Searcher(index)
+        out.print(f"[bold]capr demo[/]: indexed {c['documents']} documents → {c['passages']} passages (BM25 + dense "
+                  f"MiniLM vectors) in {secs:.1f}s ({escape(str(target))}); search: "
+                  f"{searcher.default_retriever().value}, the default\n")
         for q in DEMO_QUERIES:
             label = f'"{q.text}"' if q.text else f"⟨{q.entity}, {q.aspect}⟩"
             out.rule(f"[bold]{escape(label)}")
-            render_results(Searcher(index).search(q, k=k).to_dict()["results"])
+            render_results(searcher.search(q, k=k).to_dict()["results"])
+        q = ENTITY_DEMO
+        out.rule(f"[bold]entity-aware: ⟨{escape(q.entity or '')}, {escape(q.aspect or '')}⟩")
+        best = searcher.search(q, SearchOptions(k=1)).hits
+        plain = searcher.search(q, SearchOptions(k=20, entity_first=False)).hits
+        if best:
+            top = best[0].passage
+            rank = next((h.rank for h in plain if h.pid == top.pid), None)
+            out.print(f"first with entity-aware scoring: [bold cyan]{escape(top.title or top.doc_id)}[/] · "
+                      f"[magenta]{escape(top.aspect or '—')}[/] ({escape(top.pid)})")
+            if plain and plain[0].pid != top.pid:
+                other = plain[0].passage
+                out.print(f"without it (--no-entity-first), first would be [bold]{escape(other.title or other.doc_id)}[/] · "
+                          f"{escape(other.aspect or '—')}, and this answer {'ranks ' + str(rank) if rank else 'is not in the top 20'}")
+            render_results(searcher.search(q, k=1).to_dict()["results"])
 
     _run_guarded(body)

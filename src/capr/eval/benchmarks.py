@@ -133,6 +133,9 @@ def load_mtsamples_capr(
     progress: Any = None,
     n_queries: int = MTS_QUERIES,
     seed: int = MTS_SEED,
+    split: str = "test",
+    max_notes: int | None = None,
+    name: str = "mtsamples-capr",
 ) -> BenchmarkData:
     """The CAPR paper's MIMIC-III protocol rebuilt on open notes: the held-out 25% of deduplicated MTSamples
     notes (capr.labels.splits.mtsamples_split), ⟨entity, aspect⟩ queries from their self-supervised labels,
@@ -142,7 +145,11 @@ def load_mtsamples_capr(
     from capr.labels.splits import select_split
 
     src = mtsamples_capr_dir(data_dir)
-    docs = list(select_split(read_documents(src, Format.mtsamples), "test"))
+    docs = list(select_split(read_documents(src, Format.mtsamples), split))
+    if max_notes is not None:  # a dev sample of the training notes: the first max_notes in a fixed hash order
+        from capr.labels.splits import mtsamples_split_rank
+
+        docs = sorted(docs, key=lambda d: mtsamples_split_rank(d.doc_id, "dev"))[:max_notes]
     index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(include_title=False), progress)
     labels = list(LabelGenerator()(docs))
     carriers: dict[tuple[str, str], list[str]] = {}
@@ -175,7 +182,7 @@ def load_mtsamples_capr(
         pool = gold[:POOL_DEPTH] + others[: max(0, POOL_DEPTH - len(gold))]
         rng.shuffle(pool)
         pools[q.qid] = np.asarray(pool, dtype=np.int64)
-    return BenchmarkData("mtsamples-capr", index, queries, qrels, {"pools": pools, "notes": len(docs)})
+    return BenchmarkData(name, index, queries, qrels, {"pools": pools, "notes": len(docs)})
 
 
 def load_mediqa2019(
@@ -269,17 +276,18 @@ class BenchmarkSearcher:
         return dense if retriever is Retriever.dense else hybrid_scorer(self.lexical(Retriever.bm25), dense, fusion)
 
 
-def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None) -> CandidateScorer:
+def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, options: Any = None) -> CandidateScorer:
     """What `capr search` with its default options returns, on the candidates: the same Searcher and
-    SearchOptions() (synonym expansion, aspect prior, entity-first ranking), restricted to the pool, or over the
-    whole index (its top 1,000) for ``full``. A candidate's score is its rank; candidates not returned rank last."""
+    SearchOptions() (the best retriever the index supports, synonym expansion, aspect prior, entity-first ranking),
+    restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its rank;
+    candidates not returned rank last. ``options``: other SearchOptions (the dev grid of bench/default_dev.py)."""
     from dataclasses import replace
 
     from capr.search import SearchOptions
 
     bench = BenchmarkSearcher(data, field, store)
     searcher = bench.searcher
-    options = SearchOptions(highlights=False)
+    options = replace(options or SearchOptions(), highlights=False)
     parsed = {q.qid: searcher.parse(as_query(q, field), expand=options.expand, validate=False) for q in data.queries}
     row_of = data.index.pid_rows()
     every = len(data.index)

@@ -21,6 +21,7 @@ from capr.eval.benchmarks import (
     BenchmarkData, BenchmarkSearcher, Protocol, QueryField, load_mediqa2019, load_medquad_cdv, load_mtsamples_capr,
     run_benchmark,
 )
+from capr.eval.devsets import load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.query import DEFAULT_TEMPLATE, Retriever
 from capr.records import Run
@@ -33,12 +34,17 @@ BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
     "mtsamples-capr": load_mtsamples_capr,
     "mediqa2019": load_mediqa2019,
     "mediqa2019-train": partial(load_mediqa2019, name="mediqa2019-train"),
+    # dev sets (settings are chosen on these, never on the test splits above): capr.eval.devsets
+    "medquad-dev": load_medquad_dev,
+    "mtsamples-dev": partial(load_mtsamples_capr, split="train", max_notes=600, n_queries=600, name="mtsamples-dev"),
 }
 QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "medquad-cdv": (QueryField.tuple, QueryField.question),
     "mtsamples-capr": (QueryField.tuple,),
     "mediqa2019": (QueryField.question,),
     "mediqa2019-train": (QueryField.question,),
+    "medquad-dev": (QueryField.tuple, QueryField.question),
+    "mtsamples-dev": (QueryField.tuple,),
 }
 _FIELD_HINT = {QueryField.tuple: "⟨entity, aspect⟩ queries only", QueryField.question: "free-text questions only"}
 
@@ -98,7 +104,11 @@ class EvalConfig:
 
     @property
     def needs_dense(self) -> bool:
-        return self.cdv is None and self.pipeline == "protocol" and self.retriever in (Retriever.dense, Retriever.hybrid)
+        """The benchmark's index carries vectors: for a dense retriever, and for the default pipeline (which is
+        what `capr index` builds by default: BM25 + dense)."""
+        if self.cdv is not None:
+            return False
+        return self.pipeline == "default" or self.retriever in (Retriever.dense, Retriever.hybrid)
 
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:

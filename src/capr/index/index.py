@@ -590,7 +590,7 @@ class Index:
     # -- dense ------------------------------------------------------------------
     def encoder(self):
         if not self.has_dense:
-            raise QueryError(f"{self.root}: index has no vectors; build it with `capr index --dense`")
+            raise QueryError(f"{self.root}: index has no vectors; build it without --lexical-only")
         if self._encoder is None:
             self._encoder = _encoder(self.manifest["dense"])
         return self._encoder

@@ -96,10 +96,15 @@ def exclude_test_documents(docs: Iterable[Document], exclusion: TestExclusion, s
         yield doc
 
 
+def mtsamples_split_rank(doc_id: str, salt: str = "") -> float:
+    """A note's place in [0, 1): a salted hash of its id, so splits need no list and never change."""
+    h = int.from_bytes(hashlib.sha1(f"{MTSAMPLES_SPLIT_SALT}{salt}:{doc_id}".encode()).digest()[:8], "big")
+    return h / 2**64
+
+
 def mtsamples_split(doc_id: str) -> str:
-    """'train' or 'test' for a note: a salted hash of its id, so the split needs no list and never changes."""
-    h = int.from_bytes(hashlib.sha1(f"{MTSAMPLES_SPLIT_SALT}:{doc_id}".encode()).digest()[:8], "big")
-    return "train" if h / 2**64 < MTSAMPLES_TRAIN_SHARE else "test"
+    """'train' or 'test' for a note (mtsamples_split_rank)."""
+    return "train" if mtsamples_split_rank(doc_id) < MTSAMPLES_TRAIN_SHARE else "test"
 
 
 def select_split(docs: Iterable[Document], split: str) -> Iterator[Document]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -159,6 +160,9 @@ class _Side:
         return int(self.encode(["x"], "").shape[1])
 
 
+QUERY_CACHE_SIZE = 4096  # query vectors kept in memory per encoder
+
+
 class Encoder:
     """Encodes queries and passages to L2-normalised float32 vectors (inner product = cosine)."""
 
@@ -171,6 +175,8 @@ class Encoder:
         if cache is True:
             cache = EmbeddingCache(cache_root() / "embeddings.sqlite")
         self.cache: EmbeddingCache | None = cache or None
+        self._query_cache: dict[str, np.ndarray] = {}
+        self._query_lock = threading.Lock()
 
     @property
     def dim(self) -> int:
@@ -189,7 +195,22 @@ class Encoder:
         return contextual_text(passage.text, passage.title, passage.heading, mode)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.query_side.encode(texts, self.config.query_prefix)
+        """Query vectors; recent ones are kept in memory (a service sees the same questions again, and an
+        evaluation runs the same queries under several settings)."""
+        if not texts:
+            return self.query_side.encode(texts, self.config.query_prefix)
+        cache = self._query_cache
+        with self._query_lock:
+            found = {t: cache[t] for t in texts if t in cache}
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            fresh = self.query_side.encode(missing, self.config.query_prefix)
+            with self._query_lock:
+                for t, v in zip(missing, fresh):
+                    found[t] = cache[t] = np.asarray(v, dtype=np.float32)
+                while len(cache) > QUERY_CACHE_SIZE:
+                    cache.pop(next(iter(cache)))  # the oldest entries
+        return np.stack([found[t] for t in texts])
 
     def encode_passages(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None, chunk: int = 256

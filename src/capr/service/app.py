@@ -356,9 +356,11 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             raise ApiError(400, str(e), "aspect" if q.aspect and "aspect" in str(e) else "text") from None
         evidence = Evidence.none
         if req.evidence:
+            # an explicitly dense retriever gets dense sentence scores; the default keeps the cheap lexical ones
             evidence = Evidence.dense if req.retriever in (Retriever.dense, Retriever.hybrid) else Evidence.lexical
-        options = SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None, expand=req.expand,
-                                aspect_boost=req.aspect_boost, rerank_depth=config.rerank_depth, evidence=evidence)
+        options = searcher.resolve(SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None,
+                                                 expand=req.expand, aspect_boost=req.aspect_boost, group_by=req.group_by,
+                                                 rerank_depth=config.rerank_depth, evidence=evidence))
         try:
             searcher.check(options)
         except QueryError as e:
@@ -375,7 +377,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             result = searcher.search(pq, options)
         results = [S.SearchResult(**h.to_dict(), document_url=_doc_url(h.passage.doc_id)) for h in result.hits]
         return S.SearchResponse(
-            query=S.QueryEcho(text=q.text, entity=q.entity, aspect=q.aspect), retriever=req.retriever.value,
+            query=S.QueryEcho(text=q.text, entity=q.entity, aspect=q.aspect), retriever=options.retriever.value,
             reranker=req.reranker, evidence_method=result.evidence_method if result.hits else None,
             generation=index.generation_info()["generation"], took_ms=round((time.perf_counter() - t0) * 1e3, 2),
             notices=result.notices, results=results,

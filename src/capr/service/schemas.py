@@ -10,6 +10,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Di
                       field_validator, model_validator)
 
 from capr.query import Retriever
+from capr.search import DEFAULT_ASPECT_BOOST, GroupBy
 from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
 
 
@@ -103,12 +104,16 @@ class SearchRequest(_Strict):
     filters: Filters = Field(default_factory=dict, description="Metadata filters: {FIELD: VALUE} (equality), or a list of "
                              "clauses with ranges and sets, e.g. [\"subject_id=10006\", \"charttime>=2150-01-01\", "
                              "\"category in (Discharge summary, Radiology)\"].")
-    retriever: Retriever = Field(Retriever.bm25, strict=False)  # strict would refuse the JSON string "bm25"
+    # strict would refuse the JSON string "bm25"; None: the best the index supports (hybrid with vectors, else bm25)
+    retriever: Optional[Retriever] = Field(None, strict=False, description="bm25, tfidf, dense or hybrid; default: "
+                                           "hybrid when the index has vectors, else bm25.")
+    group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
+                              "(its best passage).")
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
         None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables.")
     evidence: bool = Field(True, description="Score each sentence and flag evidence sentences.")
     expand: bool = Field(True, description="Expand the aspect with its synonyms.")
-    aspect_boost: float = Field(0.5, ge=0.0, le=10.0, description="Score ×(1+b) for passages from the aspect asked about.")
+    aspect_boost: float = Field(DEFAULT_ASPECT_BOOST, ge=0.0, le=10.0, description="Score ×(1+b) for passages from the aspect asked about.")
 
     @model_validator(mode="after")
     def _not_empty(self) -> "SearchRequest":

@@ -240,7 +240,7 @@ class MilvusStore:
 
     def encoder(self):
         if not self.has_dense:
-            raise QueryError(f"Milvus collection {self.name!r} has no vectors; create it with `capr index --dense`")
+            raise QueryError(f"Milvus collection {self.name!r} has no vectors; create it with `capr index` (without --lexical-only)")
         if self._encoder is None:
             from capr.models.encoder import Encoder, EncoderConfig
 

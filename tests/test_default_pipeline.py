@@ -1,0 +1,174 @@
+"""Issue 16: what `capr index` + `capr search` give without flags is the best measured pipeline — BM25 + dense
+vectors, hybrid search with the dev-chosen fusion, entity-first ⟨entity, aspect⟩ ranking — and `capr eval
+--pipeline default` measures exactly that."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import capr_cli, need_data
+
+
+@pytest.fixture(scope="module")
+def default_index(tmp_path_factory, demo_dir):
+    out = tmp_path_factory.mktemp("default") / "idx"
+    proc = capr_cli("index", str(demo_dir), "--out", str(out))
+    assert "36 documents" in proc.stderr
+    return out
+
+
+def test_capr_index_writes_vectors_and_search_fuses_by_default(default_index, tmp_path, demo_dir):
+    from capr.index import Index
+    from capr.query import Retriever
+    from capr.search import Searcher
+
+    index = Index.load(default_index)
+    assert index.has_dense and index.manifest["dense"]["encoder"]["model"] == "minilm"
+    assert Searcher(index).default_retriever() is Retriever.hybrid
+    res = json.loads(capr_cli("search", str(default_index), "blood thinner for an irregular heartbeat", "-k", "3", "--json").stdout)
+    assert res["retriever"] == "hybrid"
+    assert "atrial fibrillation" in (res["results"][0]["title"] + res["results"][0]["text"]).lower()
+    lexical = tmp_path / "lex"
+    capr_cli("index", "--lexical-only", str(demo_dir), "--out", str(lexical))
+    assert not Index.load(lexical).has_dense
+    res = json.loads(capr_cli("search", str(lexical), "atrial fibrillation treatment", "--json").stdout)
+    assert res["retriever"] == "bm25"
+
+
+def test_hybrid_default_equals_the_explicit_dev_chosen_setting(default_index):
+    """The default is not a separate code path: it is --retriever hybrid with SearchOptions' fusion."""
+    from capr.index import Index
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(Index.load(default_index))
+    q = Query("q", entity="IgA nephropathy", aspect="symptoms")
+    default = searcher.search(q, SearchOptions(k=5))
+    explicit = searcher.search(q, SearchOptions(k=5, retriever="hybrid"))
+    assert default.retriever == "hybrid"
+    assert [(h.pid, round(h.score, 6)) for h in default.hits] == [(h.pid, round(h.score, 6)) for h in explicit.hits]
+
+
+def test_group_by_doc_returns_one_passage_per_document(default_index):
+    plain = json.loads(capr_cli("search", str(default_index), "kidney disease", "-k", "8", "--json").stdout)["results"]
+    grouped = json.loads(capr_cli("search", str(default_index), "kidney disease", "-k", "8", "--group-by", "doc",
+                                  "--json").stdout)["results"]
+    docs = [r["doc_id"] for r in grouped]
+    assert len(docs) == len(set(docs)) == 8
+    assert len({r["doc_id"] for r in plain}) < len(plain)  # the passage ranking repeats documents: grouping matters
+    assert grouped[0]["pid"] == plain[0]["pid"]  # a document scores as its best passage
+    # documents come in the order of their best passage in the passage ranking
+    first_seen = list(dict.fromkeys(r["doc_id"] for r in plain))
+    assert docs[: len(first_seen)] == first_seen[: len(docs)]
+
+
+def test_group_by_doc_in_the_api(default_index):
+    from fastapi.testclient import TestClient
+
+    from capr.service import create_app
+    from capr.service.config import ServiceConfig
+
+    client = TestClient(create_app(default_index, ServiceConfig()))
+    r = client.post("/search", json={"text": "kidney disease", "k": 6, "group_by": "doc", "evidence": False})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["retriever"] == "hybrid"
+    docs = [x["doc_id"] for x in body["results"]]
+    assert len(docs) == len(set(docs)) == 6
+    assert client.post("/search", json={"text": "kidney", "group_by": "section"}).status_code in (400, 422)
+
+
+def test_query_vectors_are_cached_and_equal_fresh_encoding(default_index):
+    from capr.index import Index
+
+    enc = Index.load(default_index).encoder()
+    texts = ["IgA nephropathy symptoms", "gout treatment"]
+    first = enc.encode_queries(texts)
+    assert set(texts) <= set(enc._query_cache)
+    again = enc.encode_queries(list(reversed(texts)))
+    np.testing.assert_allclose(again, first[::-1], atol=1e-6)
+    fresh = enc.query_side.encode(texts, enc.config.query_prefix)
+    np.testing.assert_allclose(first, fresh, atol=1e-5)
+
+
+def test_demo_shows_the_default_pipeline_and_entity_aware_scoring(tmp_path):
+    proc = capr_cli("demo", "--cache-dir", str(tmp_path))
+    assert "BM25 + dense" in proc.stdout and "hybrid, the default" in proc.stdout
+    tail = proc.stdout.partition("entity-aware: ⟨pneumonia, complications⟩")[2]
+    first = tail.partition("first with entity-aware scoring:")[2].splitlines()[0]
+    assert "Pneumonia" in first and "outlook" in first  # the right answer (its complications) first
+    assert "without it (--no-entity-first), first would be" in tail  # ...which plain scoring misses
+
+
+def test_eval_default_pipeline_is_capr_search_defaults(tmp_path):
+    data = need_data("mediqa2019").parent
+    res = json.loads(capr_cli("eval", "--benchmark", "mediqa2019", "--data-dir", str(data), "--query-field", "question",
+                              "--pipeline", "default", "--cache-dir", str(tmp_path / "c"), "--json").stdout)
+    assert res["retriever"] == "default" and res["queries"] == 25
+    from capr.index import Index
+
+    assert Index.load(tmp_path / "c").has_dense  # the benchmark index is what `capr index` builds: with vectors
+    bm25 = json.loads(capr_cli("eval", "--benchmark", "mediqa2019", "--data-dir", str(data), "--query-field", "question",
+                               "--retriever", "bm25", "--cache-dir", str(tmp_path / "c"), "--json").stdout)
+    assert res["metrics"]["MAP"] >= bm25["metrics"]["MAP"]
+
+
+PLANTED = [
+    # the entity's own note: its symptoms section never repeats the disease's name (as real notes do not)
+    {"doc_id": "iga", "title": "Nephrology consult", "text": "ASSESSMENT:\nIgA nephropathy confirmed on biopsy.\n\n"
+     "SYMPTOMS:\nThe patient reports episodes of visible blood in the urine after colds, with flank discomfort and "
+     "foamy urine.\n"},
+    # the asked aspect of *other* conditions, in the words of the query's aspect
+    {"doc_id": "flu", "title": "Clinic note", "text": "SYMPTOMS:\nSymptoms of influenza: fever, cough, symptoms of "
+     "fatigue and body aches; kidney symptoms absent.\n"},
+    {"doc_id": "migraine", "title": "Neurology note", "text": "SYMPTOMS:\nHeadache symptoms with aura, nausea and "
+     "light sensitivity; symptoms worse in the morning.\n"},
+    {"doc_id": "gout", "title": "Rheumatology note", "text": "SYMPTOMS:\nGout flare symptoms: a hot swollen big toe joint.\n\n"
+     "PLAN:\nColchicine.\n"},
+]
+
+
+@pytest.fixture(scope="module")
+def planted_index(tmp_path_factory):
+    from capr.corpus import read_documents
+    from capr.index import build_index
+    from capr.models.encoder import EncoderConfig
+
+    src = tmp_path_factory.mktemp("planted") / "notes.jsonl"
+    src.write_text("\n".join(json.dumps(d) for d in PLANTED) + "\n")
+    return build_index(read_documents(src), tmp_path_factory.mktemp("planted-idx") / "idx", dense=EncoderConfig())
+
+
+@pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid"])
+def test_the_entity_counts_for_every_retriever(planted_index, retriever):
+    """⟨IgA nephropathy, symptoms⟩: no passage about the asked aspect of *another* condition outranks a passage of
+    the entity's note; without entity-aware scoring (the plain retriever with the aspect prior) one does. With
+    vectors (dense, hybrid: the default) the entity's symptoms section itself comes first, although it never names
+    the disease."""
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(planted_index)
+    q = Query("q", entity="IgA nephropathy", aspect="symptoms")
+    hits = searcher.search(q, SearchOptions(k=4, retriever=retriever)).hits
+    docs = [h.passage.doc_id for h in hits]
+    assert docs[0] == "iga" and docs[: docs.count("iga")] == ["iga"] * docs.count("iga")
+    if retriever != "bm25":
+        assert hits[0].passage.aspect == "symptoms"
+    plain = searcher.search(q, SearchOptions(k=3, retriever=retriever, entity_first=False)).hits
+    if retriever == "bm25":  # (MiniLM alone knows IgA nephropathy brings blood in the urine)
+        assert plain[0].passage.doc_id != "iga"
+
+
+def test_no_mention_of_the_entity_is_said(planted_index):
+    from capr.records import Query
+    from capr.search import Searcher
+
+    result = Searcher(planted_index).search(Query("q", entity="sarcoidosis", aspect="symptoms"), k=2)
+    assert result.notices == ["no passage mentions 'sarcoidosis'; showing the closest matches"]
+    assert len(result.hits) == 2
+    named = Searcher(planted_index).search(Query("q", entity="gout", aspect="symptoms"), k=2)
+    assert named.notices == [] and named.hits[0].passage.doc_id == "gout"
