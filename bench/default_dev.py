@@ -53,6 +53,8 @@ def configs(structured: bool) -> list[tuple[str, SearchOptions]]:
             rows.append((f"default boost={b} mention={m}", replace(base, aspect_boost=b, mention_boost=m)))
     if structured:
         for t in ("of", "question"):
+            rows.append((f"default template={t}", replace(base, template=t)))
+        for t in ("of", "question"):
             rows.append((f"dense template={t}", replace(base, retriever=Retriever.dense, template=t)))
         for b in (0.0, 0.25, 1.0):
             rows.append((f"hybrid rrf 1:2 boost={b}", replace(base, retriever=Retriever.hybrid, fusion=FUSIONS["rrf 1:2"], aspect_boost=b)))
