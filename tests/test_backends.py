@@ -13,7 +13,13 @@ from capr.errors import CaprError, QueryError
 from capr.models.encoder import EncoderConfig
 from capr.records import Document, Query
 from capr.store import create_store, open_store
-from capr.search import search
+from capr.search import search as _search
+
+
+def search(store, query, k=10, **options):
+    """The Searcher with entity scope `passage`: a top-list backend (Milvus) has no document tier (DESIGN, "Entity
+    first"), so the embedded reference is compared on the scope both implement."""
+    return _search(store, query, k=k, **{"entity_scope": "passage", **options})
 
 from conftest import capr_cli
 from milvus_support import start_or_skip
@@ -178,7 +184,8 @@ def test_cli_index_search_add_delete_on_milvus(servers, demo_dir, tmp_path):
     assert "296 passages" in proc.stderr and "36" in proc.stderr
 
     def pids(*where):
-        res = json.loads(capr_cli("search", *where, "-e", "IgA nephropathy", "-a", "symptoms", "-k", "5", "--json").stdout)
+        res = json.loads(capr_cli("search", *where, "-e", "IgA nephropathy", "-a", "symptoms", "-k", "5", "--json",
+                                  "--entity-scope", "passage").stdout)
         return [(r["pid"], r["score"]) for r in res["results"]]
 
     assert pids("cli_demo", "--backend", "milvus", "--uri", uri) == pids(str(tmp_path / "emb"))
@@ -207,7 +214,7 @@ def test_service_on_milvus(servers, stores):
     st = open_store("contract", "milvus", uri=servers["milvus-lite"])
     milvus = TestClient(create_app("contract", ServiceConfig(tokens=(TOKEN,)), store=st))
     embedded = TestClient(create_app(stores["embedded"].root, ServiceConfig(tokens=(TOKEN,))))
-    body = {"entity": "IgA nephropathy", "aspect": "symptoms", "k": 4, "evidence": True}
+    body = {"entity": "IgA nephropathy", "aspect": "symptoms", "k": 4, "evidence": True, "entity_scope": "passage"}
     for retriever in ("bm25", "dense", "hybrid"):
         a = milvus.post("/search", json={**body, "retriever": retriever})
         b = embedded.post("/search", json={**body, "retriever": retriever})

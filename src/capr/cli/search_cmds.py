@@ -36,7 +36,7 @@ from capr.models.encoder import cache_root
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.records import Query
 from capr.retrieve.fusion import FusionMethod
-from capr.search import DEFAULT_ASPECT_BOOST, GroupBy
+from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.store import BackendOptions
 
 
@@ -99,6 +99,9 @@ def search_cmd(
                                                   "(default: the dev-chosen fusion, docs/RESULTS.md)."),
     entity_first: bool = typer.Option(True, "--entity-first/--no-entity-first", help="⟨entity, aspect⟩: passages that "
                                       "mention the entity (or whose document title does) rank first."),
+    entity_scope: EntityScope = typer.Option(EntityScope.document, "--entity-scope", help="document: passages of documents "
+                                             "that name the entity first (default); passage: passages that name it first "
+                                             "(the only scope of top-list backends such as Milvus)."),
     group_by: GroupBy = typer.Option(GroupBy.passage, "--group-by", help="passage, or doc: one result per document (its best passage)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
@@ -130,6 +133,7 @@ def search_cmd(
             raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
         options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
                                 aspect_boost=aspect_boost, template=template, group_by=group_by, entity_first=entity_first,
+                                entity_scope=entity_scope,
                                 rerank_depth=rerank_depth, evidence=Evidence(evidence or "none"),
                                 thetas=(theta_open, theta_close))
         if fusion is not None and fusion is not options.fusion.method:

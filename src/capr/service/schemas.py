@@ -10,7 +10,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Di
                       field_validator, model_validator)
 
 from capr.query import Retriever
-from capr.search import DEFAULT_ASPECT_BOOST, GroupBy
+from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
 
 
@@ -107,6 +107,9 @@ class SearchRequest(_Strict):
     # strict would refuse the JSON string "bm25"; None: the best the index supports (hybrid with vectors, else bm25)
     retriever: Optional[Retriever] = Field(None, strict=False, description="bm25, tfidf, dense or hybrid; default: "
                                            "hybrid when the index has vectors, else bm25.")
+    entity_scope: EntityScope = Field(EntityScope.document, strict=False, description="⟨entity, aspect⟩: document — "
+                                      "passages of documents that name the entity first; passage — passages that name it "
+                                      "first (the only scope of top-list backends such as Milvus).")
     group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
                               "(its best passage).")
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
