@@ -133,7 +133,7 @@ def run_service(args: argparse.Namespace, index_dir: Path, queries: list[str], o
         if env_src:
             os.environ["PYTHONPATH"] = env_src
         try:
-            server = Server(idx, 1, token, out / "nrt_server.log")
+            server = Server(idx, 1, token, out / "nrt_server.log", tuple(args.serve_args.split()))
         finally:
             if env_src:
                 if old is None:
@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index", type=Path, default=None, help="a prebuilt index of the corpus (default: build/reuse in bench/out)")
     ap.add_argument("--server-src", default=None, help="PYTHONPATH for the server process (compare another capr)")
     ap.add_argument("--skip-service", action="store_true")
+    ap.add_argument("--serve-args", default="", help="extra `capr serve` options, e.g. '--search-concurrency 1'")
     ap.add_argument("--random-ops", type=int, default=0, help="single-document commits in random order, then compare with a rebuild")
     ap.add_argument("--tmp-dir", default=None)
     ap.add_argument("--data-dir", default=str(DEFAULT_DATA))
