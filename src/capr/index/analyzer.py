@@ -90,11 +90,17 @@ class Analyzer:
         return w
 
     def __call__(self, text: str) -> list[str]:
-        raw = _TOKEN_RE.findall(text)
+        stop = self._stopwords
         if self.config.lowercase:
-            raw = [w.lower() for w in raw]
-        if self._stopwords:
-            raw = [w for w in raw if w.lower() not in self._stopwords]
+            # ASCII text: fold the whole string once (same words: ASCII case never changes a word boundary);
+            # other text word by word, since folding can change lengths ("İ" → "i̇") and so the words
+            raw = _TOKEN_RE.findall(text.lower()) if text.isascii() else [w.lower() for w in _TOKEN_RE.findall(text)]
+            if stop:
+                raw = [w for w in raw if w not in stop]  # already folded
+        else:
+            raw = _TOKEN_RE.findall(text)
+            if stop:
+                raw = [w for w in raw if w.lower() not in stop]
         if self._stemmer is not None:
             raw = self._stemmer.stemWords(raw)
         return raw

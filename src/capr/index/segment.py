@@ -99,8 +99,10 @@ class SegmentBuilder:
             vocab = self._vocab
             # one (term, tf) pair per distinct term of the passage, not one entry per token: the postings
             # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory
-            counts = Counter(vocab.setdefault(t, len(vocab)) for t in tokens)
-            self._cols.extend(counts.keys())
+            # counted as strings in C, then one id lookup per distinct term; Counter keeps first-seen order, so the
+            # term ids and the (term, tf) order are those of counting ids token by token
+            counts = Counter(tokens)
+            self._cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
             self._tfs.extend(counts.values())
             self._nnz.append(len(counts))
             self._lens.append(len(tokens))
