@@ -99,6 +99,7 @@ class IndexWriter:
         self._compact = False
         self._merged: list[str] = []  # segments merged by this commit (removed again if it fails)
         self._given_base = base
+        self._builder_done = False
         self.report = report or ReadReport()
         self.progress = progress
         try:
@@ -166,7 +167,9 @@ class IndexWriter:
 
     @property
     def n_passages(self) -> int:
-        return sum(n for _, n, _, _ in self._flushed) + self.builder.n_passages
+        """Passages written by this writer so far (after commit: all of them, each counted once)."""
+        pending = 0 if self._builder_done else self.builder.n_passages
+        return sum(n for _, n, _, _ in self._flushed) + pending
 
     def _finish_builder(self) -> str:
         """Encodes (dense) and writes the segment being built; it becomes part of the index only at commit."""
@@ -188,6 +191,8 @@ class IndexWriter:
         self._field_names |= b.field_names
         if more:
             self.builder = self._new_builder()
+        else:
+            self._builder_done = True  # its passages are in _flushed now
 
     def __enter__(self) -> "IndexWriter":
         return self
@@ -454,6 +459,7 @@ class _SegmentedBM25:
         self.avgdl = (total / self.n if self.n else 0.0) or 1.0
         self._norms: list[np.ndarray | None] = [None] * len(index.segments)
         self._idf: dict[str, np.float32] = {}
+        self._dead_rows: np.ndarray | None = None
 
     def norm(self, si: int) -> np.ndarray:
         """k1·(1 − b + b·dl/avgdl) for segment si's rows: per generation (avgdl moves with every write)."""
@@ -511,8 +517,15 @@ class _SegmentedBM25:
                 docs = m.indices[lo:hi]
                 tf = m.tf[lo:hi]
                 o[docs] += w * tf / (tf + norm[docs])
-        out[~index.live] = 0.0
+        out[self.dead_rows] = 0.0
         return out
+
+    @property
+    def dead_rows(self) -> np.ndarray:
+        """Rows of deleted passages (index-wide), for zeroing their scores."""
+        if self._dead_rows is None:
+            self._dead_rows = np.flatnonzero(~self.index.live)
+        return self._dead_rows
 
 
 class Index:
@@ -763,13 +776,28 @@ class Index:
         return self.top(self.lexical_scores(terms, None, method), k, flt)
 
     def top(self, scores: np.ndarray, k: int, flt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The k best rows with a positive score among live rows passing the filter."""
+        """The k best rows with a positive score among live rows passing the filter (in row order); of rows tied
+        with the k-th best score, the first ones (ties break by insertion order)."""
         allowed = self.live if flt is None else flt
-        scores = np.where(allowed, scores, 0.0)
-        candidates = np.flatnonzero(scores > 0)
-        if len(candidates) > k:
-            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-        return candidates.astype(np.int64), scores[candidates].astype(np.float32)
+        rows = np.flatnonzero((scores > 0) & allowed)
+        vals = scores[rows]
+        if k <= 0:
+            return rows[:0].astype(np.int64), vals[:0].astype(np.float32)
+        if len(rows) > 8 * k + 1024:
+            # Most queries give a positive score to a large part of the index (a common term): the k-th best score
+            # of a strided sample is at most the k-th best of all, so rows below it can be dropped before selecting.
+            sample = vals[:: len(vals) // 1024]
+            if len(sample) >= k:
+                bound = np.partition(sample, len(sample) - k)[len(sample) - k]
+                keep = vals >= bound
+                rows, vals = rows[keep], vals[keep]
+        if len(rows) > k:
+            kth = np.partition(vals, len(vals) - k)[len(vals) - k]  # the k-th best score
+            above = np.flatnonzero(vals > kth)
+            tied = np.flatnonzero(vals == kth)[: k - len(above)]
+            sel = np.sort(np.concatenate([above, tied]))
+            rows, vals = rows[sel], vals[sel]
+        return rows.astype(np.int64), vals.astype(np.float32)
 
     def term_idf(self, terms) -> dict[str, float]:
         if not self.segments:
