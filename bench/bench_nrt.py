@@ -223,7 +223,7 @@ def run_random_ops(args: argparse.Namespace, index_dir: Path, queries: list[str]
             index = Index.load(root, previous=index)
             lat[kind].append(time.perf_counter() - t0)
             kinds[kind] += 1
-            seg_counts.append((len(index.segments), index.counts["passages"]))
+            seg_counts.append((len(index.segments), index.live_count()))  # counts would also count the vocabulary
         log(f"random ops done: {kinds}; segments now {len(index.segments)}; rebuilding ...")
         fresh_root = work / "fresh"
         t0 = time.perf_counter()

@@ -89,6 +89,15 @@ class Analyzer:
             w = self._stemmer.stemWord(w)
         return w
 
+    def analyze_words(self, words: list[str]) -> list[str | None]:
+        """``analyze_word`` of each word, in one pass (one stemmer call for the list: highlighting and
+        snippets analyse every word of every hit)."""
+        low = [w.lower() for w in words] if self.config.lowercase else list(words)
+        stop = self._stopwords
+        keep = [(w if self.config.lowercase else w.lower()) not in stop for w in low] if stop else [True] * len(low)
+        stems = self._stemmer.stemWords(low) if self._stemmer is not None else low
+        return [t if k else None for t, k in zip(stems, keep)]
+
     def __call__(self, text: str) -> list[str]:
         stop = self._stopwords
         if self.config.lowercase:
