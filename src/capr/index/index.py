@@ -46,6 +46,9 @@ DEFAULT_MAX_DOC_CHARS = 10_000_000
 DEFAULT_SEGMENT_PASSAGES = 250_000
 # Tiered merging at every commit (see MergePolicy): the segment count stays bounded however many small writes come.
 DEFAULT_MERGE_POLICY = MergePolicy(max_passages=DEFAULT_SEGMENT_PASSAGES)
+# The new segment of a commit up to this size is handed to the reader from the writer's memory (a bigger one is
+# memory-mapped from disk instead, so `capr index` of a large corpus does not keep its postings in RAM).
+_ADOPT_MAX_PASSAGES = 50_000
 _MADE_PID = re.compile(r"^(.*)#s\d+(?:#p\d+)?$")  # the passage ids capr makes: DOC#sN, DOC#sN#pK
 
 
@@ -100,6 +103,7 @@ class IndexWriter:
         self._merged: list[str] = []  # segments merged by this commit (removed again if it fails)
         self._given_base = base
         self._builder_done = False
+        self._last_built: tuple[str, SegmentBuilder] | None = None
         self.report = report or ReadReport()
         self.progress = progress
         try:
@@ -193,6 +197,7 @@ class IndexWriter:
             self.builder = self._new_builder()
         else:
             self._builder_done = True  # its passages are in _flushed now
+            self._last_built = (name, b)
 
     def __enter__(self) -> "IndexWriter":
         return self
@@ -300,7 +305,10 @@ class IndexWriter:
                     continue  # fully deleted segments are dropped, and collected after commit
                 entries.append([seg.name, seg, plive, dlive, si not in hit])
         for new_segment, n_pass, n_docs, _terms in self._flushed:
-            entries.append([new_segment, None, np.ones(n_pass, dtype=bool), np.ones(n_docs, dtype=bool), False])
+            seg = None
+            if self._last_built is not None and self._last_built[0] == new_segment and n_pass <= _ADOPT_MAX_PASSAGES:
+                seg = Segment(self.root / SEGMENTS / new_segment).adopt(self._last_built[1])
+            entries.append([new_segment, seg, np.ones(n_pass, dtype=bool), np.ones(n_docs, dtype=bool), False])
         return entries
 
     def _merge(self, entries: list[list[Any]]) -> list[list[Any]]:
