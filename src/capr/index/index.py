@@ -80,10 +80,13 @@ class IndexWriter:
         segment_passages: int = DEFAULT_SEGMENT_PASSAGES,
         base: "Index | None" = None,
         merge_policy: MergePolicy | None = DEFAULT_MERGE_POLICY,
+        background_cleanup: bool = False,
     ) -> None:
         """``base``: a loaded generation of ``root`` to update (the service passes the one it serves): used
         when it is still the current generation, so a one-document write reuses its segments' loaded id maps
-        instead of opening the index again. ``merge_policy``: which segments each commit merges (None: none)."""
+        instead of opening the index again. ``merge_policy``: which segments each commit merges (None: none).
+        ``background_cleanup``: folders the commit makes obsolete are deleted by a daemon thread (a long-running
+        process such as the service; a CLI process must not exit before they are gone)."""
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
@@ -102,6 +105,7 @@ class IndexWriter:
         self._compact = False
         self._merged: list[str] = []  # segments merged by this commit (removed again if it fails)
         self._given_base = base
+        self._background_cleanup = background_cleanup
         self._builder_done = False
         self._last_built: tuple[str, SegmentBuilder] | None = None
         self.report = report or ReadReport()
@@ -384,7 +388,7 @@ class IndexWriter:
             }
             write_json(gen_tmp / "manifest.json", manifest, atomic=False)
             fsync_dir(gen_tmp / "live")
-            final = dirs.commit_generation(self.root, gen_tmp, name)
+            final = dirs.commit_generation(self.root, gen_tmp, name, self._background_cleanup)
         except BaseException as e:
             if gen_tmp is not None:
                 shutil.rmtree(gen_tmp, ignore_errors=True)

@@ -118,7 +118,7 @@ class IndexHolder:
         delay = 0.05
         while True:
             try:
-                return IndexWriter(self.root, mode="update", base=self._snap)
+                return IndexWriter(self.root, mode="update", base=self._snap, background_cleanup=True)
             except IndexError_ as e:
                 # capr's writer lock is non-blocking; another process (a second worker, `capr add`)
                 # holding it is worth waiting for, any other index error is not
