@@ -99,9 +99,7 @@ class TermMatrix:
     def load(cls, directory: Path, mmap: bool = True) -> "TermMatrix":
         mode = "r" if mmap else None
         vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
-        # plain ndarray views of the memory maps (np.asarray drops the memmap subclass, whose Python-level
-        # __getitem__ costs a microsecond or more on every posting-list slice and offset a query reads)
-        arrays = {n: np.asarray(np.load(directory / f"{n}.npy", mmap_mode=mode)) for n in ("indptr", "indices", "tf", "doc_len")}
+        arrays = {n: np.load(directory / f"{n}.npy", mmap_mode=mode) for n in ("indptr", "indices", "tf", "doc_len")}
         live = np.array(np.load(directory / "live.npy"))  # small and mutable: kept in memory
         return cls(vocab, arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"], live)
 
