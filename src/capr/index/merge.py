@@ -179,15 +179,20 @@ class MergePolicy:
 
     Bound: successive bands' highest levels differ by more than one, so there are at most
     ⌈log_F(N / floor)⌉ + 1 bands for N live passages, each with at most F−1 segments after merging:
-    at most ``bound(N)`` segments, plus the segments of ``max_passages`` or more live passages (never
-    merged at commit; `capr compact` merges everything). A segment with more than ``max_deleted`` of its
-    rows deleted is rewritten (alone if nothing else is due), so deleted rows do not accumulate.
+    at most ``bound(N)`` segments when no segment has ``max_passages`` or more live passages. Such large
+    segments are never merged at commit (`capr compact` merges everything); they split the list into runs,
+    each bounded as above. A segment with more than ``max_deleted`` of its rows deleted is rewritten (alone
+    if nothing else is due), so deleted rows do not accumulate.
     """
 
     merge_factor: int = 5
     floor: int = 1_000
     max_passages: int = 250_000
     max_deleted: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.merge_factor < 2 or self.floor < 1 or self.max_passages < 1 or not 0 < self.max_deleted <= 1:
+            raise ValueError("MergePolicy: merge_factor >= 2, floor and max_passages >= 1, 0 < max_deleted <= 1")
 
     def level(self, live: int) -> float:
         return math.log(max(live, self.floor, 1)) / math.log(self.merge_factor)
