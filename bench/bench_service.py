@@ -82,14 +82,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, index_dir: Path, workers: int, token: str, log_path: Path) -> None:
+    def __init__(self, index_dir: Path, workers: int, token: str, log_path: Path, extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_fh = open(log_path, "w")
         env = {**os.environ, "CAPR_API_TOKENS": token}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "capr", "serve", "--index", str(index_dir), "--port", str(self.port),
-             "--workers", str(workers), "--log-level", "warning"],
+             "--workers", str(workers), "--log-level", "warning", *extra],
             env=env, stdout=self.log_fh, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait(self, timeout: float = 180) -> float:

@@ -125,6 +125,31 @@ def delete_cmd(
     _run_guarded(body)
 
 
+@app.command("compact")
+def compact_cmd(
+    index_dir: Path = typer.Argument(..., help="Existing index directory."),
+) -> None:
+    """Merge all segments of an index into one, dropping deleted passages; search results do not change
+    (commits already merge small segments as they go; this is for a final, single-segment index)."""
+
+    def body() -> None:
+        from rich.markup import escape
+
+        from capr.cli.common import err
+        from capr.index import Index, compact_index
+        from capr.index.directory import current_generation
+
+        before = Index(Path(index_dir), current_generation(index_dir))
+        n_before, rows_before = len(before.segments), len(before)
+        t0 = time.time()
+        idx = compact_index(index_dir, progress=lambda what: err.print(f"  {escape(what)}"))
+        err.print(f"compacted {escape(str(index_dir))}: {n_before} segment(s), {rows_before} rows → {len(idx.segments)} segment(s), "
+                  f"{len(idx)} rows ({idx.counts['documents']} documents, {idx.counts['passages']} passages) "
+                  f"in {time.time() - t0:.1f}s")
+
+    _run_guarded(body)
+
+
 @app.command("stats")
 def stats_cmd(
     source: Path = typer.Argument(..., help="File or directory."),

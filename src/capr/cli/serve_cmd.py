@@ -29,6 +29,10 @@ def serve_cmd(
     tls_ca: Optional[Path] = TLS_CA_OPTION,
     cases_model: Optional[Path] = typer.Option(None, "--cases-model", help="Cross-encoder from `capr train cases`: POST /cases "
                                                "runs the similar-case pipeline (index needs vectors); default: lexical baseline."),
+    search_concurrency: int = typer.Option(1, "--search-concurrency", help="Searches computed at once per worker "
+                                           "(0: one per CPU core); the others wait their turn without a thread."),
+    switch_interval_ms: float = typer.Option(0.2, "--switch-interval-ms", help="Python's thread switch interval while "
+                                             "serving (0: Python's 5 ms); short keeps writes fast during search load."),
 ) -> None:
     """Serve an index over HTTP: JSON API (OpenAPI at /openapi.json) and a search page at /."""
 
@@ -39,7 +43,8 @@ def serve_cmd(
         opts = backend_options(backend, uri, milvus_token, tls_ca)
         store = opts.open(index_dir)
         config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
-                               rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None)
+                               rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None,
+                               search_concurrency=search_concurrency, switch_interval_ms=switch_interval_ms)
         if cases_model and Capability.postings not in store.capabilities:
             raise CaprError(f"--cases-model needs the '{Capability.postings.value}' capability (capr's term matrix), "
                             f"which the {opts.backend.value} backend does not have")

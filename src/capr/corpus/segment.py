@@ -121,6 +121,9 @@ def _nupunkt():
     return nupunkt
 
 
+_SENT_END = re.compile(r"[.?!]")
+
+
 def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[Span]:
     """Sentence spans within text[start:end] (nupunkt: robust to "Dr.", "e.g.", "pts."),
     trimmed of surrounding whitespace; line breaks inside a section also end sentences
@@ -132,7 +135,10 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[S
         chunk = text[a0:b0]
         if not chunk.strip():
             continue
-        raw = _nupunkt().sent_spans(chunk)
+        # a line whose only sentence-ending characters (".", "?", "!": nupunkt's sent_end_chars) are at its end is
+        # one sentence: nupunkt breaks only after one of them when another word follows. Most of the time of
+        # indexing was spent asking it about such lines.
+        raw = _nupunkt().sent_spans(chunk) if _SENT_END.search(chunk.rstrip().rstrip(".?!")) else [(0, len(chunk))]
         if len(raw) > 1 and has_placeholders(chunk):
             # a de-identification surrogate is one opaque token: never end a sentence inside it
             raw = merge_split_placeholders(raw, placeholder_spans(chunk))

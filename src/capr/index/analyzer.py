@@ -89,12 +89,27 @@ class Analyzer:
             w = self._stemmer.stemWord(w)
         return w
 
+    def analyze_words(self, words: list[str]) -> list[str | None]:
+        """``analyze_word`` of each word, in one pass (one stemmer call for the list: highlighting and
+        snippets analyse every word of every hit)."""
+        low = [w.lower() for w in words] if self.config.lowercase else list(words)
+        stop = self._stopwords
+        keep = [(w if self.config.lowercase else w.lower()) not in stop for w in low] if stop else [True] * len(low)
+        stems = self._stemmer.stemWords(low) if self._stemmer is not None else low
+        return [t if k else None for t, k in zip(stems, keep)]
+
     def __call__(self, text: str) -> list[str]:
-        raw = _TOKEN_RE.findall(text)
+        stop = self._stopwords
         if self.config.lowercase:
-            raw = [w.lower() for w in raw]
-        if self._stopwords:
-            raw = [w for w in raw if w.lower() not in self._stopwords]
+            # ASCII text: fold the whole string once (same words: ASCII case never changes a word boundary);
+            # other text word by word, since folding can change lengths ("İ" → "i̇") and so the words
+            raw = _TOKEN_RE.findall(text.lower()) if text.isascii() else [w.lower() for w in _TOKEN_RE.findall(text)]
+            if stop:
+                raw = [w for w in raw if w not in stop]  # already folded
+        else:
+            raw = _TOKEN_RE.findall(text)
+            if stop:
+                raw = [w for w in raw if w.lower() not in stop]
         if self._stemmer is not None:
             raw = self._stemmer.stemWords(raw)
         return raw

@@ -12,10 +12,12 @@ leaves CURRENT pointing at the previous one.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import re
 import shutil
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -57,16 +59,37 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(root: Path) -> None:
+_TRASH_RE = re.compile(r"^\.trash-.*-(\d+)-\d+$")
+_trash_seq = itertools.count()
+
+
+def _discard(p: Path, background: bool) -> None:
+    """Delete a folder; with ``background``, rename it out of the way (one system call, under the writer's lock)
+    and delete it in a daemon thread, so a commit in a serving process does not wait for dozens of unlinks, each
+    of which gives up the GIL to the searches running beside it. A trash folder left by an exit is deleted by the
+    next ``remove_stale``."""
+    if not background:
+        shutil.rmtree(p, ignore_errors=True)
+        return
+    trash = p.with_name(f".trash-{p.name}-{os.getpid()}-{next(_trash_seq)}")
+    try:
+        os.rename(p, trash)
+    except OSError:
+        shutil.rmtree(p, ignore_errors=True)
+        return
+    threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True}, daemon=True).start()
+
+
+def remove_stale(root: Path, background: bool = False) -> None:
     """Delete what no current generation needs: older generations, unreferenced segments,
     and half-written generations or segments of writers that have died."""
     current = (root / CURRENT).read_text().strip() if is_index_dir(root) else None
     for p in root.iterdir():
-        m = _TMP_RE.match(p.name)
+        m = _TMP_RE.match(p.name) or _TRASH_RE.match(p.name)
         if m and not _pid_alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
         elif _GEN_RE.match(p.name) and p.name != current:
-            shutil.rmtree(p, ignore_errors=True)
+            _discard(p, background)
     segdir = root / "segments"
     if not segdir.is_dir():
         return
@@ -77,11 +100,11 @@ def remove_stale(root: Path) -> None:
         except (OSError, ValueError, KeyError):
             return  # never delete segments while the current manifest cannot be read
     for p in segdir.iterdir():
-        m = _SEG_TMP_RE.match(p.name)
+        m = _SEG_TMP_RE.match(p.name) or _TRASH_RE.match(p.name)
         if m and not _pid_alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
         elif _SEG_RE.match(p.name) and p.name not in used:
-            shutil.rmtree(p, ignore_errors=True)
+            _discard(p, background)
 
 
 @contextmanager
@@ -115,11 +138,11 @@ def new_generation(root: Path) -> tuple[Path, str]:
     return tmp, name
 
 
-def commit_generation(root: Path, tmp: Path, name: str) -> Path:
+def commit_generation(root: Path, tmp: Path, name: str, background_cleanup: bool = False) -> Path:
     fsync_dir(tmp)
     final = root / name
     os.replace(tmp, final)
     fsync_dir(root)
     write_bytes(root / CURRENT, (name + "\n").encode())
-    remove_stale(root)
+    remove_stale(root, background_cleanup)
     return final

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
+import os
 import re
 import shutil
 import time
@@ -18,12 +20,12 @@ from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
-from capr.filters import Filters, ValueTable, as_clauses, column_mask
+from capr.filters import Filters, as_clauses, column_mask
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
-from capr.index.atomic import write_json, write_npy
-from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
-from capr.index.merge import merge_columns, merge_matrices
+from capr.index.atomic import fsync_dir, write_json, write_npy
+from capr.index.lexical import BM25Params, TermMatrix, TfidfScorer
+from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_segments
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
@@ -42,6 +44,11 @@ DEFAULT_MAX_DOC_CHARS = 10_000_000
 # One write (a whole `capr index`) is cut into segments of this many passages, so its memory does not grow with the
 # input (the writer holds one segment's postings and records at a time); searches merge segments' statistics.
 DEFAULT_SEGMENT_PASSAGES = 250_000
+# Tiered merging at every commit (see MergePolicy): the segment count stays bounded however many small writes come.
+DEFAULT_MERGE_POLICY = MergePolicy(max_passages=DEFAULT_SEGMENT_PASSAGES)
+# The new segment of a commit up to this size is handed to the reader from the writer's memory (a bigger one is
+# memory-mapped from disk instead, so `capr index` of a large corpus does not keep its postings in RAM).
+_ADOPT_MAX_PASSAGES = 50_000
 _MADE_PID = re.compile(r"^(.*)#s\d+(?:#p\d+)?$")  # the passage ids capr makes: DOC#sN, DOC#sN#pK
 
 
@@ -71,7 +78,15 @@ class IndexWriter:
         progress: Any = None,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
         segment_passages: int = DEFAULT_SEGMENT_PASSAGES,
+        base: "Index | None" = None,
+        merge_policy: MergePolicy | None = DEFAULT_MERGE_POLICY,
+        background_cleanup: bool = False,
     ) -> None:
+        """``base``: a loaded generation of ``root`` to update (the service passes the one it serves): used
+        when it is still the current generation, so a one-document write reuses its segments' loaded id maps
+        instead of opening the index again. ``merge_policy``: which segments each commit merges (None: none).
+        ``background_cleanup``: folders the commit makes obsolete are deleted by a daemon thread (a long-running
+        process such as the service; a CLI process must not exit before they are gone)."""
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
@@ -84,6 +99,15 @@ class IndexWriter:
         self._field_names: set[str] = set()
         self.root = Path(root)
         self.mode = mode
+        # segments a write cuts at full size are never merged again (merging exists for the small ones)
+        self.merge_policy = (dataclasses.replace(merge_policy, max_passages=min(merge_policy.max_passages, segment_passages))
+                             if merge_policy is not None else None)
+        self._compact = False
+        self._merged: list[str] = []  # segments merged by this commit (removed again if it fails)
+        self._given_base = base
+        self._background_cleanup = background_cleanup
+        self._builder_done = False
+        self._last_built: tuple[str, SegmentBuilder] | None = None
         self.report = report or ReadReport()
         self.progress = progress
         try:
@@ -118,13 +142,20 @@ class IndexWriter:
 
     def _configure(self, mode, segmenter, analyzer, bm25, dense, hnsw_threshold) -> None:
         if mode == "update":
-            self.base: Index | None = Index.load(self.root)
+            current = dirs.current_generation(self.root)
+            given = self._given_base
+            if given is not None and Path(given.root) == self.root and given.gen.name == current.name:
+                self.base: Index | None = given
+            else:  # another process committed since: open the current generation, reusing given's segments
+                self.base = Index(self.root, current, previous=given)
             m = self.base.manifest
             self.segmenter = SegmenterConfig(**m["segmenter"])
             self.analyzer_config = AnalyzerConfig.from_dict(m["analyzer"])
             self.bm25 = BM25Params(**m["bm25"])
             self.dense_info = m.get("dense")
             self.hnsw_threshold = m.get("hnsw_threshold", hnsw_threshold)
+            self.analyzer = self.base.analyzer  # the same settings: no second stemmer and stopword set
+            return
         else:
             self.base = None
             self.segmenter = segmenter or SegmenterConfig()
@@ -144,7 +175,9 @@ class IndexWriter:
 
     @property
     def n_passages(self) -> int:
-        return sum(n for _, n, _, _ in self._flushed) + self.builder.n_passages
+        """Passages written by this writer so far (after commit: all of them, each counted once)."""
+        pending = 0 if self._builder_done else self.builder.n_passages
+        return sum(n for _, n, _, _ in self._flushed) + pending
 
     def _finish_builder(self) -> str:
         """Encodes (dense) and writes the segment being built; it becomes part of the index only at commit."""
@@ -166,6 +199,9 @@ class IndexWriter:
         self._field_names |= b.field_names
         if more:
             self.builder = self._new_builder()
+        else:
+            self._builder_done = True  # its passages are in _flushed now
+            self._last_built = (name, b)
 
     def __enter__(self) -> "IndexWriter":
         return self
@@ -243,13 +279,71 @@ class IndexWriter:
             return
         self._closed = True
         self.builder.abort()
-        for name, *_ in self._flushed:  # segments this writer finished but no generation names
+        for name in [n for n, *_ in self._flushed] + self._merged:  # finished here, named by no generation
             shutil.rmtree(self.root / SEGMENTS / name, ignore_errors=True)
         self._lock.__exit__(None, None, None)
 
     def _note(self, what: str) -> None:
         if self.progress:
             self.progress(what)
+
+    def compact(self) -> None:
+        """Merge every segment into one at commit (``capr compact``): the index then equals a fresh rebuild
+        of its live documents, row for row."""
+        self._compact = True
+
+    def _live_masks(self) -> list[list[Any]]:
+        """[name, Segment or None, passage live mask, document live mask, unchanged since the base] per segment
+        of the new generation, fully deleted segments left out. Only segments losing documents get new masks:
+        the work is proportional to the documents deleted, not to the index."""
+        entries: list[list[Any]] = []
+        if self.base is not None:
+            hit = self.base.segments_with(self._delete) if self._delete else set()
+            for si, (seg, plive, dlive) in enumerate(zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live)):
+                if si in hit:
+                    gone = [r for d in self._delete if (r := seg.doc_rows.get(d)) is not None and dlive[r]]
+                    dlive = dlive.copy()
+                    dlive[gone] = False
+                    plive = plive & ~np.isin(seg.passage_doc_rows, gone)
+                if not plive.any():
+                    continue  # fully deleted segments are dropped, and collected after commit
+                entries.append([seg.name, seg, plive, dlive, si not in hit])
+        for new_segment, n_pass, n_docs, _terms in self._flushed:
+            seg = None
+            if self._last_built is not None and self._last_built[0] == new_segment and n_pass <= _ADOPT_MAX_PASSAGES:
+                seg = Segment(self.root / SEGMENTS / new_segment).adopt(self._last_built[1])
+            entries.append([new_segment, seg, np.ones(n_pass, dtype=bool), np.ones(n_docs, dtype=bool), False])
+        return entries
+
+    def _merge(self, entries: list[list[Any]]) -> list[list[Any]]:
+        """Applies the merge policy (or compaction) until it asks for nothing more."""
+        def segment_of(e: list[Any]) -> Segment:
+            if e[1] is None:
+                e[1] = Segment(self.root / SEGMENTS / e[0])
+            return e[1]
+
+        rounds = 0
+        while entries:
+            if self._compact:
+                windows = [(0, len(entries))] if len(entries) > 1 or not entries[0][2].all() else []
+            elif self.merge_policy is not None:
+                windows = self.merge_policy.find_merges([int(np.count_nonzero(e[2])) for e in entries],
+                                                        [len(e[2]) for e in entries])
+            else:
+                windows = []
+            if not windows or rounds > 64:
+                break
+            rounds += 1
+            for lo, hi in reversed(windows):  # from the end, so earlier windows keep their positions
+                self._note(f"merging {hi - lo} segment(s)")
+                parts = [(segment_of(e), e[2], e[3]) for e in entries[lo:hi]]
+                name = merge_segments(self.root, parts, self.hnsw_threshold)
+                self._merged.append(name)
+                seg = Segment(self.root / SEGMENTS / name)
+                entries[lo:hi] = [[name, seg, np.ones(seg.n_passages, dtype=bool), np.ones(seg.n_documents, dtype=bool), False]]
+            if self._compact:
+                break
+        return entries
 
     def commit(self) -> "Index":
         if self._closed:
@@ -260,36 +354,22 @@ class IndexWriter:
                 self._flush(more=False)
             else:
                 self.builder.abort()
+            entries = self._merge(self._live_masks())
             gen_tmp, name = dirs.new_generation(self.root)
             (gen_tmp / "live").mkdir()
-            segments: list[str] = []
             live_docs = live_passages = 0
-            vocab: set[str] = set()
-            if self.base is not None:
-                # Only what the new live masks need: document ids, and the doc_id column of a segment
-                # that loses documents; never the merged term matrix or columns of the base.
-                hit = self.base.segments_with(self._delete) if self._delete else set()
-                for si, (seg, plive, dlive) in enumerate(zip(self.base.segments, self.base.seg_live, self.base.seg_doc_live)):
-                    if si in hit:
-                        col = seg.column("doc_id")
-                        gone = [code for code, v in enumerate(col.values) if v in self._delete]
-                        plive = plive & ~np.isin(np.asarray(col.codes), gone)
-                        dlive = dlive & ~np.fromiter((d in self._delete for d in seg.doc_ids), dtype=bool, count=len(seg.doc_ids))
-                    if not plive.any():
-                        continue  # fully deleted segments are dropped, and collected after commit
-                    write_npy(gen_tmp / "live" / f"{seg.name}.npy", plive)
-                    write_npy(gen_tmp / "live" / f"{seg.name}.docs.npy", dlive)
-                    segments.append(seg.name)
-                    live_passages += int(plive.sum())
-                    live_docs += int(dlive.sum())
-                    vocab.update(seg.terms())
-            for new_segment, n_pass, n_docs, terms in self._flushed:
-                write_npy(gen_tmp / "live" / f"{new_segment}.npy", np.ones(n_pass, dtype=bool))
-                write_npy(gen_tmp / "live" / f"{new_segment}.docs.npy", np.ones(n_docs, dtype=bool))
-                segments.append(new_segment)
-                live_passages += n_pass
-                live_docs += n_docs
-                vocab.update(terms)
+            for seg_name, _seg, plive, dlive, unchanged in entries:
+                for suffix, mask in ((".npy", plive), (".docs.npy", dlive)):
+                    dst = gen_tmp / "live" / f"{seg_name}{suffix}"
+                    if unchanged and self.base is not None:
+                        try:  # the base generation's mask is final and already on disk: link it, do not rewrite it
+                            os.link(self.base.gen / "live" / f"{seg_name}{suffix}", dst)
+                            continue
+                        except OSError:
+                            pass
+                    write_npy(dst, mask, atomic=False)
+                live_passages += int(np.count_nonzero(plive))
+                live_docs += int(np.count_nonzero(dlive))
             fields = self._field_names | (set(self.base.manifest["fields"]) if self.base else set())
             manifest = {
                 "format_version": FORMAT_VERSION,
@@ -301,13 +381,14 @@ class IndexWriter:
                 "segmenter": asdict(self.segmenter),
                 "dense": self.dense_info,
                 "hnsw_threshold": self.hnsw_threshold,
-                "segments": segments,
-                "counts": {"documents": live_docs, "passages": live_passages, "terms_in_segments": len(vocab)},
+                "segments": [e[0] for e in entries],
+                "counts": {"documents": live_docs, "passages": live_passages},
                 "fields": sorted(fields),
                 "write_seconds": round(time.time() - self._t0, 3),
             }
-            write_json(gen_tmp / "manifest.json", manifest)
-            dirs.commit_generation(self.root, gen_tmp, name)
+            write_json(gen_tmp / "manifest.json", manifest, atomic=False)
+            fsync_dir(gen_tmp / "live")
+            final = dirs.commit_generation(self.root, gen_tmp, name, self._background_cleanup)
         except BaseException as e:
             if gen_tmp is not None:
                 shutil.rmtree(gen_tmp, ignore_errors=True)
@@ -317,7 +398,8 @@ class IndexWriter:
             raise
         self._closed = True
         self._lock.__exit__(None, None, None)
-        return Index.load(self.root)
+        reuse = {e[0]: e[1] for e in entries if e[1] is not None}
+        return Index(self.root, final, previous=self.base, reuse=reuse)
 
 
 _UNLOADED = object()
@@ -362,10 +444,110 @@ class _MergedColumns(Mapping):
         return len(self._fields)
 
 
+def _open_segment(path: Path, known: Segment | None) -> Segment:
+    """``known`` when it is this very segment (same folder inode: a name can come back after its segment was
+    collected), else a freshly opened one."""
+    if known is not None and known.inode == os.stat(path).st_ino:
+        return known
+    return Segment(path)
+
+
+class _SegmentedBM25:
+    """Lucene BM25 over a generation's segments. N and the average length are summed from per-segment
+    totals minus deleted rows; a term's document frequency is, per segment, its posting count minus its
+    postings on deleted rows (found by bisection among the few deleted rows) — both proportional to what
+    was deleted, so a commit changes them without a pass over the index. Score arithmetic is the single
+    matrix's, term by term in query order, so scores equal BM25 over the merged matrix."""
+
+    def __init__(self, index: "Index") -> None:
+        self.index = index
+        p = index.bm25_params
+        self.k1, self.b = p.k1, p.b
+        self.dead = [np.flatnonzero(~live) for live in index.seg_live]
+        self.n = int(sum(len(live) - len(d) for live, d in zip(index.seg_live, self.dead)))
+        total = 0.0
+        for seg, dead in zip(index.segments, self.dead):
+            total += seg.total_len - (float(np.asarray(seg.matrix.doc_len)[dead].astype(np.float64).sum()) if len(dead) else 0.0)
+        self.avgdl = (total / self.n if self.n else 0.0) or 1.0
+        self._norms: list[np.ndarray | None] = [None] * len(index.segments)
+        self._idf: dict[str, np.float32] = {}
+        self._dead_rows: np.ndarray | None = None
+
+    def norm(self, si: int) -> np.ndarray:
+        """k1·(1 − b + b·dl/avgdl) for segment si's rows: per generation (avgdl moves with every write)."""
+        nrm = self._norms[si]
+        if nrm is None:
+            dl = np.asarray(self.index.segments[si].matrix.doc_len)
+            nrm = self._norms[si] = (self.k1 * (1.0 - self.b + self.b * dl / self.avgdl)).astype(np.float32)
+        return nrm
+
+    def df(self, term: str) -> float | None:
+        """Live passages holding ``term`` (None when no segment has it)."""
+        found, df = False, 0
+        for seg, dead in zip(self.index.segments, self.dead):
+            m = seg.matrix
+            j = m.vocab.get(term)
+            if j is None:
+                continue
+            found = True
+            lo, hi = int(m.indptr[j]), int(m.indptr[j + 1])
+            df += hi - lo
+            if len(dead):
+                post = m.indices[lo:hi]
+                pos = np.searchsorted(post, dead)
+                ok = pos < len(post)
+                df -= int(np.count_nonzero(np.asarray(post)[pos[ok]] == dead[ok]))
+        return float(df) if found else None
+
+    def idf(self, terms: list[str]) -> dict[str, np.float32]:
+        """idf of each known term, float32 as the single-matrix scorer has it."""
+        todo = [t for t in terms if t not in self._idf]
+        if todo:
+            known = [(t, d) for t in todo if (d := self.df(t)) is not None]
+            if known:
+                df = np.asarray([d for _, d in known], dtype=np.float64)
+                vals = np.log1p((self.n - df + 0.5) / (df + 0.5)).astype(np.float32)
+                for (t, _), v in zip(known, vals):
+                    self._idf[t] = v
+        return {t: self._idf[t] for t in terms if t in self._idf}
+
+    def scores(self, tokens: list[str]) -> np.ndarray:
+        index = self.index
+        out = np.zeros(len(index), dtype=np.float32)
+        idf = self.idf(list(dict.fromkeys(tokens)))
+        if not idf:
+            return out
+        for si, seg in enumerate(index.segments):
+            m = seg.matrix
+            ids = [(m.vocab[t], idf[t]) for t in tokens if t in idf and t in m.vocab]
+            if not ids:
+                continue
+            o = out[int(index.offsets[si]):int(index.offsets[si + 1])]
+            norm = self.norm(si)
+            for j, w in ids:
+                lo, hi = m.indptr[j], m.indptr[j + 1]
+                docs = m.indices[lo:hi]
+                tf = m.tf[lo:hi]
+                o[docs] += w * tf / (tf + norm[docs])
+        out[self.dead_rows] = 0.0
+        return out
+
+    @property
+    def dead_rows(self) -> np.ndarray:
+        """Rows of deleted passages (index-wide), for zeroing their scores."""
+        if self._dead_rows is None:
+            self._dead_rows = np.flatnonzero(~self.index.live)
+        return self._dead_rows
+
+
 class Index:
     """A loaded generation of an index directory: a consistent, read-only snapshot."""
 
-    def __init__(self, root: Path, gen: Path) -> None:
+    def __init__(self, root: Path, gen: Path, previous: "Index | None" = None,
+                 reuse: Mapping[str, Segment] | None = None) -> None:
+        """``previous``: an earlier generation of the same index whose loaded segments (memory maps, id maps,
+        columns) are reused for the segments both name — segments are immutable — so opening a new generation
+        costs what changed (its live masks, new segments), not the index (issue 19)."""
         self.root = root
         self.gen = gen
         self.manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
@@ -374,17 +556,20 @@ class Index:
                 f"{root}: index format {self.manifest.get('format_version')} is not supported "
                 f"(this capr reads format {FORMAT_VERSION}); rebuild it with `capr index`"
             )
-        self.analyzer = Analyzer(AnalyzerConfig.from_dict(self.manifest["analyzer"]))
+        same_settings = previous is not None and previous.manifest["analyzer"] == self.manifest["analyzer"]
+        self.analyzer = previous.analyzer if same_settings else Analyzer(AnalyzerConfig.from_dict(self.manifest["analyzer"]))
         self.bm25_params = BM25Params(**self.manifest["bm25"])
-        self.segments = [Segment(root / SEGMENTS / name) for name in self.manifest["segments"]]
+        known: dict[str, Segment] = {s.name: s for s in previous.segments} if previous is not None else {}
+        known.update(reuse or {})
+        self.segments = [_open_segment(root / SEGMENTS / name, known.get(name)) for name in self.manifest["segments"]]
         self.seg_live = [np.array(np.load(gen / "live" / f"{s.name}.npy")) for s in self.segments]
         self.seg_doc_live = [np.array(np.load(gen / "live" / f"{s.name}.docs.npy")) for s in self.segments]
         sizes = [s.n_passages for s in self.segments]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.live = np.concatenate(self.seg_live) if self.segments else np.zeros(0, dtype=bool)
-        # The merged term matrix and columns are built on first use: an index writer (capr add, the
-        # service's writes) opens the generation it updates only to look up document ids, and its
-        # memory must scale with the batch it writes, not with the index (issue 19).
+        # Whole-index structures (a merged term matrix, merged columns, a pid map of every passage) are built
+        # only on first use, and nothing on the search, add or delete paths uses them: BM25, filters, aspects
+        # and id lookups work segment by segment over per-segment structures that outlive generations.
         self._matrix: TermMatrix | None | object = _UNLOADED
         self._sizes = sizes
         self.columns: Mapping[str, Column] = _MergedColumns(self.segments, sizes, self.manifest["fields"])
@@ -393,11 +578,13 @@ class Index:
         self._doc_rows: dict[str, tuple[int, int]] | None = None
         self._vectors: list | None = None
         self._encoder = None
+        self._bm25: _SegmentedBM25 | None = None
+        self._counts: dict[str, int] | None = None
 
     @classmethod
-    def load(cls, root: str | Path) -> "Index":
+    def load(cls, root: str | Path, previous: "Index | None" = None) -> "Index":
         root = Path(root)
-        return cls(root, dirs.current_generation(root))
+        return cls(root, dirs.current_generation(root), previous=previous)
 
     def close(self) -> None:
         for s in self.segments:
@@ -416,7 +603,12 @@ class Index:
 
     @property
     def counts(self) -> dict[str, int]:
-        """Live documents and passages, and the vocabulary of live passages."""
+        """Live documents and passages, and the vocabulary of live passages (computed once per generation)."""
+        if self._counts is None:
+            self._counts = self._count()
+        return self._counts
+
+    def _count(self) -> dict[str, int]:
         c = self.manifest["counts"]
         if self._matrix is not _UNLOADED or len(self.segments) <= 1:  # merged already, or merging is free
             vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
@@ -431,7 +623,7 @@ class Index:
     @property
     def is_empty(self) -> bool:
         """No live passage: every document was deleted (a generation then has no segments and no term matrix)."""
-        return self.matrix is None or not self.live.any()
+        return not self.segments or not self.live.any()
 
     # -- lookups ----------------------------------------------------------------
     def locate(self, row: int) -> tuple[Segment, int]:
@@ -447,7 +639,8 @@ class Index:
         return p
 
     def pid_rows(self) -> dict[str, int]:
-        """pid → row of its live passage."""
+        """pid → row of its live passage, for every live passage (built on first use; the search, add and delete
+        paths look pids up segment by segment instead, see :meth:`row_of`)."""
         if self._pid_rows is None:
             rows: dict[str, int] = {}
             for seg, off, live in zip(self.segments, self.offsets, self.seg_live):
@@ -456,8 +649,16 @@ class Index:
             self._pid_rows = rows
         return self._pid_rows
 
+    def row_of(self, pid: str) -> int | None:
+        """The row of the live passage ``pid`` (the newest segment holding it live wins, as in pid_rows)."""
+        for si in range(len(self.segments) - 1, -1, -1):
+            i = self.segments[si].pid_rows.get(pid)
+            if i is not None and self.seg_live[si][i]:
+                return int(self.offsets[si]) + i
+        return None
+
     def passage_by_pid(self, pid: str) -> Passage:
-        row = self.pid_rows().get(pid)
+        row = self.row_of(pid)
         if row is None:
             raise QueryError(f"no passage with id {pid!r}")
         return self.passage(row)
@@ -471,33 +672,60 @@ class Index:
             self._doc_rows = rows
         return self._doc_rows
 
+    def _find_document(self, doc_id: str) -> tuple[int, int] | None:
+        """(segment, document row) of the live document ``doc_id``: a lookup per segment in maps that each
+        segment builds once, not a map of the whole index per generation."""
+        for si in range(len(self.segments) - 1, -1, -1):
+            i = self.segments[si].doc_rows.get(doc_id)
+            if i is not None and self.seg_doc_live[si][i]:
+                return si, i
+        return None
+
     def has_document(self, doc_id: str) -> bool:
-        return doc_id in self._doc_index()
+        return self._find_document(doc_id) is not None
 
     def segments_with(self, doc_ids: set[str]) -> set[int]:
         """Indices of the segments holding a live document among ``doc_ids``."""
-        index = self._doc_index()
-        return {index[d][0] for d in doc_ids if d in index}
+        return {loc[0] for d in doc_ids if (loc := self._find_document(d)) is not None}
 
     def document_ids(self) -> list[str]:
         return list(self._doc_index())
 
     def document(self, doc_id: str) -> Document:
-        loc = self._doc_index().get(doc_id)
+        loc = self._find_document(doc_id)
         if loc is None:
             raise QueryError(f"no document with id {doc_id!r}")
         return Document.from_dict(self.segments[loc[0]].documents.get(loc[1]))
 
+    def _value_counts(self, field: str) -> dict[str, tuple[Any, int]]:
+        """Per distinct value (by filter key: case and outer spaces folded) of a column: its first spelling in
+        segment order and its live passages, counted segment by segment."""
+        out: dict[str, list[Any]] = {}
+        for seg, live in zip(self.segments, self.seg_live):
+            if field not in seg.fields:
+                continue
+            col = seg.column(field)
+            counts = np.bincount(np.asarray(col.codes)[live], minlength=len(col.values))
+            for v, n in zip(col.values, counts.tolist()):
+                if v is None:
+                    continue
+                entry = out.setdefault(Column._key(v), [v, 0])
+                entry[1] += n
+        return {k: (v, n) for k, (v, n) in out.items()}
+
     def aspects(self) -> list[str]:
-        col = self.columns["aspect"]
-        present = set(np.unique(np.asarray(col.codes)[self.live]).tolist())
-        return sorted(str(v) for i, v in enumerate(col.values) if v and i in present)
+        return sorted(str(v) for v, n in self._value_counts("aspect").values() if v and n)
 
     def aspect_counts(self) -> dict[str, int]:
         """Live passages per section aspect."""
-        col = self.columns["aspect"]
-        counts = np.bincount(np.asarray(col.codes)[self.live], minlength=len(col.values))
-        return {str(v): int(counts[i]) for i, v in enumerate(col.values) if v and counts[i]}
+        return {str(v): n for v, n in self._value_counts("aspect").values() if v and n}
+
+    def live_values(self, field: str) -> list[Any]:
+        """Distinct values of a column among live passages (one spelling per filter key)."""
+        return [v for v, n in self._value_counts(field).values() if n]
+
+    def _segment_of_rows(self, rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, rows, side="right") - 1
 
     # -- Store primitives (capr.store.Store; the search pipeline is capr.search.Searcher) ---------------
     backend = Backend.embedded
@@ -526,20 +754,31 @@ class Index:
                 "segments": len(self.segments)}
 
     def fields(self) -> list[str]:
-        return sorted(self.columns)
+        return sorted(self.manifest["fields"])
 
     def scorer(self, retriever: Retriever | str):
         r = Retriever(retriever)
         if r not in LEXICAL:
             raise QueryError(f"{r.value} is not a lexical retriever")
+        if r is Retriever.bm25:
+            return self.bm25()
         if r not in self._scorers:
-            self._scorers[r] = BM25Scorer(self.matrix, self.bm25_params) if r is Retriever.bm25 else TfidfScorer(self.matrix)
+            # TF-IDF's document norms depend on every term's idf: built over the merged matrix, on first use
+            self._scorers[r] = TfidfScorer(self.matrix)
         return self._scorers[r]
+
+    def bm25(self) -> "_SegmentedBM25":
+        """BM25 over the segments as they are: collection statistics (live passages, document frequencies,
+        average length) combined from per-segment counts, scores computed segment by segment into one row
+        array. Equal to BM25 over the merged matrix; no whole-index structure is built."""
+        if self._bm25 is None:
+            self._bm25 = _SegmentedBM25(self)
+        return self._bm25
 
     def lexical_scores(self, terms: list[str], keys: np.ndarray | None = None,
                        method: Retriever | str = Retriever.bm25) -> np.ndarray:
         """One score per row (0 for rows sharing no term, and for deleted rows); only ``keys`` when given."""
-        if self.matrix is None:
+        if not self.segments:
             return np.zeros(len(self) if keys is None else len(keys), dtype=np.float32)
         scores = self.scorer(method).scores(terms)
         return scores if keys is None else scores[keys]
@@ -549,25 +788,48 @@ class Index:
         return self.top(self.lexical_scores(terms, None, method), k, flt)
 
     def top(self, scores: np.ndarray, k: int, flt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The k best rows with a positive score among live rows passing the filter."""
+        """The k best rows with a positive score among live rows passing the filter (in row order); of rows tied
+        with the k-th best score, the first ones (ties break by insertion order)."""
         allowed = self.live if flt is None else flt
-        scores = np.where(allowed, scores, 0.0)
-        candidates = np.flatnonzero(scores > 0)
-        if len(candidates) > k:
-            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-        return candidates.astype(np.int64), scores[candidates].astype(np.float32)
+        rows = np.flatnonzero((scores > 0) & allowed)
+        vals = scores[rows]
+        if k <= 0:
+            return rows[:0].astype(np.int64), vals[:0].astype(np.float32)
+        if len(rows) > 8 * k + 1024:
+            # Most queries give a positive score to a large part of the index (a common term): the k-th best score
+            # of a strided sample is at most the k-th best of all, so rows below it can be dropped before selecting.
+            sample = vals[:: len(vals) // 1024]
+            if len(sample) >= k:
+                bound = np.partition(sample, len(sample) - k)[len(sample) - k]
+                keep = vals >= bound
+                rows, vals = rows[keep], vals[keep]
+        if len(rows) > k:
+            kth = np.partition(vals, len(vals) - k)[len(vals) - k]  # the k-th best score
+            above = np.flatnonzero(vals > kth)
+            tied = np.flatnonzero(vals == kth)[: k - len(above)]
+            sel = np.sort(np.concatenate([above, tied]))
+            rows, vals = rows[sel], vals[sel]
+        return rows.astype(np.int64), vals.astype(np.float32)
 
     def term_idf(self, terms) -> dict[str, float]:
-        if self.matrix is None:
+        if not self.segments:
             return {}
-        vocab, idf = self.matrix.vocab, self.scorer(Retriever.bm25).idf
-        return {t: float(idf[vocab[t]]) for t in terms if t in vocab}
+        return {t: float(v) for t, v in self.bm25().idf(list(dict.fromkeys(terms))).items()}
 
     def aspect_flags(self, keys: np.ndarray, aspect: str) -> np.ndarray:
-        return np.asarray(self.columns["aspect"].mask(aspect))[keys]
+        keys = np.asarray(keys, dtype=np.int64)
+        out = np.zeros(len(keys), dtype=bool)
+        seg_idx = self._segment_of_rows(keys)
+        for si in np.unique(seg_idx):
+            col = self.segments[si].column("aspect")
+            code = col._lookup.get(Column._key(aspect))
+            if code is not None:
+                sel = seg_idx == si
+                out[sel] = np.asarray(col.codes)[keys[sel] - self.offsets[si]] == code
+        return out
 
     def has_aspect(self, aspect: str) -> bool:
-        return bool(np.asarray(self.columns["aspect"].mask(aspect)).any())
+        return any(Column._key(aspect) in s.column("aspect")._lookup for s in self.segments)
 
     def restrict(self, flt: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
         """The filter narrowed to the given rows."""
@@ -576,16 +838,26 @@ class Index:
         return (self.live if flt is None else flt) & mask
 
     def document_rows(self, mask: np.ndarray) -> np.ndarray:
-        """Live rows of every document that has a row in ``mask``."""
-        codes = np.asarray(self.columns["doc_id"].codes)
-        return np.isin(codes, np.unique(codes[mask])) & self.live
+        """Live rows of every document that has a live row in ``mask``, segment by segment (a live document's
+        passages are all in one segment)."""
+        out = np.zeros(len(self), dtype=bool)
+        for si, (seg, live) in enumerate(zip(self.segments, self.seg_live)):
+            lo, hi = int(self.offsets[si]), int(self.offsets[si + 1])
+            sel = mask[lo:hi] & live
+            if sel.any():
+                docs = np.asarray(seg.passage_doc_rows)
+                out[lo:hi] = np.isin(docs, np.unique(docs[sel])) & live
+        return out
 
     def passages(self, keys: np.ndarray) -> list[Passage]:
         return [self.passage(int(r)) for r in keys]
 
     def keys_of(self, pids: list[str]) -> np.ndarray:
-        rows = self.pid_rows()
-        return np.asarray([rows[p] for p in pids], dtype=np.int64)
+        rows = [self.row_of(p) for p in pids]
+        missing = [p for p, r in zip(pids, rows) if r is None]
+        if missing:
+            raise KeyError(missing[0])
+        return np.asarray(rows, dtype=np.int64)
 
     # -- dense ------------------------------------------------------------------
     def encoder(self):
@@ -642,19 +914,23 @@ class Index:
         if not clauses:
             return None
         mask = self.live.copy()
-        tables = self.__dict__.setdefault("_filter_tables", {})  # per column, built on its first range filter
+        fields = set(self.manifest["fields"])
         for c in clauses:
-            col = self.columns.get(c.field)
-            if col is None:
-                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.columns))}")
+            if c.field not in fields:
+                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(fields))}")
             norm = (lambda v: normalize_aspect(str(v))) if c.field == "aspect" else None
-
-            def table(f=c.field, col=col):
-                return tables[f] if f in tables else tables.setdefault(f, ValueTable(col.values))
-
-            m = column_mask(c, col.values, col.codes, norm, col._lookup, table) & self.live
+            parts = []
+            for seg in self.segments:  # decided per segment's distinct values: no merged column per generation
+                if c.field not in seg.fields:  # the field is missing on all its passages: no clause matches
+                    parts.append(np.zeros(seg.n_passages, dtype=bool))
+                    continue
+                col = seg.column(c.field)
+                parts.append(column_mask(c, col.values, col.codes, norm, col._lookup,
+                                         lambda seg=seg, col=col, f=c.field: seg.value_table(f)))
+            m = (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
             if not m.any() and c.op in ("=", "in"):
-                values = [str(v) for v in col.values if v is not None]
+                values = list(dict.fromkeys(str(v) for seg in self.segments if c.field in seg.fields
+                                            for v in seg.column(c.field).values if v is not None))
                 close = difflib.get_close_matches(str(c.values[0]), values, n=5, cutoff=0.6)
                 hint = f" (close: {', '.join(close)})" if close else ""
                 shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
@@ -684,5 +960,15 @@ def build_index(
     return Index.load(root)
 
 
-def load_index(root: str | Path) -> Index:
-    return Index.load(root)
+def load_index(root: str | Path, previous: Index | None = None) -> Index:
+    """The current generation of ``root``; ``previous``: an earlier one whose loaded segments are reused."""
+    return Index.load(root, previous=previous)
+
+
+def compact_index(root: str | Path, progress: Any = None) -> Index:
+    """Merge every segment of the index at ``root`` into one, dropping deleted rows, in one commit (readers keep
+    the previous generation until then). The result equals a fresh rebuild of the live documents in their
+    current order: same rows, vocabulary, statistics and scores."""
+    writer = IndexWriter(root, mode="update", progress=progress)
+    writer.compact()
+    return writer.commit()

@@ -86,14 +86,14 @@ class TermMatrix:
         return sp.csc_matrix((self.tf, self.indices, self.indptr), shape=(len(self.doc_len), len(self.vocab)))
 
     # -- persistence -------------------------------------------------------
-    def save(self, directory: Path) -> None:
+    def save(self, directory: Path, atomic: bool = True) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        write_json(directory / "vocab.json", self.vocab)
-        write_npy(directory / "indptr.npy", self.indptr)
-        write_npy(directory / "indices.npy", self.indices)
-        write_npy(directory / "tf.npy", self.tf)
-        write_npy(directory / "doc_len.npy", self.doc_len)
-        write_npy(directory / "live.npy", self.live)
+        write_json(directory / "vocab.json", self.vocab, atomic)
+        write_npy(directory / "indptr.npy", self.indptr, atomic)
+        write_npy(directory / "indices.npy", self.indices, atomic)
+        write_npy(directory / "tf.npy", self.tf, atomic)
+        write_npy(directory / "doc_len.npy", self.doc_len, atomic)
+        write_npy(directory / "live.npy", self.live, atomic)
 
     @classmethod
     def load(cls, directory: Path, mmap: bool = True) -> "TermMatrix":

@@ -1,14 +1,24 @@
-"""Views over several segments: one term matrix with a shared vocabulary, one column per field."""
+"""Several segments as one: merged views (term matrix, columns), segment merges, and the merge policy."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+import math
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from capr.index.lexical import TermMatrix
 from capr.index.store import Column
+
+if TYPE_CHECKING:
+    from capr.index.segment import Segment
 
 
 def merge_matrices(mats: Sequence[TermMatrix], live: np.ndarray) -> TermMatrix:
@@ -53,3 +63,182 @@ def merge_columns(cols: Sequence[Column | None], sizes: Sequence[int]) -> Column
             remap = np.asarray([code(v) for v in col.values], dtype=np.int32)
             parts.append(remap[np.asarray(col.codes)])
     return Column(values, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32))
+
+
+# -- merging segments ----------------------------------------------------------------------------
+_DOC_ROW = re.compile(rb'"doc_row": (\d+)\}\n$')
+
+
+def _live_matrix(parts: Sequence[tuple[TermMatrix, np.ndarray]]) -> TermMatrix:
+    """The live rows of several term matrices, in order, as one matrix over the terms that still have a live
+    posting (a fresh rebuild of the same passages has exactly this vocabulary and these postings)."""
+    vocab: dict[str, int] = {}
+    rows, cols, tfs, lens = [], [], [], []
+    offset = 0
+    for m, live in parts:
+        live = np.asarray(live, dtype=bool)
+        indptr = np.asarray(m.indptr)
+        new_row = np.cumsum(live, dtype=np.int64) - 1 + offset  # old row → new row (for live rows)
+        local_cols = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+        indices = np.asarray(m.indices)
+        keep = live[indices]
+        kept_cols = local_cols[keep]
+        used = np.unique(kept_cols)
+        id_to_term = np.empty(len(m.vocab), dtype=object)
+        for t, i in m.vocab.items():
+            id_to_term[i] = t
+        remap = np.zeros(len(indptr) - 1, dtype=np.int64)
+        remap[used] = np.fromiter((vocab.setdefault(t, len(vocab)) for t in id_to_term[used]), dtype=np.int64, count=len(used))
+        cols.append(remap[kept_cols])
+        rows.append(new_row[indices[keep]])
+        tfs.append(np.asarray(m.tf)[keep])
+        lens.append(np.asarray(m.doc_len)[live])
+        offset += int(live.sum())
+    csc = sp.csc_matrix((np.concatenate(tfs).astype(np.float32), (np.concatenate(rows), np.concatenate(cols))),
+                        shape=(offset, len(vocab)))
+    csc.sort_indices()
+    return TermMatrix(vocab, csc.indptr.astype(np.int64), csc.indices.astype(np.int32), csc.data.astype(np.float32),
+                      np.concatenate(lens).astype(np.float32))
+
+
+def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.ndarray]], hnsw_threshold: int) -> str:
+    """Writes one new segment holding the live passages and documents of ``parts`` (segment, live passage mask,
+    live document mask), in order, and returns its name. Nothing is re-analysed or re-encoded: records are
+    copied, term matrices and columns re-indexed, vectors concatenated. Rows keep their order, so a generation
+    naming the merged segment in place of its sources gives every search the same result (ties included)."""
+    from capr.index.segment import new_segment_dir, publish_segment, write_segment_files
+
+    name, tmp = new_segment_dir(root)
+    try:
+        doc_offsets, pass_offsets = [0], [0]
+        doc_ids: list[str] = []
+        pids: list[str] = []
+        pass_docs: list[np.ndarray] = []
+        with open(tmp / "documents.jsonl", "wb") as dfh, open(tmp / "passages.jsonl", "wb") as pfh:
+            for seg, live, dlive in parts:
+                new_doc = np.cumsum(dlive, dtype=np.int64) - 1 + len(doc_ids)
+                dstore, pstore = seg.documents, seg.passages
+                pass_docs.append(new_doc[np.asarray(seg.passage_doc_rows)[live]].astype(np.int32))
+                for i in np.flatnonzero(dlive):
+                    dfh.write(dstore.raw(int(i)))
+                    doc_offsets.append(dfh.tell())
+                    doc_ids.append(seg.doc_ids[i])
+                for i in np.flatnonzero(live):
+                    line = pstore.raw(int(i))
+                    m = _DOC_ROW.search(line)
+                    if m is None:  # not the layout SegmentBuilder writes: take the slow, general way
+                        rec = json.loads(line)
+                        rec["doc_row"] = int(new_doc[rec["doc_row"]])
+                        line = json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n"
+                    else:
+                        line = line[:m.start(1)] + str(int(new_doc[int(m.group(1))])).encode() + b"}\n"
+                    pfh.write(line)
+                    pass_offsets.append(pfh.tell())
+                    pids.append(seg.pids[i])
+            for fh in (dfh, pfh):
+                fh.flush()
+                os.fsync(fh.fileno())
+        matrix = _live_matrix([(seg.matrix, live) for seg, live, _ in parts])
+        fields = sorted(set().union(*(seg.fields for seg, _, _ in parts)))
+        columns = {}
+        for f in fields:
+            raw: list[Any] = []
+            for seg, live, _ in parts:
+                n = int(np.count_nonzero(live))
+                if f in seg.fields:
+                    col = seg.column(f)
+                    values = col.values
+                    raw.extend(values[c] for c in np.asarray(col.codes)[live].tolist())
+                else:
+                    raw.extend([None] * n)
+            columns[f] = Column.build(raw)
+        vectors = None
+        svs = [seg.vectors() for seg, _, _ in parts]
+        if all(sv is not None for sv in svs) and svs:
+            vectors = np.concatenate([np.asarray(sv.vectors)[live] for sv, (_, live, _) in zip(svs, parts)])
+        write_segment_files(tmp, np.asarray(doc_offsets, dtype=np.int64), np.asarray(pass_offsets, dtype=np.int64),
+                            matrix, columns, doc_ids, pids, np.concatenate(pass_docs) if pass_docs else np.zeros(0, np.int32),
+                            vectors, hnsw_threshold)
+        return publish_segment(root, tmp, name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# -- the merge policy ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MergePolicy:
+    """Which segments a commit merges: Lucene's log-structured tiers over adjacent segments.
+
+    A segment's level is log_F(max(live passages, ``floor``)) with F = ``merge_factor``. From the oldest
+    segment on, a band is a run of segments reaching back from the last one whose level is within one
+    level of the run's highest; each full group of F adjacent segments in a band is merged into one, and
+    this repeats until no band holds F segments. Only adjacent segments are merged (as Lucene's
+    LogMergePolicy; its TieredMergePolicy also merges non-adjacent ones): rows keep their insertion order,
+    so merging never changes a search result, not even the order of tied scores.
+
+    Bound: successive bands' highest levels differ by more than one, so there are at most
+    ⌈log_F(N / floor)⌉ + 1 bands for N live passages, each with at most F−1 segments after merging:
+    at most ``bound(N)`` segments when no segment has ``max_passages`` or more live passages. Such large
+    segments are never merged at commit (`capr compact` merges everything); they split the list into runs,
+    each bounded as above. A segment with more than ``max_deleted`` of its rows deleted is rewritten (alone
+    if nothing else is due), so deleted rows do not accumulate.
+    """
+
+    merge_factor: int = 5
+    floor: int = 1_000
+    max_passages: int = 250_000
+    max_deleted: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.merge_factor < 2 or self.floor < 1 or self.max_passages < 1 or not 0 < self.max_deleted <= 1:
+            raise ValueError("MergePolicy: merge_factor >= 2, floor and max_passages >= 1, 0 < max_deleted <= 1")
+
+    def level(self, live: int) -> float:
+        return math.log(max(live, self.floor, 1)) / math.log(self.merge_factor)
+
+    def bound(self, n_live: int) -> int:
+        """The most segments of fewer than ``max_passages`` live passages after a commit."""
+        bands = max(0, math.ceil(math.log(max(n_live, 1) / self.floor) / math.log(self.merge_factor) - 1e-9)) + 1
+        return (self.merge_factor - 1) * bands
+
+    def find_merges(self, live: Sequence[int], rows: Sequence[int]) -> list[tuple[int, int]]:
+        """Windows [start, end) of adjacent segments to merge, given each segment's live and total rows."""
+        merges: list[tuple[int, int]] = []
+        big = [n >= self.max_passages for n in live]
+        # runs of mergeable segments between segments too large to merge
+        start = 0
+        while start < len(live):
+            if big[start]:
+                start += 1
+                continue
+            end = start
+            while end < len(live) and not big[end]:
+                end += 1
+            merges += self._find_in_run(live, start, end)
+            start = end
+        merged = {i for a, b in merges for i in range(a, b)}
+        for i, (n, r) in enumerate(zip(live, rows)):  # reclaim deletes
+            if i not in merged and not big[i] and r and (r - n) / r > self.max_deleted:
+                merges.append((i, i + 1))
+        return sorted(merges)
+
+    def _find_in_run(self, live: Sequence[int], lo: int, hi: int) -> list[tuple[int, int]]:
+        F = self.merge_factor
+        levels = [self.level(n) for n in live]
+        floor_level = self.level(self.floor)
+        out: list[tuple[int, int]] = []
+        start = lo
+        while start < hi:
+            top = max(levels[start:hi])
+            bottom = top - 1.0 if top > floor_level + 1e-9 else -math.inf
+            upto = hi - 1
+            while upto >= start and levels[upto] < bottom:
+                upto -= 1
+            end = start + F
+            while end <= upto + 1:
+                out.append((start, end))
+                start = end
+                end = start + F
+            start = upto + 1
+        return out

@@ -43,12 +43,7 @@ class SegmentBuilder:
         self.root = root
         self.segmenter = segmenter
         self.analyzer = analyzer
-        segdir = root / SEGMENTS
-        segdir.mkdir(parents=True, exist_ok=True)
-        nums = [int(m.group(1)) for p in segdir.iterdir() if (m := re.match(r"^\.?seg-(\d{6})", p.name))]
-        self.name = f"seg-{max(nums, default=0) + 1:06d}"
-        self.tmp = segdir / f".{self.name}.tmp-{os.getpid()}"
-        self.tmp.mkdir()
+        self.name, self.tmp = new_segment_dir(root)
         self._docs_fh = open(self.tmp / "documents.jsonl", "wb")
         self._pass_fh = open(self.tmp / "passages.jsonl", "wb")
         self._doc_offsets = [0]
@@ -63,12 +58,32 @@ class SegmentBuilder:
         self._cols = array.array("i")  # term ids, passage by passage
         self._tfs = array.array("f")  # their term frequencies
         self._nnz = array.array("i")  # distinct terms per passage
+        self._pass_doc = array.array("i")  # each passage's document row (deletes find a document's rows by it)
         self._lens = array.array("f")
         self._fields: dict[str, list[Any]] = {f: [] for f in BUILTIN_FIELDS}
         self._dropped_fields: set[str] = set()
         self.n_passages = 0
 
     @property
+    def adopt(self, builder: SegmentBuilder) -> "Segment":
+        """Takes the structures the writer still holds for this segment (term matrix, columns, id lists) instead
+        of reading them back from the files it just wrote: a commit's reader refresh opens a dozen files fewer,
+        each of which gives up the GIL to searches running in the same process."""
+        matrix, columns = builder.built
+        self.__dict__.update(matrix=matrix, doc_ids=builder.doc_ids, pids=builder.pids,
+                             passage_doc_rows=np.frombuffer(builder._pass_doc, dtype=np.int32))
+        self._columns.update(columns)
+        return self
+
+    def preload(self) -> "Segment":
+        """Reads every lazily loaded part now. A merge deletes the segments it replaces once no generation names
+        them; a reader still serving an older generation (the service, during a write) must then find nothing
+        left to read from their files — memory maps and loaded arrays outlive the files, paths do not."""
+        self.matrix, self.doc_ids, self.pids, self.doc_rows, self.pid_rows, self.passage_doc_rows, self.total_len
+        for f in self.fields:
+            self.column(f)
+        return self
+
     def terms(self) -> set[str]:
         return set(self._vocab)
 
@@ -85,6 +100,7 @@ class SegmentBuilder:
             rec.pop("metadata")
             rec["doc_row"] = drow
             self._write(self._pass_fh, self._pass_offsets, rec)
+            self._pass_doc.append(drow)
             self.pids.append(p.pid)
             text = passage_index_text(p, self.segmenter.include_title)
             if self.keep_texts:
@@ -93,8 +109,10 @@ class SegmentBuilder:
             vocab = self._vocab
             # one (term, tf) pair per distinct term of the passage, not one entry per token: the postings
             # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory
-            counts = Counter(vocab.setdefault(t, len(vocab)) for t in tokens)
-            self._cols.extend(counts.keys())
+            # counted as strings in C, then one id lookup per distinct term; Counter keeps first-seen order, so the
+            # term ids and the (term, tf) order are those of counting ids token by token
+            counts = Counter(tokens)
+            self._cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
             self._tfs.extend(counts.values())
             self._nnz.append(len(counts))
             self._lens.append(len(tokens))
@@ -131,35 +149,23 @@ class SegmentBuilder:
             fh.flush()
             os.fsync(fh.fileno())
             fh.close()
-        write_npy(self.tmp / "documents.offsets.npy", np.asarray(self._doc_offsets, dtype=np.int64))
-        write_npy(self.tmp / "passages.offsets.npy", np.asarray(self._pass_offsets, dtype=np.int64))
         if progress:
             progress("term matrix")
-        TermMatrix.from_rows(
+        matrix = TermMatrix.from_rows(
             np.frombuffer(self._cols, dtype=np.int32),
             np.frombuffer(self._tfs, dtype=np.float32),
             np.frombuffer(self._nnz, dtype=np.int32),
             np.frombuffer(self._lens, dtype=np.float32),
             self._vocab,
-        ).save(self.tmp / "lexical")
-        coldir = self.tmp / "columns"
-        coldir.mkdir()
-        for name, raw in self._fields.items():
-            Column.build(raw).save(coldir, name)
-        if vectors is not None:
-            from capr.index.vectors import save_vectors
-
-            if progress:
-                progress("vector index")
-            save_vectors(self.tmp, vectors, hnsw_threshold)
-        write_json(self.tmp / "segment.json", {"documents": len(self.doc_ids), "passages": self.n_passages, "fields": sorted(self._fields)})
-        write_json(self.tmp / "doc_ids.json", self.doc_ids)
-        write_json(self.tmp / "pids.json", self.pids)
-        fsync_dir(self.tmp)
-        final = self.root / SEGMENTS / self.name
-        os.replace(self.tmp, final)
-        fsync_dir(final.parent)
-        return self.name
+        )
+        columns = {name: Column.build(raw) for name, raw in self._fields.items()}
+        self.built = (matrix, columns)  # what a reader of this segment would read back (Segment.adopt)
+        if vectors is not None and progress:
+            progress("vector index")
+        write_segment_files(self.tmp, np.asarray(self._doc_offsets, dtype=np.int64),
+                            np.asarray(self._pass_offsets, dtype=np.int64), matrix, columns, self.doc_ids, self.pids,
+                            np.frombuffer(self._pass_doc, dtype=np.int32), vectors, hnsw_threshold)
+        return publish_segment(self.root, self.tmp, self.name)
 
     def abort(self) -> None:
         for fh in (self._docs_fh, self._pass_fh):
@@ -171,6 +177,49 @@ class SegmentBuilder:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def new_segment_dir(root: Path) -> tuple[str, Path]:
+    """The next free segment name and its temporary folder (renamed into place by :func:`publish_segment`)."""
+    segdir = root / SEGMENTS
+    segdir.mkdir(parents=True, exist_ok=True)
+    nums = [int(m.group(1)) for p in segdir.iterdir() if (m := re.match(r"^\.?seg-(\d{6})", p.name))]
+    name = f"seg-{max(nums, default=0) + 1:06d}"
+    tmp = segdir / f".{name}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    return name, tmp
+
+
+def write_segment_files(tmp: Path, doc_offsets: np.ndarray, pass_offsets: np.ndarray, matrix: TermMatrix,
+                        columns: dict[str, Column], doc_ids: list[str], pids: list[str], passage_doc_rows: np.ndarray,
+                        vectors: np.ndarray | None, hnsw_threshold: int) -> None:
+    """Everything but the two record stores (already written) of a segment being prepared in ``tmp``. Files are
+    written in place and fsynced (no temporary names): the folder itself becomes visible only by its rename."""
+    write_npy(tmp / "documents.offsets.npy", doc_offsets, atomic=False)
+    write_npy(tmp / "passages.offsets.npy", pass_offsets, atomic=False)
+    write_npy(tmp / "passage_doc_rows.npy", np.asarray(passage_doc_rows, dtype=np.int32), atomic=False)
+    matrix.save(tmp / "lexical", atomic=False)
+    coldir = tmp / "columns"
+    coldir.mkdir()
+    for name, col in columns.items():
+        col.save(coldir, name, atomic=False)
+    if vectors is not None:
+        from capr.index.vectors import save_vectors
+
+        save_vectors(tmp, vectors, hnsw_threshold)
+    write_json(tmp / "segment.json", {"documents": len(doc_ids), "passages": len(pids), "fields": sorted(columns)}, atomic=False)
+    write_json(tmp / "doc_ids.json", doc_ids, atomic=False)
+    write_json(tmp / "pids.json", pids, atomic=False)
+    fsync_dir(coldir)
+    fsync_dir(tmp / "lexical")
+
+
+def publish_segment(root: Path, tmp: Path, name: str) -> str:
+    fsync_dir(tmp)
+    final = root / SEGMENTS / name
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+    return name
+
+
 class Segment:
     """An immutable segment on disk. Only segment.json and the record-store offsets are read when it is
     opened; the term matrix, the filter columns and the id lists are read on first use, so a writer
@@ -179,6 +228,7 @@ class Segment:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.name = path.name
+        self.inode = os.stat(path).st_ino
         info = json.loads((path / "segment.json").read_text())
         self.n_passages = info["passages"]
         self.n_documents = info["documents"]
@@ -195,10 +245,52 @@ class Segment:
         return {f: self.column(f) for f in self.fields}
 
     def column(self, name: str) -> Column:
-        """One filter column (without loading the others)."""
-        if "columns" in self.__dict__:
-            return self.__dict__["columns"][name]
-        return Column.load(self.path / "columns", name)
+        """One filter column (without loading the others); kept, since segments are immutable and shared by
+        every generation that names them."""
+        col = self._columns.get(name)
+        if col is None:
+            col = self._columns[name] = Column.load(self.path / "columns", name)
+        return col
+
+    @cached_property
+    def _columns(self) -> dict[str, Column]:
+        return {}
+
+    def value_table(self, name: str):
+        """A column's ValueTable (range filters), built on its first range filter and kept."""
+        from capr.filters import ValueTable
+
+        tables = self.__dict__.setdefault("_tables", {})
+        if name not in tables:
+            tables[name] = ValueTable(self.column(name).values)
+        return tables[name]
+
+    @cached_property
+    def doc_rows(self) -> dict[str, int]:
+        """doc_id → document row (built once per segment, reused by every generation: not per commit)."""
+        return {d: i for i, d in enumerate(self.doc_ids)}
+
+    @cached_property
+    def pid_rows(self) -> dict[str, int]:
+        """pid → passage row of this segment."""
+        return {p: i for i, p in enumerate(self.pids)}
+
+    @cached_property
+    def passage_doc_rows(self) -> np.ndarray:
+        """Each passage's document row. Segments written before this file existed derive it once from the
+        doc_id column."""
+        path = self.path / "passage_doc_rows.npy"
+        if path.exists():
+            return np.load(path, mmap_mode="r")
+        col = self.column("doc_id")
+        rows = self.doc_rows
+        by_code = np.asarray([rows.get(v, -1) for v in col.values], dtype=np.int32)
+        return by_code[np.asarray(col.codes)]
+
+    @cached_property
+    def total_len(self) -> float:
+        """Sum of all rows' lengths (exact: lengths are integers, summed in float64)."""
+        return float(np.asarray(self.matrix.doc_len, dtype=np.float64).sum())
 
     @cached_property
     def doc_ids(self) -> list[str]:
@@ -207,6 +299,25 @@ class Segment:
     @cached_property
     def pids(self) -> list[str]:
         return json.loads((self.path / "pids.json").read_text())
+
+    def adopt(self, builder: SegmentBuilder) -> "Segment":
+        """Takes the structures the writer still holds for this segment (term matrix, columns, id lists) instead
+        of reading them back from the files it just wrote: a commit's reader refresh opens a dozen files fewer,
+        each of which gives up the GIL to searches running in the same process."""
+        matrix, columns = builder.built
+        self.__dict__.update(matrix=matrix, doc_ids=builder.doc_ids, pids=builder.pids,
+                             passage_doc_rows=np.frombuffer(builder._pass_doc, dtype=np.int32))
+        self._columns.update(columns)
+        return self
+
+    def preload(self) -> "Segment":
+        """Reads every lazily loaded part now. A merge deletes the segments it replaces once no generation names
+        them; a reader still serving an older generation (the service, during a write) must then find nothing
+        left to read from their files — memory maps and loaded arrays outlive the files, paths do not."""
+        self.matrix, self.doc_ids, self.pids, self.doc_rows, self.pid_rows, self.passage_doc_rows, self.total_len
+        for f in self.fields:
+            self.column(f)
+        return self
 
     def terms(self) -> set[str]:
         """The segment's vocabulary (from its term matrix if loaded, else straight from vocab.json)."""

@@ -25,9 +25,13 @@ class RecordStore:
         return len(self.offsets) - 1
 
     def get(self, i: int) -> dict[str, Any]:
+        return json.loads(self.raw(i))
+
+    def raw(self, i: int) -> bytes:
+        """Record ``i`` as stored: one JSON line, newline included (segment merges copy it unparsed)."""
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         assert self._mm is not None
-        return json.loads(self._mm[a:b])
+        return self._mm[a:b]
 
     def close(self) -> None:
         if self._mm is not None:
@@ -67,11 +71,11 @@ class Column:
             return np.zeros(len(self.codes), dtype=bool)
         return np.asarray(self.codes) == code
 
-    def save(self, directory: Path, name: str) -> None:
+    def save(self, directory: Path, name: str, atomic: bool = True) -> None:
         from capr.index.atomic import write_json
 
-        write_json(directory / f"{name}.values.json", self.values)
-        write_npy(directory / f"{name}.codes.npy", self.codes)
+        write_json(directory / f"{name}.values.json", self.values, atomic)
+        write_npy(directory / f"{name}.codes.npy", self.codes, atomic)
 
     @classmethod
     def load(cls, directory: Path, name: str) -> "Column":

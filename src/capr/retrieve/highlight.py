@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from capr.index.analyzer import Analyzer
 
 Span = tuple[int, int]
+_last = threading.local()  # the last passage analysed in this thread: highlights and snippet read the same text
+
+
+def _analysed(text: str, analyzer: Analyzer) -> tuple[list[tuple[str, int, int]], list[str | None]]:
+    """The words of ``text`` with their spans, and each word's analysed form (None: a stopword)."""
+    hit = getattr(_last, "value", None)
+    if hit is not None and hit[0] is text and hit[1] is analyzer:
+        return hit[2], hit[3]
+    words = analyzer.words(text)
+    terms = analyzer.analyze_words([w for w, _, _ in words])
+    _last.value = (text, analyzer, words, terms)
+    return words, terms
 
 
 @dataclass(slots=True)
@@ -20,18 +33,14 @@ class Snippet:
 
 def term_spans(text: str, query_terms: set[str], analyzer: Analyzer) -> list[Span]:
     """Spans of words in ``text`` whose analysed form is a query term."""
-    out = []
-    for word, a, b in analyzer.words(text):
-        t = analyzer.analyze_word(word)
-        if t is not None and t in query_terms:
-            out.append((a, b))
-    return out
+    words, terms = _analysed(text, analyzer)
+    return [(a, b) for (_, a, b), t in zip(words, terms) if t is not None and t in query_terms]
 
 
 def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 40) -> Snippet:
     """The ``width``-word window with most query-term hits."""
-    words = analyzer.words(text)
-    hits = [1 if (t := analyzer.analyze_word(w)) is not None and t in query_terms else 0 for w, _, _ in words]
+    words, terms = _analysed(text, analyzer)
+    hits = [1 if t is not None and t in query_terms else 0 for t in terms]
     if len(words) <= width:
         lo, hi = 0, len(words)
     else:

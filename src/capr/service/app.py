@@ -176,6 +176,10 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     Milvus collection). Both are searched by the same Searcher; what a backend cannot do is refused naming
     the capability it lacks."""
     config = config or ServiceConfig()
+    if config.switch_interval_ms:
+        import sys
+
+        sys.setswitchinterval(config.switch_interval_ms / 1e3)
     if store is not None:
         holder: Any = StoreHolder(store)
     else:
@@ -342,10 +346,25 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                     raise ApiError(400, f"cannot load re-ranker {spec!r}: {e}", "reranker") from None
             return rerankers[spec]
 
+    search_slots = config.search_concurrency or os.cpu_count() or 1
+    limiters: dict[int, Any] = {}  # one CapacityLimiter per event loop (a TestClient runs its own)
+
     @app.post("/search", response_model=S.SearchResponse, dependencies=read_deps, responses=read_errors, tags=["search"])
-    def search(req: S.SearchRequest) -> S.SearchResponse:
+    async def search(req: S.SearchRequest) -> S.SearchResponse:
         """Top-k passages for a free-text question or an ⟨entity, aspect⟩ pair, each with its
         query-term highlights and, with ``evidence``, a score per sentence."""
+        import asyncio
+
+        import anyio
+
+        key = id(asyncio.get_running_loop())
+        limiter = limiters.get(key)
+        if limiter is None:
+            limiter = limiters[key] = anyio.CapacityLimiter(search_slots)
+        # at most search_slots searches compute at once; the others wait here, holding no thread (issue 19)
+        return await anyio.to_thread.run_sync(_search, req, limiter=limiter)
+
+    def _search(req: S.SearchRequest) -> S.SearchResponse:
         t0 = time.perf_counter()
         index = holder.index  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))

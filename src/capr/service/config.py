@@ -37,6 +37,16 @@ class ServiceConfig:
     # auth_fail_limit failed token checks within auth_fail_window_s, every authenticated request from
     # that address gets 429 with Retry-After for auth_backoff_s, doubled on each further block (at most
     # auth_backoff_max_s). A valid token clears the record. auth_fail_limit = 0 turns it off.
+    # Searches computed at once per worker process; more requests wait for a slot without holding a thread.
+    # Searches are CPU-bound under one GIL: running 40 at once (the thread pool's size) gains no throughput and
+    # makes a write — which must take the GIL back after each of its file operations — wait behind all of them.
+    # bench/bench_nrt.py on 2 cores: 1 slot gave writes p50 58–132 ms and search p99 0.65–0.8 s under 50 clients,
+    # 2 slots 305–568 ms and 1.8–2.2 s. More cores: more workers (--workers). 0: one per CPU core.
+    search_concurrency: int = 1
+    # The interpreter's thread switch interval while serving (sys.setswitchinterval; 0: leave Python's 5 ms).
+    # A commit does a few dozen file operations, each giving up the GIL; with searches running, taking it back
+    # waits up to one interval each, so a shorter interval is what keeps a write fast during a search load.
+    switch_interval_ms: float = 0.2
     auth_fail_limit: int = 5
     auth_fail_window_s: float = 60.0
     auth_backoff_s: float = 1.0
@@ -49,6 +59,8 @@ class ServiceConfig:
                 or self.auth_backoff_max_s < self.auth_backoff_s:
             raise CaprError("auth back-off: auth_fail_limit must be >= 0, the window and back-off positive, "
                             "and auth_backoff_max_s >= auth_backoff_s")
+        if self.search_concurrency < 0 or self.switch_interval_ms < 0:
+            raise CaprError("search_concurrency and switch_interval_ms must be >= 0")
         if self.auth_reads and not self.tokens:
             raise CaprError(f"reads require a token (--auth-reads) but no tokens are configured; set {TOKENS_ENV} or --token-file")
 

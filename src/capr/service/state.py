@@ -15,12 +15,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-import numpy as np
-
 from capr.errors import CaprError, IndexError_
 from capr.index import Index, IndexWriter
 from capr.index.directory import CURRENT
-from capr.query import Retriever
 from capr.records import Document
 
 log = logging.getLogger("capr.service")
@@ -32,13 +29,15 @@ class WriteBusy(CaprError):
 
 
 def warm(index: Index) -> Index:
-    """Build the lazy per-snapshot structures before readers see the snapshot, so the first
-    search after a write does not pay for them (and concurrent first searches do not all build them)."""
-    if index.matrix is not None:  # None once every document is deleted
-        index.scorer(Retriever.bm25)
-    index.has_document("")  # the doc-id map used by GET and DELETE /documents
-    for field in index.columns:  # filter columns are merged on first use: merge them now, before readers
-        index.columns[field]
+    """Build the lazy structures before readers see the snapshot, so the first search after a write does not
+    pay for them (and concurrent first searches do not all build them). All of them are per segment and kept
+    by segments shared with the previous snapshot, so after a write only the new segments' are built; the
+    per-generation part (BM25 length norms, deleted rows) is a few vector operations (issue 19)."""
+    if index.segments:
+        bm25 = index.bm25()
+        for si, seg in enumerate(index.segments):
+            seg.preload()  # id maps, columns: kept by the segment, so only new segments load anything
+            bm25.norm(si)
     if index.has_dense:
         index.vectors()
     return index
@@ -86,7 +85,7 @@ class IndexHolder:
         try:
             sig = _pointer_signature(self.root)
             if sig != self._sig:
-                new = Index.load(self.root)
+                new = Index.load(self.root, previous=self._snap)
                 self._install(new, sig)
                 log.info("picked up generation %s committed by another process", new.manifest["generation"])
         except CaprError as e:
@@ -108,12 +107,8 @@ class IndexHolder:
         if field not in cache:
             if field == "aspect":
                 values = index.aspects()
-            else:
-                col = index.columns.get("title")
-                values = []
-                if col is not None and len(index.live):
-                    present = np.unique(np.asarray(col.codes)[index.live])
-                    values = sorted({" ".join(str(col.values[c]).split()) for c in present if col.values[c]}, key=str.lower)
+            else:  # per segment: no merged title column per generation
+                values = sorted({" ".join(str(v).split()) for v in index.live_values("title") if v}, key=str.lower)
             cache[field] = values
         return cache[field]
 
@@ -123,7 +118,7 @@ class IndexHolder:
         delay = 0.05
         while True:
             try:
-                return IndexWriter(self.root, mode="update")
+                return IndexWriter(self.root, mode="update", base=self._snap, background_cleanup=True)
             except IndexError_ as e:
                 # capr's writer lock is non-blocking; another process (a second worker, `capr add`)
                 # holding it is worth waiting for, any other index error is not

@@ -58,7 +58,7 @@ class EmbeddedStore:
     def _writer(self, progress: Any = None, report: Any = None, max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> IndexWriter:
         mode = "create" if self._create_args is not None else "update"
         return IndexWriter(self.root, mode=mode, progress=progress, report=report, max_doc_chars=max_doc_chars,
-                           **(self._create_args or {}))
+                           base=self._index if mode == "update" else None, **(self._create_args or {}))
 
     def add(self, documents: Iterable[Document], progress: Any = None, report: Any = None,
             max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> int:
@@ -91,6 +91,18 @@ class EmbeddedStore:
             writer.abort()
             raise
         return len(ids)
+
+    def compact(self, progress: Any = None) -> dict[str, int]:
+        """Merge all segments into one (see capr.index.compact_index); returns segments before and after."""
+        before = len(self.index.segments)
+        writer = IndexWriter(self.root, mode="update", progress=progress, base=self._index)
+        try:
+            writer.compact()
+            self._replace(writer.commit())
+        except BaseException:
+            writer.abort()
+            raise
+        return {"segments_before": before, "segments_after": len(self.index.segments)}
 
     def _replace(self, index: Index) -> None:
         self._index = index  # the old generation stays readable for whoever still holds it
