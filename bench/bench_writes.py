@@ -91,7 +91,7 @@ def main() -> None:
         for label, n in (("small", a.small), ("large", a.large)):
             base = _write(work / f"{label}.jsonl", _take(rest, n))
             idx = work / f"idx-{label}"
-            build_mb, build_s, _ = _run(["index", str(base), "--out", str(idx)])
+            build_mb, build_s, _ = _run(["index", "--lexical-only", str(base), "--out", str(idx)])
             add_mb, add_s, err = _run(["add", str(idx), str(batch_file)])
             rows.append({"base": label, "base_docs": n, "batch_docs": len(batch), "index_peak_mb": round(build_mb),
                          "index_s": round(build_s, 1), "add_peak_mb": round(add_mb), "add_s": round(add_s, 1),
