@@ -53,7 +53,10 @@ def test_hybrid_default_equals_the_explicit_dev_chosen_setting(default_index):
 
 
 def test_group_by_doc_returns_one_passage_per_document(default_index):
-    plain = json.loads(capr_cli("search", str(default_index), "kidney disease", "-k", "8", "--json").stdout)["results"]
+    from capr.index import Index
+    from capr.search import Searcher
+
+    plain = Searcher(Index.load(default_index)).search("kidney disease", k=8).to_dict()["results"]  # what the CLI prints
     grouped = json.loads(capr_cli("search", str(default_index), "kidney disease", "-k", "8", "--group-by", "doc",
                                   "--json").stdout)["results"]
     docs = [r["doc_id"] for r in grouped]
@@ -96,6 +99,9 @@ def test_query_vectors_are_cached_and_equal_fresh_encoding(default_index):
 
 def test_demo_shows_the_default_pipeline_and_entity_aware_scoring(tmp_path):
     proc = capr_cli("demo", "--cache-dir", str(tmp_path))
+    assert "indexed 36 documents" in proc.stdout and (tmp_path / "demo-index" / "CURRENT").exists()
+    for label in ("IgA nephropathy, symptoms", "cardiomyopathy, family history", "how is atrial fibrillation treated"):
+        assert label in proc.stdout
     assert "BM25 + dense" in proc.stdout and "hybrid, the default" in proc.stdout
     tail = proc.stdout.partition("entity-aware: ⟨pneumonia, complications⟩")[2]
     first = tail.partition("first with entity-aware scoring:")[2].splitlines()[0]
