@@ -28,6 +28,8 @@ from capr.records import Document, Passage
 BUILTIN_FIELDS = ("aspect", "doc_id", "heading", "title")
 _MAX_FILTER_VALUE_LEN = 256
 SEGMENTS = "segments"
+# json.dumps(rec, ensure_ascii=False) without building an encoder per call (the writer encodes two records a passage)
+_encode_json = json.JSONEncoder(ensure_ascii=False).encode
 _SEG_RE = re.compile(r"^seg-(\d{6})$")
 
 
@@ -55,6 +57,7 @@ class SegmentBuilder:
         self.keep_texts = True
         self.dense_text: Callable[[Passage, str], str] | None = None
         self._vocab: dict[str, int] = {}
+        self._word_ids: dict[str, int] = {}  # folded word → its term id, -1 for a stopword (see add)
         self._cols = array.array("i")  # term ids, passage by passage
         self._tfs = array.array("f")  # their term frequencies
         self._nnz = array.array("i")  # distinct terms per passage
@@ -96,7 +99,7 @@ class SegmentBuilder:
         self.doc_ids.append(doc.doc_id)
         self._write(self._docs_fh, self._doc_offsets, doc.to_dict())
         for p in passages:
-            rec = p.to_dict()
+            rec = p.to_dict(keep_lazy=True)  # sentences of a whole-section passage: computed when read
             rec.pop("metadata")
             rec["doc_row"] = drow
             self._write(self._pass_fh, self._pass_offsets, rec)
@@ -105,26 +108,43 @@ class SegmentBuilder:
             text = passage_index_text(p, self.segmenter.include_title)
             if self.keep_texts:
                 self.texts.append(self.dense_text(p, text) if self.dense_text else text)
-            tokens = self.analyzer(text)
-            vocab = self._vocab
             # one (term, tf) pair per distinct term of the passage, not one entry per token: the postings
-            # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory
-            # counted as strings in C, then one id lookup per distinct term; Counter keeps first-seen order, so the
-            # term ids and the (term, tf) order are those of counting ids token by token
-            counts = Counter(tokens)
-            self._cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
-            self._tfs.extend(counts.values())
-            self._nnz.append(len(counts))
-            self._lens.append(len(tokens))
+            # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory.
+            # Each distinct word of the segment is analysed once (its term id, or -1 for a stopword, is kept in
+            # _word_ids); the passage's words are mapped to term ids and counted in C. Counter keeps first-seen order
+            # and a new term's words are all new, so the term ids and the (term, tf) order are those of analysing
+            # the passage and counting term ids token by token.
+            words = self.analyzer.folded_words(text)
+            wids = self._word_ids
+            try:
+                row = Counter(map(wids.__getitem__, words))
+            except KeyError:  # words not seen yet in this segment: analyse them, in first-seen order
+                missing = [w for w in dict.fromkeys(words) if w not in wids]
+                vocab = self._vocab
+                for w, t in zip(missing, self.analyzer.analyze_words(missing)):
+                    wids[w] = -1 if t is None else vocab.setdefault(t, len(vocab))
+                row = Counter(map(wids.__getitem__, words))
+            n_tokens = len(words) - row.pop(-1, 0)
+            self._cols.extend(row)
+            self._tfs.extend(row.values())
+            self._nnz.append(len(row))
+            self._lens.append(n_tokens)
             self._add_fields(p, doc.metadata)
             self.n_passages += 1
 
     @staticmethod
     def _write(fh, offsets: list[int], rec: dict) -> None:
-        fh.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+        fh.write(_encode_json(rec).encode("utf-8") + b"\n")
         offsets.append(fh.tell())
 
     def _add_fields(self, p: Passage, meta: dict[str, Any]) -> None:
+        fields = self._fields
+        if not meta and len(fields) == len(BUILTIN_FIELDS):  # only the built-in fields (always present): fast path
+            fields["aspect"].append(p.aspect)
+            fields["doc_id"].append(p.doc_id)
+            fields["heading"].append(p.heading)
+            fields["title"].append(p.title)
+            return
         row = self.n_passages
         values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title}
         for k, v in meta.items():
