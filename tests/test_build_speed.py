@@ -151,3 +151,25 @@ def test_column_build_codes():
         codes.append(index[k])
     assert col.values == expected_values and col.codes.tolist() == codes and col.codes.dtype.name == "int32"
     assert Column.build([]).codes.shape == (0,)
+
+
+def test_lazy_passage_record_is_json_dumps(docs):
+    """The writer's hand-made record of a passage with lazy sentences is byte for byte json.dumps of its dict."""
+    import json
+
+    from capr.index.segment import _lazy_passage_json
+
+    extra = [Document(doc_id='q"id\\', title='Ti\ttle "x"', text='He said "hi"\\ \x01 \u2028 é 𝄞\n\nHISTORY: more\t',
+                      sections=[Section(heading='He"ad\n', aspect="história", start=0, end=20),
+                                Section(heading="", aspect="", start=20, end=33)])]
+    n = 0
+    for drow, doc in enumerate(docs + extra):
+        for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig(max_tokens=0), lazy_sentences=True):
+            rec = p.to_dict(keep_lazy=True)
+            rec.pop("metadata")
+            rec["doc_row"] = drow
+            assert _lazy_passage_json(p, drow) == json.dumps(rec, ensure_ascii=False)
+            n += 1
+        for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig()):
+            assert _lazy_passage_json(p, drow) is None  # computed sentences: the encoder writes it
+    assert n > 100
