@@ -32,9 +32,11 @@ def check_doc_id(value: object) -> str:
         raise ValueError(f"must be at most {DOC_ID_MAX_LENGTH} characters, got {len(s)}")
     if s != s.strip():
         raise ValueError("must not start or end with whitespace")
-    if any(unicodedata.category(c) in ("Cc", "Cs") for c in s):
+    # (printable text has no Cc or Cs character; an id without "/" is its only path segment: fast paths)
+    if not s.isprintable() and any(unicodedata.category(c) in ("Cc", "Cs") for c in s):
         raise ValueError("must not contain control characters or lone surrogates")
-    if s.startswith("/") or any(part in ("", ".", "..") for part in s.split("/")):
+    if (s in (".", "..") if "/" not in s else
+            s.startswith("/") or any(part in ("", ".", "..") for part in s.split("/"))):
         raise ValueError("must not start with '/' or contain empty, '.' or '..' path segments")
     return s
 
@@ -91,7 +93,7 @@ class Sentence:
     text: str
 
 
-@dataclass(slots=True)
+@dataclass  # no slots: ``sentences`` is a property (see below)
 class Passage:
     pid: str
     doc_id: str
@@ -99,12 +101,17 @@ class Passage:
     aspect: str | None
     start: int
     end: int
-    sentences: list[Span] = field(default_factory=list)  # document offsets
+    # document offsets. Given as None (segment(lazy_sentences=True), a stored null) for a passage that is a whole
+    # section: computed from its text on first access (the property below), identical to the segmenter's
+    sentences: list[Span] | None = field(default_factory=list)
     title: str = ""
     heading: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, keep_lazy: bool = False) -> dict[str, Any]:
+        """The passage as a JSON object; ``keep_lazy``: sentences not computed yet stay null (an index stores
+        them so, and computes them when it reads the passage)."""
+        sents = self._sentences if keep_lazy else self.sentences
         return {
             "pid": self.pid,
             "doc_id": self.doc_id,
@@ -112,7 +119,7 @@ class Passage:
             "aspect": self.aspect,
             "start": self.start,
             "end": self.end,
-            "sentences": [list(s) for s in self.sentences],
+            "sentences": None if sents is None else [list(s) for s in sents],
             "title": self.title,
             "heading": self.heading,
             "metadata": self.metadata,
@@ -120,6 +127,7 @@ class Passage:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Passage":
+        sents = d.get("sentences", [])
         return cls(
             pid=d["pid"],
             doc_id=d["doc_id"],
@@ -127,7 +135,8 @@ class Passage:
             aspect=d.get("aspect"),
             start=int(d.get("start", 0)),
             end=int(d.get("end", len(d["text"]))),
-            sentences=[(int(a), int(b)) for a, b in d.get("sentences", [])],
+            # null: a whole-section passage stored without its sentences, computed on first access
+            sentences=None if sents is None else [(int(a), int(b)) for a, b in sents],
             title=d.get("title", ""),
             heading=d.get("heading", ""),
             metadata=dict(d.get("metadata") or {}),
@@ -136,6 +145,23 @@ class Passage:
     def sentence_texts(self) -> list[str]:
         """Sentences as text, using passage-relative slicing of the document offsets."""
         return [self.text[a - self.start : b - self.start] for a, b in self.sentences]
+
+
+def _passage_sentences(self: Passage) -> list[Span]:
+    s = self._sentences
+    if s is None:
+        from capr.corpus.segment import passage_sentences
+
+        s = self._sentences = passage_sentences(self.text, self.start)
+    return s
+
+
+def _set_passage_sentences(self: Passage, value: list[Span] | None) -> None:
+    self._sentences = value
+
+
+Passage.sentences = property(_passage_sentences, _set_passage_sentences,  # type: ignore[assignment]
+                             doc="Sentence spans (document offsets); computed on first access when given as None.")
 
 
 @dataclass(slots=True)

@@ -178,8 +178,19 @@ def _is_heading_line(text: str, span: Span, heading: str) -> bool:
     return line.lower() == heading.lower()
 
 
-def section_passages(doc: Document, section: Section, index: int, config: SegmenterConfig) -> list[Passage]:
+def section_passages(doc: Document, section: Section, index: int, config: SegmenterConfig,
+                     lazy_sentences: bool = False) -> list[Passage]:
     text = doc.text
+    if lazy_sentences and config.max_tokens <= 0:
+        # one passage per section, the whole section: its sentences are split_sentences of its own text (a function of
+        # that text alone), so they need not be computed now; ``sentences=None`` says "compute them when read"
+        # (Passage.from_dict, passage_sentences). A section holds sentences iff it holds a non-space character.
+        if not text[section.start:section.end].strip():
+            return []
+        return [Passage(pid=section.section_id or f"{doc.doc_id}#s{index}", doc_id=doc.doc_id,
+                        text=text[section.start:section.end], aspect=section.aspect or None, start=section.start,
+                        end=section.end, sentences=None, title=doc.title, heading=section.heading,
+                        metadata=doc.metadata)]
     sents = split_sentences(text, section.start, section.end)
     if not sents:
         return []
@@ -232,8 +243,17 @@ def section_passages(doc: Document, section: Section, index: int, config: Segmen
     return out
 
 
-def segment(doc: Document, config: SegmenterConfig | None = None) -> list[Passage]:
-    """Passages of a document: its given sections, else detected headings, else paragraphs."""
+def passage_sentences(text: str, start: int) -> list[Span]:
+    """The sentences (document offsets) of a passage that is a whole section, from its text and its start: what
+    :func:`section_passages` computes for it, since split_sentences only looks at the characters of its range."""
+    return [(start + a, start + b) for a, b in split_sentences(text)]
+
+
+def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences: bool = False) -> list[Passage]:
+    """Passages of a document: its given sections, else detected headings, else paragraphs.
+
+    ``lazy_sentences``: passages that are a whole section (``max_tokens`` 0) get ``sentences=None`` instead of their
+    sentence spans (an index computes them when it reads the passage back: see :func:`passage_sentences`)."""
     config = config or SegmenterConfig()
     if doc.sections is not None:
         sections = doc.sections
@@ -245,5 +265,5 @@ def segment(doc: Document, config: SegmenterConfig | None = None) -> list[Passag
                 sec.aspect = ""
     passages: list[Passage] = []
     for i, s in enumerate(sections):
-        passages.extend(section_passages(doc, s, i, config))
+        passages.extend(section_passages(doc, s, i, config, lazy_sentences))
     return passages

@@ -98,6 +98,13 @@ class Analyzer:
         stems = self._stemmer.stemWords(low) if self._stemmer is not None else low
         return [t if k else None for t, k in zip(stems, keep)]
 
+    def folded_words(self, text: str) -> list[str]:
+        """The words of ``text`` as ``__call__`` sees them before stopwords and stemming (case-folded if so
+        configured): ``analyze_words`` of them is ``__call__``'s result with None for each dropped word."""
+        if not self.config.lowercase:
+            return _TOKEN_RE.findall(text)
+        return _TOKEN_RE.findall(text.lower()) if text.isascii() else [w.lower() for w in _TOKEN_RE.findall(text)]
+
     def __call__(self, text: str) -> list[str]:
         stop = self._stopwords
         if self.config.lowercase:

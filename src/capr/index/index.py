@@ -228,7 +228,7 @@ class IndexWriter:
         if doc.doc_id in self._new_ids:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
             return 0
-        passages = segment(doc, self.segmenter)
+        passages = segment(doc, self.segmenter, lazy_sentences=True)  # stored sentences: computed when read
         if not passages:
             self.report.empty += 1
             return 0

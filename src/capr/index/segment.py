@@ -11,7 +11,7 @@ import json
 import os
 import re
 import shutil
-from collections import Counter
+from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +28,23 @@ from capr.records import Document, Passage
 BUILTIN_FIELDS = ("aspect", "doc_id", "heading", "title")
 _MAX_FILTER_VALUE_LEN = 256
 SEGMENTS = "segments"
+# json.dumps(rec, ensure_ascii=False) without building an encoder per call (the writer encodes two records a passage)
+_encode_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+_encode_str = json.encoder.encode_basestring  # the JSON string literal of a str, as the encoder writes it
+
+
+def _lazy_passage_json(p: Passage, drow: int) -> str | None:
+    """The passage record of a passage whose sentences are not computed (``to_dict(keep_lazy=True)`` without
+    metadata, plus doc_row) as json.dumps writes it, without the encoder's per-object work; None for any other
+    passage (the encoder writes those)."""
+    if p._sentences is not None or type(p.start) is not int or type(p.end) is not int or type(p.pid) is not str \
+            or type(p.doc_id) is not str or type(p.text) is not str or type(p.title) is not str \
+            or type(p.heading) is not str or not (p.aspect is None or type(p.aspect) is str):
+        return None
+    aspect = "null" if p.aspect is None else _encode_str(p.aspect)
+    return (f'{{"pid": {_encode_str(p.pid)}, "doc_id": {_encode_str(p.doc_id)}, "text": {_encode_str(p.text)}, '
+            f'"aspect": {aspect}, "start": {int.__repr__(p.start)}, "end": {int.__repr__(p.end)}, "sentences": null, '
+            f'"title": {_encode_str(p.title)}, "heading": {_encode_str(p.heading)}, "doc_row": {int.__repr__(drow)}}}')
 _SEG_RE = re.compile(r"^seg-(\d{6})$")
 
 
@@ -55,6 +72,7 @@ class SegmentBuilder:
         self.keep_texts = True
         self.dense_text: Callable[[Passage, str], str] | None = None
         self._vocab: dict[str, int] = {}
+        self._word_ids: dict[str, int] = {}  # folded word → its term id, -1 for a stopword (see add)
         self._cols = array.array("i")  # term ids, passage by passage
         self._tfs = array.array("f")  # their term frequencies
         self._nnz = array.array("i")  # distinct terms per passage
@@ -96,35 +114,58 @@ class SegmentBuilder:
         self.doc_ids.append(doc.doc_id)
         self._write(self._docs_fh, self._doc_offsets, doc.to_dict())
         for p in passages:
-            rec = p.to_dict()
-            rec.pop("metadata")
-            rec["doc_row"] = drow
-            self._write(self._pass_fh, self._pass_offsets, rec)
+            line = _lazy_passage_json(p, drow)
+            if line is None:
+                rec = p.to_dict(keep_lazy=True)  # sentences of a whole-section passage: computed when read
+                rec.pop("metadata")
+                rec["doc_row"] = drow
+                line = _encode_json(rec)
+            self._pass_fh.write(line.encode("utf-8") + b"\n")
+            self._pass_offsets.append(self._pass_fh.tell())
             self._pass_doc.append(drow)
             self.pids.append(p.pid)
             text = passage_index_text(p, self.segmenter.include_title)
             if self.keep_texts:
                 self.texts.append(self.dense_text(p, text) if self.dense_text else text)
-            tokens = self.analyzer(text)
-            vocab = self._vocab
             # one (term, tf) pair per distinct term of the passage, not one entry per token: the postings
-            # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory
-            # counted as strings in C, then one id lookup per distinct term; Counter keeps first-seen order, so the
-            # term ids and the (term, tf) order are those of counting ids token by token
-            counts = Counter(tokens)
-            self._cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
-            self._tfs.extend(counts.values())
-            self._nnz.append(len(counts))
-            self._lens.append(len(tokens))
+            # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory.
+            # Each distinct word of the segment is analysed once (its term id, or -1 for a stopword, is kept in
+            # _word_ids); the passage's words are mapped to term ids and counted in C. Counter keeps first-seen order
+            # and a new term's words are all new, so the term ids and the (term, tf) order are those of analysing
+            # the passage and counting term ids token by token.
+            words = self.analyzer.folded_words(text)
+            wids = self._word_ids
+            row: dict[int, int] = {}
+            try:
+                _count_elements(row, map(wids.__getitem__, words))  # Counter's own C loop
+            except KeyError:  # words not seen yet in this segment: analyse them, in first-seen order
+                missing = [w for w in dict.fromkeys(words) if w not in wids]
+                vocab = self._vocab
+                for w, t in zip(missing, self.analyzer.analyze_words(missing)):
+                    wids[w] = -1 if t is None else vocab.setdefault(t, len(vocab))
+                row = {}
+                _count_elements(row, map(wids.__getitem__, words))
+            n_tokens = len(words) - row.pop(-1, 0)
+            self._cols.extend(row)
+            self._tfs.extend(row.values())
+            self._nnz.append(len(row))
+            self._lens.append(n_tokens)
             self._add_fields(p, doc.metadata)
             self.n_passages += 1
 
     @staticmethod
     def _write(fh, offsets: list[int], rec: dict) -> None:
-        fh.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+        fh.write(_encode_json(rec).encode("utf-8") + b"\n")
         offsets.append(fh.tell())
 
     def _add_fields(self, p: Passage, meta: dict[str, Any]) -> None:
+        fields = self._fields
+        if not meta and len(fields) == len(BUILTIN_FIELDS):  # only the built-in fields (always present): fast path
+            fields["aspect"].append(p.aspect)
+            fields["doc_id"].append(p.doc_id)
+            fields["heading"].append(p.heading)
+            fields["title"].append(p.title)
+            return
         row = self.n_passages
         values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title}
         for k, v in meta.items():

@@ -56,14 +56,21 @@ class Column:
     def build(cls, raw: list[Any]) -> "Column":
         values: list[Any] = []
         index: dict[str, int] = {}
-        codes = np.empty(len(raw), dtype=np.int32)
-        for i, v in enumerate(raw):
-            k = cls._key(v) if v is not None else "\x00missing"
-            if k not in index:
-                index[k] = len(values)
-                values.append(v)
-            codes[i] = index[k]
-        return cls(values, codes)
+        seen: dict[str, int] = {}  # a string value → its code (most values of a column repeat: its key once)
+        codes: list[int] = []
+        for v in raw:
+            is_str = type(v) is str
+            c = seen.get(v) if is_str else None
+            if c is None:
+                k = cls._key(v) if v is not None else "\x00missing"
+                c = index.get(k)
+                if c is None:
+                    c = index[k] = len(values)
+                    values.append(v)
+                if is_str:
+                    seen[v] = c
+            codes.append(c)
+        return cls(values, np.asarray(codes, dtype=np.int32).reshape(len(raw)))
 
     def mask(self, wanted: Any) -> np.ndarray:
         code = self._lookup.get(self._key(wanted))

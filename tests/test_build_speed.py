@@ -1,0 +1,175 @@
+"""Indexing shortcuts must not change what an index holds: sentences computed when a passage is read equal those the
+segmenter computes, and the term counts of the one-analysis-per-word path equal those of analysing every token."""
+
+from __future__ import annotations
+
+import array
+from collections import Counter
+from itertools import islice
+
+import pytest
+
+from capr.corpus import ReadReport, read_documents
+from capr.corpus.segment import SegmenterConfig, passage_sentences, segment
+from capr.index import AnalyzerConfig, Index, IndexWriter
+from capr.index.analyzer import Analyzer
+from capr.index.segment import SegmentBuilder, passage_index_text
+from capr.records import Document, Passage, Section
+from conftest import need_data
+
+CONFIGS = [SegmenterConfig(max_tokens=0), SegmenterConfig(max_tokens=0, include_title=False), SegmenterConfig(),
+           SegmenterConfig(max_tokens=40, overlap=10)]
+
+ODD = [
+    Document(doc_id="odd1", title="Odd", text="  \n\n  Dr. Smith saw pts. e.g. 2 mg q.d.\nNext line. And more!\n\n\n  ",
+             sections=[Section(heading="", aspect="", start=0, end=60)]),
+    Document(doc_id="odd2", title="", text="Über Straße İstanbul naïve café. ΣΊΣΥΦΟΣ Καλημέρα.\r\n\u2028 Ok? Yes.\n"),
+    Document(doc_id="odd3", title="T", text="...\n\n?!\n\nHISTORY: [**Name (NI) 123**] was seen. Then left.\n"),
+    Document(doc_id="odd4", title="", text="   \n \n", sections=[Section(heading="x", aspect="", start=0, end=7)]),
+]
+
+
+def _docs(demo_dir, n_mtsamples: int = 300) -> list[Document]:
+    docs = list(read_documents(demo_dir, report=ReadReport(skip_bad=True)))
+    path = need_data("mtsamples", "mtsamples.csv.gz")
+    docs += list(islice(read_documents(path, report=ReadReport(skip_bad=True)), n_mtsamples))
+    return docs + ODD
+
+
+@pytest.fixture(scope="module")
+def docs(demo_dir) -> list[Document]:
+    return _docs(demo_dir)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"max{c.max_tokens}-ov{c.overlap}-t{int(c.include_title)}")
+def test_lazy_sentences_equal_eager(docs, config):
+    n_lazy = 0
+    for doc in docs:
+        eager = segment(Document.from_dict(doc.to_dict()), config)
+        lazy = segment(Document.from_dict(doc.to_dict()), config, lazy_sentences=True)
+        assert len(lazy) == len(eager)
+        for e, p in zip(eager, lazy):
+            stored = p.to_dict(keep_lazy=True)
+            if stored["sentences"] is None:  # not computed yet
+                n_lazy += 1
+                assert passage_sentences(p.text, p.start) == e.sentences
+                # what an index stores and reads back, computed on first access
+                back = Passage.from_dict(stored)
+                assert back.sentences == e.sentences and back.sentence_texts() == e.sentence_texts()
+                assert back.to_dict() == e.to_dict()
+            assert p == e  # the lazy passage's own sentences, computed on access
+    assert (n_lazy > 0) == (config.max_tokens <= 0)
+
+
+def test_index_reads_back_eager_sentences(tmp_path, docs):
+    config = SegmenterConfig(max_tokens=0)
+    with IndexWriter(tmp_path / "idx", segmenter=config, analyzer=AnalyzerConfig()) as w:
+        for d in docs:
+            w.add(d)
+    idx = Index.load(tmp_path / "idx")
+    try:
+        expected = {p.pid: p for d in docs for p in segment(Document.from_dict(d.to_dict()), config)}
+        assert len(idx) == len(expected)
+        for row in range(len(idx)):
+            p = idx.passage(row)
+            e = expected[p.pid]
+            assert p.sentences == e.sentences and p.sentence_texts() == e.sentence_texts()
+            assert (p.text, p.start, p.end, p.aspect, p.heading, p.title) == (e.text, e.start, e.end, e.aspect, e.heading, e.title)
+    finally:
+        idx.close()
+
+
+def _reference_rows(analyzer: Analyzer, texts: list[str]):
+    """The term rows as SegmentBuilder built them before: analyse every token, Counter of the terms."""
+    vocab: dict[str, int] = {}
+    cols, tfs, nnz, lens = array.array("i"), array.array("f"), array.array("i"), array.array("f")
+    for text in texts:
+        tokens = analyzer(text)
+        counts = Counter(tokens)
+        cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
+        tfs.extend(counts.values())
+        nnz.append(len(counts))
+        lens.append(len(tokens))
+    return vocab, cols, tfs, nnz, lens
+
+
+@pytest.mark.parametrize("aconf", [AnalyzerConfig(), AnalyzerConfig(lowercase=False), AnalyzerConfig(stopwords=False),
+                                   AnalyzerConfig(stem=False, extra_stopwords=["Patient", "HISTORY"])],
+                         ids=["default", "no-lowercase", "no-stopwords", "no-stem-extra-stop"])
+def test_term_rows_equal_token_by_token(tmp_path, docs, aconf):
+    analyzer = Analyzer(aconf)
+    config = SegmenterConfig()
+    b = SegmentBuilder(tmp_path, config, analyzer)
+    try:
+        texts = []
+        for d in docs:
+            passages = segment(Document.from_dict(d.to_dict()), config, lazy_sentences=True)
+            b.add(d, passages)
+            texts += [passage_index_text(p, config.include_title) for p in passages]
+        vocab, cols, tfs, nnz, lens = _reference_rows(Analyzer(aconf), texts)
+        assert b._vocab == vocab and list(b._vocab) == list(vocab)
+        assert b._cols == cols and b._tfs == tfs and b._nnz == nnz and b._lens == lens
+    finally:
+        b.abort()
+
+
+@pytest.mark.parametrize("value", ["a", "a/b", "x y", "é/ü", "a\u200bb", "a\u2028b", "tab\tin", "nul\x00", "\ud800x", "/etc",
+                                   "a//b", "./a", "a/..", ".", "..", "...", "a.b", " a", "a ", "", "x" * 257, 7, True, 1.5])
+def test_check_doc_id_fast_paths_agree(value):
+    """check_doc_id's fast paths give the answer of its full checks."""
+    import unicodedata
+
+    from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
+
+    def reference(v):
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            return False
+        s = str(v)
+        return bool(s) and len(s) <= DOC_ID_MAX_LENGTH and s == s.strip() \
+            and not any(unicodedata.category(c) in ("Cc", "Cs") for c in s) \
+            and not (s.startswith("/") or any(p in ("", ".", "..") for p in s.split("/")))
+
+    try:
+        check_doc_id(value)
+        ok = True
+    except ValueError:
+        ok = False
+    assert ok == reference(value)
+
+
+def test_column_build_codes():
+    from capr.index.store import Column
+
+    raw = ["Asthma", "asthma ", None, 1, True, "1", 1.0, "", "", "Gout", None, "ASTHMA", "true", False, 0]
+    col = Column.build(raw)
+    expected_values, index, codes = [], {}, []
+    for v in raw:  # the definition: one code per key (case and surrounding blanks ignored), first value kept
+        k = Column._key(v) if v is not None else "\x00missing"
+        if k not in index:
+            index[k] = len(expected_values)
+            expected_values.append(v)
+        codes.append(index[k])
+    assert col.values == expected_values and col.codes.tolist() == codes and col.codes.dtype.name == "int32"
+    assert Column.build([]).codes.shape == (0,)
+
+
+def test_lazy_passage_record_is_json_dumps(docs):
+    """The writer's hand-made record of a passage with lazy sentences is byte for byte json.dumps of its dict."""
+    import json
+
+    from capr.index.segment import _lazy_passage_json
+
+    extra = [Document(doc_id='q"id\\', title='Ti\ttle "x"', text='He said "hi"\\ \x01 \u2028 é 𝄞\n\nHISTORY: more\t',
+                      sections=[Section(heading='He"ad\n', aspect="história", start=0, end=20),
+                                Section(heading="", aspect="", start=20, end=33)])]
+    n = 0
+    for drow, doc in enumerate(docs + extra):
+        for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig(max_tokens=0), lazy_sentences=True):
+            rec = p.to_dict(keep_lazy=True)
+            rec.pop("metadata")
+            rec["doc_row"] = drow
+            assert _lazy_passage_json(p, drow) == json.dumps(rec, ensure_ascii=False)
+            n += 1
+        for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig()):
+            assert _lazy_passage_json(p, drow) is None  # computed sentences: the encoder writes it
+    assert n > 100
