@@ -83,25 +83,6 @@ class SegmentBuilder:
         self.n_passages = 0
 
     @property
-    def adopt(self, builder: SegmentBuilder) -> "Segment":
-        """Takes the structures the writer still holds for this segment (term matrix, columns, id lists) instead
-        of reading them back from the files it just wrote: a commit's reader refresh opens a dozen files fewer,
-        each of which gives up the GIL to searches running in the same process."""
-        matrix, columns = builder.built
-        self.__dict__.update(matrix=matrix, doc_ids=builder.doc_ids, pids=builder.pids,
-                             passage_doc_rows=np.frombuffer(builder._pass_doc, dtype=np.int32))
-        self._columns.update(columns)
-        return self
-
-    def preload(self) -> "Segment":
-        """Reads every lazily loaded part now. A merge deletes the segments it replaces once no generation names
-        them; a reader still serving an older generation (the service, during a write) must then find nothing
-        left to read from their files — memory maps and loaded arrays outlive the files, paths do not."""
-        self.matrix, self.doc_ids, self.pids, self.doc_rows, self.pid_rows, self.passage_doc_rows, self.total_len
-        for f in self.fields:
-            self.column(f)
-        return self
-
     def terms(self) -> set[str]:
         return set(self._vocab)
 
