@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bm25 import DEFAULT_DATA, DEFAULT_OUT, _busy_cpu_seconds, _read_jsonl_gz, log, machine_info, prepare_data  # noqa: E402
-from bench_service import Server, build_or_reuse_index, pct  # noqa: E402
+from bench_service import Server, build_or_reuse_index, pct, search_client  # noqa: E402
 
 WRITE_KINDS = ("add", "replace", "delete")
 
@@ -80,21 +80,8 @@ async def load(url: str, token: str, queries: list[str], clients: int, duration:
     deadline = time.perf_counter() + duration
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
-        async def searcher(i: int) -> None:
-            j = i * 7919
-            while time.perf_counter() < deadline:
-                q = queries[j % len(queries)]
-                j += 1
-                t0 = time.perf_counter()
-                try:
-                    r = await client.post("/search", json={"text": q, "k": k, "evidence": evidence})
-                    if r.status_code != 200:
-                        errors.append(f"search {r.status_code}: {r.text[:200]}")
-                    else:
-                        r.json()
-                        lat.append(time.perf_counter() - t0)
-                except httpx.HTTPError as e:
-                    errors.append(f"search {type(e).__name__}: {e}")
+        def searcher(i: int):
+            return search_client(client, i, queries, k, evidence, deadline, lat, errors, label="search ")
 
         async def writer() -> None:
             n = 0

@@ -140,6 +140,28 @@ class Server:
 # ---------------------------------------------------------------------------------------------
 # Load
 # ---------------------------------------------------------------------------------------------
+async def search_client(client: Any, i: int, queries: list[str], k: int, evidence: bool, deadline: float,
+                        lat: list[float], errors: list[str], label: str = "") -> None:
+    """One search client: POST /search with the queries in turn until ``deadline``, appending each latency (as the
+    client sees it) to ``lat`` and each failure to ``errors`` (prefixed with ``label``)."""
+    import httpx
+
+    j = i * 7919  # each client walks the query list from its own offset
+    while time.perf_counter() < deadline:
+        q = queries[j % len(queries)]
+        j += 1
+        t0 = time.perf_counter()
+        try:
+            r = await client.post("/search", json={"text": q, "k": k, "evidence": evidence})
+            if r.status_code != 200:
+                errors.append(f"{label}{r.status_code}: {r.text[:200]}")
+            else:
+                r.json()
+                lat.append(time.perf_counter() - t0)
+        except httpx.HTTPError as e:
+            errors.append(f"{label}{type(e).__name__}: {e}")
+
+
 async def run_load(url: str, token: str, queries: list[str], clients: int, duration: float, k: int,
                    evidence: bool, write_every: float) -> dict[str, Any]:
     import httpx
@@ -154,21 +176,8 @@ async def run_load(url: str, token: str, queries: list[str], clients: int, durat
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2, keepalive_expiry=2.0)
 
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-        async def searcher(i: int) -> None:
-            j = i * 7919  # each client walks the query list from its own offset
-            while time.perf_counter() < deadline:
-                q = queries[j % len(queries)]
-                j += 1
-                t0 = time.perf_counter()
-                try:
-                    r = await client.post("/search", json={"text": q, "k": k, "evidence": evidence})
-                    if r.status_code != 200:
-                        errors.append(f"{r.status_code}: {r.text[:200]}")
-                    else:
-                        r.json()
-                        lat.append(time.perf_counter() - t0)
-                except httpx.HTTPError as e:
-                    errors.append(f"{type(e).__name__}: {e}")
+        def searcher(i: int):
+            return search_client(client, i, queries, k, evidence, deadline, lat, errors)
 
         async def writer() -> None:
             # searches keep running while documents are added and deleted
