@@ -261,10 +261,10 @@ def demo_cmd(
             render_results(searcher.search(q, k=k).to_dict()["results"])
         q = ENTITY_DEMO
         out.rule(f"[bold]entity-aware: ⟨{escape(q.entity or '')}, {escape(q.aspect or '')}⟩")
-        best = searcher.search(q, SearchOptions(k=1)).hits
+        best = searcher.search(q, SearchOptions(k=1))
         plain = searcher.search(q, SearchOptions(k=20, entity_first=False)).hits
-        if best:
-            top = best[0].passage
+        if best.hits:
+            top = best.hits[0].passage
             rank = next((h.rank for h in plain if h.pid == top.pid), None)
             out.print(f"first with entity-aware scoring: [bold cyan]{escape(top.title or top.doc_id)}[/] · "
                       f"[magenta]{escape(top.aspect or '—')}[/] ({escape(top.pid)})")
@@ -272,6 +272,6 @@ def demo_cmd(
                 other = plain[0].passage
                 out.print(f"without it (--no-entity-first), first would be [bold]{escape(other.title or other.doc_id)}[/] · "
                           f"{escape(other.aspect or '—')}, and this answer {'ranks ' + str(rank) if rank else 'is not in the top 20'}")
-            render_results(searcher.search(q, k=1).to_dict()["results"])
+            render_results(best.to_dict()["results"])
 
     _run_guarded(body)
