@@ -68,7 +68,8 @@ def load_medquad_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Anal
                      seed: int = 20261123):
     """medquad-cdv's protocol on dev documents: passages are the answers (passage text only, as medquad-cdv);
     a query per ⟨document, question type⟩ that has one answer; gold = that answer and its verbatim copies."""
-    from capr.eval.benchmarks import POOL_DEPTH, BenchmarkData, _benchmark_index
+    from capr.eval.benchmarks import BenchmarkData, _benchmark_index
+    from capr.labels.splits import text_key
 
     docs = medquad_dev_documents(data_dir)
     index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=False),
@@ -89,8 +90,6 @@ def load_medquad_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Anal
                 continue
             qid = f"medquad-dev-q{len(queries)}"
             queries.append(Query(qid, text=s.heading, entity=d.metadata.get("focus") or d.title, aspect=aspect))
-            from capr.labels.splits import text_key
-
             gold = [p for p in same_text[text_key(d.text[s.start:s.end])] if p in rows_of]
             qrels.extend(Qrel(qid, p, 1) for p in dict.fromkeys(gold))
     rng = random.Random(seed)
