@@ -11,7 +11,7 @@ import capr
 
 SRC = Path(capr.__file__).parent
 LOWER = ("retrieve", "index", "store", "models")
-UPPER = ("capr.train", "capr.cli", "capr.service", "capr.eval", "capr.search")  # capr.search: the pipeline sits above
+UPPER = ("capr.train", "capr.adapt", "capr.cli", "capr.service", "capr.eval", "capr.search")  # capr.search: the pipeline sits above
 
 
 def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:

@@ -6,7 +6,7 @@ import sys
 
 # isort: off
 # the command groups register themselves on import; this order is the order of `capr --help`
-from capr.cli import index_cmds, search_cmds, eval_cmds, train_cmds, cases_cmds, serve_cmd  # noqa: F401
+from capr.cli import index_cmds, search_cmds, eval_cmds, train_cmds, adapt_cmd, cases_cmds, serve_cmd  # noqa: F401
 # isort: on
 from capr.cli.common import app, split_backend  # noqa: F401 - the app, and what tests and scripts import
 from capr.demo import demo_corpus_dir  # noqa: F401

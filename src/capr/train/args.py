@@ -33,6 +33,9 @@ class TrainArgs:
     hard_negatives: int = 1  # BM25 negatives per query (cross: per positive group)
     sentence_selection: bool = True  # SPBERTQA: long passages keep their BM25-best sentences, not their head
     context: str = "off"  # off | title | title+heading: what of its document a passage is read with
+    # share of training passages read without their context: corpora (and indexes) whose documents have no titles
+    # must not meet an input format the model never saw
+    context_dropout: float = 0.0
     question_prob: float = 0.3  # share of queries written as questions (templates or the corpus' own questions)
     title_prob: float = 0.6  # chance of sampling the document's title entity when the passage has others
     synonym_prob: float = 0.3  # chance of writing the aspect with one of its synonyms

@@ -75,6 +75,7 @@ class TrainingSet:
             df.update(set(self.analyzer(lp.text)))
         self.selector = SentenceSelector(self.analyzer, df, len(train))
         self._bm25 = None
+        self._context_rng = random.Random(args.seed + 1)
 
     def __len__(self) -> int:
         return len(self.train)
@@ -113,6 +114,8 @@ class TrainingSet:
             text = self.selector.select(query, text, lp.sentences, budget)
             if text is not lp.text:
                 lp = LabeledPassage(lp.pid, lp.doc_id, text, lp.aspect, lp.entities, lp.title, lp.heading)
+        if self.args.context_dropout and self._context_rng.random() < self.args.context_dropout:
+            return lp.text
         return passage_input(lp, self.args.context)
 
     def bm25(self):

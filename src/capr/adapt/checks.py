@@ -1,0 +1,248 @@
+"""The dev checks `capr adapt`'s gate scores every candidate model on: held-out self-labelled queries (what training
+should improve) and free-text checks (what it must not make worse). Each check is a set of queries, each with a
+list of candidate passages and graded relevance; a model is scored exactly as an index built with it would read
+queries and passages (capr's Encoder: markers, document context from the model card)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from capr.errors import BadInputError
+from capr.labels.generate import LabeledPassage
+from capr.labels.gazetteer import normalize_name
+
+SELF = "self"  # the gate's "must beat the start model" side
+FREE_TEXT = "free-text"  # the "must not be worse than the start model" side
+
+
+@dataclass
+class CheckPassage:
+    """What an encoder reads for a candidate (the attributes of capr's Passage that Encoder.passage_text uses)."""
+
+    text: str
+    title: str = ""
+    heading: str = ""
+
+
+@dataclass
+class DevCheck:
+    name: str
+    side: str  # SELF | FREE_TEXT
+    description: str
+    queries: list[str]
+    pool: list[CheckPassage]
+    candidates: list[list[int]]  # pool indices per query
+    relevance: list[list[float]]  # graded (0 = not relevant) per candidate
+    primary: str = "MAP"
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+
+def ranking_metrics(scores: Sequence[np.ndarray], relevance: Sequence[Sequence[float]]) -> dict[str, np.ndarray]:
+    """Per-query P@1, MRR, MAP and nDCG@10 (×100); ties are broken against the model, as in training dev."""
+    p1, rr, ap, ndcg = [], [], [], []
+    for s, rel in zip(scores, relevance):
+        s = np.asarray(s, dtype=np.float64)
+        g = np.asarray(rel, dtype=np.float64)
+        # stable order with relevant candidates after non-relevant ones of the same score
+        order = np.lexsort((g > 0, -s))
+        gains = g[order]
+        hits = gains > 0
+        p1.append(float(hits[0]) if len(hits) else 0.0)
+        first = np.flatnonzero(hits)
+        rr.append(1.0 / (first[0] + 1) if len(first) else 0.0)
+        ap.append(float(np.mean((np.cumsum(hits)[first]) / (first + 1))) if len(first) else 0.0)
+        disc = 1.0 / np.log2(np.arange(2, 12))
+        dcg = float(np.sum((2 ** gains[:10] - 1) * disc[: len(gains[:10])]))
+        ideal = np.sort(g)[::-1][:10]
+        idcg = float(np.sum((2 ** ideal - 1) * disc[: len(ideal)]))
+        ndcg.append(dcg / idcg if idcg > 0 else 0.0)
+    return {k: 100 * np.asarray(v) for k, v in (("P@1", p1), ("MRR", rr), ("MAP", ap), ("nDCG@10", ndcg))}
+
+
+def score_check(encoder: Any, check: DevCheck) -> dict[str, np.ndarray]:
+    """Per-query metrics of `encoder` (a capr.models.encoder.Encoder) on `check`."""
+    from capr.index.segment import passage_index_text
+
+    qv = encoder.encode_queries(check.queries)
+    # as an index built with this encoder reads them: with the model's document context, else title + text
+    pv = encoder.encode_passages([encoder.passage_text(p, passage_index_text(p, include_title=True))
+                                  for p in check.pool])
+    sims = qv @ pv.T
+    return ranking_metrics([sims[i, c] for i, c in enumerate(check.candidates)], check.relevance)
+
+
+def paired_p(a: np.ndarray, b: np.ndarray, rounds: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired randomisation test (sign flips of the per-query differences)."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    if not len(d) or not np.any(d):
+        return 1.0
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(rounds, len(d)))
+    observed = abs(d.mean())
+    return float((np.abs((signs * d).mean(axis=1)) >= observed - 1e-12).mean())
+
+
+# --------------------------------------------------------------------------- checks from the corpus itself
+def _pool(dev: Sequence[LabeledPassage], n: int, rng: random.Random) -> list[LabeledPassage]:
+    idx = list(range(len(dev)))
+    rng.shuffle(idx)
+    return [dev[k] for k in idx[:n]]
+
+
+def self_labelled_check(dev: Sequence[LabeledPassage], n_queries: int = 256, pool_size: int = 512,
+                        n_candidates: int = 32, titles: bool = True, seed: int = 0) -> DevCheck | None:
+    """⟨entity, aspect⟩ queries over held-out documents; candidates: the pool's BM25 best for the query (often
+    the same entity or aspect) topped up at random. `titles=False` reads every passage without its document title
+    (corpora without titles must not lose what the model learned)."""
+    import bm25s
+
+    from capr.index.analyzer import Analyzer, AnalyzerConfig
+
+    rng = random.Random(seed)
+    pool = _pool(dev, pool_size, rng)
+    if len(pool) < 4:
+        return None
+    analyzer = Analyzer(AnalyzerConfig())
+    sets = [{normalize_name(e) for e in lp.entities} for lp in pool]
+    bm25 = bm25s.BM25()
+    bm25.index([analyzer(lp.text) or ["_"] for lp in pool], show_progress=False)
+    queries, cands, rel = [], [], []
+    for j in range(min(n_queries, len(pool))):
+        lp = pool[j]
+        entity = lp.entities[0]
+        query = f"{entity} {lp.aspect}"
+        hits, _ = bm25.retrieve([analyzer(query) or ["_"]], k=min(len(pool), n_candidates), show_progress=False,
+                                n_threads=1)
+        group = [j] + [int(k) for k in hits[0] if int(k) != j][: n_candidates // 2]
+        taken = set(group)
+        rest = [k for k in range(len(pool)) if k not in taken]
+        group += rng.sample(rest, min(len(rest), n_candidates - len(group)))
+        queries.append(query)
+        cands.append(group)
+        rel.append([float(pool[k].aspect == lp.aspect and normalize_name(entity) in sets[k]) for k in group])
+    passages = [CheckPassage(lp.text, lp.title if titles else "", lp.heading if titles else "") for lp in pool]
+    name = "held-out labels" + ("" if titles else ", no titles")
+    return DevCheck(name, SELF if titles else FREE_TEXT,
+                    f"{len(queries)} ⟨entity, aspect⟩ queries over {len(pool)} held-out passages"
+                    + ("" if titles else " read without their titles"), queries, passages, cands, rel, primary="MRR")
+
+
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
+
+
+def inverse_cloze_check(dev: Sequence[LabeledPassage], n_queries: int = 256, pool_size: int = 512,
+                        seed: int = 1) -> DevCheck | None:
+    """Free text without any label (the inverse cloze task): a sentence of a held-out passage is the query, and
+    the rest of that passage, read without its title, must be found among the pool. It measures general
+    sentence-to-passage matching, which the start model has and tuple training can erode."""
+    rng = random.Random(seed)
+    pool = _pool(dev, pool_size, rng)
+    passages, queries, targets = [], [], []
+    for lp in pool:
+        sents = [s for s in _SENTENCE_RE.split(lp.text) if s.strip()]
+        usable = [k for k, s in enumerate(sents) if 6 <= len(s.split()) <= 40]
+        if len(sents) >= 3 and usable and len(queries) < n_queries:
+            k = rng.choice(usable)
+            queries.append(sents[k])
+            targets.append(len(passages))
+            passages.append(CheckPassage(" ".join(sents[:k] + sents[k + 1:])))
+        else:
+            passages.append(CheckPassage(lp.text))
+    if len(queries) < 8:
+        return None
+    everything = list(range(len(passages)))
+    rel = [[float(k == t) for k in everything] for t in targets]
+    return DevCheck("inverse cloze", FREE_TEXT,
+                    f"{len(queries)} sentences of held-out passages, each finding the rest of its passage among "
+                    f"{len(passages)} (no titles)", queries, passages, [everything] * len(queries), rel, primary="MRR")
+
+
+# --------------------------------------------------------------------------- free-text sets a user supplies
+def judged_answers_check(name: str, groups: Iterable[tuple[str, list[tuple[str, float]]]]) -> DevCheck:
+    """Questions, each with judged answers (text, grade; grade > 0 means relevant): the MEDIQA 2019 Task 3 shape."""
+    queries, pool, cands, rel = [], [], [], []
+    for question, answers in groups:
+        if not answers or not any(g > 0 for _, g in answers):
+            continue
+        queries.append(question)
+        cands.append(list(range(len(pool), len(pool) + len(answers))))
+        pool += [CheckPassage(text) for text, _ in answers]
+        rel.append([float(g) for _, g in answers])
+    return DevCheck(name, FREE_TEXT, f"{len(queries)} free-text questions re-ranking {len(pool)} judged answers",
+                    queries, pool, cands, rel, primary="MAP")
+
+
+def mediqa_check(data_dir: str | Path, name: str = "mediqa2019-train") -> DevCheck:
+    """MEDIQA 2019 Task 3 judged answers (training set 2 by default: a dev set; the validation set stays for
+    reporting). Relevance as in the shared task: reference score 3 or 4."""
+    from capr.corpus.mediqa import read_task3, task3_path
+
+    path = task3_path(data_dir, name)
+    if not path.exists():
+        raise BadInputError(str(path), f"the {name} free-text dev set is not there")
+    grouped: dict[str, tuple[str, list[tuple[str, float]]]] = {}
+    for a in read_task3(path):
+        grouped.setdefault(a.qid, (a.question, []))[1].append((a.text, float(a.relevant)))
+    return judged_answers_check(name, grouped.values())
+
+
+def jsonl_check(path: str | Path) -> DevCheck:
+    """A user's free-text dev set: JSONL lines {"question": str, "answers": [{"text": str, "relevance": number}]}."""
+    path = Path(path)
+    groups = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInputError(str(path), f"cannot read the free-text dev set: {e}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            answers = [(str(a["text"]), float(a.get("relevance", 0))) for a in rec["answers"]]
+            question = str(rec["question"])
+        except (ValueError, KeyError, TypeError) as e:
+            expected = '{"question": ..., "answers": [{"text": ..., "relevance": ...}]}'
+            raise BadInputError(str(path), f"expected {expected} ({type(e).__name__}: {e})", f"line {n}") from None
+        groups.append((question, answers))
+    check = judged_answers_check(path.stem, groups)
+    if not check.queries:
+        raise BadInputError(str(path), "no question with a relevant answer")
+    return check
+
+
+def free_text_check(spec: str, data_dir: str | Path | None) -> DevCheck:
+    """`mediqa2019-train` (from the data folder) or a JSONL file."""
+    if spec in ("mediqa2019-train", "mediqa2019"):
+        if data_dir is None:
+            raise BadInputError(spec, "needs the data folder (--data-dir)")
+        return mediqa_check(data_dir, spec)
+    return jsonl_check(spec)
+
+
+@dataclass
+class CheckScores:
+    """One candidate's per-query metrics on every check."""
+
+    per_query: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def mean(self, check: str, metric: str) -> float:
+        v = self.per_query[check][metric]
+        return float(v.mean()) if len(v) else 0.0
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {c: {m: round(float(v.mean()), 2) for m, v in ms.items()} for c, ms in self.per_query.items()}
+
+
+__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "SELF", "free_text_check", "inverse_cloze_check",
+           "judged_answers_check", "jsonl_check", "mediqa_check", "paired_p", "ranking_metrics", "score_check",
+           "self_labelled_check"]

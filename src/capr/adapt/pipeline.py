@@ -1,0 +1,351 @@
+"""`capr adapt`: self-supervised adaptation of the dense retriever to a user's own unlabeled corpus, in one call.
+
+labels (headings → aspects, NER → entities) → a bi-encoder trained from the start model with document context
+(some passages read without it, so title-less corpora still work) → weight-space merges with the start model
+(WiSE-FT) → a gate that keeps a candidate only if it beats the start model on held-out self-labelled queries and
+is at or above it on every free-text check → the index built with the kept model. The decision and every number
+behind it go into the report, the kept model's card and the index manifest."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from capr.adapt.checks import (
+    FREE_TEXT,
+    SELF,
+    CheckScores,
+    DevCheck,
+    free_text_check,
+    inverse_cloze_check,
+    paired_p,
+    score_check,
+    self_labelled_check,
+)
+from capr.corpus import Format, ReadReport, read_documents
+from capr.corpus.segment import SegmenterConfig
+from capr.errors import CaprError
+from capr.records import Document
+
+REPORT_FILE = "adapt.json"
+START = "start"  # the zero-shot candidate's name
+
+
+class KeepPolicy(str, Enum):
+    auto = "auto"  # the gate decides
+    trained = "trained"  # keep the fully trained model whatever the gate says (experiments, tests)
+    start = "start"  # keep the start model (labels and training only, e.g. to inspect them)
+
+
+@dataclass
+class AdaptConfig:
+    corpora: list[str]
+    out: str  # the index folder; its work folder (labels, models, report) is OUT + ".adapt"
+    format: str = Format.auto.value
+    time_budget_min: float = 30.0  # training and gate; building the index comes on top
+    start_model: str = "minilm"  # the zero-shot model the gate compares with, and the merges mix with
+    init_model: str | None = None  # where training starts (`--add`: the model kept before); None: start_model
+    max_tokens: int = 200  # passage length, in labels and in the index alike
+    context: str = "title"
+    context_dropout: float = 0.25
+    alphas: tuple[float, ...] = (1.0, 0.75, 0.5)  # trained share of the merged candidates, most trained first
+    free_text: tuple[str, ...] = ()  # extra free-text dev sets: "mediqa2019-train" or JSONL files
+    data_dir: str | None = None
+    exclude_medquad_test: str | None = None  # data folder holding medquad_cdv_test: its documents are left out
+    split: str | None = None  # mtsamples-capr "train" / "test"
+    keep: str = KeepPolicy.auto.value
+    min_gain: float = 1.0  # MRR points a candidate must gain on held-out labels
+    max_steps: int = 100_000  # the time budget stops training first
+    min_labels: int = 64
+    seed: int = 13
+    skip_bad: bool = False
+
+    @property
+    def work_dir(self) -> Path:
+        return Path(str(Path(self.out)) + ".adapt")
+
+
+@dataclass
+class Candidate:
+    name: str
+    model: str  # a model name or folder
+    alpha: float  # trained share (0: the start model)
+    scores: CheckScores = field(default_factory=CheckScores)
+
+
+@dataclass
+class AdaptReport:
+    config: dict[str, Any]
+    documents: int = 0
+    labeled_passages: int = 0
+    held_out_passages: int = 0
+    training: dict[str, Any] = field(default_factory=dict)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    candidates: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    paired: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # candidate → check → p-values
+    kept: str = START
+    kept_model: str = "minilm"
+    reason: str = ""
+    second_stage: str = ""
+    index: dict[str, Any] = field(default_factory=dict)
+    minutes: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _documents(config: AdaptConfig, report: ReadReport, log: Callable[[str], None]) -> list[Document]:
+    from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, select_split
+
+    docs: list[Document] = []
+    for source in config.corpora:
+        docs += list(read_documents(source, config.format, report))
+    if config.exclude_medquad_test:
+        exclusion = medquad_test_exclusion(config.exclude_medquad_test)
+        docs = list(exclude_test_documents(docs, exclusion))
+        log(f"left out {exclusion.excluded_docs} medquad-cdv test documents")
+    if config.split:
+        docs = list(select_split(docs, config.split))
+    if not docs:
+        raise CaprError(f"no documents in {', '.join(config.corpora)}")
+    return docs
+
+
+def _labels(docs: Sequence[Document], config: AdaptConfig, path: Path) -> int:
+    from capr.labels import LabelConfig, LabelGenerator, write_labels
+
+    exclusion = None
+    if config.exclude_medquad_test:
+        from capr.labels.splits import medquad_test_exclusion
+
+        exclusion = medquad_test_exclusion(config.exclude_medquad_test)
+    gen = LabelGenerator(LabelConfig(segmenter=SegmenterConfig(max_tokens=config.max_tokens)),
+                         exclude_passage=exclusion.is_test_text if exclusion is not None else None)
+    return write_labels(path, gen(docs))
+
+
+def gate(candidates: list[Candidate], checks: list[DevCheck], min_gain: float) -> tuple[Candidate, str]:
+    """The candidate to keep, and why: the one with the best held-out-label score among those that gain at least
+    `min_gain` MRR over the start model there and are at or above it on every free-text check (MAP/MRR, the
+    check's primary metric); the start model when none does."""
+    start = next(c for c in candidates if c.alpha == 0)
+    self_checks = [c for c in checks if c.side == SELF]
+    free = [c for c in checks if c.side == FREE_TEXT]
+    passing, failures = [], []
+    for cand in candidates:
+        if cand is start:
+            continue
+        gains = {c.name: cand.scores.mean(c.name, c.primary) - start.scores.mean(c.name, c.primary) for c in self_checks}
+        losses = {c.name: cand.scores.mean(c.name, c.primary) - start.scores.mean(c.name, c.primary) for c in free}
+        short = [f"{n} {g:+.2f} {next(c.primary for c in self_checks if c.name == n)}"
+                 for n, g in gains.items() if g < min_gain]
+        worse = [f"{n} {d:+.2f} {next(c.primary for c in free if c.name == n)}" for n, d in losses.items() if d < 0]
+        if short or worse:
+            failures.append(f"{cand.name}: " + "; ".join(
+                ([f"gains too little on {', '.join(short)}"] if short else []) + ([f"worse on {', '.join(worse)}"] if worse else [])))
+        else:
+            passing.append((sum(gains.values()), cand.alpha, cand))
+    if not self_checks:
+        return start, "no held-out labelled queries to show a gain: the start model is kept"
+    if not free:
+        failures.append("no free-text check could be built from the corpus (too few held-out passages)")
+        return start, "the start model is kept: " + " | ".join(failures)
+    if not passing:
+        return start, "no candidate passed the gate, the start model is kept (" + " | ".join(failures) + ")"
+    passing.sort(key=lambda t: (t[0], t[1]), reverse=True)
+    best = passing[0][2]
+    gain = passing[0][0]
+    return best, (f"{best.name} gains {gain:+.2f} on held-out labels and is at or above the start model on every "
+                  f"free-text check" + (f" (rejected: {' | '.join(failures)})" if failures else ""))
+
+
+def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True,
+          index_progress: Any = None) -> AdaptReport:
+    """Runs the whole adaptation and returns its report (also written to OUT.adapt/adapt.json and recorded in the
+    index manifest and the kept model's card)."""
+    from capr.index.index import IndexWriter
+    from capr.labels.generate import read_labels
+    from capr.models.encoder import Encoder, EncoderConfig
+    from capr.train import ModelKind, TrainArgs, train
+    from capr.train.data import TrainingSet
+    from capr.train.loop import atomic_save_dir
+
+    t_start = time.time()
+    keep = KeepPolicy(config.keep)
+    if config.time_budget_min <= 0:
+        raise CaprError("--time-budget must be positive (minutes)")
+    if any(not 0 < a <= 1 for a in config.alphas):
+        raise CaprError("merge weights (--alphas) must be in (0, 1]")
+    work = config.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    report = AdaptReport(config=asdict(config))
+    read_report = ReadReport(skip_bad=config.skip_bad)
+    docs = _documents(config, read_report, log)
+    report.documents = len(docs)
+    labels_path = work / "labels.jsonl"
+    log(f"labelling {len(docs):,} documents")
+    t0 = time.time()
+    report.labeled_passages = _labels(docs, config, labels_path)
+    report.minutes["labels"] = round((time.time() - t0) / 60, 2)
+    log(f"{report.labeled_passages:,} labeled passages ({report.minutes['labels']} min)")
+
+    args = TrainArgs.for_kind(ModelKind.bi, base_model=config.init_model or config.start_model, context=config.context,
+                              context_dropout=config.context_dropout, max_steps=config.max_steps, seed=config.seed)
+    records = list(read_labels(labels_path))
+    # the held-out share: 5 % of a large corpus is plenty; a small one needs a larger share for a gate that means
+    # anything (the trainer's early stopping uses the same documents)
+    args.dev_fraction = min(0.25, max(0.05, 400 / max(1, len(records))))
+    # the gate's held-out documents are the trainer's dev split: never trained on
+    held_out = TrainingSet(records, args).dev if records else []
+    report.held_out_passages = len(held_out)
+    checks: list[DevCheck] = []
+    n_q, pool = 192, 384  # per check: enough queries for a paired test, few enough to score five candidates
+    for build in (lambda: self_labelled_check(held_out, n_q, pool, titles=True),
+                  lambda: self_labelled_check(held_out, n_q, pool, titles=False),
+                  lambda: inverse_cloze_check(held_out, n_q, pool)):
+        check = build() if held_out else None
+        if check is not None and (check.side == SELF or any(p.title for p in check.pool) or check.name == "inverse cloze"):
+            checks.append(check)
+    if not any(p.title for p in held_out[:512]):  # no titles at all: the title-less check repeats the first
+        checks = [c for c in checks if c.name != "held-out labels, no titles"]
+    for spec in config.free_text:
+        checks.append(free_text_check(spec, config.data_dir))
+    report.checks = [{"name": c.name, "side": c.side, "primary": c.primary, "queries": len(c), "what": c.description}
+                     for c in checks]
+
+    candidates = [Candidate(START, config.start_model, 0.0)]
+    trained_dir = work / "trained"
+    if report.labeled_passages < config.min_labels or len(held_out) < 4:
+        report.reason = (f"too few labels to train on ({report.labeled_passages} labeled passages, "
+                         f"{len(held_out)} held out; at least {config.min_labels} needed)")
+        log(report.reason)
+    else:
+        # the gate encodes every check once per candidate: its share of the budget grows with the candidates
+        gate_passages = sum(len(c.pool) + len(c) for c in checks) * (len(config.alphas) + 1)
+        gate_min = min(config.time_budget_min * 0.3, gate_passages / 25 / 60)  # ~25 passages/s with context, CPU
+        budget = config.time_budget_min - (time.time() - t_start) / 60 - gate_min
+        if budget <= 0.5:
+            raise CaprError(f"--time-budget {config.time_budget_min} min leaves no time to train after labelling "
+                            f"and the gate (~{gate_min:.1f} min)")
+        args.time_budget_min = budget
+        log(f"training the bi-encoder for at most {budget:.1f} min")
+        result = train(records, trained_dir, args, progress=progress, log=log)
+        report.training = {"model": str(trained_dir), "steps": result.steps, "minutes": round(result.seconds / 60, 2),
+                           "stopped": result.stopped, "kept_step": result.card.get("best_step"),
+                           "dev_start": result.card.get("dev_start"), "dev_best": result.best,
+                           "args": args.to_dict()}
+        from capr.train.merge import merge_with_start
+
+        for alpha in config.alphas:
+            if alpha == 1.0:
+                candidates.append(Candidate("trained", str(trained_dir), 1.0))
+            else:
+                merged = work / f"merged-{alpha:g}"
+                merge_with_start(trained_dir, merged, alpha, start=config.start_model)
+                candidates.append(Candidate(f"merge α={alpha:g}", str(merged), alpha))
+
+    t0 = time.time()
+    for cand in candidates:
+        log(f"gate: scoring {cand.name}")
+        encoder = Encoder(EncoderConfig(model=cand.model), cache=False)
+        for check in checks:
+            cand.scores.per_query[check.name] = score_check(encoder, check)
+        report.candidates[cand.name] = cand.scores.summary()
+    report.minutes["gate"] = round((time.time() - t0) / 60, 2)
+    start = candidates[0]
+    for cand in candidates[1:]:
+        report.paired[cand.name] = {c.name: {m: round(paired_p(cand.scores.per_query[c.name][m],
+                                                               start.scores.per_query[c.name][m]), 4)
+                                             for m in ("P@1", "MAP", "nDCG@10")} for c in checks}
+    if len(candidates) == 1:
+        kept = start
+    elif keep is KeepPolicy.trained:
+        kept = next(c for c in candidates if c.alpha == 1.0)
+        _, why = gate(candidates, checks, config.min_gain)
+        report.reason = f"kept the trained model as asked (--keep trained); the gate alone would say: {why}"
+    elif keep is KeepPolicy.start:
+        kept = start
+        report.reason = "kept the start model as asked (--keep start)"
+    else:
+        kept, report.reason = gate(candidates, checks, config.min_gain)
+    report.kept = kept.name
+    log(f"gate: {report.reason}")
+
+    model_dir = work / "model"
+    if kept is not start:
+        from capr.models.card import README_FILE, read_card, write_card
+
+        card = {**read_card(Path(kept.model)), "adapted": {"kept": kept.name, "alpha": kept.alpha,
+                                                         "reason": report.reason, "candidates": report.candidates}}
+
+        def write(tmp: Path) -> None:
+            import shutil
+
+            shutil.copytree(kept.model, tmp, dirs_exist_ok=True)
+            readme = Path(kept.model) / README_FILE
+            write_card(tmp, card, (readme.read_text() if readme.exists() else "")
+                       + f"\n\n## capr adapt\n\nKept `{kept.name}`: {report.reason}\n")
+
+        atomic_save_dir(model_dir, write)
+        report.kept_model = str(model_dir.resolve())
+    else:
+        report.kept_model = config.start_model
+    report.second_stage = "none: capr has no second stage that beats the bi-encoder yet, so none is trained"
+
+    t0 = time.time()
+    log(f"building the index with {report.kept_model}")
+    dense = EncoderConfig(model=report.kept_model)
+    writer = IndexWriter(config.out, SegmenterConfig(max_tokens=config.max_tokens), dense=dense,
+                         report=ReadReport(skip_bad=config.skip_bad), progress=index_progress)
+    writer.dense_info["adapted"] = {"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)}
+    with writer as w:
+        for doc in docs:
+            w.add(doc)
+    report.index = {"dir": str(config.out), "documents": len(docs), "passages": writer.n_passages,
+                    "model": report.kept_model}
+    report.minutes["index"] = round((time.time() - t0) / 60, 2)
+    report.minutes["total"] = round((time.time() - t_start) / 60, 2)
+    _write_report(work / REPORT_FILE, report)
+    return report
+
+
+def _write_report(path: Path, report: AdaptReport) -> None:
+    from capr.index.atomic import write_bytes
+
+    write_bytes(path, json.dumps(report.to_dict(), ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def read_report(out: str | Path) -> dict[str, Any]:
+    path = Path(str(Path(out)) + ".adapt") / REPORT_FILE
+    if not path.exists():
+        raise CaprError(f"{out} was not built by `capr adapt` (no {path})")
+    return json.loads(path.read_text())
+
+
+def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float | None = None) -> AdaptConfig:
+    """`capr adapt --add MORE`: the earlier run's settings over its corpora and MORE, training from the model it
+    kept (its labels and the gate are redone over everything; the gate still compares with the start model)."""
+    previous = read_report(out)
+    fields = AdaptConfig.__dataclass_fields__
+    config = AdaptConfig(**{k: v for k, v in previous["config"].items() if k in fields})
+    config.corpora = list(config.corpora) + [str(m) for m in more]
+    config.alphas = tuple(config.alphas)
+    config.free_text = tuple(config.free_text)
+    if previous.get("kept") != START:
+        # a copy of the kept model: the run replaces OUT.adapt/model, which training must not read from meanwhile
+        import shutil
+
+        warm = config.work_dir / "previous-model"
+        shutil.rmtree(warm, ignore_errors=True)
+        shutil.copytree(previous["kept_model"], warm)
+        config.init_model = str(warm)
+    if time_budget_min is not None:
+        config.time_budget_min = time_budget_min
+    return config
+
+
+__all__ = ["AdaptConfig", "AdaptReport", "Candidate", "KeepPolicy", "adapt", "config_for_more", "gate", "read_report"]

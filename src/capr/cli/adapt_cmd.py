@@ -1,0 +1,108 @@
+"""capr adapt: labels → training → gate → index, in one command (capr.adapt)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from capr.cli.common import _progress, _run_guarded, _WriteProgress, app, err, out
+from capr.corpus import Format
+from capr.errors import CaprError
+
+
+@app.command("adapt")
+def adapt_cmd(
+    corpus: List[Path] = typer.Argument(None, help="Corpus file(s) or folder(s) to adapt to (any format `capr index` "
+                                        "reads); with --add: the documents to add."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Index folder to build (replaced atomically); labels, models "
+                                 "and the report go to OUT.adapt/."),
+    add: bool = typer.Option(False, "--add", help="Continue an earlier `capr adapt --out OUT` with more documents: "
+                             "same settings, training from the model it kept, gate and index redone over everything."),
+    fmt: Format = typer.Option(Format.auto, "--format", "-f"),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Minutes for training and the gate "
+                                                "(default 30; building the index comes on top)."),
+    max_tokens: int = typer.Option(200, "--max-tokens", help="Passage length in words, for labels and index alike."),
+    start_model: str = typer.Option("minilm", "--start-model", help="The zero-shot model to start from and to beat."),
+    free_text: List[str] = typer.Option([], "--free-text-dev", help="Extra free-text dev set for the gate (repeatable): "
+                                        "'mediqa2019-train' (from --data-dir) or a JSONL file of "
+                                        "{\"question\", \"answers\": [{\"text\", \"relevance\"}]}."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder for named dev sets."),
+    exclude_medquad_test: Optional[Path] = typer.Option(None, "--exclude-medquad-test",
+                                                        help="Data folder holding medquad_cdv_test: leave its documents out."),
+    split: Optional[str] = typer.Option(None, "--split", help="Only the mtsamples-capr 'train' or 'test' notes."),
+    keep: str = typer.Option("auto", "--keep", help="auto (the gate decides) | trained | start."),
+    context_dropout: float = typer.Option(0.25, "--context-dropout", help="Share of training passages read without "
+                                          "their title (title-less corpora must still work)."),
+    max_steps: int = typer.Option(100_000, "--max-steps", help="Most training steps (the time budget usually stops first)."),
+    seed: int = typer.Option(13, "--seed"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Adapt dense retrieval to your own unlabeled corpus: self-supervised labels, a bi-encoder trained on them, a
+    gate that keeps it only if it beats the zero-shot model on held-out labels and is no worse on free text, and
+    the index built with the kept model (`capr search --index OUT` then needs no further flags)."""
+
+    def run() -> None:
+        from capr.adapt import AdaptConfig, KeepPolicy, adapt, config_for_more
+
+        if not corpus:
+            raise CaprError("give the corpus to adapt to (or, with --add, the documents to add)")
+        try:
+            KeepPolicy(keep)
+        except ValueError:
+            raise CaprError(f"--keep must be auto, trained or start, not {keep!r}") from None
+        if not 0 <= context_dropout < 1:
+            raise CaprError("--context-dropout must be in [0, 1)")
+        for c in corpus:
+            if not c.exists():
+                raise CaprError(f"{c}: no such file or folder")
+        if add:
+            config = config_for_more(out_dir, [str(c) for c in corpus], time_budget)
+        else:
+            config = AdaptConfig(corpora=[str(c) for c in corpus], out=str(out_dir), format=fmt.value,
+                                 time_budget_min=time_budget if time_budget is not None else 30.0,
+                                 start_model=start_model, max_tokens=max_tokens, context_dropout=context_dropout,
+                                 free_text=tuple(free_text), data_dir=str(data_dir) if data_dir else None,
+                                 exclude_medquad_test=str(exclude_medquad_test) if exclude_medquad_test else None,
+                                 split=split, keep=keep, seed=seed, skip_bad=skip_bad,
+                                 max_steps=max_steps)
+        with _progress() as progress:
+            report = adapt(config, log=lambda m: err.print(escape(m)), progress=True,
+                           index_progress=_WriteProgress(progress, "indexing with the kept model"))
+        if as_json:
+            print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
+            return
+        render_report(report)
+
+    _run_guarded(run)
+
+
+def render_report(report) -> None:
+    tr = report.training
+    out.print(f"[bold]capr adapt[/]: {report.documents:,} documents, {report.labeled_passages:,} labeled passages "
+              f"({report.held_out_passages:,} held out for the gate)")
+    if tr:
+        out.print(f"trained {tr['steps']} steps in {tr['minutes']} min ({tr['stopped']}), kept step {tr['kept_step']}; "
+                  f"trainer dev {tr['dev_start']} → {tr['dev_best']}")
+    names = list(report.candidates)
+    if names:
+        table = Table(title="gate: dev checks (P@1 / MAP / nDCG@10; primary metric first)")
+        table.add_column("candidate")
+        for c in report.checks:
+            table.add_column(f"{c['name']} [{c['side']}] ({c['primary']})", justify="right")
+        for name in names:
+            row = [name + (" ← kept" if name == report.kept else "")]
+            for c in report.checks:
+                m = report.candidates[name][c["name"]]
+                row.append(f"{m[c['primary']]:.2f}  ({m['P@1']:.1f}/{m['MAP']:.1f}/{m['nDCG@10']:.1f})")
+            table.add_row(*row)
+        out.print(table)
+    out.print(f"[bold]kept[/]: {report.kept} ({report.kept_model}) — {report.reason}")
+    out.print(f"index: {report.index.get('dir')} ({report.index.get('passages', 0):,} passages); "
+              f"minutes: {report.minutes}")
+    out.print(f"search it: capr search --index {report.index.get('dir')} \"ENTITY ASPECT\"")
