@@ -60,6 +60,7 @@ class AdaptConfig:
     keep: str = KeepPolicy.auto.value
     min_gain: float = 1.0  # MRR points a candidate must gain on held-out labels
     max_steps: int = 100_000  # the time budget stops training first
+    batch_size: int | None = None  # None: the bi-encoder's default
     min_labels: int = 64
     seed: int = 13
     skip_bad: bool = False
@@ -194,7 +195,8 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     log(f"{report.labeled_passages:,} labeled passages ({report.minutes['labels']} min)")
 
     args = TrainArgs.for_kind(ModelKind.bi, base_model=config.init_model or config.start_model, context=config.context,
-                              context_dropout=config.context_dropout, max_steps=config.max_steps, seed=config.seed)
+                              context_dropout=config.context_dropout, max_steps=config.max_steps, seed=config.seed,
+                              batch_size=config.batch_size)
     records = list(read_labels(labels_path))
     # the held-out share: 5 % of a large corpus is plenty; a small one needs a larger share for a gate that means
     # anything (the trainer's early stopping uses the same documents)
@@ -204,14 +206,12 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     report.held_out_passages = len(held_out)
     checks: list[DevCheck] = []
     n_q, pool = 192, 384  # per check: enough queries for a paired test, few enough to score five candidates
-    for build in (lambda: self_labelled_check(held_out, n_q, pool, titles=True),
-                  lambda: self_labelled_check(held_out, n_q, pool, titles=False),
-                  lambda: inverse_cloze_check(held_out, n_q, pool)):
-        check = build() if held_out else None
-        if check is not None and (check.side == SELF or any(p.title for p in check.pool) or check.name == "inverse cloze"):
-            checks.append(check)
-    if not any(p.title for p in held_out[:512]):  # no titles at all: the title-less check repeats the first
-        checks = [c for c in checks if c.name != "held-out labels, no titles"]
+    if held_out:
+        checks.append(self_labelled_check(held_out, n_q, pool, titles=True))
+        if any(lp.title for lp in held_out):  # without titles anywhere, the title-less check would repeat the first
+            checks.append(self_labelled_check(held_out, n_q, pool, titles=False))
+        checks.append(inverse_cloze_check(held_out, n_q, pool))
+    checks = [c for c in checks if c is not None]
     for spec in config.free_text:
         checks.append(free_text_check(spec, config.data_dir))
     report.checks = [{"name": c.name, "side": c.side, "primary": c.primary, "queries": len(c), "what": c.description}

@@ -40,7 +40,8 @@ def eval_cmd(
     run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file (case benchmarks: one JSON "
                                            "line per question: option scores, answer, supporting pids)."),
     cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
-    model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, or a path."),
+    model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, a path, or an index "
+                                            "(`capr adapt --out IDX`): the encoder it was built with."),
     query_model: Optional[str] = typer.Option(None, help="Separate query encoder."),
     encoder_backend: Optional[str] = typer.Option(None, "--encoder-backend", help="Encoder: torch (default) | onnx | onnx-int8 | static."),
     backend: str = typer.Option("embedded", "--backend", help="Index backend that scores the retriever: embedded or milvus "

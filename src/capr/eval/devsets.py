@@ -4,6 +4,10 @@ entity), so no choice made on them has seen a test query.
 
 - ``medquad-dev``: medquad-cdv's protocol on other documents — one passage per answer, ⟨focus, question type⟩
   tuples and the MedQuAD questions as queries, the answer (and verbatim copies of it) as gold.
+- ``consumer-dev``: real consumer health questions (the RQE AMIA 2016 and MEDIQA 2019 RQE test pairs marked
+  "entailed") over whole MedQuAD answers without titles: an FAQ such as "How is lupus treated?" names the
+  ⟨entity, question type⟩ whose MedQuAD answers are gold; the dev sample's answers are the distractors.
+  ``consumer-dev-titled`` gives every answer its document's focus as title.
 - ``medquad-docs-dev``: free-text questions over whole answers — each answer is a document without a title, cut
   into passages as ``capr index`` cuts any document; gold is the answer document. Ranked at the document level
   (``group_by=doc``), next to bm25s over whole documents.
@@ -136,6 +140,104 @@ def load_medquad_docs_dev(data_dir: str | Path, index_dir: str | Path, analyzer:
                          {"documents": list(whole.values()), "document_level": True})
 
 
+# FAQ phrasings (RQE's FAQs are NIH FAQ questions) → the MedQuAD question type they ask; the first match wins
+_FAQ_PATTERNS = (
+    (r"(?:symptoms|signs) of (.+)", "symptoms"),
+    (r"(?:prognosis|outlook)(?: after| for| of)? (?:people with )?(.+)", "outlook"),
+    (r"what causes (.+)", "causes"),
+    (r"how (?:is|are) (.+?) diagnosed", "exams and tests"),
+    (r"how (?:is|are) (.+?) treated", "treatment"),
+    (r"(?:treatments?|cure|therapy|therapies)(?: options)? (?:for|of) (.+)", "treatment"),
+    (r"how (?:to|do you|can i) (?:treat|cure|get rid of) (?:an? )?(.+)", "treatment"),
+    (r"(?:is|can) (.+?) (?:be )?inherited", "inheritance"),
+    (r"how to prevent (.+)", "prevention"),
+    (r"^what (?:is|are) (?:an? |the )?(.+)", "information"),
+)
+RQE_FILES = ("rqe/RQE_Test_302_pairs_AMIA2016.xml", "mediqa2019/Task2_RQE/MEDIQA2019-Task2-RQE-TestSet-wLabels.xml")
+
+
+def faq_targets(faq: str) -> list[tuple[str, str]]:
+    """(entity, MedQuAD question type) pairs an FAQ asks about ("How is lupus treated?" → (lupus, treatment))."""
+    import re
+
+    out = []
+    for part in re.split(r"\s*\|\s*|;\s*|\?\s+(?=[A-Z])", faq):
+        low = re.sub(r"[\[\]\"“”]", "", part).strip().rstrip("?.! ").strip().lower()
+        for pattern, aspect in _FAQ_PATTERNS:
+            m = re.search(pattern, low)
+            if m:
+                out.append((re.sub(r"^(?:an? |the )", "", m.group(1).strip()), aspect))
+                break
+    return out
+
+
+def consumer_questions(data_dir: str | Path) -> list[tuple[str, str]]:
+    """(consumer health question, FAQ) pairs judged entailed, from every RQE test file present."""
+    import xml.etree.ElementTree as ET
+
+    pairs = []
+    for rel in RQE_FILES:
+        path = Path(data_dir) / rel
+        if path.exists():
+            for p in ET.parse(path).getroot().iter("pair"):
+                if p.get("value") == "true":
+                    pairs.append((" ".join((p.findtext("chq") or "").split()), (p.findtext("faq") or "").strip()))
+    if not pairs:
+        raise CaprError(f"no RQE test pairs under {data_dir} ({', '.join(RQE_FILES)})")
+    return pairs
+
+
+def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,
+                      dense: EncoderConfig | None = None, progress: Any = None, titled: bool = False):
+    """Consumer questions over whole MedQuAD answers (documents; ranked and judged at the document level). Gold
+    answers come from any MedQuAD document outside the medquad-cdv test split whose focus is the FAQ's entity and
+    whose question type is the FAQ's; distractors are the dev sample's answers."""
+    from capr.corpus.report import ReadReport
+    from capr.eval.benchmarks import BenchmarkData, _benchmark_index
+    from capr.labels.gazetteer import normalize_name
+    from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, text_key
+
+    exclusion = medquad_test_exclusion(data_dir)
+    src = Path(data_dir) / "medquad" / "MedQuAD.tar.gz"
+    docs = [d for d in exclude_test_documents(read_documents(src, Format.medquad, ReadReport(skip_bad=True)), exclusion)
+            if d.sections]
+    by_target: dict[tuple[str, str], list[tuple[Document, Section]]] = {}
+    for d in docs:
+        focus = normalize_name(d.metadata.get("focus") or d.title)
+        for s in d.sections or []:
+            by_target.setdefault((focus, s.aspect), []).append((d, s))
+    whole: dict[str, Document] = {}
+    first_of: dict[str, str] = {}
+
+    def add(d: Document, s: Section) -> str:
+        key = text_key(d.text[s.start:s.end])
+        if key not in first_of:  # one document per distinct answer text
+            first_of[key] = s.section_id
+            whole[s.section_id] = Document(doc_id=s.section_id, title=(d.metadata.get("focus") or d.title) if titled else "",
+                                           text=d.text[s.start:s.end])
+        return first_of[key]
+
+    queries, qrels = [], []
+    for chq, faq in consumer_questions(data_dir):
+        gold: set[str] = set()
+        for entity, aspect in faq_targets(faq):
+            for name in dict.fromkeys((entity, entity[:-1] if entity.endswith("s") else entity)):
+                found = by_target.get((normalize_name(name), aspect))
+                if found:
+                    gold.update(add(d, s) for d, s in found)
+                    break
+        if gold and chq not in {q.text for q in queries}:
+            qid = f"consumer-dev-q{len(queries)}"
+            queries.append(Query(qid, text=chq))
+            qrels.extend(Qrel(qid, g, 1) for g in sorted(gold))
+    for d, s, _ in _answers(medquad_dev_documents(data_dir)):
+        add(d, s)
+    index = _benchmark_index(index_dir, lambda: list(whole.values()), analyzer, dense, SegmenterConfig(include_title=titled),
+                             progress)
+    return BenchmarkData("consumer-dev-titled" if titled else "consumer-dev", index, queries, qrels,
+                         {"documents": list(whole.values()), "document_level": True})
+
+
 def document_run(hits_by_query: dict[str, list[str]]) -> dict[str, dict[str, float]]:
     """qid → ranked document ids as the {doc: score} run evaluate() reads."""
     return {qid: {d: float(len(docs) - i) for i, d in enumerate(docs)} for qid, docs in hits_by_query.items()}
@@ -155,4 +257,4 @@ def bm25s_whole_documents(documents: list[Document], queries: list[Query], k: in
     return {q.qid: [documents[int(i)].doc_id for i in row] for q, row in zip(queries, np.asarray(ids))}
 
 
-__all__ = ["bm25s_whole_documents", "document_run", "load_medquad_dev", "load_medquad_docs_dev", "medquad_dev_documents"]
+__all__ = ["bm25s_whole_documents", "consumer_questions", "document_run", "faq_targets", "load_consumer_dev", "load_medquad_dev", "load_medquad_docs_dev", "medquad_dev_documents"]

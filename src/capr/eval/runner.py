@@ -113,6 +113,14 @@ class EvalConfig:
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:
             return None
+        from capr.index.directory import current_generation, is_index_dir
+
+        if self.model and is_index_dir(Path(self.model)):
+            # an index (e.g. from `capr adapt`): evaluate with the encoder it was built with
+            manifest = json.loads((current_generation(Path(self.model)) / "manifest.json").read_text())
+            if not manifest.get("dense"):
+                raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
+            return EncoderConfig.from_dict(manifest["dense"]["encoder"])
         return EncoderConfig(model=self.model, query_model=self.query_model, backend=parse_backend(self.encoder_backend),
                              max_length=256)
 

@@ -1,0 +1,142 @@
+"""capr adapt (issue 17): the gate's rule, its metrics, and one real end-to-end run on a tiny corpus."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from capr.adapt import AdaptConfig, adapt, config_for_more, gate, ranking_metrics, read_report
+from capr.adapt.checks import FREE_TEXT, SELF, CheckScores, DevCheck, jsonl_check, paired_p
+from capr.adapt.pipeline import Candidate
+from capr.errors import BadInputError
+from conftest import capr_cli
+
+
+def test_ranking_metrics_on_a_known_ranking():
+    # candidates scored 0.9, 0.5, 0.1; relevant: the second (grade 1) and third (grade 2)
+    m = ranking_metrics([np.array([0.9, 0.5, 0.1])], [[0, 1, 2]])
+    assert m["P@1"][0] == 0
+    assert m["MRR"][0] == pytest.approx(50.0)
+    assert m["MAP"][0] == pytest.approx(100 * (1 / 2 + 2 / 3) / 2)
+    ideal = (2 ** 2 - 1) / np.log2(2) + (2 ** 1 - 1) / np.log2(3)
+    got = (2 ** 1 - 1) / np.log2(3) + (2 ** 2 - 1) / np.log2(4)
+    assert m["nDCG@10"][0] == pytest.approx(100 * got / ideal)
+    # a tie between a relevant and a non-relevant candidate counts against the model
+    assert ranking_metrics([np.array([0.5, 0.5])], [[1, 0]])["P@1"][0] == 0
+
+
+def _cand(name, alpha, self_mrr, free_map):
+    c = Candidate(name, name, alpha)
+    c.scores = CheckScores({"labels": {"MRR": np.array([self_mrr]), "P@1": np.array([0.0]), "MAP": np.array([0.0]),
+                                       "nDCG@10": np.array([0.0])},
+                            "free": {"MAP": np.array([free_map]), "MRR": np.array([0.0]), "P@1": np.array([0.0]),
+                                     "nDCG@10": np.array([0.0])}})
+    return c
+
+
+CHECKS = [DevCheck("labels", SELF, "", ["q"], [], [[0]], [[1]], primary="MRR"),
+          DevCheck("free", FREE_TEXT, "", ["q"], [], [[0]], [[1]], primary="MAP")]
+
+
+def test_gate_keeps_the_best_candidate_that_is_no_worse_on_free_text():
+    start = _cand("start", 0.0, 60, 80)
+    trained = _cand("trained", 1.0, 90, 79.9)  # best on labels, but worse on free text
+    merged = _cand("merge", 0.5, 80, 80.0)  # gains, and at the start model's level on free text
+    kept, why = gate([start, trained, merged], CHECKS, min_gain=1.0)
+    assert kept is merged and "trained: worse on free" in why
+    kept, why = gate([start, trained], CHECKS, min_gain=1.0)
+    assert kept is start and "no candidate passed" in why
+    small = _cand("small", 0.5, 60.5, 90)  # no worse anywhere, but gains less than min_gain
+    kept, why = gate([start, small], CHECKS, min_gain=1.0)
+    assert kept is start and "gains too little" in why
+
+
+def test_paired_test_separates_a_consistent_gain_from_noise():
+    rng = np.random.default_rng(0)
+    a = rng.normal(50, 10, 100)
+    assert paired_p(a + 5, a) < 0.001
+    assert paired_p(a + rng.normal(0, 10, 100), a) > 0.01
+    assert paired_p(a, a) == 1.0
+
+
+def test_bad_free_text_dev_set_names_file_and_line(tmp_path):
+    bad = tmp_path / "dev.jsonl"
+    bad.write_text('{"question": "q", "answers": [{"text": "a", "relevance": 1}]}\n{"question": "no answers"}\n')
+    with pytest.raises(BadInputError) as e:
+        jsonl_check(bad)
+    assert "dev.jsonl" in str(e.value) and "line 2" in str(e.value)
+    proc = capr_cli("adapt", str(tmp_path), "--out", str(tmp_path / "idx"), "--free-text-dev", str(bad), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+
+
+def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
+    from capr.index import load_index
+    from capr.models.encoder import Encoder, EncoderConfig
+    from capr.search import Searcher, SearchOptions
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in sorted(demo_dir.glob("*.txt"))[:18]:
+        shutil.copy(f, corpus / f.name)
+    free = tmp_path / "free.jsonl"
+    free.write_text("\n".join(json.dumps(r) for r in (
+        {"question": "what happens in a gout attack?", "answers": [
+            {"text": "A gout attack is sudden pain and swelling of a joint, often the big toe.", "relevance": 1},
+            {"text": "Migraine is a recurring headache disorder.", "relevance": 0}]},
+        {"question": "how is asthma treated?", "answers": [
+            {"text": "Asthma is treated with inhaled corticosteroids and rescue inhalers.", "relevance": 1},
+            {"text": "Celiac disease is managed with a gluten-free diet.", "relevance": 0}]})) + "\n")
+    out = tmp_path / "idx"
+    report = adapt(AdaptConfig(corpora=[str(corpus)], out=str(out), time_budget_min=3, max_steps=2, batch_size=8,
+                               free_text=(str(free),), min_labels=16), log=lambda m: None, progress=False)
+
+    # the report: what was trained, every candidate's dev numbers, and a decision the gate's rule explains
+    assert report.training["steps"] == 2
+    assert set(report.candidates) == {"start", "trained", "merge α=0.75", "merge α=0.5"}
+    names = [c["name"] for c in report.checks]
+    assert "held-out labels" in names and "free" in names
+    assert {c["side"] for c in report.checks} == {SELF, FREE_TEXT}
+    by_name = {c["name"]: c for c in report.checks}
+    start = report.candidates["start"]
+    if report.kept != "start":
+        kept = report.candidates[report.kept]
+        for name, c in by_name.items():
+            delta = kept[name][c["primary"]] - start[name][c["primary"]]
+            assert delta >= (1.0 if c["side"] == SELF else 0.0) - 0.01, (name, delta)
+    else:
+        assert "start model is kept" in report.reason
+    on_disk = read_report(out)
+    assert on_disk["kept"] == report.kept and on_disk["reason"] == report.reason
+
+    # the index is built with the kept model, records the adaptation, and searches with it without flags
+    index = load_index(out)
+    dense = index.manifest["dense"]
+    assert dense["adapted"]["kept"] == report.kept
+    assert dense["encoder"]["model"] == report.kept_model
+    if report.kept != "start":
+        assert report.kept_model == str((tmp_path / "idx.adapt" / "model").resolve())
+        card = json.loads((tmp_path / "idx.adapt" / "model" / "capr.json").read_text())
+        assert card["adapted"]["kept"] == report.kept
+    searcher = Searcher(index)
+    assert searcher.default_retriever().value == "hybrid"
+    res = searcher.search("gout symptoms", SearchOptions(k=3))
+    assert res.hits and "gout" in (res.hits[0].passage.title + res.hits[0].passage.text).lower()
+    assert index.encoder().config.model == report.kept_model
+    # the stored vectors are the kept model's reading of the passage
+    from capr.index.segment import passage_index_text
+
+    enc = Encoder(EncoderConfig(model=report.kept_model), cache=False)
+    p = index.passage(0)
+    expect = enc.encode_passages([enc.passage_text(p, passage_index_text(p, True))])[0]
+    assert float(index.row_vectors(np.array([0]))[0] @ expect) > 0.999
+
+    # --add: the same settings over both corpora, training from the model kept before
+    more = tmp_path / "more"
+    more.mkdir()
+    shutil.copy(sorted(demo_dir.glob("*.txt"))[20], more)
+    cfg = config_for_more(out, [str(more)], time_budget_min=1)
+    assert cfg.corpora == [str(corpus), str(more)] and cfg.time_budget_min == 1 and cfg.max_steps == 2
+    assert (cfg.init_model is None) == (report.kept == "start")
