@@ -46,28 +46,43 @@ def per_query(ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]]) ->
     return {k: np.asarray(v) for k, v in rows.items()}
 
 
-def load(name: str, data_dir: Path, model: str):
+def encoder_of(model: str) -> EncoderConfig:
+    """`minilm`, a model folder, or an index (its encoder), as `capr eval --model` reads it."""
+    from capr.eval.runner import EvalConfig
+
+    return EvalConfig(benchmark="mediqa2019", retriever=Retriever.dense, model=model).encoder()
+
+
+def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[str, dict[str, list[str]]]]:
+    """consumer-dev(-titled): the set's qrels and, per system, each question's documents as `capr search` ranks
+    them (grouped by document)."""
     from capr.eval.devsets import load_consumer_dev
-    from capr.eval.runner import EvalConfig, load_benchmark
-    from capr.eval.runner import encoder_slug as slug
+    from capr.eval.runner import encoder_slug
 
-    enc = EncoderConfig(model=model)
-    if name.startswith("consumer-dev"):
-        return load_consumer_dev(data_dir, cache_root() / "bench" / name / slug(enc), dense=enc,
-                                 titled=name.endswith("titled"))
-    from capr.eval.benchmarks import QueryField
-
-    return load_benchmark(EvalConfig(benchmark=name, data_dir=data_dir, retriever=Retriever.dense, model=model,
-                                     query_field=QueryField.question))
-
-
-def rank(data, options: SearchOptions, document_level: bool) -> dict[str, list[str]]:
+    enc = encoder_of(model)
+    data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,
+                             titled=name.endswith("titled"))
+    base = SearchOptions(k=100, highlights=False, group_by=GroupBy.doc)
     searcher = Searcher(data.index)
     out = {}
-    for q in data.queries:
-        hits = searcher.search(q, options).hits
-        out[q.qid] = [h.passage.doc_id if document_level else h.passage.pid for h in hits]
-    return out
+    for system, opts in (("dense", replace(base, retriever=Retriever.dense)), ("default pipeline", base)):
+        out[system] = {q.qid: [h.passage.doc_id for h in searcher.search(q, opts).hits] for q in data.queries}
+    return qrels_as_dict(data.qrels), out
+
+
+def mediqa_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[str, dict[str, list[str]]]]:
+    """MEDIQA judged answers re-ranked as `capr eval` does: dense alone (the protocol) and `--pipeline default`."""
+    from capr.eval.benchmarks import QueryField
+    from capr.eval.runner import EvalConfig, load_benchmark, run_eval
+
+    out, qrels = {}, None
+    for system, extra in (("dense", {"retriever": Retriever.dense}), ("default pipeline", {"pipeline": "default"})):
+        config = EvalConfig(benchmark=name, data_dir=data_dir, model=model, query_field=QueryField.question, **extra)
+        data = load_benchmark(config)
+        qrels = qrels_as_dict(data.qrels)
+        _, run = run_eval(config, data)
+        out[system] = {qid: [sp.pid for sp in sorted(hits, key=lambda sp: -sp.score)] for qid, hits in run}
+    return qrels, out
 
 
 def main() -> None:
@@ -82,13 +97,10 @@ def main() -> None:
         baseline = None
         for label, model in models:
             t = time.time()
-            data = load(name, args.data_dir, model)
-            doc_level = bool(data.extra.get("document_level"))
-            qrels = qrels_as_dict(data.qrels)
-            base = SearchOptions(k=100 if doc_level else 50, highlights=False,
-                                 group_by=GroupBy.doc if doc_level else GroupBy.passage)
-            for system, opts in (("dense", replace(base, retriever=Retriever.dense)), ("default pipeline", base)):
-                scores = per_query(rank(data, opts, doc_level), qrels)
+            rankings = (consumer_rankings if name.startswith("consumer-dev") else mediqa_rankings)(name, args.data_dir, model)
+            qrels, systems = rankings
+            for system, ranked in systems.items():
+                scores = per_query(ranked, qrels)
                 row = {"set": name, "model": label, "system": system, "queries": len(qrels),
                        **{m: round(float(v.mean()), 2) for m, v in scores.items()}}
                 if baseline is None:

@@ -140,3 +140,32 @@ def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
     cfg = config_for_more(out, [str(more)], time_budget_min=1)
     assert cfg.corpora == [str(corpus), str(more)] and cfg.time_budget_min == 1 and cfg.max_steps == 2
     assert (cfg.init_model is None) == (report.kept == "start")
+
+
+def test_inverse_cloze_queries_are_cut_from_their_passage_and_only_match_it():
+    import random
+
+    from capr.labels.generate import LabeledPassage
+    from capr.train import TrainArgs
+    from capr.train.data import TrainingSet
+
+    labels = []
+    for k in range(12):
+        sents = [f"Sentence one about condition {k} and its many effects on patients.",
+                 f"Condition {k} is treated with a common drug in most of the adult cases.",
+                 f"Follow-up visits for condition {k} happen every three months or so in clinics."]
+        text = " ".join(sents)
+        offsets, pos = [], 0
+        for s in sents:
+            offsets.append((pos, pos + len(s)))
+            pos += len(s) + 1
+        labels.append(LabeledPassage(f"p{k}", f"d{k}", text, "treatment", [f"condition {k}"], f"Condition {k}", "",
+                                     sentences=offsets))
+    args = TrainArgs(batch_size=12, ict_prob=1.0, hard_negatives=1, dev_fraction=0.0)
+    data = TrainingSet(labels, args)
+    batch = next(iter(data.batches(random.Random(0), with_selection_query=False)))
+    assert all(q.removed for q in batch.queries)
+    cut = sum(q.text not in batch.passages[i] for i, q in enumerate(batch.queries))
+    assert cut >= len(batch.queries) // 2  # 90 % cut, 10 % left in place
+    assert (batch.positives == np.eye(len(batch.queries), len(batch.passages), dtype=bool)).all()
+    assert all(cols == [] for cols in batch.hard_columns)  # in-batch negatives only

@@ -52,7 +52,8 @@ class AdaptConfig:
     max_tokens: int = 200  # passage length, in labels and in the index alike
     context: str = "title"
     context_dropout: float = 0.25
-    alphas: tuple[float, ...] = (1.0, 0.75, 0.5)  # trained share of the merged candidates, most trained first
+    ict_prob: float = 0.3  # inverse-cloze share of training queries (free-text matching kept while training)
+    alphas: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25)  # trained share of the merged candidates, most trained first
     free_text: tuple[str, ...] = ()  # extra free-text dev sets: "mediqa2019-train" or JSONL files
     data_dir: str | None = None
     exclude_medquad_test: str | None = None  # data folder holding medquad_cdv_test: its documents are left out
@@ -195,7 +196,8 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     log(f"{report.labeled_passages:,} labeled passages ({report.minutes['labels']} min)")
 
     args = TrainArgs.for_kind(ModelKind.bi, base_model=config.init_model or config.start_model, context=config.context,
-                              context_dropout=config.context_dropout, max_steps=config.max_steps, seed=config.seed,
+                              context_dropout=config.context_dropout, ict_prob=config.ict_prob, max_steps=config.max_steps,
+                              seed=config.seed,
                               batch_size=config.batch_size)
     records = list(read_labels(labels_path))
     # the held-out share: 5 % of a large corpus is plenty; a small one needs a larger share for a gate that means
@@ -296,6 +298,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         report.kept_model = config.start_model
     report.second_stage = "none: capr has no second stage that beats the bi-encoder yet, so none is trained"
 
+    _write_report(work / REPORT_FILE, report)  # the gate's numbers survive an interrupted index build
     t0 = time.time()
     log(f"building the index with {report.kept_model}")
     dense = EncoderConfig(model=report.kept_model)

@@ -38,6 +38,8 @@ def adapt_cmd(
     keep: str = typer.Option("auto", "--keep", help="auto (the gate decides) | trained | start."),
     context_dropout: float = typer.Option(0.25, "--context-dropout", help="Share of training passages read without "
                                           "their title (title-less corpora must still work)."),
+    ict_prob: float = typer.Option(0.3, "--ict-prob", help="Share of training queries that are a sentence of their "
+                                   "passage (inverse cloze): keeps free-text matching while training on labels."),
     max_steps: int = typer.Option(100_000, "--max-steps", help="Most training steps (the time budget usually stops first)."),
     seed: int = typer.Option(13, "--seed"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
@@ -56,8 +58,8 @@ def adapt_cmd(
             KeepPolicy(keep)
         except ValueError:
             raise CaprError(f"--keep must be auto, trained or start, not {keep!r}") from None
-        if not 0 <= context_dropout < 1:
-            raise CaprError("--context-dropout must be in [0, 1)")
+        if not 0 <= context_dropout < 1 or not 0 <= ict_prob < 1:
+            raise CaprError("--context-dropout and --ict-prob must be in [0, 1)")
         for c in corpus:
             if not c.exists():
                 raise CaprError(f"{c}: no such file or folder")
@@ -66,7 +68,7 @@ def adapt_cmd(
         else:
             config = AdaptConfig(corpora=[str(c) for c in corpus], out=str(out_dir), format=fmt.value,
                                  time_budget_min=time_budget if time_budget is not None else 30.0,
-                                 start_model=start_model, max_tokens=max_tokens, context_dropout=context_dropout,
+                                 start_model=start_model, max_tokens=max_tokens, context_dropout=context_dropout, ict_prob=ict_prob,
                                  free_text=tuple(free_text), data_dir=str(data_dir) if data_dir else None,
                                  exclude_medquad_test=str(exclude_medquad_test) if exclude_medquad_test else None,
                                  split=split, keep=keep, seed=seed, skip_bad=skip_bad,

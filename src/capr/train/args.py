@@ -36,6 +36,9 @@ class TrainArgs:
     # share of training passages read without their context: corpora (and indexes) whose documents have no titles
     # must not meet an input format the model never saw
     context_dropout: float = 0.0
+    # share of training queries that are a sentence of their passage, which is read without it (the inverse cloze
+    # task, Lee et al. 2019): free-text matching the ⟨entity, aspect⟩ queries alone would let the model forget
+    ict_prob: float = 0.0
     question_prob: float = 0.3  # share of queries written as questions (templates or the corpus' own questions)
     title_prob: float = 0.6  # chance of sampling the document's title entity when the passage has others
     synonym_prob: float = 0.3  # chance of writing the aspect with one of its synonyms

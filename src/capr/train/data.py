@@ -34,6 +34,7 @@ class TrainQuery:
     entity: str
     aspect: str
     passage: int  # index of the passage the query was sampled from
+    removed: str | None = None  # inverse cloze: the passage's sentence that is the query, cut from the passage
 
 
 @dataclass
@@ -84,8 +85,22 @@ class TrainingSet:
         return self.train[j].aspect == aspect and normalize_name(entity) in self.entity_sets[j]
 
     # -- queries
+    def inverse_cloze_query(self, j: int, rng: random.Random) -> TrainQuery | None:
+        """A sentence of passage j as the query (None when the passage has too few usable sentences)."""
+        lp = self.train[j]
+        spans = [(s, e) for s, e in lp.sentences if 6 <= len(lp.text[s:e].split()) <= 40]
+        if len(lp.sentences) < 3 or not spans:
+            return None
+        s, e = rng.choice(spans)
+        sentence = lp.text[s:e].strip()
+        return TrainQuery(text=sentence, entity="", aspect="", passage=j, removed=sentence)
+
     def sample_query(self, j: int, rng: random.Random, lp: LabeledPassage | None = None) -> TrainQuery:
         a = self.args
+        if lp is None and a.ict_prob and rng.random() < a.ict_prob:
+            q = self.inverse_cloze_query(j, rng)
+            if q is not None:
+                return q
         lp = lp or self.train[j]
         ents = lp.entities
         entity = ents[0] if len(ents) == 1 or rng.random() < a.title_prob else rng.choice(ents[1:])
@@ -128,6 +143,8 @@ class TrainingSet:
         return self._bm25
 
     def hard_negatives(self, q: TrainQuery, n: int, exclude: set[int], rng: random.Random, depth: int = 30) -> list[int]:
+        if q.removed is not None:  # inverse cloze: the other passages of the batch are the negatives
+            return []
         toks = self.analyzer(f"{q.entity} {q.aspect}")
         if not toks or n <= 0:
             return []
@@ -158,11 +175,15 @@ class TrainingSet:
             texts = []
             for k, j in enumerate(ids):
                 sel_query = queries[k].text if (with_selection_query and k < len(queries)) else None
-                texts.append(self.passage_text(j, sel_query))
+                text = self.passage_text(j, sel_query)
+                if k < len(queries) and queries[k].removed:
+                    # as in ICT, the sentence stays in its passage one time in ten (lexical overlap still counts)
+                    text = text.replace(queries[k].removed, "", 1) if rng.random() < 0.9 else text
+                texts.append(text)
             pos = np.zeros((len(queries), len(ids)), dtype=bool)
             for i, q in enumerate(queries):
                 for k, j in enumerate(ids):
-                    pos[i, k] = k == i or self.answers(j, q.entity, q.aspect)
+                    pos[i, k] = k == i or (q.removed is None and self.answers(j, q.entity, q.aspect))
             yield Batch(queries, texts, pos, ids, hard_cols)
 
     # -- dev

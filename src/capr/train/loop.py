@@ -262,6 +262,9 @@ class TrainingLoop:
             result.losses.append(value)
             running = value if running is None else 0.9 * running + 0.1 * value
             if bar is not None:
+                if schedule is not None and schedule.budget_s is not None and bar.total != schedule.horizon:
+                    bar.total = schedule.horizon  # the steps the time budget allows, not --max-steps
+                    bar.refresh()
                 bar.update(1)
                 bar.set_postfix(loss=f"{running:.4f}", **({"dev": f"{stopper.best['R@1']:.1f}"} if has_dev else {}))
             out_of_time = a.time_budget_min is not None and time.time() - t0 > a.time_budget_min * 60
