@@ -60,6 +60,9 @@ class AdaptConfig:
     split: str | None = None  # mtsamples-capr "train" / "test"
     keep: str = KeepPolicy.auto.value
     min_gain: float = 1.0  # MRR points a candidate must gain on held-out labels
+    # free-text checks: a candidate may trail the start model by at most this many points (non-inferiority margin;
+    # a ~200-query check moves by about a point between equally good models, the regressions to stop are 5-15)
+    free_text_margin: float = 1.0
     max_steps: int = 100_000  # the time budget stops training first
     batch_size: int | None = None  # None: the bi-encoder's default
     min_labels: int = 64
@@ -112,6 +115,15 @@ def _documents(config: AdaptConfig, report: ReadReport, log: Callable[[str], Non
         log(f"left out {exclusion.excluded_docs} medquad-cdv test documents")
     if config.split:
         docs = list(select_split(docs, config.split))
+    unique: dict[str, Document] = {}
+    for d in docs:  # a corpus that repeats an id (MedQuAD does) is indexed once per id, as labels see it once
+        if d.doc_id in unique:
+            report.duplicates += 1
+        else:
+            unique[d.doc_id] = d
+    if report.duplicates:
+        log(f"{report.duplicates} document(s) repeating an earlier id left out")
+    docs = list(unique.values())
     if not docs:
         raise CaprError(f"no documents in {', '.join(config.corpora)}")
     return docs
@@ -130,10 +142,11 @@ def _labels(docs: Sequence[Document], config: AdaptConfig, path: Path) -> int:
     return write_labels(path, gen(docs))
 
 
-def gate(candidates: list[Candidate], checks: list[DevCheck], min_gain: float) -> tuple[Candidate, str]:
+def gate(candidates: list[Candidate], checks: list[DevCheck], min_gain: float,
+         margin: float = 0.0) -> tuple[Candidate, str]:
     """The candidate to keep, and why: the one with the best held-out-label score among those that gain at least
-    `min_gain` MRR over the start model there and are at or above it on every free-text check (MAP/MRR, the
-    check's primary metric); the start model when none does."""
+    `min_gain` MRR over the start model there and trail it by at most `margin` points on every free-text check
+    (MAP/MRR, the check's primary metric); the start model when none does."""
     start = next(c for c in candidates if c.alpha == 0)
     self_checks = [c for c in checks if c.side == SELF]
     free = [c for c in checks if c.side == FREE_TEXT]
@@ -145,7 +158,8 @@ def gate(candidates: list[Candidate], checks: list[DevCheck], min_gain: float) -
         losses = {c.name: cand.scores.mean(c.name, c.primary) - start.scores.mean(c.name, c.primary) for c in free}
         short = [f"{n} {g:+.2f} {next(c.primary for c in self_checks if c.name == n)}"
                  for n, g in gains.items() if g < min_gain]
-        worse = [f"{n} {d:+.2f} {next(c.primary for c in free if c.name == n)}" for n, d in losses.items() if d < 0]
+        worse = [f"{n} {d:+.2f} {next(c.primary for c in free if c.name == n)}" for n, d in losses.items()
+                 if d < -margin - 1e-9]
         if short or worse:
             failures.append(f"{cand.name}: " + "; ".join(
                 ([f"gains too little on {', '.join(short)}"] if short else []) + ([f"worse on {', '.join(worse)}"] if worse else [])))
@@ -161,8 +175,62 @@ def gate(candidates: list[Candidate], checks: list[DevCheck], min_gain: float) -
     passing.sort(key=lambda t: (t[0], t[1]), reverse=True)
     best = passing[0][2]
     gain = passing[0][0]
-    return best, (f"{best.name} gains {gain:+.2f} on held-out labels and is at or above the start model on every "
+    within = "at or above" if margin == 0 else f"within {margin:g} point(s) of"
+    return best, (f"{best.name} gains {gain:+.2f} on held-out labels and is {within} the start model on every "
                   f"free-text check" + (f" (rejected: {' | '.join(failures)})" if failures else ""))
+
+
+def _finished_training(trained_dir: Path, args: Any) -> dict[str, Any] | None:
+    """The training summary of a model already in `trained_dir` that these arguments (budget aside) trained."""
+    from capr.models.card import read_card
+
+    card = read_card(trained_dir) if (trained_dir / "capr.json").exists() else {}
+    if not card or card.get("kind") != "bi":
+        return None
+    mine = {k: v for k, v in args.to_dict().items() if k != "time_budget_min"}
+    theirs = {k: v for k, v in (card.get("args") or {}).items() if k != "time_budget_min"}
+    if mine != theirs:
+        return None
+    return {"model": str(trained_dir), "steps": card.get("steps_run"), "minutes": round(card.get("seconds", 0) / 60, 2),
+            "stopped": card.get("stopped"), "kept_step": card.get("best_step", card.get("steps")),
+            "dev_start": card.get("dev_start"), "dev_best": card.get("dev_best"), "args": card.get("args")}
+
+
+def held_out_fraction(n_labels: int) -> float:
+    """5 % of a large corpus is plenty; a small one needs a larger share for a gate that means anything (the
+    trainer's early stopping uses the same documents)."""
+    return min(0.25, max(0.05, 400 / max(1, n_labels)))
+
+
+def gate_checks(records: Sequence[Any], args: Any, config: AdaptConfig) -> tuple[list[DevCheck], list[Any]]:
+    """The gate's checks and the held-out labeled passages they come from: the trainer's dev split (`args`:
+    the TrainArgs training uses), never trained on."""
+    from capr.train.data import TrainingSet
+
+    held_out = TrainingSet(records, args).dev if records else []
+    checks: list[DevCheck | None] = []
+    n_q, pool = 192, 384  # per check: enough queries for a paired test, few enough to score six candidates
+    if held_out:
+        checks.append(self_labelled_check(held_out, n_q, pool, titles=True))
+        if any(lp.title for lp in held_out):  # without titles anywhere, the title-less check would repeat the first
+            checks.append(self_labelled_check(held_out, n_q, pool, titles=False))
+        checks.append(inverse_cloze_check(held_out, n_q, pool))
+    out = [c for c in checks if c is not None]
+    for spec in config.free_text:
+        out.append(free_text_check(spec, config.data_dir))
+    return out, held_out
+
+
+def score_candidates(candidates: Sequence[Candidate], checks: Sequence[DevCheck],
+                     log: Callable[[str], None] = print) -> None:
+    """Every candidate on every check, read as an index built with it would read passages."""
+    from capr.models.encoder import Encoder, EncoderConfig
+
+    for cand in candidates:
+        log(f"gate: scoring {cand.name}")
+        encoder = Encoder(EncoderConfig(model=cand.model), cache=False)
+        for check in checks:
+            cand.scores.per_query[check.name] = score_check(encoder, check)
 
 
 def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True,
@@ -171,10 +239,9 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     index manifest and the kept model's card)."""
     from capr.index.index import IndexWriter
     from capr.labels.generate import read_labels
-    from capr.models.encoder import Encoder, EncoderConfig
+    from capr.models.encoder import EncoderConfig
     from capr.train import ModelKind, TrainArgs, train
-    from capr.train.data import TrainingSet
-    from capr.train.loop import atomic_save_dir
+    from capr.train.loop import atomic_save_dir, file_sha1
 
     t_start = time.time()
     keep = KeepPolicy(config.keep)
@@ -191,7 +258,9 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     labels_path = work / "labels.jsonl"
     log(f"labelling {len(docs):,} documents")
     t0 = time.time()
+    previous_labels = file_sha1(labels_path)
     report.labeled_passages = _labels(docs, config, labels_path)
+    same_labels = previous_labels != "" and previous_labels == file_sha1(labels_path)
     report.minutes["labels"] = round((time.time() - t0) / 60, 2)
     log(f"{report.labeled_passages:,} labeled passages ({report.minutes['labels']} min)")
 
@@ -200,22 +269,9 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                               seed=config.seed,
                               batch_size=config.batch_size)
     records = list(read_labels(labels_path))
-    # the held-out share: 5 % of a large corpus is plenty; a small one needs a larger share for a gate that means
-    # anything (the trainer's early stopping uses the same documents)
-    args.dev_fraction = min(0.25, max(0.05, 400 / max(1, len(records))))
-    # the gate's held-out documents are the trainer's dev split: never trained on
-    held_out = TrainingSet(records, args).dev if records else []
+    args.dev_fraction = held_out_fraction(len(records))
+    checks, held_out = gate_checks(records, args, config)
     report.held_out_passages = len(held_out)
-    checks: list[DevCheck] = []
-    n_q, pool = 192, 384  # per check: enough queries for a paired test, few enough to score five candidates
-    if held_out:
-        checks.append(self_labelled_check(held_out, n_q, pool, titles=True))
-        if any(lp.title for lp in held_out):  # without titles anywhere, the title-less check would repeat the first
-            checks.append(self_labelled_check(held_out, n_q, pool, titles=False))
-        checks.append(inverse_cloze_check(held_out, n_q, pool))
-    checks = [c for c in checks if c is not None]
-    for spec in config.free_text:
-        checks.append(free_text_check(spec, config.data_dir))
     report.checks = [{"name": c.name, "side": c.side, "primary": c.primary, "queries": len(c), "what": c.description}
                      for c in checks]
 
@@ -234,12 +290,19 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
             raise CaprError(f"--time-budget {config.time_budget_min} min leaves no time to train after labelling "
                             f"and the gate (~{gate_min:.1f} min)")
         args.time_budget_min = budget
-        log(f"training the bi-encoder for at most {budget:.1f} min")
-        result = train(records, trained_dir, args, progress=progress, log=log)
-        report.training = {"model": str(trained_dir), "steps": result.steps, "minutes": round(result.seconds / 60, 2),
-                           "stopped": result.stopped, "kept_step": result.card.get("best_step"),
-                           "dev_start": result.card.get("dev_start"), "dev_best": result.best,
-                           "args": args.to_dict()}
+        done = _finished_training(trained_dir, args) if same_labels else None
+        if done is not None:
+            # an earlier run on the same labels with the same settings trained it (and was interrupted later,
+            # e.g. while indexing): its model is reused, not retrained
+            log(f"reusing {trained_dir}: trained on the same labels with the same settings")
+            report.training = {**done, "reused": True}
+        else:
+            log(f"training the bi-encoder for at most {budget:.1f} min")
+            result = train(records, trained_dir, args, progress=progress, log=log)
+            report.training = {"model": str(trained_dir), "steps": result.steps,
+                               "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
+                               "kept_step": result.card.get("best_step"), "dev_start": result.card.get("dev_start"),
+                               "dev_best": result.best, "args": args.to_dict()}
         from capr.train.merge import merge_with_start
 
         for alpha in config.alphas:
@@ -251,12 +314,8 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                 candidates.append(Candidate(f"merge α={alpha:g}", str(merged), alpha))
 
     t0 = time.time()
-    for cand in candidates:
-        log(f"gate: scoring {cand.name}")
-        encoder = Encoder(EncoderConfig(model=cand.model), cache=False)
-        for check in checks:
-            cand.scores.per_query[check.name] = score_check(encoder, check)
-        report.candidates[cand.name] = cand.scores.summary()
+    score_candidates(candidates, checks, log)
+    report.candidates = {c.name: c.scores.summary() for c in candidates}
     report.minutes["gate"] = round((time.time() - t0) / 60, 2)
     start = candidates[0]
     for cand in candidates[1:]:
@@ -267,13 +326,13 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         kept = start
     elif keep is KeepPolicy.trained:
         kept = next(c for c in candidates if c.alpha == 1.0)
-        _, why = gate(candidates, checks, config.min_gain)
+        _, why = gate(candidates, checks, config.min_gain, config.free_text_margin)
         report.reason = f"kept the trained model as asked (--keep trained); the gate alone would say: {why}"
     elif keep is KeepPolicy.start:
         kept = start
         report.reason = "kept the start model as asked (--keep start)"
     else:
-        kept, report.reason = gate(candidates, checks, config.min_gain)
+        kept, report.reason = gate(candidates, checks, config.min_gain, config.free_text_margin)
     report.kept = kept.name
     log(f"gate: {report.reason}")
 
@@ -351,4 +410,5 @@ def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float
     return config
 
 
-__all__ = ["AdaptConfig", "AdaptReport", "Candidate", "KeepPolicy", "adapt", "config_for_more", "gate", "read_report"]
+__all__ = ["AdaptConfig", "AdaptReport", "Candidate", "KeepPolicy", "adapt", "config_for_more", "gate", "gate_checks",
+           "held_out_fraction", "read_report", "score_candidates"]

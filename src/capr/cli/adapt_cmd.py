@@ -40,6 +40,8 @@ def adapt_cmd(
                                           "their title (title-less corpora must still work)."),
     ict_prob: float = typer.Option(0.3, "--ict-prob", help="Share of training queries that are a sentence of their "
                                    "passage (inverse cloze): keeps free-text matching while training on labels."),
+    free_text_margin: float = typer.Option(1.0, "--free-text-margin", help="Points a candidate may trail the start "
+                                           "model on a free-text check and still be kept (0: at or above)."),
     max_steps: int = typer.Option(100_000, "--max-steps", help="Most training steps (the time budget usually stops first)."),
     seed: int = typer.Option(13, "--seed"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
@@ -58,6 +60,8 @@ def adapt_cmd(
             KeepPolicy(keep)
         except ValueError:
             raise CaprError(f"--keep must be auto, trained or start, not {keep!r}") from None
+        if free_text_margin < 0:
+            raise CaprError("--free-text-margin must be >= 0")
         if not 0 <= context_dropout < 1 or not 0 <= ict_prob < 1:
             raise CaprError("--context-dropout and --ict-prob must be in [0, 1)")
         for c in corpus:
@@ -69,6 +73,7 @@ def adapt_cmd(
             config = AdaptConfig(corpora=[str(c) for c in corpus], out=str(out_dir), format=fmt.value,
                                  time_budget_min=time_budget if time_budget is not None else 30.0,
                                  start_model=start_model, max_tokens=max_tokens, context_dropout=context_dropout, ict_prob=ict_prob,
+                                 free_text_margin=free_text_margin,
                                  free_text=tuple(free_text), data_dir=str(data_dir) if data_dir else None,
                                  exclude_medquad_test=str(exclude_medquad_test) if exclude_medquad_test else None,
                                  split=split, keep=keep, seed=seed, skip_bad=skip_bad,

@@ -1,0 +1,61 @@
+"""The gate's dev table for models trained by `capr adapt` (or `capr train bi`) — what was tried, scored on the
+same checks the gate uses: held-out self-labelled queries (with and without titles), the inverse-cloze check and
+free-text dev sets. Merges with the start model are made for the given α (never a test set in sight).
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/adapt_gate_table.py --labels RUN.adapt/labels.jsonl \\
+        --trained no-ICT=OLD.adapt/trained --trained ICT=RUN.adapt/trained --alphas 0.75 0.5 0.25 \\
+        --free-text-dev mediqa2019-train --data-dir ../shared/data
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from capr.adapt.pipeline import (AdaptConfig, Candidate, START, gate, gate_checks, held_out_fraction,  # noqa: E402
+                                 score_candidates)
+from capr.labels.generate import read_labels  # noqa: E402
+from capr.train import ModelKind, TrainArgs  # noqa: E402
+from capr.train.merge import merge_with_start  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--labels", type=Path, required=True)
+    ap.add_argument("--trained", action="append", default=[], help="NAME=MODEL_DIR (repeatable)")
+    ap.add_argument("--alphas", type=float, nargs="*", default=[0.75, 0.5, 0.25])
+    ap.add_argument("--free-text-dev", action="append", default=[])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--seed", type=int, default=13)
+    args = ap.parse_args()
+    records = list(read_labels(args.labels))
+    config = AdaptConfig(corpora=[], out="", free_text=tuple(args.free_text_dev), data_dir=args.data_dir, seed=args.seed)
+    targs = TrainArgs.for_kind(ModelKind.bi, context=config.context, seed=args.seed)
+    targs.dev_fraction = held_out_fraction(len(records))
+    checks, held_out = gate_checks(records, targs, config)
+    print(f"# {len(records):,} labeled passages, {len(held_out):,} held out; checks: "
+          + "; ".join(f"{c.name} [{c.side}, {c.primary}, {len(c)} queries]" for c in checks), flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="gate-table-"))
+    for spec in args.trained:
+        name, model = spec.split("=", 1)
+        cands = [Candidate(START, "minilm", 0.0), Candidate(f"{name} trained", model, 1.0)]
+        for a in args.alphas:
+            out = tmp / f"{name}-{a:g}"
+            merge_with_start(model, out, a)
+            cands.append(Candidate(f"{name} merge α={a:g}", str(out), a))
+        score_candidates(cands, checks, log=lambda m: print(f"# {m}", file=sys.stderr))
+        kept, why = gate(cands, checks, min_gain=config.min_gain)
+        print("\n| candidate | " + " | ".join(f"{c.name} ({c.primary})" for c in checks) + " |")
+        print("|---|" + "---:|" * len(checks))
+        for c in cands:
+            print(f"| {c.name}{' ← gate keeps' if c is kept else ''} | "
+                  + " | ".join(f"{c.scores.mean(ch.name, ch.primary):.2f}" for ch in checks) + " |")
+        print(f"\ngate: {why}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
