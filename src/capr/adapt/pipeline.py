@@ -115,15 +115,6 @@ def _documents(config: AdaptConfig, report: ReadReport, log: Callable[[str], Non
         log(f"left out {exclusion.excluded_docs} medquad-cdv test documents")
     if config.split:
         docs = list(select_split(docs, config.split))
-    unique: dict[str, Document] = {}
-    for d in docs:  # a corpus that repeats an id (MedQuAD does) is indexed once per id, as labels see it once
-        if d.doc_id in unique:
-            report.duplicates += 1
-        else:
-            unique[d.doc_id] = d
-    if report.duplicates:
-        log(f"{report.duplicates} document(s) repeating an earlier id left out")
-    docs = list(unique.values())
     if not docs:
         raise CaprError(f"no documents in {', '.join(config.corpora)}")
     return docs
@@ -364,10 +355,18 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     writer = IndexWriter(config.out, SegmenterConfig(max_tokens=config.max_tokens), dense=dense,
                          report=ReadReport(skip_bad=config.skip_bad), progress=index_progress)
     writer.dense_info["adapted"] = {"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)}
+    seen: set[str] = set()
+    repeated = 0
     with writer as w:
         for doc in docs:
+            if doc.doc_id in seen:  # a corpus that repeats an id (MedQuAD does): the first one is indexed
+                repeated += 1
+                continue
+            seen.add(doc.doc_id)
             w.add(doc)
-    report.index = {"dir": str(config.out), "documents": len(docs), "passages": writer.n_passages,
+    if repeated:
+        log(f"{repeated} document(s) repeating an earlier id were not indexed again")
+    report.index = {"dir": str(config.out), "documents": len(seen), "repeated_ids": repeated, "passages": writer.n_passages,
                     "model": report.kept_model}
     report.minutes["index"] = round((time.time() - t0) / 60, 2)
     report.minutes["total"] = round((time.time() - t_start) / 60, 2)
