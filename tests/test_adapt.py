@@ -54,6 +54,32 @@ def test_gate_keeps_the_best_candidate_that_is_no_worse_on_free_text():
     assert kept is start and "gains too little" in why
 
 
+def test_gate_non_inferiority_margin():
+    start = _cand("start", 0.0, 60, 80)
+    close = _cand("close", 1.0, 90, 79.2)  # 0.8 below on free text: within a 1-point margin, not at or above
+    kept, why = gate([start, close], CHECKS, min_gain=1.0, margin=1.0)
+    assert kept is close and "within 1 point(s)" in why
+    assert gate([start, close], CHECKS, min_gain=1.0, margin=0.0)[0] is start
+    far = _cand("far", 1.0, 95, 78.5)
+    assert gate([start, far], CHECKS, min_gain=1.0, margin=1.0)[0] is start
+
+
+def test_a_rerun_reuses_only_a_finished_training_with_the_same_settings(tmp_path):
+    from capr.adapt.pipeline import _finished_training
+    from capr.train import ModelKind, TrainArgs
+
+    args = TrainArgs.for_kind(ModelKind.bi, context="title", time_budget_min=10)
+    card = {"kind": "bi", "args": {**args.to_dict(), "time_budget_min": 7.5}, "steps": 40, "best_step": 40,
+            "seconds": 600, "stopped": "time_budget", "dev_start": {"R@1": 50.0}, "dev_best": {"R@1": 80.0}}
+    (tmp_path / "capr.json").write_text(json.dumps(card))
+    assert _finished_training(tmp_path, args) is None  # no steps_run: the run that wrote it did not finish
+    (tmp_path / "capr.json").write_text(json.dumps({**card, "steps_run": 41}))
+    done = _finished_training(tmp_path, args)
+    assert done is not None and done["kept_step"] == 40 and done["steps"] == 41  # the budget may differ
+    other = TrainArgs.for_kind(ModelKind.bi, context="off", time_budget_min=10)
+    assert _finished_training(tmp_path, other) is None
+
+
 def test_paired_test_separates_a_consistent_gain_from_noise():
     rng = np.random.default_rng(0)
     a = rng.normal(50, 10, 100)

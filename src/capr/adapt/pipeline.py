@@ -176,7 +176,7 @@ def _finished_training(trained_dir: Path, args: Any) -> dict[str, Any] | None:
     from capr.models.card import read_card
 
     card = read_card(trained_dir) if (trained_dir / "capr.json").exists() else {}
-    if not card or card.get("kind") != "bi":
+    if not card or card.get("kind") != "bi" or "steps_run" not in card:  # steps_run: written when training ended
         return None
     mine = {k: v for k, v in args.to_dict().items() if k != "time_budget_min"}
     theirs = {k: v for k, v in (card.get("args") or {}).items() if k != "time_budget_min"}
