@@ -48,9 +48,11 @@ def per_query(ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]]) ->
 
 def encoder_of(model: str) -> EncoderConfig:
     """`minilm`, a model folder, or an index (its encoder), as `capr eval --model` reads it."""
+    from capr.eval.benchmarks import QueryField
     from capr.eval.runner import EvalConfig
 
-    return EvalConfig(benchmark="mediqa2019", retriever=Retriever.dense, model=model).encoder()
+    return EvalConfig(benchmark="mediqa2019", retriever=Retriever.dense, model=model,
+                      query_field=QueryField.question).encoder()
 
 
 def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[str, dict[str, list[str]]]]:
