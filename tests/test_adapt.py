@@ -117,11 +117,12 @@ def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
             {"text": "Celiac disease is managed with a gluten-free diet.", "relevance": 0}]})) + "\n")
     out = tmp_path / "idx"
     report = adapt(AdaptConfig(corpora=[str(corpus)], out=str(out), time_budget_min=3, max_steps=2, batch_size=8,
-                               free_text=(str(free),), min_labels=16), log=lambda m: None, progress=False)
+                               free_text=(str(free),), min_labels=16, alphas=(1.0, 0.5)),
+                   log=lambda m: None, progress=False)
 
     # the report: what was trained, every candidate's dev numbers, and a decision the gate's rule explains
     assert report.training["steps"] == 2
-    assert set(report.candidates) == {"start", "trained", "merge α=0.75", "merge α=0.5"}
+    assert set(report.candidates) == {"start", "trained", "merge α=0.5"}
     names = [c["name"] for c in report.checks]
     assert "held-out labels" in names and "free" in names
     assert {c["side"] for c in report.checks} == {SELF, FREE_TEXT}
