@@ -53,7 +53,7 @@ class AdaptConfig:
     context: str = "title"
     context_dropout: float = 0.25
     ict_prob: float = 0.3  # inverse-cloze share of training queries (free-text matching kept while training)
-    alphas: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25)  # trained share of the merged candidates, most trained first
+    alphas: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25)  # trained share of the candidates (1: the trained model itself)
     free_text: tuple[str, ...] = ()  # extra free-text dev sets: "mediqa2019-train" or JSONL files
     data_dir: str | None = None
     exclude_medquad_test: str | None = None  # data folder holding medquad_cdv_test: its documents are left out
@@ -243,8 +243,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     work = config.work_dir
     work.mkdir(parents=True, exist_ok=True)
     report = AdaptReport(config=asdict(config))
-    read_report = ReadReport(skip_bad=config.skip_bad)
-    docs = _documents(config, read_report, log)
+    docs = _documents(config, ReadReport(skip_bad=config.skip_bad), log)
     report.documents = len(docs)
     labels_path = work / "labels.jsonl"
     log(f"labelling {len(docs):,} documents")
@@ -296,10 +295,9 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                                "dev_best": result.best, "args": args.to_dict()}
         from capr.train.merge import merge_with_start
 
+        candidates.append(Candidate("trained", str(trained_dir), 1.0))
         for alpha in config.alphas:
-            if alpha == 1.0:
-                candidates.append(Candidate("trained", str(trained_dir), 1.0))
-            else:
+            if alpha < 1.0:
                 merged = work / f"merged-{alpha:g}"
                 merge_with_start(trained_dir, merged, alpha, start=config.start_model)
                 candidates.append(Candidate(f"merge α={alpha:g}", str(merged), alpha))
