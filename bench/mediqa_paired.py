@@ -3,12 +3,12 @@ questions each side wins, and a two-sided paired randomization test (20,000 sign
 
     capr eval --benchmark mediqa2019 --query-field question -r dense --model minilm --run-out a.run
     capr eval --benchmark mediqa2019 --query-field question -r dense --model MODEL --run-out b.run
-    .venv/bin/python bench/mediqa_paired.py a.run b.run
+    .venv/bin/python bench/mediqa_paired.py a.run b.run [mediqa2019-train]   (the set: default mediqa2019)
 """
 import sys, random, collections
 from capr.corpus.mediqa import read_task3, task3_path
 rel = collections.defaultdict(dict)
-for ans in read_task3(task3_path('../shared/data', 'mediqa2019')):
+for ans in read_task3(task3_path('../shared/data', sys.argv[3] if len(sys.argv) > 3 else 'mediqa2019')):
     rel[ans.qid][ans.aid] = int(ans.relevant)
 def ap(run):
     out = {}

@@ -234,3 +234,48 @@ def test_merge_interpolates_a_trained_bi_encoder_with_its_start(tmp_path):
     (tmp_path / "notbi").mkdir()
     with pytest.raises(BadInputError, match="not a capr bi-encoder"):
         merge_with_start(tmp_path / "notbi", tmp_path / "m3", 0.5)
+
+
+def test_residual_cross_encoder_starts_as_its_bi_encoder_and_moves_the_planted_answer_up(tmp_path, monkeypatch):
+    """`capr train cross --first-stage BI`: before any update the re-ranker's scores are exactly the bi-encoder's
+    (scaled cosine), so its dev start is the bi-encoder's; training moves the planted answer up against them."""
+    from capr.models.encoder import Encoder, EncoderConfig
+    from capr.retrieve.rerank import load_reranker
+
+    monkeypatch.setenv("CAPR_CACHE", str(tmp_path / "cache"))
+    query = "Zorvex syndrome treatment"
+    gold = "Zorvex syndrome is treated with daily hydration, rest and a short course of oral steroids."
+    others = ["Zorvex syndrome causes itching of the palms, night sweats and a hoarse voice in most patients.",
+              "Zorvex syndrome is caused by a mutation in a single gene inherited from one parent.",
+              "Kalimba fever is treated with daily hydration, rest and a short course of oral steroids."]
+    enc = Encoder(EncoderConfig(model="minilm"), cache=False)
+    bi = 20.0 * (enc.encode_passages([gold] + others) @ enc.encode_queries([query])[0])
+
+    settings = dict(first_stage="minilm", batch_size=4, max_length=48, query_max_length=16, dev_fraction=0.0,
+                    hard_negatives=1, question_prob=0.0, synonym_prob=0.0, seed=3)
+    untouched = tmp_path / "untouched"
+    train(tiny_labels(), untouched, TrainArgs.for_kind("cross", max_steps=1, lr=0.0, **settings), progress=False)
+    card = json.loads((untouched / "capr.json").read_text())
+    assert card["first_stage"]["folder"] == "first_stage" and (untouched / "first_stage" / "modules.json").exists()
+    assert card["args"]["base_model"] == "minilm" and card["args"]["context"] == "off"
+    start = load_reranker(f"cross:{untouched}").score(query, [gold] + others)
+    np.testing.assert_allclose(start, bi, atol=1e-4)
+
+    trained = tmp_path / "trained"
+    result = train(tiny_labels(), trained, TrainArgs.for_kind("cross", max_steps=30, lr=1e-4, **settings), progress=False)
+    assert np.mean(result.losses[-5:]) < np.mean(result.losses[:5]), result.losses
+    after = load_reranker(f"cross:{trained}").score(query, [gold] + others)
+    # the gold answer's lead over the best distractor grows (2.1 → 2.8 when written)
+    assert after[0] - after[1:].max() > bi[0] - bi[1:].max() + 0.25, (after, bi)
+
+
+def test_first_stage_must_match_the_cross_encoders_context(tmp_path):
+    from capr.errors import BadInputError
+
+    args = TrainArgs.for_kind("cross", first_stage="minilm", context="title", max_steps=1, batch_size=4,
+                              max_length=48, dev_fraction=0.0)
+    with pytest.raises(BadInputError, match="--context off"):
+        train(tiny_labels(), tmp_path / "x", args, progress=False)
+    r = capr_cli("train", "bi", "--labels", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "y"),
+                 "--first-stage", str(tmp_path), check=False)
+    assert r.returncode != 0 and "--first-stage is for cross-encoders" in r.stderr and "Traceback" not in r.stderr

@@ -23,6 +23,7 @@ from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
 from capr.retrieve.highlight import snippet, term_spans
 from capr.store import Capability, Store
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 
 if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
@@ -69,7 +70,7 @@ class SearchOptions:
     aspect_boost: float = DEFAULT_ASPECT_BOOST
     fusion: FusionConfig = field(default_factory=lambda: replace(DEFAULT_FUSION))
     template: str = DEFAULT_TEMPLATE
-    rerank_depth: int = 20
+    rerank_depth: int = DEFAULT_RERANK_DEPTH
     evidence: Evidence = Evidence.none
     thetas: tuple[float, float] = (0.8, 0.4)  # CDV evidence: a span opens at θ_open, closes below θ_close
     highlights: bool = True  # query-term spans and snippets (batch jobs that keep only ids turn them off)

@@ -53,7 +53,8 @@ def eval_cmd(
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
     fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
-    rerank_depth: int = typer.Option(64, "--rerank-depth", help="Candidates the re-ranker re-orders."),
+    rerank_depth: Optional[int] = typer.Option(None, "--rerank-depth", help="Candidates the re-ranker re-orders "
+                                               "(default 64 under the papers' protocol, 20 with --pipeline default)."),
     cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank with a CDV model (from `capr train cdv`) instead of --retriever."),
     boundaries: str = typer.Option("fixed", "--boundaries", help="fixed, or free: also score CDV free-boundary spans "
                                    "against the gold passages (character-overlap F1)."),
@@ -78,7 +79,7 @@ def eval_cmd(
         from capr.eval.runner import BENCHMARKS, EvalConfig, load_benchmark, run_eval
 
         if benchmark in {b.value for b in CaseBenchmark}:
-            return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth, limit, seed, dense_k,
+            return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match)
         if benchmark not in BENCHMARKS:
             raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(BENCHMARKS)}, "

@@ -36,6 +36,7 @@ from capr.models.encoder import cache_root
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.records import Query
 from capr.retrieve.fusion import FusionMethod
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.store import BackendOptions
 
@@ -105,7 +106,7 @@ def search_cmd(
     group_by: GroupBy = typer.Option(GroupBy.passage, "--group-by", help="passage, or doc: one result per document (its best passage)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
-    rerank_depth: int = typer.Option(20, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
+    rerank_depth: int = typer.Option(DEFAULT_RERANK_DEPTH, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
     cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank ⟨entity, aspect⟩ questions with a CDV model (from `capr train cdv`)."),
     boundaries: str = typer.Option("passages", "--boundaries", help="passages (the index's own) or free (CDV spans; needs --cdv)."),
     theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),

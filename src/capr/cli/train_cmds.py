@@ -94,7 +94,10 @@ def train_cmd(
     source: Optional[str] = typer.Argument(None, help="tsdae: the corpus (file, folder, or cases:DATA_DIR for the local case corpus)."),
     labels: Optional[Path] = typer.Option(None, "--labels", "-l", help="Labels JSONL from `capr labels` (bi, poly, cross, cdv)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the trained model (replaced atomically)."),
-    base_model: str = typer.Option("minilm", "--base-model", help="'minilm' (bundled), an HF model id or a path."),
+    base_model: Optional[str] = typer.Option(None, "--base-model", help="'minilm' (bundled, the default), an HF model "
+                                             "id or a path; cross with --first-stage: that bi-encoder."),
+    first_stage: Optional[Path] = typer.Option(None, "--first-stage", help="cross: the trained bi-encoder it re-ranks; "
+        "the cross-encoder learns a correction to its scores on its hard negatives and is saved with it."),
     max_steps: int = typer.Option(300, "--max-steps"),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Minutes; stops and keeps the best checkpoint."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Queries per step (default: bi/poly 32, cross 8)."),
@@ -107,8 +110,9 @@ def train_cmd(
     sentence_selection: Optional[bool] = typer.Option(None, "--sentence-selection/--truncate",
         help="SPBERTQA: long passages keep their BM25-best sentences (default: on for cross, off for bi/poly, "
              "whose passages are encoded without the query at indexing)."),
-    context: str = typer.Option("off", "--context", help="Document context read with each passage: off | title | "
-                                "title+heading (indexes built with the model read passages the same way)."),
+    context: Optional[str] = typer.Option(None, "--context", help="Document context read with each passage: off | title | "
+                                "title+heading (indexes built with the model read passages the same way; default off, "
+                                "or the --first-stage model's)."),
     question_prob: float = typer.Option(0.3, "--question-prob", help="Share of training queries phrased as questions."),
     poly_codes: int = typer.Option(16, "--poly-codes"),
     eval_every: int = typer.Option(50, "--eval-every"),
@@ -134,13 +138,13 @@ def train_cmd(
         from capr.train import ModelKind, TrainArgs, train
 
         if kind in ("tsdae", "cases"):
-            return _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length,
+            return _train_cases(kind, source, out_dir, base_model or "minilm", max_steps, time_budget, batch_size, lr, max_length,
                                 seed, device, index_dir, data_dir, stage, pretrained, questions, top_k, dense_k,
                                 sentences, as_json)
         if labels is None:
             raise CaprError(f"training a {kind} model needs --labels (from `capr labels`)")
         if kind == "cdv":
-            return _train_cdv(labels, out_dir, base_model, encoder_backend, max_steps, time_budget, batch_size, lr,
+            return _train_cdv(labels, out_dir, base_model or "minilm", encoder_backend, max_steps, time_budget, batch_size, lr,
                               eval_every, patience, seed, device, as_json)
         try:
             mk = ModelKind(kind)
@@ -148,10 +152,15 @@ def train_cmd(
             raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae or cases") from None
         if max_steps < 1:
             raise CaprError("--max-steps must be at least 1")
+        if first_stage is not None and mk is not ModelKind.cross:
+            raise CaprError("--first-stage is for cross-encoders (capr train cross)")
+        if first_stage is not None and not first_stage.is_dir():
+            raise CaprError(f"--first-stage {first_stage}: no such model folder")
         args = TrainArgs.for_kind(  # options left unset (None) take the kind's defaults
             mk, base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size, lr=lr,
             max_length=max_length, shared=shared, multi_positive=multi_positive, hard_negatives=hard_negatives,
-            sentence_selection=sentence_selection, context=parse_context(context).value, question_prob=question_prob,
+            sentence_selection=sentence_selection, context=parse_context(context).value if context else None,
+            question_prob=question_prob, first_stage=str(first_stage) if first_stage else None,
             poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed, device=device,
         )
         result = train(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))

@@ -229,10 +229,10 @@ class BenchmarkSearcher:
     """The benchmark's queries through the one Searcher, on the embedded index or any other store holding the
     same passages. Candidate rows are the embedded index's; a store with other keys is mapped through pids."""
 
-    def __init__(self, data: BenchmarkData, field: QueryField, store: Any = None) -> None:
+    def __init__(self, data: BenchmarkData, field: QueryField, store: Any = None, reranker: Any = None) -> None:
         self.data = data
         self.field = field
-        self.searcher = Searcher(store if store is not None else data.index)
+        self.searcher = Searcher(store if store is not None else data.index, reranker=reranker)
         if store is None:
             self.key_of_row = None
         else:
@@ -276,18 +276,22 @@ class BenchmarkSearcher:
         return dense if retriever is Retriever.dense else hybrid_scorer(self.lexical(Retriever.bm25), dense, fusion)
 
 
-def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, options: Any = None) -> CandidateScorer:
+def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, options: Any = None, reranker: Any = None,
+                   rerank_depth: int | None = None) -> CandidateScorer:
     """What `capr search` with its default options returns, on the candidates: the same Searcher and
     SearchOptions() (the best retriever the index supports, synonym expansion, aspect prior, entity-first ranking),
     restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its rank;
-    candidates not returned rank last. ``options``: other SearchOptions (the dev grid of bench/default_dev.py)."""
+    candidates not returned rank last. ``options``: other SearchOptions (the dev grid of bench/default_dev.py);
+    ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
     from dataclasses import replace
 
     from capr.search import SearchOptions
 
-    bench = BenchmarkSearcher(data, field, store)
+    bench = BenchmarkSearcher(data, field, store, reranker=reranker)
     searcher = bench.searcher
     options = replace(options or SearchOptions(), highlights=False)
+    if rerank_depth:
+        options = replace(options, rerank_depth=rerank_depth)
     parsed = {q.qid: searcher.parse(as_query(q, field), expand=options.expand, validate=False) for q in data.queries}
     row_of = data.index.pid_rows()
     every = len(data.index)

@@ -26,6 +26,7 @@ from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.query import DEFAULT_TEMPLATE, Retriever
 from capr.records import Run
 from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 from capr.store import Backend, BackendOptions
 
 # name → loader(data_dir, index_dir, dense=..., progress=...) and the query fields its questions have
@@ -62,7 +63,7 @@ class EvalConfig:
     template: str = DEFAULT_TEMPLATE
     fusion: FusionMethod = FusionMethod.rrf
     reranker: str | None = None
-    rerank_depth: int = 64
+    rerank_depth: int | None = None  # None: 64 under the papers' protocol, `capr search`'s default with --pipeline default
     cache_dir: Path | None = None
     backend: BackendOptions = field(default_factory=BackendOptions)
     collection: str | None = None  # Milvus collection of the benchmark's passages
@@ -93,14 +94,18 @@ class EvalConfig:
             raise CaprError("tfidf is only available on the embedded backend")
         if self.pipeline not in ("protocol", "default"):
             raise CaprError(f"unknown --pipeline {self.pipeline!r}; choose protocol or default")
-        if self.pipeline == "default" and (self.cdv is not None or self.reranker):
-            raise CaprError("--pipeline default is capr search's defaults: no --cdv or --reranker")
+        if self.pipeline == "default" and self.cdv is not None:
+            raise CaprError("--pipeline default is capr search's pipeline: no --cdv")
         if self.boundaries not in ("fixed", "free"):
             raise CaprError(f"unknown --boundaries {self.boundaries!r}; choose fixed or free")
         if self.boundaries == "free" and self.cdv is None:
             raise CaprError("--boundaries free needs a CDV model: add --cdv DIR")
         if self.cdv is not None and self.backend.backend is not Backend.embedded:
             raise CaprError("--cdv needs the embedded index (--backend embedded)")
+
+    @property
+    def protocol_rerank_depth(self) -> int:
+        return self.rerank_depth or 64
 
     @property
     def needs_dense(self) -> bool:
@@ -155,7 +160,12 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
         if config.backend.backend is Backend.milvus:
             store = benchmark_store(data, config.backend.uri, config.collection_name(), token=config.backend.token,
                                     progress=store_progress, **config.backend.milvus_options())
-        scorer = default_scorer(data, config.query_field, store)
+        reranker = None
+        if config.reranker:  # inside the Searcher, exactly as `capr search --reranker` runs it
+            from capr.retrieve.rerank import load_reranker
+
+            reranker = load_reranker(config.reranker)
+        scorer = default_scorer(data, config.query_field, store, reranker=reranker, rerank_depth=config.rerank_depth)
     elif cdv_store is not None:
         scorer = cdv_scorer(data, cdv_store, config.query_field)
     elif config.backend.backend is Backend.milvus:
@@ -166,10 +176,10 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
         scorer = store_scorer(data, store, config.retriever, config.query_field, config.template, config.protocol, fusion)
     else:
         scorer = BenchmarkSearcher(data, config.query_field).scorer(config.retriever, config.template, fusion, progress)
-    if config.reranker:
+    if config.reranker and config.pipeline != "default":
         from capr.retrieve.rerank import load_reranker
 
-        scorer = rerank_scorer(data, scorer, load_reranker(config.reranker), config.rerank_depth)
+        scorer = rerank_scorer(data, scorer, load_reranker(config.reranker), config.protocol_rerank_depth)
     return scorer
 
 
@@ -196,7 +206,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     if config.backend.backend is not Backend.embedded:  # the embedded JSON keeps its keys (scripts compare them)
         result["index_backend"] = config.backend.backend.value
     if config.reranker:
-        result["reranker"] = {"spec": config.reranker, "depth": config.rerank_depth}
+        result["reranker"] = {"spec": config.reranker, "depth": config.protocol_rerank_depth if config.pipeline != "default"
+                              else config.rerank_depth or DEFAULT_RERANK_DEPTH}
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":

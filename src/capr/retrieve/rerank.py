@@ -57,6 +57,14 @@ class CrossReranker:
             self.name = f"cross-{backend}:{path}"
         else:
             raise QueryError(f"unknown cross-encoder backend {backend!r}; choose torch, onnx or onnx-int8")
+        self.first_stage = _first_stage(path, card)
+
+    def prior(self, query: str, passages: Sequence[str]) -> np.ndarray | None:
+        """A residual cross-encoder's bi-encoder scores (scaled cosine), which its logits correct."""
+        if self.first_stage is None:
+            return None
+        encoder, scale = self.first_stage
+        return scale * (encoder.encode_passages(list(passages)) @ encoder.encode_queries([query])[0])
 
     def _selected(self, query: str, passages: Sequence[str]) -> list[str]:
         if not self.select:
@@ -78,10 +86,34 @@ class CrossReranker:
             return np.zeros(0, dtype=np.float32)
         texts = self._selected(query, passages)
         if self.backend != "torch":
-            return self.model.predict([(query, t) for t in texts], batch_size=self.batch_size)
-        s = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
-                               activation_fn=None, convert_to_numpy=True)
-        return np.asarray(s, dtype=np.float32).reshape(-1)
+            s = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size)
+        else:
+            import torch
+
+            # raw logits, as in training (sentence-transformers would apply a sigmoid): a residual cross-encoder's
+            # logits are added to its bi-encoder's scores
+            s = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
+                                   activation_fn=torch.nn.Identity(), convert_to_numpy=True)
+        s = np.asarray(s, dtype=np.float32).reshape(-1)
+        prior = self.prior(query, passages)
+        return s if prior is None else (s + prior).astype(np.float32)
+
+
+def _first_stage(path: Path, card: dict) -> "tuple[object, float] | None":
+    """The bi-encoder saved inside a residual cross-encoder (`capr train cross --first-stage BI`). When the folder it
+    was copied from still holds the same weights, that name is used, so passage vectors the index already computed
+    with it come from the embedding cache instead of being encoded again."""
+    meta = card.get("first_stage")
+    if not meta:
+        return None
+    from capr.models.encoder import Encoder, EncoderConfig, _weights_stamp
+
+    inside = path / meta.get("folder", "first_stage")
+    if not inside.is_dir():
+        raise QueryError(f"re-ranker {path}: its first-stage bi-encoder {inside} is missing")
+    source = meta.get("source")
+    same = source and Path(source).is_dir() and _weights_stamp(source) == _weights_stamp(str(inside)) != ""
+    return Encoder(EncoderConfig(model=source if same else str(inside))), float(meta.get("scale", 20.0))
 
 
 class PolyReranker:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from capr.errors import CaprError
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 
 TOKENS_ENV = "CAPR_API_TOKENS"
 MIN_TOKEN_LENGTH = 16
@@ -28,7 +29,7 @@ class ServiceConfig:
     auth_reads: bool = False  # require a token for search, documents, cases, stats and vocabulary too
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     rerankers: tuple[str, ...] = ()  # re-ranker specs a request may name (each loads a model from disk)
-    rerank_depth: int = 50  # candidates passed to a re-ranker
+    rerank_depth: int = DEFAULT_RERANK_DEPTH  # candidates passed to a re-ranker, as `capr search`
     watch_index: bool = True  # pick up generations committed by other processes (capr add, other workers)
     write_wait_s: float = 30.0  # how long a write waits for another process's writer before 503
     cases_model: str | None = None  # cross-encoder from `capr train cases`: POST /cases runs the similar-case

@@ -42,6 +42,10 @@ class TrainArgs:
     question_prob: float = 0.3  # share of queries written as questions (templates or the corpus' own questions)
     title_prob: float = 0.6  # chance of sampling the document's title entity when the passage has others
     synonym_prob: float = 0.3  # chance of writing the aspect with one of its synonyms
+    # cross: a trained bi-encoder (folder) the cross-encoder re-ranks. The cross-encoder then learns a correction
+    # to that bi-encoder's scores (its head starts at zero, so step 0 ranks exactly as the bi-encoder), on hard
+    # negatives from the bi-encoder's own top candidates, and is saved with it
+    first_stage: str | None = None
     poly_codes: int = 16
     dev_fraction: float = 0.05  # documents held out for early stopping
     dev_queries: int = 256
@@ -60,6 +64,13 @@ class TrainArgs:
         if unknown:
             raise TypeError(f"TrainArgs has no field(s) {', '.join(sorted(unknown))}")
         given = {k: v for k, v in overrides.items() if v is not None}
+        if given.get("first_stage") and kind is ModelKind.cross:
+            # a residual cross-encoder starts from its bi-encoder's transformer and reads passages as it does
+            from capr.models.card import card_context, read_card
+            from capr.models.loading import resolve_model
+
+            given.setdefault("base_model", given["first_stage"])
+            given.setdefault("context", card_context(read_card(resolve_model(given["first_stage"]))).value)
         return cls(**{**KIND_DEFAULTS[kind], **given, "kind": kind})
 
     def to_dict(self) -> dict[str, Any]:

@@ -76,6 +76,9 @@ class TrainingSet:
             df.update(set(self.analyzer(lp.text)))
         self.selector = SentenceSelector(self.analyzer, df, len(train))
         self._bm25 = None
+        # (query text, n, exclude, answers(j) -> bool) -> passages: a dense miner replacing BM25 (a residual
+        # cross-encoder's bi-encoder); None: BM25
+        self.dense_negatives = None
         self._context_rng = random.Random(args.seed + 1)
 
     def __len__(self) -> int:
@@ -145,6 +148,8 @@ class TrainingSet:
     def hard_negatives(self, q: TrainQuery, n: int, exclude: set[int], rng: random.Random, depth: int = 30) -> list[int]:
         if q.removed is not None:  # inverse cloze: the other passages of the batch are the negatives
             return []
+        if self.dense_negatives is not None:
+            return self.dense_negatives(q.text, n, exclude, lambda j: self.answers(j, q.entity, q.aspect)) if n > 0 else []
         toks = self.analyzer(f"{q.entity} {q.aspect}")
         if not toks or n <= 0:
             return []

@@ -17,7 +17,8 @@ from capr.models.loading import local_path, quiet_transformers, resolve_model
 from capr.models.poly import PolyEncoder
 from capr.train.args import ModelKind, TrainArgs
 from capr.labels.generate import LabeledPassage
-from capr.train.data import Batch, DevSet, passage_input
+from capr.models.context import parse_context
+from capr.train.data import Batch, DevSet, TrainingSet, passage_input
 from capr.train.losses import multi_positive_listwise_loss
 
 
@@ -122,6 +123,32 @@ class CrossEncoderModel(nn.Module):
         self.ce = CrossEncoder(src, num_labels=1, max_length=args.max_length, device=str(device))
         self.model = self.ce.model
         self.selector = None  # set by the trainer from the training corpus' statistics
+        self.first_stage: FirstStageScores | None = None
+        if args.first_stage:
+            self.first_stage = FirstStageScores(args.first_stage, args.scale)
+            # the correction starts at zero: before any step the re-ranker ranks exactly as its bi-encoder
+            head = _classifier_head(self.model)
+            with torch.no_grad():
+                head.weight.zero_()
+                if head.bias is not None:
+                    head.bias.zero_()
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """A residual cross-encoder's head starts at zero: at the transformer's learning rate it would stay near zero
+        for a whole CPU budget (round 1 of issue 18: head norm 0.03–0.08, rankings unchanged), so it learns faster."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        if self.first_stage is None:
+            return [{"params": params}]
+        head = {id(p) for p in _classifier_head(self.model).parameters()}
+        return [{"params": [p for p in params if id(p) not in head]},
+                {"params": [p for p in params if id(p) in head], "lr": self.args.lr * RESIDUAL_HEAD_LR_FACTOR}]
+
+    def attach(self, data: "TrainingSet") -> None:
+        """Gives the model the training corpus: sentence-selection statistics, and (with a first stage) the
+        bi-encoder's passage vectors, which also mine the hard negatives."""
+        self.selector = data.selector
+        if self.first_stage is not None:
+            self.first_stage.index_training_passages(data)
 
     def logits(self, queries: Sequence[str], passages: Sequence[str]) -> torch.Tensor:
         enc = self.ce.tokenizer(list(queries), list(passages), padding=True, truncation="only_second",
@@ -146,6 +173,9 @@ class CrossEncoderModel(nn.Module):
             qs += [batch.queries[i].text] * len(row)
             ps += [batch.passages[j] for j in row]
         flat = self.logits(qs, ps)
+        if self.first_stage is not None:
+            prior = self.first_stage.batch_scores([q.text for q in batch.queries], batch.passage_ids, rows)
+            flat = flat + torch.from_numpy(prior).to(flat.device, flat.dtype)
         scores = torch.full((n_q, width), float("-inf"), device=self.device)
         pos = torch.zeros((n_q, width), dtype=torch.bool, device=self.device)
         k = 0
@@ -160,9 +190,11 @@ class CrossEncoderModel(nn.Module):
     @torch.no_grad()
     def score_dev(self, dev: "DevSet") -> list[np.ndarray]:
         out = []
-        for q, cands, lps in zip(dev.queries, dev.candidates, ([dev.labeled[k] for k in c] for c in dev.candidates)):
+        priors = self.first_stage.dev_scores(dev) if self.first_stage is not None else None
+        for i, (q, lps) in enumerate(zip(dev.queries, ([dev.labeled[k] for k in c] for c in dev.candidates))):
             texts = [self.select(q, lp) for lp in lps]
-            out.append(self.logits([q] * len(texts), texts).float().cpu().numpy())
+            s = self.logits([q] * len(texts), texts).float().cpu().numpy()
+            out.append(s + priors[i] if priors is not None else s)
         return out
 
     def select(self, query: str, lp) -> str:
@@ -175,7 +207,81 @@ class CrossEncoderModel(nn.Module):
 
     def save(self, out_dir: Path) -> dict[str, Any]:
         self.ce.save_pretrained(str(out_dir))
-        return {"sentence_selection": self.args.sentence_selection}
+        meta: dict[str, Any] = {"sentence_selection": self.args.sentence_selection}
+        if self.first_stage is not None:
+            meta["first_stage"] = self.first_stage.save(out_dir)
+        return meta
+
+
+def _classifier_head(model: nn.Module) -> nn.Linear:
+    """The last linear layer of a Hugging Face sequence classifier (BERT's `classifier`, RoBERTa's `out_proj`)."""
+    head = getattr(model, "classifier", None)
+    head = getattr(head, "out_proj", head)
+    if not isinstance(head, nn.Linear):
+        raise TypeError(f"cannot find the classification head of {type(model).__name__}")
+    return head
+
+
+RESIDUAL_HEAD_LR_FACTOR = 100.0
+
+
+class FirstStageScores:
+    """A frozen bi-encoder's scaled cosine scores, the prior a residual cross-encoder corrects. Passage vectors are
+    computed once (and cached on disk by the encoder); queries are encoded per batch."""
+
+    FOLDER = "first_stage"
+
+    def __init__(self, path: str, scale: float) -> None:
+        from capr.models.encoder import Encoder, EncoderConfig
+
+        self.path, self.scale = str(path), float(scale)
+        self.encoder = Encoder(EncoderConfig(model=self.path))
+        self.context = self.encoder.passage_context
+        self.vectors: np.ndarray | None = None
+        self.data: "TrainingSet | None" = None
+        self._dev: tuple[int, list[np.ndarray]] | None = None
+
+    def index_training_passages(self, data: "TrainingSet") -> None:
+        from capr.errors import BadInputError
+
+        if parse_context(data.args.context) is not self.context:
+            raise BadInputError(self.path, f"the first-stage bi-encoder reads passages with context "
+                                f"{self.context.value!r}; train the cross-encoder with --context {self.context.value}")
+        self.data = data
+        self.vectors = self.encoder.encode_passages([passage_input(lp, self.context) for lp in data.train])
+        data.dense_negatives = self.hard_negatives
+
+    def hard_negatives(self, query: str, n: int, exclude: set[int], answers, depth: int = 30) -> list[int]:
+        """The bi-encoder's best passages for the query that do not answer it: what the re-ranker must fix."""
+        sims = self.vectors @ self.encoder.encode_queries([query])[0]
+        top = np.argpartition(-sims, min(depth, len(sims) - 1))[:depth]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [int(j) for j in top if int(j) not in exclude and not answers(int(j))][:n]
+
+    def batch_scores(self, queries: list[str], passage_ids: list[int], rows: list[list[int]]) -> np.ndarray:
+        q = self.encoder.encode_queries(queries)
+        return np.concatenate([self.scale * (self.vectors[[passage_ids[j] for j in row]] @ q[i])
+                               for i, row in enumerate(rows)]).astype(np.float32)
+
+    def dev_scores(self, dev: "DevSet") -> list[np.ndarray]:
+        if self._dev is None or self._dev[0] != id(dev):
+            q = self.encoder.encode_queries(dev.queries)
+            p = self.encoder.encode_passages(dev.passages)
+            self._dev = (id(dev), [self.scale * (p[c] @ q[i]) for i, c in enumerate(dev.candidates)])
+        return self._dev[1]
+
+    def save(self, out_dir: Path) -> dict[str, Any]:
+        import shutil
+
+        source = resolve_model(self.path)
+        if Path(source).is_dir():  # copied as it is (same weights file and time stamp: see capr.retrieve.rerank)
+            shutil.copytree(source, out_dir / self.FOLDER)
+        else:  # a hub id
+            from sentence_transformers import SentenceTransformer
+
+            SentenceTransformer(source).save(str(out_dir / self.FOLDER))
+        return {"folder": self.FOLDER, "scale": self.scale,
+                "source": str(Path(source).resolve()) if Path(source).is_dir() else source}
 
 
 def build_model(args: TrainArgs, device: torch.device) -> nn.Module:

@@ -76,9 +76,11 @@ def train(
         raise BadInputError(str(labels_path or "labels"), "need at least two labeled passages to train")
     model = build_model(args, device)
     if kind is ModelKind.cross:
-        model.selector = data.selector
-    # cross-encoders score every (query, candidate) pair, so their dev set is smaller
-    dev = data.dev_set(args.dev_queries if kind is not ModelKind.cross else min(args.dev_queries, 64),
+        model.attach(data)
+    # cross-encoders score every (query, candidate) pair, so their dev set is smaller; a residual one starts at its
+    # bi-encoder's high dev score, and telling its checkpoints apart needs more queries
+    cross_queries = 128 if args.first_stage else 64
+    dev = data.dev_set(args.dev_queries if kind is not ModelKind.cross else min(args.dev_queries, cross_queries),
                        n_candidates=32 if kind is not ModelKind.cross else 16, seed=args.seed)
     batches = iter(data.batches(random.Random(args.seed), with_selection_query=args.sentence_selection))
     use_amp = device.type == "cuda"
@@ -109,7 +111,7 @@ def train(
             "dev_passages": len(data.dev),
         }
 
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = model.param_groups() if kind is ModelKind.cross else [p for p in model.parameters() if p.requires_grad]
     return loop.run(params, step, evaluate=evaluate, card=card, module=model,
                     write=lambda tmp: {**model.save(tmp), "max_length": args.max_length},
                     readme=lambda c, _: _model_card_md(c))
