@@ -262,10 +262,10 @@ def test_residual_cross_encoder_starts_as_its_bi_encoder_and_moves_the_planted_a
     np.testing.assert_allclose(start, bi, atol=1e-4)
 
     trained = tmp_path / "trained"
-    result = train(tiny_labels(), trained, TrainArgs.for_kind("cross", max_steps=30, lr=1e-4, **settings), progress=False)
+    result = train(tiny_labels(), trained, TrainArgs.for_kind("cross", max_steps=60, lr=5e-4, **settings), progress=False)
     assert np.mean(result.losses[-5:]) < np.mean(result.losses[:5]), result.losses
     after = load_reranker(f"cross:{trained}").score(query, [gold] + others)
-    # the gold answer's lead over the best distractor grows (2.1 → 2.8 when written)
+    # the gold answer's lead over the best distractor grows (2.14 → 2.66 when written)
     assert after[0] - after[1:].max() > bi[0] - bi[1:].max() + 0.25, (after, bi)
 
 

@@ -200,15 +200,13 @@ class TrainingLoop:
         self.say: Log = log or (lambda m: None)
         self.device = pick_device(device)
 
-    def run(self, params: list[torch.nn.Parameter] | list[dict[str, Any]], step: Callable[[], torch.Tensor], *,
+    def run(self, params: list[torch.nn.Parameter], step: Callable[[], torch.Tensor], *,
             write: Callable[[Path], dict[str, Any]], card: Callable[[], dict[str, Any]],
             readme: Callable[[dict[str, Any], TrainResult], str],
             evaluate: Callable[[], dict[str, float]] | None = None,
             module: torch.nn.Module | None = None) -> TrainResult:
         a = self.args
-        # parameters, or optimizer parameter groups (a group's own "lr" follows the same schedule)
         opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=a.weight_decay)
-        params = [p for g in opt.param_groups for p in g["params"]]
         schedule = BudgetSchedule(a.max_steps, a.warmup, a.time_budget_min) if a.warmup is not None else None
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule.factor) if schedule else None
         t0 = time.time()

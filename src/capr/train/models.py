@@ -133,16 +133,6 @@ class CrossEncoderModel(nn.Module):
                 if head.bias is not None:
                     head.bias.zero_()
 
-    def param_groups(self) -> list[dict[str, Any]]:
-        """A residual cross-encoder's head starts at zero: at the transformer's learning rate it would stay near zero
-        for a whole CPU budget (round 1 of issue 18: head norm 0.03–0.08, rankings unchanged), so it learns faster."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        if self.first_stage is None:
-            return [{"params": params}]
-        head = {id(p) for p in _classifier_head(self.model).parameters()}
-        return [{"params": [p for p in params if id(p) not in head]},
-                {"params": [p for p in params if id(p) in head], "lr": self.args.lr * RESIDUAL_HEAD_LR_FACTOR}]
-
     def attach(self, data: "TrainingSet") -> None:
         """Gives the model the training corpus: sentence-selection statistics, and (with a first stage) the
         bi-encoder's passage vectors, which also mine the hard negatives."""
@@ -220,9 +210,6 @@ def _classifier_head(model: nn.Module) -> nn.Linear:
     if not isinstance(head, nn.Linear):
         raise TypeError(f"cannot find the classification head of {type(model).__name__}")
     return head
-
-
-RESIDUAL_HEAD_LR_FACTOR = 100.0
 
 
 class FirstStageScores:

@@ -111,7 +111,7 @@ def train(
             "dev_passages": len(data.dev),
         }
 
-    params = model.param_groups() if kind is ModelKind.cross else [p for p in model.parameters() if p.requires_grad]
+    params = [p for p in model.parameters() if p.requires_grad]
     return loop.run(params, step, evaluate=evaluate, card=card, module=model,
                     write=lambda tmp: {**model.save(tmp), "max_length": args.max_length},
                     readme=lambda c, _: _model_card_md(c))
