@@ -225,7 +225,6 @@ class FirstStageScores:
         self.encoder = Encoder(EncoderConfig(model=self.path))
         self.context = self.encoder.passage_context
         self.vectors: np.ndarray | None = None
-        self.data: "TrainingSet | None" = None
         self._dev: tuple[int, list[np.ndarray]] | None = None
 
     def index_training_passages(self, data: "TrainingSet") -> None:
@@ -234,7 +233,6 @@ class FirstStageScores:
         if parse_context(data.args.context) is not self.context:
             raise BadInputError(self.path, f"the first-stage bi-encoder reads passages with context "
                                 f"{self.context.value!r}; train the cross-encoder with --context {self.context.value}")
-        self.data = data
         self.vectors = self.encoder.encode_passages([passage_input(lp, self.context) for lp in data.train])
         data.dense_negatives = self.hard_negatives
 
