@@ -336,10 +336,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             raise ApiError(400, f"re-ranker {spec!r} is not enabled on this server; {enabled}", "reranker")
         with rerank_lock:
             if spec not in rerankers:
-                try:
-                    from capr.retrieve.rerank import load_reranker  # built in a separate issue
-                except ImportError:
-                    raise ApiError(400, "re-ranking is not available in this capr installation", "reranker") from None
+                from capr.retrieve.rerank import load_reranker
+
                 try:
                     rerankers[spec] = load_reranker(spec)
                 except (CaprError, ValueError, OSError) as e:
