@@ -104,8 +104,9 @@ class EvalConfig:
             raise CaprError("--cdv needs the embedded index (--backend embedded)")
 
     @property
-    def protocol_rerank_depth(self) -> int:
-        return self.rerank_depth or 64
+    def effective_rerank_depth(self) -> int:
+        """--rerank-depth, else 64 under the papers' protocol and `capr search`'s default with --pipeline default."""
+        return self.rerank_depth or (DEFAULT_RERANK_DEPTH if self.pipeline == "default" else 64)
 
     @property
     def needs_dense(self) -> bool:
@@ -165,7 +166,8 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
             from capr.retrieve.rerank import load_reranker
 
             reranker = load_reranker(config.reranker)
-        scorer = default_scorer(data, config.query_field, store, reranker=reranker, rerank_depth=config.rerank_depth)
+        scorer = default_scorer(data, config.query_field, store, reranker=reranker,
+                                rerank_depth=config.effective_rerank_depth)
     elif cdv_store is not None:
         scorer = cdv_scorer(data, cdv_store, config.query_field)
     elif config.backend.backend is Backend.milvus:
@@ -179,7 +181,7 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
     if config.reranker and config.pipeline != "default":
         from capr.retrieve.rerank import load_reranker
 
-        scorer = rerank_scorer(data, scorer, load_reranker(config.reranker), config.protocol_rerank_depth)
+        scorer = rerank_scorer(data, scorer, load_reranker(config.reranker), config.effective_rerank_depth)
     return scorer
 
 
@@ -206,8 +208,7 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     if config.backend.backend is not Backend.embedded:  # the embedded JSON keeps its keys (scripts compare them)
         result["index_backend"] = config.backend.backend.value
     if config.reranker:
-        result["reranker"] = {"spec": config.reranker, "depth": config.protocol_rerank_depth if config.pipeline != "default"
-                              else config.rerank_depth or DEFAULT_RERANK_DEPTH}
+        result["reranker"] = {"spec": config.reranker, "depth": config.effective_rerank_depth}
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":
