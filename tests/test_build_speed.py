@@ -173,3 +173,24 @@ def test_lazy_passage_record_is_json_dumps(docs):
         for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig()):
             assert _lazy_passage_json(p, drow) is None  # computed sentences: the encoder writes it
     assert n > 100
+
+
+@pytest.mark.parametrize("aconf", [AnalyzerConfig(), AnalyzerConfig(lowercase=False), AnalyzerConfig(stopwords=False)],
+                         ids=["default", "no-lowercase", "no-stopwords"])
+def test_sentence_tokens_equal_analysing_each_sentence(docs, aconf):
+    """Sentence evidence reads each sentence's tokens off the passage's analysed words (shared with highlighting);
+    they equal analysing each sentence's text, also where a sentence edge cuts a word."""
+    from capr.retrieve.evidence import _sentence_tokens, passage_sentences as sentence_triples
+
+    analyzer = Analyzer(aconf)
+    cut = Passage(pid="c", doc_id="c", text="Alpha betagamma delta. Épsilon zeta", aspect=None, start=100, end=135,
+                  sentences=[(100, 110), (110, 122), (123, 135)])  # "betagamma" split across two sentences
+    passages = [p for d in docs for c in CONFIGS[::2] for p in segment(d, c)] + [cut]
+    checked = 0
+    for p in passages:
+        sents = sentence_triples(p)
+        assert _sentence_tokens(p, sents, analyzer) == [analyzer(t) for _, _, t in sents], p.pid
+        checked += len(sents)
+    assert checked > 5000
+    cut_tokens = _sentence_tokens(cut, sentence_triples(cut), analyzer)
+    assert cut_tokens[0][-1] != cut_tokens[1][0]  # the cut word is analysed in its two pieces, as before

@@ -93,6 +93,24 @@ def test_free_text_search_with_filter_and_tfidf(read_client):
     assert off["evidence_method"] is None and all(r["sentences"] is None for r in off["results"])
 
 
+def test_search_responses_hold_to_the_published_schema(read_client):
+    """/search writes its JSON without building the response models: each response must still be exactly what
+    the SearchResponse model gives (no field missing, extra or of another type), with evidence on and off."""
+    from capr.service import schemas as S
+
+    bodies = [{"entity": "IgA nephropathy", "aspect": "symptoms", "k": 5},
+              {"text": "how is atrial fibrillation treated", "k": 10, "group_by": "doc"},
+              {"text": "cough wheeze asthma", "k": 3, "evidence": False, "retriever": "tfidf"}]
+    for body in bodies:
+        r = read_client.post("/search", json=body)
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+        data = r.json()
+        assert data["results"]
+        assert S.SearchResponse.model_validate(data).model_dump(mode="json") == data
+        for hit in data["results"]:
+            assert set(hit) == set(S.SearchResult.model_fields)
+
+
 @pytest.mark.parametrize("body, loc", [
     ({"text": "x", "k": 0}, ["body", "k"]),
     ({"text": "x", "k": 101}, ["body", "k"]),

@@ -12,6 +12,8 @@ from capr.errors import CaprError
 # Unicode-aware: \w matches letters and digits of any script (é, ß, кириллица, 汉字).
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
+_MEMO_WORDS = 50_000  # distinct surface words analyze_words remembers (a few MB)
+
 _STOPWORD_LISTS = {
     "english": "STOPWORDS_EN",
     "german": "STOPWORDS_GERMAN",
@@ -62,6 +64,7 @@ class Analyzer:
         else:
             self._stemmer = None
         self._stopwords = frozenset(self._load_stopwords(lang))
+        self._memo: dict[str, str | None] = {}  # surface word → analyze_word(word), for analyze_words
 
     def _load_stopwords(self, lang: str) -> set[str]:
         words: set[str] = {w.lower() for w in self.config.extra_stopwords}
@@ -90,8 +93,21 @@ class Analyzer:
         return w
 
     def analyze_words(self, words: list[str]) -> list[str | None]:
-        """``analyze_word`` of each word, in one pass (one stemmer call for the list: highlighting and
-        snippets analyse every word of every hit)."""
+        """``analyze_word`` of each word, in one pass. Highlighting, snippets and sentence evidence analyse every
+        word of every hit, so results are remembered per surface word (a bounded table, started afresh when full)."""
+        memo = self._memo  # a local reference: another thread may replace the table meanwhile
+        try:
+            return [memo[w] for w in words]
+        except KeyError:
+            pass
+        fresh = list(dict.fromkeys(w for w in words if w not in memo))
+        if len(memo) + len(fresh) > _MEMO_WORDS:
+            memo = self._memo = {}
+            fresh = list(dict.fromkeys(words))
+        memo.update(zip(fresh, self._analyze_fresh(fresh)))
+        return [memo[w] for w in words]
+
+    def _analyze_fresh(self, words: list[str]) -> list[str | None]:
         low = [w.lower() for w in words] if self.config.lowercase else list(words)
         stop = self._stopwords
         keep = [(w if self.config.lowercase else w.lower()) not in stop for w in low] if stop else [True] * len(low)

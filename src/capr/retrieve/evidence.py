@@ -9,12 +9,14 @@ sentence, encoded by the index's own encoder (only for indexes built with ``--de
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from capr.records import Passage, Query
+from capr.retrieve.highlight import analysed
 
 if TYPE_CHECKING:
     from capr.query import ParsedQuery
@@ -75,6 +77,22 @@ def _parsed(store: "Store", query: "Query | str | ParsedQuery", expand: bool = T
     return query if isinstance(query, ParsedQuery) else parse_query(query, store.analyzer, expand)
 
 
+def _sentence_tokens(passage: Passage, sents: list[tuple[int, int, str]], analyzer: Any) -> list[list[str]]:
+    """``analyzer(text)`` of each sentence, read off the passage's analysed words (shared with its highlights and
+    snippet) instead of analysing each sentence again. A sentence whose edge cuts a word is analysed on its own:
+    only then do its tokens differ from the passage's words inside it."""
+    words, terms = analysed(passage.text, analyzer)
+    starts = [a for _, a, _ in words]
+    out = []
+    for a, b, text in sents:
+        lo, hi = a - passage.start, b - passage.start
+        i = bisect_left(starts, lo)
+        j = bisect_left(starts, hi, i)
+        cut = (i > 0 and words[i - 1][2] > lo) or (j > i and words[j - 1][2] > hi)
+        out.append(analyzer(text) if cut else [t for t in terms[i:j] if t is not None])
+    return out
+
+
 def lexical_sentence_scores(store: "Store", query: "Query | str | ParsedQuery", passage: Passage,
                             expand: bool = True) -> list[SentenceScore]:
     """Sentence-level BM25 with the collection's idf (idf 1 on a store without collection statistics)."""
@@ -82,7 +100,7 @@ def lexical_sentence_scores(store: "Store", query: "Query | str | ParsedQuery", 
     sents = passage_sentences(passage)
     analyzer = store.analyzer
     idf = store.term_idf(set(pq.terms))
-    token_lists = [analyzer(text) for _, _, text in sents]
+    token_lists = _sentence_tokens(passage, sents, analyzer)
     avg_len = max(1.0, sum(len(t) for t in token_lists) / len(token_lists))
     k1, b = store.bm25_params.k1, store.bm25_params.b
     out = []

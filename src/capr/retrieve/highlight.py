@@ -8,17 +8,26 @@ from dataclasses import dataclass
 from capr.index.analyzer import Analyzer
 
 Span = tuple[int, int]
-_last = threading.local()  # the last passage analysed in this thread: highlights and snippet read the same text
+_recent = threading.local()  # this thread's recent analyses: highlights, snippet and evidence read the same hits
+_RECENT = 64  # more than one result page of hits
 
 
-def _analysed(text: str, analyzer: Analyzer) -> tuple[list[tuple[str, int, int]], list[str | None]]:
-    """The words of ``text`` with their spans, and each word's analysed form (None: a stopword)."""
-    hit = getattr(_last, "value", None)
+def analysed(text: str, analyzer: Analyzer) -> tuple[list[tuple[str, int, int]], list[str | None]]:
+    """The words of ``text`` with their spans, and each word's analysed form (None: a stopword).
+
+    Kept for the last few texts of this thread (by identity), so that highlighting, the snippet and the
+    sentence evidence of one hit analyse its words once."""
+    cache = getattr(_recent, "value", None)
+    if cache is None:
+        cache = _recent.value = {}
+    hit = cache.get(id(text))
     if hit is not None and hit[0] is text and hit[1] is analyzer:
         return hit[2], hit[3]
     words = analyzer.words(text)
     terms = analyzer.analyze_words([w for w, _, _ in words])
-    _last.value = (text, analyzer, words, terms)
+    if len(cache) >= _RECENT:
+        del cache[next(iter(cache))]  # the oldest (dicts keep insertion order)
+    cache[id(text)] = (text, analyzer, words, terms)  # holding text keeps its id from being reused
     return words, terms
 
 
@@ -33,13 +42,13 @@ class Snippet:
 
 def term_spans(text: str, query_terms: set[str], analyzer: Analyzer) -> list[Span]:
     """Spans of words in ``text`` whose analysed form is a query term."""
-    words, terms = _analysed(text, analyzer)
+    words, terms = analysed(text, analyzer)
     return [(a, b) for (_, a, b), t in zip(words, terms) if t is not None and t in query_terms]
 
 
 def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 40) -> Snippet:
     """The ``width``-word window with most query-term hits."""
-    words, terms = _analysed(text, analyzer)
+    words, terms = analysed(text, analyzer)
     hits = [1 if t is not None and t in query_terms else 0 for t in terms]
     if len(words) <= width:
         lo, hi = 0, len(words)
