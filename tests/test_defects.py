@@ -484,7 +484,8 @@ def test_oversized_document_is_refused_with_the_limit(tmp_path, base_index):
                                                 {"doc_id": "huge", "text": big}])
     before = _generation(base_index)
     proc = capr_cli("add", str(base_index), str(src), check=False)
-    _one_line_error(proc, "huge", f"more than the limit of {DEFAULT_MAX_DOC_CHARS:,} (--max-doc-chars)")
+    # named by file and document id, refused as it is read
+    _one_line_error(proc, f"{src} [huge]: document text has", f"more than the limit of {DEFAULT_MAX_DOC_CHARS:,} (--max-doc-chars)")
     assert _generation(base_index) == before
     proc = capr_cli("add", str(base_index), str(src), "--skip-bad", check=False)
     assert proc.returncode == 0 and "1 bad record(s) skipped" in proc.stderr and "--max-doc-chars" in proc.stderr
@@ -495,7 +496,7 @@ def test_oversized_document_is_refused_with_the_limit(tmp_path, base_index):
 def test_max_doc_chars_option(tmp_path):
     src = _write_jsonl(tmp_path / "d.jsonl", [{"doc_id": "a", "text": "PLAN: " + "x " * 600}])
     proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "1000", check=False)
-    _one_line_error(proc, "more than the limit of 1,000 (--max-doc-chars)")
+    _one_line_error(proc, f"{src} [a]:", "more than the limit of 1,000 (--max-doc-chars)")
     assert not (tmp_path / "idx" / "CURRENT").exists()
     capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--max-doc-chars", "5000")
 

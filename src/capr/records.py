@@ -13,6 +13,17 @@ from typing import Any, Iterator
 Span = tuple[int, int]
 
 DOC_ID_MAX_LENGTH = 256
+# A document longer than this is refused (a bad record: --skip-bad skips it). 10 M characters is far
+# beyond any clinical note or article; a bigger "document" is almost always a mistake (a whole dump in
+# one JSON field) and would be held, segmented and analysed in memory at once.
+DEFAULT_MAX_DOC_CHARS = 10_000_000
+
+
+def oversized(text: str, max_doc_chars: int) -> str | None:
+    """Why a document text is refused for its size (readers, writers and stores say it the same way), or None."""
+    if len(text) <= max_doc_chars:
+        return None
+    return f"document text has {len(text):,} characters, more than the limit of {max_doc_chars:,} (--max-doc-chars)"
 
 
 def check_doc_id(value: object) -> str:

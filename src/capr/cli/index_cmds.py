@@ -73,7 +73,7 @@ def index_cmd(
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
         store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
-        report = ReadReport(skip_bad=skip_bad)
+        report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
         secs = write_to_store(store, read_documents(source, fmt, report), f"indexing {source.name}", report,
                               max_doc_chars=max_doc_chars)
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
@@ -96,7 +96,7 @@ def add_cmd(
     """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
 
     def body() -> None:
-        report = ReadReport(skip_bad=skip_bad)
+        report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         secs = write_to_store(store, read_documents(source, fmt, report), f"adding {source.name}", report,
                               max_doc_chars=max_doc_chars)

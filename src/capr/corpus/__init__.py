@@ -12,7 +12,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.files import read_head
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
-from capr.records import Document
+from capr.records import Document, oversized
 
 
 class Format(str, Enum):
@@ -136,9 +136,14 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
         Format.fhir: fhir.read_fhir,
         Format.ccda: ccda.read_ccda,
     }
+    limit = report.max_doc_chars
     for doc in readers[fmt](source, report):
-        if not doc.text.strip():
+        if not doc.text or doc.text.isspace():  # not .strip(): no copy of a huge text
             report.empty += 1
+            continue
+        if limit is not None and (why := oversized(doc.text, limit)) is not None:
+            # refused here, where the file is known, before the document is held any longer
+            report.bad(str(doc.metadata.get("path") or source), why, doc.doc_id)
             continue
         yield doc
 

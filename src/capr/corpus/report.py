@@ -10,6 +10,7 @@ from capr.errors import BadInputError
 @dataclass
 class ReadReport:
     skip_bad: bool = False
+    max_doc_chars: int | None = None  # a longer document text is a bad record (named by file and document id)
     skipped: list[BadInputError] = field(default_factory=list)
     empty: int = 0  # records with no text (e.g. MedQuAD answers removed for copyright)
     duplicates: int = 0

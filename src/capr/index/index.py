@@ -29,7 +29,7 @@ from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_s
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
-from capr.records import Document, Passage, check_doc_id
+from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id, oversized
 from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 2
 DEFAULT_HNSW_THRESHOLD = 50_000  # segments with at least this many passages get an HNSW graph
-# A document longer than this is refused (a bad record: --skip-bad skips it). 10 M characters is far
-# beyond any clinical note or article; a bigger "document" is almost always a mistake (a whole dump in
-# one JSON field) and would be held, segmented and analysed in memory at once.
-DEFAULT_MAX_DOC_CHARS = 10_000_000
 # One write (a whole `capr index`) is cut into segments of this many passages, so its memory does not grow with the
 # input (the writer holds one segment's postings and records at a time); searches merge segments' statistics.
 DEFAULT_SEGMENT_PASSAGES = 250_000
@@ -220,10 +216,8 @@ class IndexWriter:
             self.report.bad(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}",
                             repr(doc.doc_id)[:80])
             return 0
-        if len(doc.text) > self.max_doc_chars:
-            self.report.bad(str(doc.metadata.get("path") or doc.doc_id),
-                            f"document text has {len(doc.text):,} characters, more than the limit of "
-                            f"{self.max_doc_chars:,} (--max-doc-chars)", doc.doc_id)
+        if (why := oversized(doc.text, self.max_doc_chars)) is not None:
+            self.report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
             return 0
         if doc.doc_id in self._new_ids:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)

@@ -43,7 +43,7 @@ from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
 from capr.query import Retriever, check_aspect
 from capr.index.index import DEFAULT_MAX_DOC_CHARS
-from capr.records import Document, Passage, Section, check_doc_id
+from capr.records import Document, Passage, Section, check_doc_id, oversized
 from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
@@ -300,9 +300,7 @@ class MilvusStore:
                 check_doc_id(doc.doc_id)
             except ValueError as e:
                 raise BadInputError(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}") from None
-            if len(doc.text) > max_doc_chars:
-                why = (f"document text has {len(doc.text):,} characters, more than the limit of {max_doc_chars:,} "
-                       "(--max-doc-chars)")
+            if (why := oversized(doc.text, max_doc_chars)) is not None:
                 if report is None:
                     raise BadInputError(str(doc.metadata.get("path") or doc.doc_id), why)
                 report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
