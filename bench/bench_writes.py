@@ -8,8 +8,9 @@
 Documents: MedQuAD (every XML answer document with text) and MTSamples notes from ../shared/data; when
 the large base needs more documents than the two hold, MedQuAD documents are repeated under new ids
 (their text, hence their postings, counts again). The batch is disjoint from both bases. Each `capr add`
-runs as its own child process; its peak resident memory is the kernel's ru_maxrss for that child
-(os.wait4), so it includes the interpreter and imports (measured alone as "baseline": `capr --help`);
+runs as its own child process; its peak resident memory is its VmHWM (read by the child at exit; ru_maxrss of
+a child would also count this process's memory at the fork), so it includes the interpreter and imports
+(measured alone as "baseline": `capr --help`);
 "growth" is the peak minus that baseline.
 
 --huge-doc-mb N also adds one single-line document of N MB (ASCII words drawn from the corpus, no
@@ -78,18 +79,37 @@ def _huge_document(pool: list[dict], megabytes: float, path: Path) -> int:
     return len(text)
 
 
+# The child reports its own peak: ru_maxrss of a child also counts the parent's memory at the moment of the fork
+# (Linux keeps the high-water mark across exec), so a bench process holding the corpus would inflate every row.
+_CHILD = ("import atexit, runpy, sys\n"
+          "def peak():\n"
+          "    for line in open('/proc/self/status'):\n"
+          "        if line.startswith('VmHWM:'):\n"
+          "            sys.stderr.write('\\nVMHWM_KB ' + line.split()[1] + '\\n')\n"
+          "atexit.register(peak)\n"
+          "sys.argv = ['capr', *sys.argv[1:]]\n"
+          "runpy.run_module('capr', run_name='__main__')\n")
+
+
 def _run(args: list[str], check: bool = True) -> tuple[float, float, str]:
-    """(peak RSS in MB, wall seconds, stderr) of one capr command in a child process."""
+    """(peak RSS in MB, wall seconds, stderr) of one capr command in a child process: its VmHWM (the peak resident
+    memory of its own address space), read by the child at exit; ru_maxrss where /proc is missing."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "capr", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env, text=True)
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     secs = time.perf_counter() - t0
     if check and os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"capr {' '.join(args)} failed:\n{err}")
-    return usage.ru_maxrss / 1024, secs, err  # ru_maxrss is in KiB on Linux
+    lines = err.rstrip().splitlines()
+    if lines and lines[-1].startswith("VMHWM_KB "):
+        peak_kb = int(lines[-1].split()[1])
+        err = "\n".join(lines[:-1])
+    else:
+        peak_kb = usage.ru_maxrss  # KiB on Linux
+    return peak_kb / 1024, secs, err
 
 
 def _passages(index_dir: Path) -> int:

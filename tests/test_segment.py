@@ -95,3 +95,28 @@ def test_overlong_sentence_is_split_at_word_boundaries():
 def test_title_heading_is_not_an_aspect():
     doc = Document("d", "Clinic note", "# Clinic note\nSeen today for review.\n\nPLAN: follow up.")
     assert [(p.heading, p.aspect) for p in segment(doc)] == [("Clinic note", None), ("PLAN", "plan")]
+
+
+def test_long_lines_are_split_a_window_at_a_time_with_the_same_sentences(monkeypatch, demo_dir):
+    """A line longer than SENTENCE_WINDOW (a dump on one line) goes to nupunkt in windows; the sentences equal
+    splitting the line in one call, including abbreviations and sentences that straddle a window's edge."""
+    import capr.corpus.segment as seg
+    from capr.corpus import read_documents
+
+    texts = [d.text.replace("\n", " ") for d in read_documents(demo_dir)]
+    line = " ".join(texts) + " Dr. Smith saw pts. e.g. at 2 p.m. today. Then left"
+    one_call = seg.split_sentences(line)
+    assert len(one_call) > 200
+    for window in (997, 5_000, 20_011):
+        monkeypatch.setattr(seg, "SENTENCE_WINDOW", window)
+        assert seg.split_sentences(line) == one_call, window
+        # a window with no sentence end at all is taken whole and the line moves on
+        words = seg.split_sentences("lorem " * (window // 2))
+        assert words and words[0][0] == 0 and words[-1][1] == len("lorem " * (window // 2)) - 1
+        assert all(b <= a2 for (_, b), (a2, _) in zip(words, words[1:]))
+
+
+def test_a_run_on_markdown_line_is_not_a_heading():
+    text = "# " + "word " * 100 + "\n\nSymptoms: cough."  # 500 characters after the '#'
+    assert [s.heading for s in detect_sections(text)] == ["", "Symptoms"]  # the run-on line is untitled text
+    assert [s.heading for s in detect_sections("# Treatment options\nRest.")] == ["Treatment options"]

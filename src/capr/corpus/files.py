@@ -54,14 +54,15 @@ def guard_reads(path: Path, items: Iterable[T], where: Callable[[], str | None])
     the stream cannot be resumed after it, and indexing the records before it alone would silently
     drop the rest, so the write is aborted and the previous generation stays current."""
     it = iter(items)
+    box: list[T] = []  # yielded with pop(): the suspended generator keeps no reference to a (huge) item
     while True:
         try:
-            item = next(it)
+            box.append(next(it))
         except StopIteration:
             return
         except READ_ERRORS as e:
             raise BadInputError(str(path), read_error_reason(e), where()) from None
-        yield item
+        yield box.pop()
 
 
 def csv_header(path: Path, reader: "csv.DictReader") -> list[str]:
@@ -127,12 +128,17 @@ def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
     (which raises unless skipping) or, without a report, raises at once."""
     with open_text(path) as fh:
         lineno = 0
-        for lineno, line in enumerate(guard_reads(path, fh, lambda: f"line {lineno + 1}"), 1):
+        # no enumerate(): its reused result tuple would keep the previous line alive while a record is indexed
+        for line in guard_reads(path, fh, lambda: f"line {lineno + 1}"):
+            lineno += 1
             if not line or line.isspace():  # not .strip(): a huge line is not copied
                 continue
             try:
-                yield f"line {lineno}", json.loads(line)
+                obj = json.loads(line)
             except json.JSONDecodeError as e:
                 if report is None:
                     raise BadInputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}") from None
                 report.bad(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}")
+                continue
+            del line  # the parsed record holds what is needed; the raw line is freed before it is indexed
+            yield f"line {lineno}", obj

@@ -15,6 +15,7 @@ from capr.records import Document, Passage, Section, Span
 
 _SMALL_WORDS = {"and", "of", "the", "or", "for", "to", "in", "on", "with", "at", "by", "a", "an", "/", "&"}
 _MAX_HEADING_WORDS = 7
+_MAX_MARKDOWN_HEADING_CHARS = 200
 
 _MARKDOWN_RE = re.compile(r"^[ \t]*(#{1,6})[ \t]+(?P<h>[^\n]+?)[ \t#]*$", re.M)
 _NUMBERED_RE = re.compile(r"^[ \t]*\d{1,2}(?:\.\d{1,2})*[.)]?[ \t]+(?P<h>[A-Za-z][^\n.:]{1,60}?)[ \t]*:?[ \t]*$", re.M)
@@ -52,7 +53,9 @@ def detect_headings(text: str) -> list[_Hit]:
             hits[start] = _Hit(start, heading)
 
     for m in _MARKDOWN_RE.finditer(text):
-        add(m.start(), m.group("h"))
+        # a "# ..." line that runs on is text, not a heading: every passage of a section stores its heading
+        if m.end("h") - m.start("h") <= _MAX_MARKDOWN_HEADING_CHARS:
+            add(m.start(), m.group("h"))
     for m in _NUMBERED_RE.finditer(text):
         h = m.group("h")
         if _looks_like_heading(h) and len(h.split()) <= 5:
@@ -124,24 +127,66 @@ def _nupunkt():
 _SENT_END = re.compile(r"[.?!]")
 
 
+_LINE_RE = re.compile(r"[^\n]+")
+# nupunkt holds a token list of the text it splits: a line longer than this (a whole dump on one line) is split a
+# window at a time, so memory follows the window, not the line. Shorter lines, i.e. every real document, are
+# split in one call as always.
+SENTENCE_WINDOW = 100_000
+
+
+def _line_sentences(chunk: str) -> list[Span]:
+    """nupunkt's sentence spans of one line (offsets within it)."""
+    # a line whose only sentence-ending characters (".", "?", "!": nupunkt's sent_end_chars) are at its end is
+    # one sentence: nupunkt breaks only after one of them when another word follows. Most of the time of
+    # indexing was spent asking it about such lines.
+    raw = _nupunkt().sent_spans(chunk) if _SENT_END.search(chunk.rstrip().rstrip(".?!")) else [(0, len(chunk))]
+    if len(raw) > 1 and has_placeholders(chunk):
+        # a de-identification surrogate is one opaque token: never end a sentence inside it
+        raw = merge_split_placeholders(raw, placeholder_spans(chunk))
+    return raw
+
+
+def _long_line_sentences(text: str, a0: int, b0: int) -> list[Span]:
+    """Sentence spans (offsets within text[a0:b0]) of a line longer than SENTENCE_WINDOW: nupunkt on one window at
+    a time. The last sentence of a window may be cut by its edge, so the next window starts at it, with the
+    sentence before it as context (nupunkt decides a break from the words on both sides of it)."""
+    out: list[Span] = []
+    pos = ctx = a0  # sentences are emitted from pos on; the window starts at ctx
+    while pos < b0:
+        stop = min(b0, pos + SENTENCE_WINDOW)
+        if stop < b0:  # end the window at a blank, never inside a word
+            blank = text.rfind(" ", pos + SENTENCE_WINDOW // 2, stop)
+            stop = blank if blank > pos else stop
+        raw = [(ctx + a, ctx + b) for a, b in _line_sentences(text[ctx:stop])]
+        raw = [(max(a, pos), b) for a, b in raw if b > pos]  # what the context sentence covers was emitted before
+        following = stop
+        if stop < b0 and len(raw) > 1:
+            following = raw[-1][0]  # the last sentence may be cut: read it again in the next window
+            ctx = raw[-2][0]
+            raw = raw[:-1]
+        else:
+            ctx = stop
+        # (a window with no sentence end is taken as one sentence: the line moves on either way)
+        out.extend((a - a0, b - a0) for a, b in raw)
+        pos = following
+    return out
+
+
 def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[Span]:
     """Sentence spans within text[start:end] (nupunkt: robust to "Dr.", "e.g.", "pts."),
     trimmed of surrounding whitespace; line breaks inside a section also end sentences
     so list items and headings do not swallow the next line."""
     end = len(text) if end is None else end
     spans: list[Span] = []
-    for line in re.finditer(r"[^\n]+", text[start:end]):
-        a0, b0 = start + line.start(), start + line.end()
-        chunk = text[a0:b0]
-        if not chunk.strip():
-            continue
-        # a line whose only sentence-ending characters (".", "?", "!": nupunkt's sent_end_chars) are at its end is
-        # one sentence: nupunkt breaks only after one of them when another word follows. Most of the time of
-        # indexing was spent asking it about such lines.
-        raw = _nupunkt().sent_spans(chunk) if _SENT_END.search(chunk.rstrip().rstrip(".?!")) else [(0, len(chunk))]
-        if len(raw) > 1 and has_placeholders(chunk):
-            # a de-identification surrogate is one opaque token: never end a sentence inside it
-            raw = merge_split_placeholders(raw, placeholder_spans(chunk))
+    for line in _LINE_RE.finditer(text, start, end):
+        a0, b0 = line.start(), line.end()
+        if b0 - a0 > SENTENCE_WINDOW:
+            raw = _long_line_sentences(text, a0, b0)
+        else:
+            chunk = text[a0:b0]
+            if not chunk.strip():
+                continue
+            raw = _line_sentences(chunk)
         for a, b in raw:
             a, b = a0 + a, a0 + b
             while a < b and text[a].isspace():
