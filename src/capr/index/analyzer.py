@@ -104,10 +104,12 @@ class Analyzer:
         if len(memo) + len(fresh) > _MEMO_WORDS:
             memo = self._memo = {}
             fresh = list(dict.fromkeys(words))
-        memo.update(zip(fresh, self._analyze_fresh(fresh)))
+        memo.update(zip(fresh, self.analyze_unseen(fresh)))
         return [memo[w] for w in words]
 
-    def _analyze_fresh(self, words: list[str]) -> list[str | None]:
+    def analyze_unseen(self, words: list[str]) -> list[str | None]:
+        """``analyze_words`` without the table, for a caller that keeps its own (the segment writer asks about
+        each distinct word once)."""
         low = [w.lower() for w in words] if self.config.lowercase else list(words)
         stop = self._stopwords
         keep = [(w if self.config.lowercase else w.lower()) not in stop for w in low] if stop else [True] * len(low)

@@ -122,7 +122,7 @@ class SegmentBuilder:
             except KeyError:  # words not seen yet in this segment: analyse them, in first-seen order
                 missing = [w for w in dict.fromkeys(words) if w not in wids]
                 vocab = self._vocab
-                for w, t in zip(missing, self.analyzer.analyze_words(missing)):
+                for w, t in zip(missing, self.analyzer.analyze_unseen(missing)):
                     wids[w] = -1 if t is None else vocab.setdefault(t, len(vocab))
                 row = {}
                 _count_elements(row, map(wids.__getitem__, words))
