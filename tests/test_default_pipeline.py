@@ -122,6 +122,44 @@ def test_eval_default_pipeline_is_capr_search_defaults(tmp_path):
     assert res["metrics"]["MAP"] >= bm25["metrics"]["MAP"]
 
 
+def _run_lists(path) -> dict[str, list[str]]:
+    runs: dict[str, list[tuple[int, str]]] = {}
+    for line in path.read_text().splitlines():
+        qid, _, pid, rank, *_ = line.split()
+        runs.setdefault(qid, []).append((int(rank), pid))
+    return {q: [pid for _, pid in sorted(v)] for q, v in runs.items()}
+
+
+def test_eval_default_pipeline_with_a_reranker_reorders_its_top_k(tmp_path, monkeypatch):
+    """`capr eval --pipeline default --reranker` runs the Searcher with the second stage: the re-ranker reorders
+    the default pipeline's top --rerank-depth and leaves the rest as it was (MEDIQA's pools hold 3–11 answers, so
+    the depth is 5 here). The re-ranker is a residual cross-encoder that has not moved from MiniLM (lr 0), so it
+    ranks by MiniLM's cosine alone."""
+    from capr.train import TrainArgs, train
+    from test_train import tiny_labels
+
+    data = need_data("mediqa2019").parent
+    monkeypatch.setenv("CAPR_CACHE", str(tmp_path / "vectors"))
+    model = tmp_path / "rcross"
+    train(tiny_labels(), model, TrainArgs.for_kind("cross", first_stage="minilm", max_steps=1, lr=0.0, batch_size=4,
+                                                   max_length=48, query_max_length=16, dev_fraction=0.0,
+                                                   hard_negatives=1, question_prob=0.0, synonym_prob=0.0), progress=False)
+    common = ["eval", "--benchmark", "mediqa2019", "--data-dir", str(data), "--query-field", "question",
+              "--pipeline", "default", "--cache-dir", str(tmp_path / "c"), "--json"]
+    plain = json.loads(capr_cli(*common, "--run-out", str(tmp_path / "plain.trec")).stdout)
+    reranked = json.loads(capr_cli(*common, "--reranker", f"cross:{model}", "--rerank-depth", "5",
+                                   "--run-out", str(tmp_path / "reranked.trec")).stdout)
+    assert reranked["queries"] == plain["queries"] == 25
+    before, after = _run_lists(tmp_path / "plain.trec"), _run_lists(tmp_path / "reranked.trec")
+    assert before.keys() == after.keys()
+    moved = 0
+    for qid in before:
+        assert set(after[qid][:5]) == set(before[qid][:5]), qid  # the same candidates...
+        assert after[qid][5:] == before[qid][5:], qid  # ...and the tail untouched
+        moved += after[qid][:5] != before[qid][:5]
+    assert moved >= 3  # ...in MiniLM's order, not the fused one
+
+
 PLANTED = [
     # the entity's own note: its symptoms section never repeats the disease's name (as real notes do not)
     {"doc_id": "iga", "title": "Nephrology consult", "text": "ASSESSMENT:\nIgA nephropathy confirmed on biopsy.\n\n"

@@ -283,6 +283,7 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its rank;
     candidates not returned rank last. ``options``: other SearchOptions (the dev grid of bench/default_dev.py);
     ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
+    from copy import copy
     from dataclasses import replace
 
     from capr.search import SearchOptions
@@ -295,15 +296,27 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     parsed = {q.qid: searcher.parse(as_query(q, field), expand=options.expand, validate=False) for q in data.queries}
     row_of = data.index.pid_rows()
     every = len(data.index)
+    first_stage = copy(searcher)
+    first_stage.reranker = None
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
         whole = len(rows) == every
         k = FULL_DEPTH if whole else len(rows)
-        hits = searcher.search(parsed[q.qid], replace(options, k=k), within=None if whole else bench.keys(rows)).hits
+        within = None if whole else bench.keys(rows)
+        if reranker is not None and options.rerank_depth < k:
+            # the Searcher re-ranks all k hits it returns; a user's `capr search --reranker` re-orders the top
+            # rerank_depth: that head, then the first stage's order for the rest of the k
+            head = searcher.search(parsed[q.qid], replace(options, k=options.rerank_depth), within=within).hits
+            seen = {h.pid for h in head}
+            tail = [h for h in first_stage.search(parsed[q.qid], replace(options, k=k), within=within).hits
+                    if h.pid not in seen]
+            pids = [h.pid for h in head + tail]
+        else:
+            pids = [h.pid for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
         position = {int(r): i for i, r in enumerate(rows)}
         out = np.full(len(rows), -np.inf)
-        for h in hits:
-            out[position[row_of[h.pid]]] = len(hits) - h.rank + 1
+        for rank, pid in enumerate(pids):
+            out[position[row_of[pid]]] = len(pids) - rank
         return out
 
     return score
@@ -485,16 +498,15 @@ def benchmark_store(data: BenchmarkData, uri: str, collection: str, token: str |
             raise
     store = MilvusStore.create(uri, collection, token=token, segmenter=SegmenterConfig(**m["segmenter"]),
                                analyzer=AnalyzerConfig.from_dict(m["analyzer"]), dense=dense, **options)
-    vectors_of = None
-    if dense is not None:
-        rows = data.index.pid_rows()
+    rows = data.index.pid_rows() if dense is not None else {}
 
-        def vectors_of(passages: list) -> np.ndarray:
-            # the embedded index's own vectors: both backends search the very same numbers
-            r = np.asarray([rows[p.pid] for p in passages], dtype=np.int64)
-            return data.index.row_vectors(r)
+    def own_vectors(passages: list) -> np.ndarray:
+        # the embedded index's own vectors: both backends search the very same numbers
+        r = np.asarray([rows[p.pid] for p in passages], dtype=np.int64)
+        return data.index.row_vectors(r)
 
-    store.add((data.index.document(d) for d in data.index.document_ids()), progress=progress, vectors_of=vectors_of)
+    store.add((data.index.document(d) for d in data.index.document_ids()), progress=progress,
+              vectors_of=own_vectors if dense is not None else None)
     return store
 
 
