@@ -194,3 +194,27 @@ def test_sentence_tokens_equal_analysing_each_sentence(docs, aconf):
     assert checked > 5000
     cut_tokens = _sentence_tokens(cut, sentence_triples(cut), analyzer)
     assert cut_tokens[0][-1] != cut_tokens[1][0]  # the cut word is analysed in its two pieces, as before
+
+
+def test_long_document_texts_are_written_in_slices_with_the_same_bytes(tmp_path, monkeypatch):
+    """A document text longer than _TEXT_SLICE goes to the document store a slice at a time: the files equal those
+    written with one encoding of the record (quotes, backslashes, control characters, non-ASCII, astral)."""
+    import capr.index.segment as seg
+
+    text = ('He said "stop"\\now \\\\ tab\t bell\x07 é ß 汉字 🫀 done.\n\nPLAN: rest. ' * 40)
+    docs = [Document(doc_id="long", title="T \"q\"", text=text, metadata={"k": "v\x00capr:text\x00"}),
+            Document(doc_id="long2", title="", text=text[::-1])]
+
+    def build(root):
+        with IndexWriter(root, dense=None) as w:
+            for d in docs:
+                w.add(d)
+        return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+                and p.name in ("documents.jsonl", "documents.offsets.npy")}
+
+    whole = build(tmp_path / "whole")
+    monkeypatch.setattr(seg, "_TEXT_SLICE", 7)
+    sliced = build(tmp_path / "sliced")
+    assert whole and whole == sliced
+    index = Index.load(tmp_path / "sliced")
+    assert index.document("long").text == text and index.document("long2").text == text[::-1]

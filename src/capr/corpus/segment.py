@@ -25,6 +25,14 @@ _CAPS_LINE_RE = re.compile(r"^[ \t]*(?P<h>[A-Z][A-Z0-9 /&\-]{2,60}?)[ \t]*$", re
 _INLINE_RE = re.compile(r"(?<=[.!?])[ \t]+(?P<h>[A-Z][A-Z/&\-]+(?:[ \t][A-Z/&\-]+){0,5}):[ \t]")
 
 
+_NON_SPACE = re.compile(r"\S")
+
+
+def _blank(text: str, start: int, end: int) -> bool:
+    """``not text[start:end].strip()`` without copying the range (a section can be a whole huge document)."""
+    return _NON_SPACE.search(text, start, end) is None
+
+
 def _looks_like_heading(h: str) -> bool:
     words = h.split()
     if not words or len(words) > _MAX_HEADING_WORDS:
@@ -79,16 +87,14 @@ def detect_sections(text: str) -> list[Section]:
     hits = detect_headings(text)
     bounds = [h.start for h in hits] + [len(text)]
     sections: list[Section] = []
-    if hits and text[: hits[0].start].strip():
+    if hits and not _blank(text, 0, hits[0].start):
         sections.append(Section(heading="", aspect="", start=0, end=hits[0].start))
     for hit, end in zip(hits, bounds[1:]):
-        body = text[hit.start:end]
-        line_end = body.find("\n")
-        heading_line = body if line_end < 0 else body[:line_end]
-        rest = body[len(heading_line):]
-        after_heading = heading_line.split(":", 1)[1] if ":" in heading_line else ""
-        if not (rest.strip() or after_heading.strip()):
-            continue
+        line_end = text.find("\n", hit.start, end)
+        heading_end = end if line_end < 0 else line_end
+        colon = text.find(":", hit.start, heading_end)
+        if _blank(text, heading_end, end) and (colon < 0 or _blank(text, colon + 1, heading_end)):
+            continue  # nothing after the heading, on its line or below
         sections.append(Section(heading=hit.heading, aspect=normalize_aspect(hit.heading), start=hit.start, end=end))
     return [_trim(s, text) for s in sections]
 
@@ -111,7 +117,7 @@ def paragraph_sections(text: str) -> list[Section]:
     out, pos = [], 0
     for m in list(_PARA_RE.finditer(text)) + [None]:
         end = m.start() if m else len(text)
-        if text[pos:end].strip():
+        if not _blank(text, pos, end):
             out.append(_trim(Section(heading="", aspect="", start=pos, end=end), text))
         pos = m.end() if m else len(text)
     return out
@@ -230,7 +236,7 @@ def section_passages(doc: Document, section: Section, index: int, config: Segmen
         # one passage per section, the whole section: its sentences are split_sentences of its own text (a function of
         # that text alone), so they need not be computed now; ``sentences=None`` says "compute them when read"
         # (Passage.from_dict, passage_sentences). A section holds sentences iff it holds a non-space character.
-        if not text[section.start:section.end].strip():
+        if _blank(text, section.start, section.end):
             return []
         return [Passage(pid=section.section_id or f"{doc.doc_id}#s{index}", doc_id=doc.doc_id,
                         text=text[section.start:section.end], aspect=section.aspect or None, start=section.start,

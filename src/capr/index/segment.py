@@ -30,6 +30,8 @@ _MAX_FILTER_VALUE_LEN = 256
 SEGMENTS = "segments"
 # json.dumps(rec, ensure_ascii=False) without building an encoder per call (the writer encodes two records a passage)
 _encode_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+_TEXT_SLICE = 1 << 20  # a document text longer than this is written to the store in slices of this many characters
+_TEXT_MARK = "\x00capr:text\x00"  # stands in for the text while the rest of the record is encoded
 _encode_str = json.encoder.encode_basestring  # the JSON string literal of a str, as the encoder writes it
 
 
@@ -93,7 +95,7 @@ class SegmentBuilder:
     def add(self, doc: Document, passages: list[Passage]) -> None:
         drow = len(self.doc_ids)
         self.doc_ids.append(doc.doc_id)
-        self._write(self._docs_fh, self._doc_offsets, doc.to_dict())
+        self._write_document(doc.to_dict())
         for p in passages:
             line = _lazy_passage_json(p, drow)
             if line is None:
@@ -133,6 +135,25 @@ class SegmentBuilder:
             self._lens.append(n_tokens)
             self._add_fields(p, doc.metadata)
             self.n_passages += 1
+
+    def _write_document(self, rec: dict) -> None:
+        """The document record; a long text is escaped and written a slice at a time (JSON escapes each character
+        on its own, so the bytes are those of encoding the record at once), not held as a second and third copy."""
+        text = rec.get("text")
+        if not isinstance(text, str) or len(text) <= _TEXT_SLICE:
+            self._write(self._docs_fh, self._doc_offsets, rec)
+            return
+        parts = _encode_json({**rec, "text": _TEXT_MARK}).split(_encode_json(_TEXT_MARK))
+        if len(parts) != 2:  # the mark also in another field: encode at once
+            self._write(self._docs_fh, self._doc_offsets, rec)
+            return
+        head, tail = parts
+        fh = self._docs_fh
+        fh.write(head.encode("utf-8") + b'"')
+        for i in range(0, len(text), _TEXT_SLICE):
+            fh.write(_encode_json(text[i:i + _TEXT_SLICE])[1:-1].encode("utf-8"))
+        fh.write(b'"' + tail.encode("utf-8") + b"\n")
+        self._doc_offsets.append(fh.tell())
 
     @staticmethod
     def _write(fh, offsets: list[int], rec: dict) -> None:
