@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from capr.cli import app
+from capr.errors import QueryError
 from capr.query import parse_query
 from capr.records import Query
 from capr.search import Evidence, SearchOptions, Searcher
@@ -111,3 +112,42 @@ def test_the_query_is_parsed_once_and_every_stage_reads_it(demo_index):
     ev = searcher.search(pq, SearchOptions(k=1, evidence=Evidence.lexical)).hits[0]
     assert ev.sentences and any(s.evidence for s in ev.sentences)
     assert all(ev.passage.start <= a0 < b0 <= ev.passage.end for a0, b0 in ev.highlights)
+
+
+HEALTH_ASPECTS = {a: 50 for a in ["information", "symptoms", "causes", "treatment", "exams and tests", "outlook",
+                                  "inheritance", "frequency", "genetic changes", "research", "considerations"]}
+
+
+def test_an_aspect_the_corpus_lacks_reads_as_its_nearest_corpus_aspect():
+    from capr.index.analyzer import Analyzer, AnalyzerConfig
+    from capr.query import nearest_aspect
+
+    an = Analyzer(AnalyzerConfig())
+    assert nearest_aspect("treatment", HEALTH_ASPECTS, an) == "treatment"  # the corpus has it: itself
+    assert nearest_aspect("Prognosis", HEALTH_ASPECTS, an) == "outlook"  # a synonym: its canonical aspect
+    assert nearest_aspect("genetic inheritance", HEALTH_ASPECTS, an) == "inheritance"
+    assert nearest_aspect("research directions and trials", HEALTH_ASPECTS, an) == "research"
+    assert nearest_aspect("diagnosis", HEALTH_ASPECTS, an) == "exams and tests"  # a note section on health articles
+    assert nearest_aspect("family history", HEALTH_ASPECTS, an) is None  # nothing close: no prior
+    # "management" is a treatment synonym and "considerations" an aspect of its own: a tie means no guess
+    assert nearest_aspect("management considerations", HEALTH_ASPECTS, an) is None
+    # rare one-off headings are never the target
+    assert nearest_aspect("genetic inheritance", {"inheritance": 1, "information": 5000}, an) is None
+
+
+def test_search_favours_the_nearest_corpus_aspect_and_says_so(demo_index):
+    """A user's own aspect wording that is no section of the index is read as the section it means, with a notice
+    (before: `unknown aspect` for users, and no aspect prior at all for benchmark queries)."""
+    from capr.index import Index
+    from capr.search import Searcher
+
+    searcher = Searcher(Index.load(demo_index))
+    q = Query("q", entity="gout", aspect="treatment options and management")
+    res = searcher.search(q, SearchOptions(k=3))
+    assert any("'treatment'" in n for n in res.notices)
+    assert res.hits[0].passage.aspect == "treatment" and "gout" in res.hits[0].passage.title.lower()
+    assert searcher.prior_aspect("treatment") == "treatment" and searcher.prior_aspect("zzqq xx") is None
+    with pytest.raises(QueryError, match="unknown aspect 'zzqq'"):
+        searcher.search(Query("q", entity="gout", aspect="zzqq"))
+    # --aspect-boost 0 switches the prior off, and with it the reading
+    assert not searcher.search(q, SearchOptions(k=3, aspect_boost=0)).notices

@@ -44,7 +44,12 @@ def test_aspect_table_synonyms_and_unknown_headings():
     assert normalize_aspect("HEENT") == "physical examination"
     assert normalize_aspect("OPERATIVE NOTE DETAILS") == "operative note details"
     assert infer_aspect("How is IgA nephropathy treated?") == "treatment"
-    assert infer_aspect("What is IgA nephropathy?") is None
+    assert infer_aspect("What is IgA nephropathy?") is None  # too generic a cue to favour "information" sections
+    assert infer_aspect("What are the symptoms of IgA nephropathy?") == "symptoms"
+    assert infer_aspect("what research (or clinical trials) is being done for gout ?") == "research"
+    assert infer_aspect("Who is at risk for gout?") == "susceptibility"
+    assert infer_aspect("What is end-stage renal disease?") is None  # "stage" in a name is no staging
+    assert infer_aspect("My knee hurts when I walk") is None
 
 
 def test_sentences_survive_abbreviations():

@@ -135,12 +135,61 @@ def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable
     return (present[:10] + others)[:15], False
 
 
-def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str]) -> None:
-    """An aspect is known when the synonym table or the corpus has it; otherwise a QueryError with close matches
+# An aspect the corpus has no section for is read as the corpus aspect whose phrasings share the most analysed
+# words with it ("genetic inheritance" → inheritance, "diagnosis" on health articles → exams and tests), when the
+# overlap is at least this weighted Jaccard similarity and no other aspect ties it. Chosen on the synonym table itself
+# (every multi-word synonym held out in turn: bench/aspect_resolution_dev.py, docs/RESULTS.md).
+ASPECT_MATCH_MIN = 0.5
+
+
+def _phrasings(aspect: str) -> list[str]:
+    canonical = normalize_aspect(aspect)
+    return list(dict.fromkeys([aspect.strip().lower(), canonical, *ASPECT_SYNONYMS.get(canonical, [])]))
+
+
+def nearest_aspect(aspect: str, corpus_aspects: Mapping[str, int | None] | Iterable[str],
+                   analyzer: Callable[[str], list[str]], min_similarity: float = ASPECT_MATCH_MIN) -> str | None:
+    """The corpus aspect that ``aspect`` means: itself (canonical form) when the corpus has it; else the frequent
+    corpus aspect whose name or synonyms share the most analysed words with the aspect's own phrasings (Jaccard of
+    the word sets, best pair); None when nothing reaches ``min_similarity`` or two aspects tie for it."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    canonical = normalize_aspect(aspect)
+    if canonical in counts or aspect.strip().lower() in counts:
+        return canonical if canonical in counts else aspect.strip().lower()
+    total = sum(c for c in counts.values() if c) or 0
+    floor = max(MIN_SUGGESTED_ASPECT_PASSAGES, total // 2000)
+    wanted = [set(analyzer(p)) for p in _phrasings(aspect)]
+    wanted = [w for w in wanted if w]
+    if not wanted:
+        return None
+    scored: list[tuple[float, str]] = []
+    for cand, n in counts.items():
+        if not cand or not _heading_like(cand) or (n is not None and n < floor):
+            continue
+        best = 0.0
+        for phrase in _phrasings(cand):
+            have = set(analyzer(phrase))
+            for w in wanted:
+                if have & w:
+                    best = max(best, len(have & w) / len(have | w))
+        if best >= min_similarity:
+            scored.append((round(best, 6), cand))
+    scored.sort(reverse=True)
+    if not scored or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][1]
+
+
+def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str],
+                 analyzer: Callable[[str], list[str]] | None = None) -> None:
+    """An aspect is known when the synonym table or the corpus has it, or (given the corpus' ``analyzer``) it
+    reads as one of the corpus' aspects (:func:`nearest_aspect`); otherwise a QueryError with close matches
     (shared by every index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
     corpus = list(corpus_aspects)
     known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus)
     if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
+        return
+    if analyzer is not None and nearest_aspect(aspect, corpus_aspects, analyzer) is not None:
         return
     suggestions, close = aspect_suggestions(aspect, corpus_aspects)
     hint = f"; did you mean {', '.join(suggestions)}?" if close else f"; known aspects include: {', '.join(suggestions)}"
@@ -224,7 +273,7 @@ def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand
     query_text(query)  # rejects empty queries before any work
     q = as_query(query)
     if q.aspect and aspects is not None:
-        check_aspect(q.aspect, aspects())
+        check_aspect(q.aspect, aspects(), analyzer)
     dismax = None
     if expand and q.aspect:
         base = list(dict.fromkeys(analyzer(" ".join(filter(None, [q.entity, q.text])))))
@@ -238,5 +287,5 @@ def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand
                        dismax=dismax)
 
 
-__all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect",
+__all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect", "nearest_aspect",
            "check_searchable", "check_template", "dense_query_text", "parse_query", "searchable_terms", "query_aspect", "query_text", "query_tokens"]

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from capr.errors import QueryError
-from capr.query import DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, parse_query
+from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
+                        parse_query)
 from capr.records import Passage, Query, ScoredPassage
-from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
+from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
 from capr.retrieve.highlight import snippet, term_spans
 from capr.store import Capability, Store
 from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
@@ -68,7 +69,8 @@ class SearchOptions:
     filters: dict[str, Any] | None = None
     expand: bool = True  # aspect synonyms, as a disjunction-max
     aspect_boost: float = DEFAULT_ASPECT_BOOST
-    fusion: FusionConfig = field(default_factory=lambda: replace(DEFAULT_FUSION))
+    # None: the fusion the index records (`capr adapt` chooses one for its model), else DEFAULT_FUSION
+    fusion: FusionConfig | None = None
     template: str = DEFAULT_TEMPLATE
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     evidence: Evidence = Evidence.none
@@ -152,6 +154,7 @@ class Searcher:
         self.store = store
         self.reranker = reranker
         self.cdv = cdv
+        self._prior_aspects: dict[str, str | None] = {}
 
     # -- parsing ------------------------------------------------------------------------------------
     def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
@@ -160,6 +163,18 @@ class Searcher:
         # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions)
         return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspect_counts if validate else None)
 
+    def prior_aspect(self, aspect: str | None) -> str | None:
+        """The section aspect the aspect prior favours for a query asking about ``aspect``: itself when the
+        store has it, else the store's aspect it reads as (:func:`capr.query.nearest_aspect`; "genetic
+        inheritance" → inheritance), else None (no prior)."""
+        if not aspect:
+            return None
+        if aspect not in self._prior_aspects:
+            store = self.store
+            self._prior_aspects[aspect] = aspect if store.has_aspect(aspect) else \
+                nearest_aspect(aspect, store.aspect_counts(), store.analyzer)
+        return self._prior_aspects[aspect]
+
     def default_retriever(self) -> Retriever:
         """The best first stage this store supports (docs/RESULTS.md, issue 16 dev table): hybrid with vectors."""
         caps = self.store.capabilities
@@ -167,9 +182,18 @@ class Searcher:
             return Retriever.hybrid if Capability.bm25 in caps else Retriever.dense
         return Retriever.bm25
 
+    def default_fusion(self) -> FusionConfig:
+        """How hybrid fuses BM25 and dense on this store: what its index records, else DEFAULT_FUSION."""
+        recorded = self.store.dense_manifest().get("fusion") if Capability.dense in self.store.capabilities else None
+        return recorded_fusion(recorded) or replace(DEFAULT_FUSION)
+
     def resolve(self, options: SearchOptions) -> SearchOptions:
-        """``options`` with the retriever chosen when it was left to the store."""
-        return options if options.retriever is not None else replace(options, retriever=self.default_retriever())
+        """``options`` with the retriever and the fusion chosen when they were left to the store."""
+        if options.retriever is None:
+            options = replace(options, retriever=self.default_retriever())
+        if options.fusion is None:
+            options = replace(options, fusion=self.default_fusion())
+        return options
 
     def check(self, options: SearchOptions) -> None:
         """Refuses what this store cannot do, naming the capability it lacks."""
@@ -205,6 +229,9 @@ class Searcher:
             # filter to check: there is nothing to filter)
             return SearchResult(pq, options, [], options.retriever.value, getattr(self.reranker, "name", None),
                                 None, [EMPTY_INDEX_MESSAGE])
+        aspect = self.prior_aspect(pq.aspect) if options.aspect_boost else None
+        if aspect and aspect != pq.aspect:
+            notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
         flt = self.store.compile_filter(options.filters)
         if within is not None:
             flt = self.store.restrict(flt, np.asarray(within, dtype=np.int64))
@@ -245,7 +272,8 @@ class Searcher:
         if not store.live_count():
             return []  # every document deleted
         r = options.retriever
-        boost = options.aspect_boost if pq.aspect and store.has_aspect(pq.aspect) else 0.0
+        aspect = self.prior_aspect(pq.aspect)
+        boost = options.aspect_boost if aspect else 0.0
         depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid or keep is not None or named is not None else k
 
         def kept(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -267,7 +295,7 @@ class Searcher:
             else:  # each list as deep as the fusion reads it
                 keys, vals = fuse([(lex[0][: cfg.depth], lex[1][: cfg.depth]), (den[0][: cfg.depth], den[1][: cfg.depth])], cfg)
         if boost and len(keys):
-            vals = vals * np.where(store.aspect_flags(keys, pq.aspect), 1.0 + boost, 1.0).astype(np.float32)
+            vals = vals * np.where(store.aspect_flags(keys, aspect), 1.0 + boost, 1.0).astype(np.float32)
         if named is not None and len(keys):
             vals = vals * np.where(named[keys], 1.0 + options.mention_boost, 1.0).astype(np.float32)
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order

@@ -122,7 +122,7 @@ def search_cmd(
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
 
     def body() -> None:
-        from capr.search import Evidence, Searcher, SearchOptions
+        from capr.search import DEFAULT_FUSION, Evidence, Searcher, SearchOptions
 
         if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
@@ -137,8 +137,8 @@ def search_cmd(
                                 entity_scope=entity_scope,
                                 rerank_depth=rerank_depth, evidence=Evidence(evidence or "none"),
                                 thetas=(theta_open, theta_close))
-        if fusion is not None and fusion is not options.fusion.method:
-            options.fusion = replace(options.fusion, method=fusion, weights=(0.5, 0.5))
+        if fusion is not None and fusion is not DEFAULT_FUSION.method:
+            options.fusion = replace(DEFAULT_FUSION, method=fusion, weights=(0.5, 0.5))
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         cdv_store = _open_cdv_store(store, cdv) if cdv is not None else None

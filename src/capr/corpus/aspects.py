@@ -177,7 +177,8 @@ def canonical_aspects() -> list[str]:
     return list(ASPECT_SYNONYMS)
 
 
-# Question wording → the aspect it asks about (first match wins).
+# Question wording → the aspect it asks about (first match wins). Measured on the questions of MedQuAD's training
+# documents (bench/infer_aspect_dev.py; docs/RESULTS.md).
 _QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(p, re.I), a)
     for p, a in [
@@ -192,6 +193,12 @@ _QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
         (r"\b(outlook|prognosis|life expectancy|survival)\b", "outlook"),
         (r"\b(complications?)\b", "complications"),
         (r"\bfamily history\b", "family history"),
+        (r"\b(research|clinical trials?)\b", "research"),
+        (r"\b(who is at risk|at risk|susceptib\w*)\b", "susceptibility"),
+        (r"\b(stages of|staging|staged|what stage)\b", "stages"),
+        (r"\b(what to do|special considerations)\b", "considerations"),
+        # no "what is X" → information: it helped MedQuAD-style articles but cost 3.5 P@1 on whole documents whose
+        # few stray "information" headings it favoured (docs/RESULTS.md, bench/default_dev.py)
     ]
 ]
 

@@ -614,6 +614,11 @@ class Index:
     def has_dense(self) -> bool:
         return bool(self.manifest.get("dense"))
 
+    def dense_manifest(self) -> dict[str, Any]:
+        """What the index records about its vectors: the encoder and, for `capr adapt` indexes, how it was adapted
+        and the hybrid fusion chosen for it."""
+        return dict(self.manifest.get("dense") or {})
+
     @property
     def is_empty(self) -> bool:
         """No live passage: every document was deleted (a generation then has no segments and no term matrix)."""

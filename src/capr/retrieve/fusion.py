@@ -24,6 +24,13 @@ class FusionConfig:
     depth: int = 100  # how many results each retriever contributes
 
 
+def recorded_fusion(recorded: dict | None) -> FusionConfig | None:
+    """The fusion an index records (``manifest.dense.fusion``: {"method", "weights"}), or None."""
+    if not recorded:
+        return None
+    return FusionConfig(FusionMethod(recorded.get("method", "rrf")), weights=tuple(recorded["weights"]))
+
+
 def _ranks(scores: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     # Equal scores rank by row id (insertion order), not by the order a retriever happened to return
     # them in: fusion is then deterministic, and the same on every index backend.

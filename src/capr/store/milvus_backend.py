@@ -234,6 +234,9 @@ class MilvusStore:
     def has_dense(self) -> bool:
         return bool(self.meta.get("dense"))
 
+    def dense_manifest(self) -> dict[str, Any]:
+        return dict(self.meta.get("dense") or {})
+
     @property
     def has_lexical(self) -> bool:
         return self.meta.get("lexical") == "bm25"
