@@ -28,7 +28,7 @@ from capr.eval.metrics import query_metrics  # noqa: E402
 from capr.models.encoder import EncoderConfig, cache_root  # noqa: E402
 from capr.query import Retriever  # noqa: E402
 from capr.records import qrels_as_dict  # noqa: E402
-from capr.search import GroupBy, Searcher, SearchOptions  # noqa: E402
+from capr.search import GroupBy, Searcher  # noqa: E402
 
 SETS = ("mediqa2019", "mediqa2019-train", "consumer-dev", "consumer-dev-titled")
 METRICS = ("P@1", "MAP", "nDCG@10")
@@ -64,7 +64,13 @@ def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict
     enc = encoder_of(model)
     data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,
                              titled=name.endswith("titled"))
-    base = SearchOptions(k=100, highlights=False, group_by=GroupBy.doc)
+    from capr.eval.benchmarks import QueryField
+    from capr.eval.runner import EvalConfig
+
+    # `capr search` on an adapted index fuses with the weights the index records
+    recorded = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model,
+                          query_field=QueryField.question).search_options()
+    base = replace(recorded, k=100, highlights=False, group_by=GroupBy.doc)
     searcher = Searcher(data.index)
     out = {}
     for system, opts in (("dense", replace(base, retriever=Retriever.dense)), ("default pipeline", base)):

@@ -16,8 +16,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from capr.adapt.pipeline import (AdaptConfig, Candidate, START, gate, gate_checks, held_out_fraction,  # noqa: E402
-                                 score_candidates)
+from capr.adapt.checks import check_metrics  # noqa: E402
+from capr.adapt.pipeline import (AdaptConfig, Candidate, START, choose_fusion, fusion_with_share, gate,  # noqa: E402
+                                 gate_checks, held_out_fraction, score_candidates)
 from capr.labels.generate import read_labels  # noqa: E402
 from capr.train import ModelKind, TrainArgs  # noqa: E402
 from capr.train.merge import merge_with_start  # noqa: E402
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--free-text-dev", action="append", default=[])
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--dense-weights", type=float, nargs="*", default=[0.5, 0.67, 0.8, 0.9, 1.0])
     args = ap.parse_args()
     records = list(read_labels(args.labels))
     config = AdaptConfig(corpora=[], out="", free_text=tuple(args.free_text_dev), data_dir=args.data_dir, seed=args.seed)
@@ -48,13 +50,28 @@ def main() -> None:
             merge_with_start(model, out, a)
             cands.append(Candidate(f"{name} merge α={a:g}", str(out), a))
         score_candidates(cands, checks, log=lambda m: print(f"# {m}", file=sys.stderr))
-        kept, why = gate(cands, checks, min_gain=config.min_gain)
-        print("\n| candidate | " + " | ".join(f"{c.name} ({c.primary})" for c in checks) + " |")
-        print("|---|" + "---:|" * len(checks))
-        for c in cands:
-            print(f"| {c.name}{' ← gate keeps' if c is kept else ''} | "
-                  + " | ".join(f"{c.scores.mean(ch.name, ch.primary):.2f}" for ch in checks) + " |")
+        kept, why = gate(cands, checks, min_gain=config.min_gain, margin=config.free_text_margin)
+        for title, attr in (("ranked as the index searches (BM25 + model, default fusion; the gate's)", "scores"),
+                            ("the model alone", "dense")):
+            print(f"\n{title}\n\n| candidate | " + " | ".join(f"{c.name} ({c.primary})" for c in checks) + " |")
+            print("|---|" + "---:|" * len(checks))
+            for c in cands:
+                print(f"| {c.name}{' ← gate keeps' if c is kept else ''} | "
+                      + " | ".join(f"{getattr(c, attr).mean(ch.name, ch.primary):.2f}" for ch in checks) + " |")
         print(f"\ngate: {why}", flush=True)
+        print("\nevery candidate at every dense share of the fusion (primary metric)\n\n| candidate | share | "
+              + " | ".join(ch.name for ch in checks) + " |\n|---|---:|" + "---:|" * len(checks))
+        for c in cands:
+            for w in args.dense_weights:
+                fusion = fusion_with_share(w)
+                print(f"| {c.name} | {w:g} | " + " | ".join(
+                    f"{check_metrics(ch, c.sims[ch.name], fusion)[ch.primary].mean():.2f}" for ch in checks) + " |")
+        if kept.alpha > 0:
+            fusion = choose_fusion(kept, cands[0], checks, config.dense_weights, config.min_gain, config.free_text_margin)
+            print("\n| dense share | " + " | ".join(ch.name for ch in checks) + " |\n|---|" + "---:|" * len(checks))
+            for w, row in fusion["table"].items():
+                print(f"| {w} | " + " | ".join(f"{row[ch.name]:.2f}" for ch in checks) + " |")
+            print(f"\nfusion: {fusion['weights']} ({fusion['reason']})", flush=True)
 
 
 if __name__ == "__main__":

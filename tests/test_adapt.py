@@ -142,6 +142,12 @@ def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
     index = load_index(out)
     dense = index.manifest["dense"]
     assert dense["adapted"]["kept"] == report.kept
+    if report.kept != "start":  # the fusion chosen for the kept model is recorded, and search uses it
+        assert dense["fusion"] == {"method": "rrf", "weights": report.fusion["weights"]}
+        assert Searcher(index).resolve(SearchOptions()).fusion.weights == tuple(report.fusion["weights"])
+    else:
+        assert "fusion" not in dense and not report.fusion
+    assert set(report.candidates_dense) == set(report.candidates)
     assert dense["encoder"]["model"] == report.kept_model
     if report.kept != "start":
         assert report.kept_model == str((tmp_path / "idx.adapt" / "model").resolve())
@@ -196,3 +202,67 @@ def test_inverse_cloze_queries_are_cut_from_their_passage_and_only_match_it():
     assert cut >= len(batch.queries) // 2  # 90 % cut, 10 % left in place
     assert (batch.positives == np.eye(len(batch.queries), len(batch.passages), dtype=bool)).all()
     assert all(cols == [] for cols in batch.hard_columns)  # in-batch negatives only
+
+
+def _check(name, side, relevant_lex_rank, relevant_dense_rank, n=10, queries=4):
+    """Queries whose relevant candidate (index 0) is ranked ``relevant_*_rank`` by BM25 and by the model; the
+    candidate the other retriever puts first (index 1) is ranked first where the relevant one is not."""
+    check = DevCheck(name, side, "", ["q"] * queries, [], [list(range(n))] * queries,
+                     [[1.0] + [0.0] * (n - 1)] * queries, primary="MRR")
+
+    def scores(rank_of_relevant):
+        order = [1] + [k for k in range(2, n)]  # the others, best first
+        order.insert(rank_of_relevant - 1, 0)
+        s = np.zeros(n)
+        for r, k in enumerate(order):
+            s[k] = n - r
+        return s
+
+    check._lexical = [scores(relevant_lex_rank)] * queries
+    return check, [scores(relevant_dense_rank)] * queries
+
+
+def test_the_kept_model_gets_more_dense_weight_only_when_held_out_labels_gain_and_free_text_holds():
+    from capr.adapt.pipeline import choose_fusion, fusion_with_share
+
+    labels, label_sims = _check("labels", SELF, relevant_lex_rank=10, relevant_dense_rank=1)
+    free_ok, free_sims = _check("free", FREE_TEXT, relevant_lex_rank=1, relevant_dense_rank=1)
+    start = Candidate("start", "minilm", 0.0)
+    start.scores.per_query["free"] = {"MRR": np.array([100.0] * 4)}
+    kept = Candidate("trained", "x", 1.0)
+    kept.sims = {"labels": label_sims, "free": free_sims}
+    got = choose_fusion(kept, start, [labels, free_ok], (0.67, 0.8, 0.9, 1.0), min_gain=1.0, margin=1.0)
+    # at the default 1 : 4 the BM25 favourite still wins; a share of 0.9 already ranks the relevant one first
+    assert got["table"]["0.8"]["labels"] == 50.0 and got["table"]["0.9"]["labels"] == 100.0
+    assert got["dense_weight"] == 0.9 and got["weights"] == [0.1, 0.9]
+    # the same gain, but the free-text check would lose what BM25 gave it: the default share stays
+    free_bad, bad_sims = _check("free", FREE_TEXT, relevant_lex_rank=1, relevant_dense_rank=10)
+    kept.sims["free"] = bad_sims
+    got = choose_fusion(kept, start, [labels, free_bad], (0.67, 0.8, 0.9, 1.0), min_gain=1.0, margin=1.0)
+    assert got["dense_weight"] == fusion_with_share().weights[1] and "default" in got["reason"]
+
+
+def test_a_recorded_fusion_is_what_search_and_eval_use(tmp_path, demo_dir):
+    from capr.corpus import read_documents
+    from capr.eval.runner import EvalConfig
+    from capr.index import IndexWriter, load_index
+    from capr.models.encoder import EncoderConfig
+    from capr.search import DEFAULT_FUSION, Searcher, SearchOptions
+
+    docs = list(read_documents(demo_dir))[:4]
+    plain, adapted = tmp_path / "plain", tmp_path / "adapted"
+    for root, fusion in ((plain, None), (adapted, [0.1, 0.9])):
+        w = IndexWriter(root, dense=EncoderConfig())
+        if fusion:
+            w.dense_info["fusion"] = {"method": "rrf", "weights": fusion}
+        with w:
+            for d in docs:
+                w.add(d)
+    assert Searcher(load_index(plain)).resolve(SearchOptions()).fusion.weights == DEFAULT_FUSION.weights
+    searcher = Searcher(load_index(adapted))
+    assert searcher.resolve(SearchOptions()).fusion.weights == (0.1, 0.9)
+    assert searcher.resolve(SearchOptions(fusion=DEFAULT_FUSION)).fusion.weights == DEFAULT_FUSION.weights  # asked
+    assert searcher.search("gout attack", k=3).options.fusion.weights == (0.1, 0.9)
+    cfg = EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default", model=str(adapted))
+    assert cfg.search_options().fusion.weights == (0.1, 0.9)
+    assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default").search_options().fusion is None

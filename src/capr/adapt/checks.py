@@ -41,9 +41,30 @@ class DevCheck:
     candidates: list[list[int]]  # pool indices per query
     relevance: list[list[float]]  # graded (0 = not relevant) per candidate
     primary: str = "MAP"
+    _lexical: list[np.ndarray] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.queries)
+
+    def lexical_scores(self) -> list[np.ndarray]:
+        """BM25 scores of each query's candidates, as an index's lexical side scores them (capr's analyzer; the
+        statistics of this check's pool; passages read with title, as indexed). The same for every model."""
+        if self._lexical is None:
+            import bm25s
+
+            from capr.index.analyzer import Analyzer, AnalyzerConfig
+            from capr.index.segment import passage_index_text
+
+            analyzer = Analyzer(AnalyzerConfig())
+            bm25 = bm25s.BM25()
+            bm25.index([analyzer(passage_index_text(p, include_title=True)) or ["_"] for p in self.pool],
+                       show_progress=False)
+            self._lexical = []
+            for q, cands in zip(self.queries, self.candidates):
+                terms = [t for t in analyzer(q) if t in bm25.vocab_dict]
+                every = bm25.get_scores(terms) if terms else np.zeros(len(self.pool))
+                self._lexical.append(np.asarray(every, dtype=np.float64)[cands])
+        return self._lexical
 
 
 def ranking_metrics(scores: Sequence[np.ndarray], relevance: Sequence[Sequence[float]]) -> dict[str, np.ndarray]:
@@ -68,16 +89,27 @@ def ranking_metrics(scores: Sequence[np.ndarray], relevance: Sequence[Sequence[f
     return {k: 100 * np.asarray(v) for k, v in (("P@1", p1), ("MRR", rr), ("MAP", ap), ("nDCG@10", ndcg))}
 
 
-def score_check(encoder: Any, check: DevCheck) -> dict[str, np.ndarray]:
-    """Per-query metrics of `encoder` (a capr.models.encoder.Encoder) on `check`."""
+def dense_scores(encoder: Any, check: DevCheck) -> list[np.ndarray]:
+    """Cosine of each query with each of its candidates under `encoder` (a capr.models.encoder.Encoder), passages
+    read as an index built with this encoder reads them: with the model's document context, else title + text."""
     from capr.index.segment import passage_index_text
 
     qv = encoder.encode_queries(check.queries)
-    # as an index built with this encoder reads them: with the model's document context, else title + text
     pv = encoder.encode_passages([encoder.passage_text(p, passage_index_text(p, include_title=True))
                                   for p in check.pool])
     sims = qv @ pv.T
-    return ranking_metrics([sims[i, c] for i, c in enumerate(check.candidates)], check.relevance)
+    return [sims[i, c] for i, c in enumerate(check.candidates)]
+
+
+def check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any = None) -> dict[str, np.ndarray]:
+    """Per-query metrics of a ranking by the dense scores alone (``fusion`` None), or by the hybrid first stage's
+    fusion (a capr.retrieve.fusion.FusionConfig) of BM25 and those dense scores, as the index would search."""
+    if fusion is None:
+        return ranking_metrics(dense, check.relevance)
+    from capr.retrieve.fusion import fuse_aligned
+
+    fused = [fuse_aligned([lex, np.asarray(d, dtype=np.float64)], fusion) for lex, d in zip(check.lexical_scores(), dense)]
+    return ranking_metrics(fused, check.relevance)
 
 
 def paired_p(a: np.ndarray, b: np.ndarray, rounds: int = 10000, seed: int = 0) -> float:
@@ -243,6 +275,6 @@ class CheckScores:
         return {c: {m: round(float(v.mean()), 2) for m, v in ms.items()} for c, ms in self.per_query.items()}
 
 
-__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "SELF", "free_text_check", "inverse_cloze_check",
-           "judged_answers_check", "jsonl_check", "mediqa_check", "paired_p", "ranking_metrics", "score_check",
+__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "SELF", "check_metrics", "dense_scores", "free_text_check", "inverse_cloze_check",
+           "judged_answers_check", "jsonl_check", "mediqa_check", "paired_p", "ranking_metrics",
            "self_labelled_check"]

@@ -20,10 +20,11 @@ from capr.adapt.checks import (
     SELF,
     CheckScores,
     DevCheck,
+    check_metrics,
+    dense_scores,
     free_text_check,
     inverse_cloze_check,
     paired_p,
-    score_check,
     self_labelled_check,
 )
 from capr.corpus import Format, ReadReport, read_documents
@@ -63,6 +64,9 @@ class AdaptConfig:
     # free-text checks: a candidate may trail the start model by at most this many points (non-inferiority margin;
     # a ~200-query check moves by about a point between equally good models, the regressions to stop are 5-15)
     free_text_margin: float = 1.0
+    # dense shares of the hybrid fusion (BM25 : dense reciprocal-rank weights) the kept model may search with; the
+    # default pipeline's share is one of them, and another is chosen only when it gains min_gain on held-out labels
+    dense_weights: tuple[float, ...] = (0.67, 0.8, 0.9, 1.0)
     max_steps: int = 100_000  # the time budget stops training first
     batch_size: int | None = None  # None: the bi-encoder's default
     min_labels: int = 64
@@ -79,7 +83,9 @@ class Candidate:
     name: str
     model: str  # a model name or folder
     alpha: float  # trained share (0: the start model)
-    scores: CheckScores = field(default_factory=CheckScores)
+    scores: CheckScores = field(default_factory=CheckScores)  # ranked as the index searches: hybrid (the gate's)
+    dense: CheckScores = field(default_factory=CheckScores)  # ranked by the model alone (reported)
+    sims: dict[str, list[Any]] = field(default_factory=dict)  # check → each query's candidate cosines
 
 
 @dataclass
@@ -90,7 +96,9 @@ class AdaptReport:
     held_out_passages: int = 0
     training: dict[str, Any] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
-    candidates: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    candidates: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # hybrid, as searched
+    candidates_dense: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # the model alone
+    fusion: dict[str, Any] = field(default_factory=dict)  # the kept model's fusion weights, and the table behind them
     paired: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # candidate → check → p-values
     kept: str = START
     kept_model: str = "minilm"
@@ -212,16 +220,63 @@ def gate_checks(records: Sequence[Any], args: Any, config: AdaptConfig) -> tuple
     return out, held_out
 
 
+def fusion_with_share(dense_weight: float | None = None) -> Any:
+    """The default pipeline's hybrid fusion (capr.search.DEFAULT_FUSION), with another dense share when given."""
+    from dataclasses import replace
+
+    from capr.search import DEFAULT_FUSION
+
+    if dense_weight is None:
+        return replace(DEFAULT_FUSION)
+    return replace(DEFAULT_FUSION, weights=(round(1.0 - dense_weight, 4), round(dense_weight, 4)))
+
+
 def score_candidates(candidates: Sequence[Candidate], checks: Sequence[DevCheck],
                      log: Callable[[str], None] = print) -> None:
-    """Every candidate on every check, read as an index built with it would read passages."""
+    """Every candidate on every check, read as an index built with it would read passages, and ranked as that
+    index searches by default (BM25 and the model fused: ``scores``, what the gate compares) and by the model
+    alone (``dense``)."""
     from capr.models.encoder import Encoder, EncoderConfig
 
+    fusion = fusion_with_share()
     for cand in candidates:
         log(f"gate: scoring {cand.name}")
         encoder = Encoder(EncoderConfig(model=cand.model), cache=False)
         for check in checks:
-            cand.scores.per_query[check.name] = score_check(encoder, check)
+            cand.sims[check.name] = dense_scores(encoder, check)
+            cand.scores.per_query[check.name] = check_metrics(check, cand.sims[check.name], fusion)
+            cand.dense.per_query[check.name] = check_metrics(check, cand.sims[check.name])
+
+
+def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[DevCheck], weights: Sequence[float],
+                  min_gain: float, margin: float) -> dict[str, Any]:
+    """The dense share of the hybrid fusion the kept model searches with: the default pipeline's, unless another
+    of ``weights`` gains at least ``min_gain`` on the held-out labels and stays within ``margin`` of the start model
+    (at the default share) on every free-text check. The table of every share is returned with the choice."""
+    base = fusion_with_share().weights[1]
+    self_checks = [c for c in checks if c.side == SELF]
+    free = [c for c in checks if c.side == FREE_TEXT]
+    table: dict[str, dict[str, float]] = {}
+    for w in sorted(set(weights) | {base}):
+        fusion = fusion_with_share(w)
+        table[f"{w:g}"] = {c.name: round(float(check_metrics(c, kept.sims[c.name], fusion)[c.primary].mean()), 2)
+                          for c in checks}
+
+    def gain(w: float) -> float:
+        return sum(table[f"{w:g}"][c.name] - table[f"{base:g}"][c.name] for c in self_checks)
+
+    def free_ok(w: float) -> bool:
+        return all(table[f"{w:g}"][c.name] >= start.scores.mean(c.name, c.primary) - margin - 1e-9 for c in free)
+
+    chosen = base
+    if self_checks:
+        better = [w for w in sorted(set(weights)) if w != base and gain(w) >= min_gain and free_ok(w)]
+        if better:
+            chosen = max(better, key=lambda w: (gain(w), -abs(w - base)))
+    why = ("the default pipeline's share" if chosen == base else
+           f"{gain(chosen):+.2f} on held-out labels over the default share {base:g}, within {margin:g} point(s) of "
+           "the start model on every free-text check")
+    return {"dense_weight": chosen, "weights": list(fusion_with_share(chosen).weights), "reason": why, "table": table}
 
 
 def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True,
@@ -305,6 +360,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     t0 = time.time()
     score_candidates(candidates, checks, log)
     report.candidates = {c.name: c.scores.summary() for c in candidates}
+    report.candidates_dense = {c.name: c.dense.summary() for c in candidates}
     report.minutes["gate"] = round((time.time() - t0) / 60, 2)
     start = candidates[0]
     for cand in candidates[1:]:
@@ -324,6 +380,11 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         kept, report.reason = gate(candidates, checks, config.min_gain, config.free_text_margin)
     report.kept = kept.name
     log(f"gate: {report.reason}")
+    if kept is not start:
+        report.fusion = choose_fusion(kept, start, checks, config.dense_weights, config.min_gain,
+                                      config.free_text_margin)
+        log(f"fusion: BM25 : dense = {report.fusion['weights'][0]:g} : {report.fusion['weights'][1]:g} "
+            f"({report.fusion['reason']})")
 
     model_dir = work / "model"
     if kept is not start:
@@ -353,6 +414,8 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     writer = IndexWriter(config.out, SegmenterConfig(max_tokens=config.max_tokens), dense=dense,
                          report=ReadReport(skip_bad=config.skip_bad), progress=index_progress)
     writer.dense_info["adapted"] = {"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)}
+    if report.fusion:
+        writer.dense_info["fusion"] = {"method": "rrf", "weights": report.fusion["weights"]}
     seen: set[str] = set()
     repeated = 0
     with writer as w:
@@ -408,4 +471,4 @@ def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float
 
 
 __all__ = ["AdaptConfig", "AdaptReport", "Candidate", "KeepPolicy", "adapt", "config_for_more", "gate", "gate_checks",
-           "held_out_fraction", "read_report", "score_candidates"]
+           "held_out_fraction", "read_report", "score_candidates", "choose_fusion", "fusion_with_share"]

@@ -49,7 +49,7 @@ def adapt_cmd(
 ) -> None:
     """Adapt dense retrieval to your own unlabeled corpus: self-supervised labels, a bi-encoder trained on them, a
     gate that keeps it only if it beats the zero-shot model on held-out labels and is no worse on free text, and
-    the index built with the kept model (`capr search --index OUT` then needs no further flags)."""
+    the index built with the kept model (`capr search OUT ...` then needs no further flags)."""
 
     def run() -> None:
         from capr.adapt import AdaptConfig, KeepPolicy, adapt, config_for_more
@@ -98,7 +98,8 @@ def render_report(report) -> None:
                   f"trainer dev {tr['dev_start']} → {tr['dev_best']}")
     names = list(report.candidates)
     if names:
-        table = Table(title="gate: dev checks (P@1 / MAP / nDCG@10; primary metric first)")
+        table = Table(title="gate: dev checks, ranked as the index searches (BM25 and the model fused; P@1 / MAP / "
+                            "nDCG@10; primary metric first; the model alone in brackets)")
         table.add_column("candidate")
         for c in report.checks:
             table.add_column(f"{c['name']} [{c['side']}] ({c['primary']})", justify="right")
@@ -106,10 +107,15 @@ def render_report(report) -> None:
             row = [name + (" ← kept" if name == report.kept else "")]
             for c in report.checks:
                 m = report.candidates[name][c["name"]]
-                row.append(f"{m[c['primary']]:.2f}  ({m['P@1']:.1f}/{m['MAP']:.1f}/{m['nDCG@10']:.1f})")
+                alone = (report.candidates_dense.get(name) or {}).get(c["name"], {}).get(c["primary"])
+                row.append(f"{m[c['primary']]:.2f}  ({m['P@1']:.1f}/{m['MAP']:.1f}/{m['nDCG@10']:.1f})"
+                           + (f" [{alone:.2f}]" if alone is not None else ""))
             table.add_row(*row)
         out.print(table)
     out.print(f"[bold]kept[/]: {report.kept} ({report.kept_model}) — {report.reason}")
+    if report.fusion:
+        bm25, dense = report.fusion["weights"]
+        out.print(f"[bold]fusion[/]: BM25 : dense = {bm25:g} : {dense:g} — {report.fusion['reason']}")
     out.print(f"index: {report.index.get('dir')} ({report.index.get('passages', 0):,} passages); "
               f"minutes: {report.minutes}")
-    out.print(f"search it: capr search --index {report.index.get('dir')} \"ENTITY ASPECT\"")
+    out.print(f"search it: capr search {report.index.get('dir')} --entity ENTITY --aspect ASPECT")

@@ -25,7 +25,7 @@ from capr.eval.devsets import load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.query import DEFAULT_TEMPLATE, Retriever
 from capr.records import Run
-from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.retrieve.fusion import FusionConfig, FusionMethod, recorded_fusion
 from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 from capr.store import Backend, BackendOptions
 
@@ -116,17 +116,31 @@ class EvalConfig:
             return False
         return self.pipeline == "default" or self.retriever in (Retriever.dense, Retriever.hybrid)
 
+    def model_index_dense(self) -> dict[str, Any] | None:
+        """``--model`` names an index (e.g. from `capr adapt`): what its manifest says of its vectors."""
+        from capr.index.directory import current_generation, is_index_dir
+
+        if not (self.model and is_index_dir(Path(self.model))):
+            return None
+        manifest = json.loads((current_generation(Path(self.model)) / "manifest.json").read_text())
+        if not manifest.get("dense"):
+            raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
+        return manifest["dense"]
+
+    def search_options(self) -> Any:
+        """--pipeline default: `capr search`'s options; on an index given as --model, with the fusion it records
+        (what `capr search` on that index uses)."""
+        from capr.search import SearchOptions
+
+        recorded = (self.model_index_dense() or {}).get("fusion") if self.needs_dense else None
+        return SearchOptions(fusion=recorded_fusion(recorded))
+
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:
             return None
-        from capr.index.directory import current_generation, is_index_dir
-
-        if self.model and is_index_dir(Path(self.model)):
-            # an index (e.g. from `capr adapt`): evaluate with the encoder it was built with
-            manifest = json.loads((current_generation(Path(self.model)) / "manifest.json").read_text())
-            if not manifest.get("dense"):
-                raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
-            return EncoderConfig.from_dict(manifest["dense"]["encoder"])
+        dense = self.model_index_dense()
+        if dense is not None:  # evaluate with the encoder the index was built with
+            return EncoderConfig.from_dict(dense["encoder"])
         return EncoderConfig(model=self.model, query_model=self.query_model, backend=parse_backend(self.encoder_backend),
                              max_length=256)
 
@@ -166,7 +180,7 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
             from capr.retrieve.rerank import load_reranker
 
             reranker = load_reranker(config.reranker)
-        scorer = default_scorer(data, config.query_field, store, reranker=reranker,
+        scorer = default_scorer(data, config.query_field, store, options=config.search_options(), reranker=reranker,
                                 rerank_depth=config.effective_rerank_depth)
     elif cdv_store is not None:
         scorer = cdv_scorer(data, cdv_store, config.query_field)
@@ -221,6 +235,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
         result["encoder"] = {"model": config.model, "backend": config.encoder_backend, "template": config.template}
         if config.retriever is Retriever.hybrid:
             result["fusion"] = config.fusion.value
+        if config.pipeline == "default" and config.search_options().fusion is not None:
+            result["fusion"] = {"method": "rrf", "weights": list(config.search_options().fusion.weights)}
     return result, run
 
 
