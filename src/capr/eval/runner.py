@@ -235,8 +235,9 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
         result["encoder"] = {"model": config.model, "backend": config.encoder_backend, "template": config.template}
         if config.retriever is Retriever.hybrid:
             result["fusion"] = config.fusion.value
-        if config.pipeline == "default" and config.search_options().fusion is not None:
-            result["fusion"] = {"method": "rrf", "weights": list(config.search_options().fusion.weights)}
+        recorded = config.search_options().fusion if config.pipeline == "default" else None
+        if recorded is not None:  # the fusion the index given as --model records
+            result["fusion"] = {"method": recorded.method.value, "weights": list(recorded.weights)}
     return result, run
 
 
