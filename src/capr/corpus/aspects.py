@@ -198,7 +198,7 @@ _QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
         (r"\b(stages of|staging|staged|what stage)\b", "stages"),
         (r"\b(what to do|special considerations)\b", "considerations"),
         # no "what is X" → information: it helped MedQuAD-style articles but cost 3.5 P@1 on whole documents whose
-        # few stray "information" headings it favoured (docs/RESULTS.md, bench/default_dev.py)
+        # few stray "information" headings it favoured (docs/RESULTS.md, bench/question_aspect_variants.py)
     ]
 ]
 
