@@ -87,3 +87,34 @@ def test_capr_eval_cli_json(tmp_path):
     assert 27 <= result["metrics"]["R@1"] <= 40
     lines = (tmp_path / "run.trec").read_text().splitlines()
     assert len(lines) == 3293 * 64 and lines[0].split()[1] == "Q0"
+
+
+def test_titled_benchmark_index_reads_titles_and_keeps_the_protocols_pools(cdv, tmp_path):
+    """`capr eval --pipeline default` indexes the benchmark as `capr index` would (title in front of each passage's
+    lexical text); the rerank64 candidates still come from BM25 over passage text, so they are the protocol's."""
+    from conftest import DATA_DIR
+    from capr.eval.runner import EvalConfig
+
+    titled = load_medquad_cdv(DATA_DIR, tmp_path / "titled", titled=True)
+    assert titled.index.manifest["segmenter"]["include_title"] and not cdv.index.manifest["segmenter"]["include_title"]
+    # a word of a title that its document's passages do not all repeat: every passage of the document has it now
+    rows = titled.index.pid_rows()
+    doc = "NINDS_0000212"  # "Neurofibromatosis": two of its four passages never say the word
+    pids = [p for p in rows if p.startswith(doc + "-")]
+    with_title = lexical_scorer(titled.index, Retriever.bm25)
+    without = lexical_scorer(cdv.index, Retriever.bm25)
+    from capr.records import Query
+
+    q = Query("t", text="neurofibromatosis")
+    assert (with_title(q, np.asarray([rows[p] for p in pids])) > 0).all()
+    assert not (without(q, np.asarray([cdv.index.pid_rows()[p] for p in pids])) > 0).all()
+    untitled_pools = rerank64_pools(cdv, QueryField.question)
+    titled_pools = rerank64_pools(titled, QueryField.question)
+    pid_cdv = {r: p for p, r in cdv.index.pid_rows().items()}
+    pid_titled = {r: p for p, r in rows.items()}
+    for qid in list(untitled_pools)[:300]:
+        assert [pid_cdv[int(r)] for r in untitled_pools[qid]] == [pid_titled[int(r)] for r in titled_pools[qid]], qid
+    # the default pipeline's settings pick the titled index; the papers' protocol keeps passage text
+    assert EvalConfig(pipeline="default").titled and not EvalConfig().titled
+    assert not EvalConfig(pipeline="default", titles=False).titled
+    assert EvalConfig(pipeline="default").index_dir() != EvalConfig(pipeline="default", titles=False).index_dir()

@@ -151,3 +151,34 @@ def test_search_favours_the_nearest_corpus_aspect_and_says_so(demo_index):
         searcher.search(Query("q", entity="gout", aspect="zzqq"))
     # --aspect-boost 0 switches the prior off, and with it the reading
     assert not searcher.search(q, SearchOptions(k=3, aspect_boost=0)).notices
+
+
+def _articles(tmp_path, overviews: int) -> "object":
+    """Eight health articles with a Treatment section each; the first ``overviews`` open with an Overview."""
+    from capr.corpus import read_documents
+    from capr.index import build_index
+
+    docs = []
+    for i, disease in enumerate(["gout", "asthma", "psoriasis", "migraine", "eczema", "lupus", "anemia", "rosacea"]):
+        text = (f"Overview:\n{disease.capitalize()} is a long-term condition that comes and goes over years.\n\n"
+                if i < overviews else "")
+        text += (f"Treatment:\n{disease.capitalize()} treatment: {disease} medicines for {disease} flares, and "
+                 f"{disease} diet advice.\n")
+        docs.append({"doc_id": disease, "title": disease.capitalize(), "text": text})
+    src = tmp_path / "articles.jsonl"
+    src.write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    return build_index(read_documents(src), tmp_path / f"idx{overviews}")
+
+
+def test_what_is_x_favours_the_overview_only_where_overviews_are_the_corpus_convention(tmp_path):
+    """"What is gout?" asks for the overview. Where most documents have one, its prior puts gout's overview above
+    gout's treatment section (which names gout four times); where an overview heading is a stray one-off, the
+    generic wording favours nothing, while an explicitly asked "information" aspect still does."""
+    convention = Searcher(_articles(tmp_path, overviews=6))
+    hits = convention.search("What is gout?", SearchOptions(k=2)).hits
+    assert [(h.passage.doc_id, h.passage.aspect) for h in hits][0] == ("gout", "information")
+    stray = Searcher(_articles(tmp_path, overviews=1))
+    assert stray.query_prior_aspect(stray.parse("What is gout?")) is None
+    assert stray.search("What is gout?", SearchOptions(k=1)).hits[0].passage.aspect == "treatment"
+    assert stray.query_prior_aspect(stray.parse(Query("q", entity="gout", aspect="information"))) == "information"
+    assert stray.query_prior_aspect(stray.parse("How is gout treated?")) == "treatment"  # specific wording: as before

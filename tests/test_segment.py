@@ -44,11 +44,16 @@ def test_aspect_table_synonyms_and_unknown_headings():
     assert normalize_aspect("HEENT") == "physical examination"
     assert normalize_aspect("OPERATIVE NOTE DETAILS") == "operative note details"
     assert infer_aspect("How is IgA nephropathy treated?") == "treatment"
-    assert infer_aspect("What is IgA nephropathy?") is None  # too generic a cue to favour "information" sections
+    # generic wording: the overview (the search favours it only where the corpus has overviews as a convention)
+    assert infer_aspect("What is IgA nephropathy?") == "information"
+    assert infer_aspect("What is (are) gout ?") == "information"
+    assert infer_aspect("What is the outlook for gout?") == "outlook"  # a specific aspect wins over the generic cue
+    assert infer_aspect("What are the treatments for gout?") == "treatment"
+    assert infer_aspect("Is there anything new? What is it?") is None  # only a question that opens with it
     assert infer_aspect("What are the symptoms of IgA nephropathy?") == "symptoms"
     assert infer_aspect("what research (or clinical trials) is being done for gout ?") == "research"
     assert infer_aspect("Who is at risk for gout?") == "susceptibility"
-    assert infer_aspect("What is end-stage renal disease?") is None  # "stage" in a name is no staging
+    assert infer_aspect("What is end-stage renal disease?") == "information"  # "stage" in a name is no staging
     assert infer_aspect("My knee hurts when I walk") is None
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHARE
 from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query)
@@ -154,7 +155,7 @@ class Searcher:
         self.store = store
         self.reranker = reranker
         self.cdv = cdv
-        self._prior_aspects: dict[str, str | None] = {}
+        self._prior_aspects: dict[tuple[str, bool], str | None] = {}
 
     # -- parsing ------------------------------------------------------------------------------------
     def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
@@ -163,17 +164,28 @@ class Searcher:
         # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions)
         return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspect_counts if validate else None)
 
-    def prior_aspect(self, aspect: str | None) -> str | None:
+    def prior_aspect(self, aspect: str | None, inferred: bool = False) -> str | None:
         """The section aspect the aspect prior favours for a query asking about ``aspect``: itself when the
         store has it, else the store's aspect it reads as (:func:`capr.query.nearest_aspect`; "genetic
-        inheritance" → inheritance), else None (no prior)."""
+        inheritance" → inheritance), else None (no prior). ``inferred``: the aspect was read from a question's
+        wording; a generic one ("what is X?" → information) counts only where most documents of the corpus
+        have such a section (:data:`capr.corpus.aspects.GENERIC_ASPECTS`)."""
         if not aspect:
             return None
-        if aspect not in self._prior_aspects:
+        key = (aspect, inferred and aspect in GENERIC_ASPECTS)
+        if key not in self._prior_aspects:
             store = self.store
-            self._prior_aspects[aspect] = aspect if store.has_aspect(aspect) else \
-                nearest_aspect(aspect, store.aspect_counts(), store.analyzer)
-        return self._prior_aspects[aspect]
+            found = aspect if store.has_aspect(aspect) else nearest_aspect(aspect, store.aspect_counts(), store.analyzer)
+            if found and key[1]:
+                passages = store.aspect_counts().get(found) or 0  # None: a backend that cannot count them
+                documents = _document_count(store)
+                found = found if documents and passages >= GENERIC_ASPECT_MIN_DOCUMENT_SHARE * documents else None
+            self._prior_aspects[key] = found
+        return self._prior_aspects[key]
+
+    def query_prior_aspect(self, pq: ParsedQuery) -> str | None:
+        """:meth:`prior_aspect` of a parsed query: its aspect is inferred when the query gave none."""
+        return self.prior_aspect(pq.aspect, inferred=not pq.query.aspect)
 
     def default_retriever(self) -> Retriever:
         """The best first stage this store supports (docs/RESULTS.md, issue 16 dev table): hybrid with vectors."""
@@ -229,7 +241,7 @@ class Searcher:
             # filter to check: there is nothing to filter)
             return SearchResult(pq, options, [], options.retriever.value, getattr(self.reranker, "name", None),
                                 None, [EMPTY_INDEX_MESSAGE])
-        aspect = self.prior_aspect(pq.aspect) if options.aspect_boost else None
+        aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect and aspect != pq.aspect:
             notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
         flt = self.store.compile_filter(options.filters)
@@ -272,7 +284,7 @@ class Searcher:
         if not store.live_count():
             return []  # every document deleted
         r = options.retriever
-        aspect = self.prior_aspect(pq.aspect)
+        aspect = self.query_prior_aspect(pq)
         boost = options.aspect_boost if aspect else 0.0
         depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid or keep is not None or named is not None else k
 
@@ -440,6 +452,11 @@ class Searcher:
         for h, s in zip(hits, scored):
             h.sentences = list(s)
         return method.value
+
+
+def _document_count(store: Store) -> int:
+    counts = store.counts  # a Store method; an Index searched directly has it as a property
+    return int((counts() if callable(counts) else counts).get("documents", 0))
 
 
 def best_per_document(ranked: list[ScoredPassage], k: int) -> list[ScoredPassage]:

@@ -62,6 +62,9 @@ def eval_cmd(
     theta_close: float = typer.Option(0.4, "--theta-close", help="Free boundaries: a span closes below this score."),
     pipeline: str = typer.Option("protocol", "--pipeline", help="protocol: the papers' protocol (one retriever scores "
                                  "every candidate); default: exactly what `capr search` with default options returns."),
+    titles: Optional[bool] = typer.Option(None, "--titles/--no-titles", help="The benchmark index reads each passage "
+                                          "with its document title in front, as `capr index` does (default: with "
+                                          "--pipeline default only; the papers' protocol reads passage text)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Case benchmarks (medqa-dev, headqa, medmcqa-dev, headqa-dev): the case index."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Case benchmarks: a fixed random subset of N questions."),
@@ -89,7 +92,8 @@ def eval_cmd(
                             query_field=query_field, model=model, query_model=query_model,
                             encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
-                            cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline)
+                            cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
+                            titles=titles)
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
         cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None

@@ -197,10 +197,15 @@ _QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
         (r"\b(who is at risk|at risk|susceptib\w*)\b", "susceptibility"),
         (r"\b(stages of|staging|staged|what stage)\b", "stages"),
         (r"\b(what to do|special considerations)\b", "considerations"),
-        # no "what is X" → information: it helped MedQuAD-style articles but cost 3.5 P@1 on whole documents whose
-        # few stray "information" headings it favoured (docs/RESULTS.md, bench/question_aspect_variants.py)
+        # last: "what is the outlook for X" asks about the outlook
+        (r"^\W*(what (is|are)( \(are\))?|do you have (any )?information (about|on)|tell me about)\b", "information"),
     ]
 ]
+# Aspects that generic wording ("what is X?") infers. Alone it cost 3.5 P@1 on whole documents whose few stray
+# "information" headings it favoured (docs/RESULTS.md, bench/question_aspect_variants.py), so the search favours such
+# an inferred aspect only where the corpus has it as a convention: a section of at least a quarter of its documents.
+GENERIC_ASPECTS = frozenset({"information"})
+GENERIC_ASPECT_MIN_DOCUMENT_SHARE = 0.25
 
 
 def infer_aspect(question: str) -> str | None:

@@ -11,7 +11,7 @@ Protocols
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -71,13 +71,27 @@ def load_medquad_cdv(
     analyzer: AnalyzerConfig | None = None,
     dense: EncoderConfig | None = None,
     progress: Any = None,
+    titled: bool = False,
 ) -> BenchmarkData:
-    """Index the 3,762 test passages exactly as given (no re-segmentation, passage text only)."""
+    """Index the 3,762 test passages exactly as given (no re-segmentation): passage text only, as the papers'
+    protocol reads them, or (``titled``) with the document title in front, as ``capr index`` reads documents."""
     src = medquad_cdv_dir(data_dir)
-    index = _benchmark_index(index_dir, lambda: read_documents(src, Format.medquad_cdv), analyzer, dense,
-                             SegmenterConfig(max_tokens=0, include_title=False), progress)
+    documents = lambda: read_documents(src, Format.medquad_cdv)  # noqa: E731
+    index = _benchmark_index(index_dir, documents, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=titled),
+                             progress)
     queries, qrels, raw = read_medquad_cdv_queries(src)
-    return BenchmarkData("medquad-cdv", index, queries, qrels, {"raw": raw})
+    extra: dict[str, Any] = {"raw": raw}
+    if titled:
+        extra["pool_index"] = untitled_pool_index(index_dir, documents, analyzer, SegmenterConfig(max_tokens=0))
+    return BenchmarkData("medquad-cdv", index, queries, qrels, extra)
+
+
+def untitled_pool_index(index_dir: str | Path, documents: Callable[[], Iterable[Document]], analyzer: AnalyzerConfig | None,
+                        segmenter: SegmenterConfig) -> Index:
+    """The lexical index, without titles, that the rerank64 protocol draws its BM25 pools from, kept beside a
+    titled benchmark index: the candidates stay the protocol's whatever the index under test reads."""
+    return _benchmark_index(Path(f"{index_dir}.untitled-pools"), documents, analyzer, None,
+                            replace(segmenter, include_title=False), None)
 
 
 def _benchmark_index(index_dir: str | Path, documents: Callable[[], Iterable[Document]], analyzer: AnalyzerConfig | None,
@@ -106,7 +120,7 @@ def _cached_index(index_dir: Path, analyzer: AnalyzerConfig, dense: EncoderConfi
     if (
         idx.manifest["analyzer"] != analyzer.to_dict()
         or seg.get("max_tokens") != segmenter.max_tokens
-        or seg.get("include_title")
+        or bool(seg.get("include_title")) != segmenter.include_title
         or (want_dense is not None and have_dense != want_dense)
     ):
         idx.close()
@@ -136,10 +150,12 @@ def load_mtsamples_capr(
     split: str = "test",
     max_notes: int | None = None,
     name: str = "mtsamples-capr",
+    titled: bool = False,
 ) -> BenchmarkData:
     """The CAPR paper's MIMIC-III protocol rebuilt on open notes: the held-out 25% of deduplicated MTSamples
     notes (capr.labels.splits.mtsamples_split), ⟨entity, aspect⟩ queries from their self-supervised labels,
-    gold = every held-out passage carrying the pair, 63 random held-out passages as the other candidates."""
+    gold = every held-out passage carrying the pair, 63 random held-out passages as the other candidates.
+    ``titled``: the lexical text has each note's title in front, as ``capr index`` has it."""
     from capr.labels import LabelGenerator
     from capr.labels.gazetteer import normalize_name
     from capr.labels.splits import select_split
@@ -150,7 +166,7 @@ def load_mtsamples_capr(
         from capr.labels.splits import mtsamples_split_rank
 
         docs = sorted(docs, key=lambda d: mtsamples_split_rank(d.doc_id, "dev"))[:max_notes]
-    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(include_title=False), progress)
+    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(include_title=titled), progress)
     labels = list(LabelGenerator()(docs))
     carriers: dict[tuple[str, str], list[str]] = {}
     for lp in labels:
@@ -192,11 +208,13 @@ def load_mediqa2019(
     dense: EncoderConfig | None = None,
     progress: Any = None,
     name: str = "mediqa2019",
+    titled: bool = False,
 ) -> BenchmarkData:
     """MEDIQA 2019 Task 3 validation set (`mediqa2019`: 25 consumer health questions) or training set 2
     (`mediqa2019-train`: 104; a dev set for choices such as the merge weight, which must not see the validation
     set), each question re-ranking its own judged answers (relevant = ReferenceScore 3 or 4, as in the shared
-    task). Free-text questions only."""
+    task). Free-text questions only. The answers have no titles, so ``titled`` changes nothing but the index
+    folder's settings."""
     from capr.corpus.mediqa import read_task3, task3_path
     from capr.records import Section
 
@@ -212,7 +230,7 @@ def load_mediqa2019(
                              sections=[Section(heading="", aspect=None, start=0, end=len(ans.text), section_id=ans.aid)]))
         pools_pids[ans.qid].append(ans.aid)
         qrels.append(Qrel(ans.qid, ans.aid, int(ans.relevant)))
-    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=False),
+    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=titled),
                              progress)
     rows_of = index.pid_rows()
     pools = {qid: np.asarray([rows_of[p] for p in pids if p in rows_of], dtype=np.int64) for qid, pids in pools_pids.items()}
@@ -361,16 +379,23 @@ def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: 
 
 
 def rerank64_pools(data: BenchmarkData, field: QueryField, seed: int = SHUFFLE_SEED) -> dict[str, np.ndarray]:
-    """Candidate rows per query: BM25 top-64, gold forced in, shuffled."""
+    """Candidate rows per query: BM25 top-64, gold forced in, shuffled. BM25 reads passage text without titles
+    (``extra["pool_index"]`` when the index under test has them), so the pools are the protocol's either way."""
     rows_of = data.index.pid_rows()
     rels = qrels_as_dict(data.qrels)
     rng = random.Random(seed)
     pools = {}
-    bm25 = lexical_scorer(data.index, Retriever.bm25)
-    every_row = np.arange(len(data.index))
+    pool_index = data.extra.get("pool_index") or data.index
+    bm25 = lexical_scorer(pool_index, Retriever.bm25)
+    every_row = np.arange(len(pool_index))
+    to_row = np.arange(len(pool_index))
+    if pool_index is not data.index:
+        to_row = np.full(len(pool_index), -1, dtype=np.int64)
+        for pid, r in pool_index.pid_rows().items():
+            to_row[r] = rows_of[pid]
     for q in data.queries:
         scores = bm25(as_query(q, field), every_row)
-        top = [int(r) for r in np.argsort(-scores, kind="stable")[:POOL_DEPTH]]
+        top = [int(to_row[r]) for r in np.argsort(-scores, kind="stable")[:POOL_DEPTH]]
         gold = [rows_of[p] for p in rels.get(q.qid, {}) if p in rows_of]
         missing = [g for g in gold if g not in top]
         # overwrite the lowest-ranked false candidates, from the bottom up

@@ -69,15 +69,16 @@ def _answers(docs: list[Document]) -> list[tuple[Document, Section, str]]:
 
 def load_medquad_dev(data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,
                      dense: EncoderConfig | None = None, progress: Any = None, n_queries: int = DEV_QUERIES,
-                     seed: int = 20261123):
-    """medquad-cdv's protocol on dev documents: passages are the answers (passage text only, as medquad-cdv);
-    a query per ⟨document, question type⟩ that has one answer; gold = that answer and its verbatim copies."""
-    from capr.eval.benchmarks import BenchmarkData, _benchmark_index
+                     seed: int = 20261123, titled: bool = False):
+    """medquad-cdv's protocol on dev documents: passages are the answers (passage text only, as medquad-cdv, or
+    with the title in front when ``titled``); a query per ⟨document, question type⟩ that has one answer; gold =
+    that answer and its verbatim copies."""
+    from capr.eval.benchmarks import BenchmarkData, _benchmark_index, untitled_pool_index
     from capr.labels.splits import text_key
 
     docs = medquad_dev_documents(data_dir)
-    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=False),
-                             progress)
+    segmenter = SegmenterConfig(max_tokens=0, include_title=titled)
+    index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, segmenter, progress)
     rows_of = index.pid_rows()
     answers = _answers(docs)
     same_text: dict[str, list[str]] = {}
@@ -101,7 +102,10 @@ def load_medquad_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Anal
         keep = set(q.qid for q in rng.sample(queries, n_queries))
         queries = [q for q in queries if q.qid in keep]
         qrels = [r for r in qrels if r.qid in keep]
-    return BenchmarkData("medquad-dev", index, queries, qrels, {"documents": len(docs)})
+    extra: dict[str, Any] = {"documents": len(docs)}
+    if titled:
+        extra["pool_index"] = untitled_pool_index(index_dir, lambda: docs, analyzer, segmenter)
+    return BenchmarkData("medquad-dev", index, queries, qrels, extra)
 
 
 def load_medquad_docs_dev(data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,

@@ -70,6 +70,9 @@ class EvalConfig:
     # "default": exactly what `capr search` with default options returns (the same Searcher and SearchOptions()),
     # instead of the papers' protocol of scoring every candidate with one retriever
     pipeline: str = "protocol"
+    # the benchmark index reads each passage with its document title in front, as `capr index` does: None = with
+    # --pipeline default (what a user's index holds), not under the papers' protocol (passage text only)
+    titles: bool | None = None
     cdv: Path | None = None  # rank with this CDV model instead of the retriever
     boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
     thetas: tuple[float, float] = (0.8, 0.4)
@@ -107,6 +110,10 @@ class EvalConfig:
     def effective_rerank_depth(self) -> int:
         """--rerank-depth, else 64 under the papers' protocol and `capr search`'s default with --pipeline default."""
         return self.rerank_depth or (DEFAULT_RERANK_DEPTH if self.pipeline == "default" else 64)
+
+    @property
+    def titled(self) -> bool:
+        return self.titles if self.titles is not None else self.pipeline == "default"
 
     @property
     def needs_dense(self) -> bool:
@@ -147,12 +154,14 @@ class EvalConfig:
     def index_dir(self) -> Path:
         """Where the benchmark's index is kept between runs: one folder per benchmark and encoder."""
         enc = self.encoder()
-        return self.cache_dir or cache_root() / "bench" / self.benchmark / (encoder_slug(enc) if enc else "lexical")
+        folder = (encoder_slug(enc) if enc else "lexical") + ("-titled" if self.titled else "")
+        return self.cache_dir or cache_root() / "bench" / self.benchmark / folder
 
     def collection_name(self) -> str:
         enc = self.encoder()
         return self.collection or re.sub(r"[^A-Za-z0-9_]", "_",
-                                         f"capr_bench_{self.benchmark}_{encoder_slug(enc) if enc else 'lexical'}")
+                                         f"capr_bench_{self.benchmark}_{encoder_slug(enc) if enc else 'lexical'}"
+                                         + ("_titled" if self.titled else ""))
 
 
 def encoder_slug(enc: EncoderConfig) -> str:
@@ -160,7 +169,8 @@ def encoder_slug(enc: EncoderConfig) -> str:
 
 
 def load_benchmark(config: EvalConfig, progress: Any = None) -> BenchmarkData:
-    return BENCHMARKS[config.benchmark](config.data_dir, config.index_dir(), dense=config.encoder(), progress=progress)
+    return BENCHMARKS[config.benchmark](config.data_dir, config.index_dir(), dense=config.encoder(), progress=progress,
+                                        titled=config.titled)
 
 
 def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = None, store_progress: Any = None,
@@ -221,6 +231,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     }
     if config.backend.backend is not Backend.embedded:  # the embedded JSON keeps its keys (scripts compare them)
         result["index_backend"] = config.backend.backend.value
+    if config.titled:  # the index read titles, as `capr index` does (the papers' protocol does not)
+        result["titles"] = True
     if config.reranker:
         result["reranker"] = {"spec": config.reranker, "depth": config.effective_rerank_depth}
     if config.cdv is not None:
