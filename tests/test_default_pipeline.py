@@ -147,8 +147,9 @@ def test_eval_default_pipeline_with_a_reranker_reorders_its_top_k(tmp_path, monk
     common = ["eval", "--benchmark", "mediqa2019", "--data-dir", str(data), "--query-field", "question",
               "--pipeline", "default", "--cache-dir", str(tmp_path / "c"), "--json"]
     plain = json.loads(capr_cli(*common, "--run-out", str(tmp_path / "plain.trec")).stdout)
-    reranked = json.loads(capr_cli(*common, "--reranker", f"cross:{model}", "--rerank-depth", "5",
+    reranked = json.loads(capr_cli(*common, "--reranker", f"cross:{model}", "--rerank-depth", "5", "--rerank-share", "1",
                                    "--run-out", str(tmp_path / "reranked.trec")).stdout)
+    assert reranked["reranker"] == {"spec": f"cross:{model}", "depth": 5, "share": 1.0}
     assert reranked["queries"] == plain["queries"] == 25
     before, after = _run_lists(tmp_path / "plain.trec"), _run_lists(tmp_path / "reranked.trec")
     assert before.keys() == after.keys()
@@ -157,7 +158,7 @@ def test_eval_default_pipeline_with_a_reranker_reorders_its_top_k(tmp_path, monk
         assert set(after[qid][:5]) == set(before[qid][:5]), qid  # the same candidates...
         assert after[qid][5:] == before[qid][5:], qid  # ...and the tail untouched
         moved += after[qid][:5] != before[qid][:5]
-    assert moved >= 3  # ...in MiniLM's order, not the fused one
+    assert moved >= 3  # ...in MiniLM's order (share 1: the re-ranker's order alone), not the fused one
 
 
 PLANTED = [
@@ -216,3 +217,35 @@ def test_no_mention_of_the_entity_is_said(planted_index):
     assert len(result.hits) == 2
     named = Searcher(planted_index).search(Query("q", entity="gout", aspect="symptoms"), k=2)
     assert named.notices == [] and named.hits[0].passage.doc_id == "gout"
+
+
+class _WordCountReranker:
+    """A second stage that prefers passages saying "symptoms" most often: it would put the symptoms of *another*
+    condition first (any object with ``score(query, passages)`` plugs into the Searcher as a re-ranker)."""
+
+    name = "word-count"
+
+    def score(self, query, passages):
+        return np.asarray([p.lower().count("symptoms") for p in passages], dtype=np.float32)
+
+
+def test_a_reranker_orders_within_the_entity_tiers_and_the_aspect_prior(planted_index):
+    """The second stage re-orders the first stage's hits inside the pipeline's structure: the entity's own
+    passages stay first (its symptoms section, favoured by the prior, on top) and the re-ranker's preference orders
+    the rest; without an entity, its order (with the aspect prior) is the result."""
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(planted_index, reranker=_WordCountReranker())
+    q = Query("q", entity="IgA nephropathy", aspect="symptoms")
+    for share in (1.0, 0.3):  # the re-ranker's order alone, and fused with the first stage's (the default)
+        hits = searcher.search(q, SearchOptions(k=5, rerank_share=share)).hits
+        docs = [h.passage.doc_id for h in hits]
+        assert docs[: docs.count("iga")] == ["iga"] * docs.count("iga") and hits[0].passage.aspect == "symptoms"
+    hits = searcher.search(q, SearchOptions(k=5, rerank_share=1.0)).hits
+    others = [h.passage.doc_id for h in hits if h.passage.doc_id != "iga"]
+    assert others[:3] == ["flu", "migraine", "gout"]  # the re-ranker's order below the entity's tier
+    first_stage = [h.pid for h in Searcher(planted_index).search(q, SearchOptions(k=5)).hits]
+    assert [h.pid for h in searcher.search(q, SearchOptions(k=5, rerank_share=0.0)).hits] == first_stage
+    free = searcher.search("what are the symptoms", SearchOptions(k=3, rerank_share=1.0)).hits
+    assert free[0].passage.doc_id == "flu"  # no entity: the re-ranker (three "symptoms") decides

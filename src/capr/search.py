@@ -25,7 +25,7 @@ from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
 from capr.retrieve.highlight import snippet, term_spans
 from capr.store import Capability, Store
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE
 
 if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
@@ -74,6 +74,9 @@ class SearchOptions:
     fusion: FusionConfig | None = None
     template: str = DEFAULT_TEMPLATE
     rerank_depth: int = DEFAULT_RERANK_DEPTH
+    # a re-ranked hit scores share/(k + its re-ranker rank) + (1 - share)/(k + its first-stage rank): 1 = the
+    # re-ranker's order alone (within the entity's tiers, with the aspect prior)
+    rerank_share: float = DEFAULT_RERANK_SHARE
     evidence: Evidence = Evidence.none
     thetas: tuple[float, float] = (0.8, 0.4)  # CDV evidence: a span opens at θ_open, closes below θ_close
     highlights: bool = True  # query-term spans and snippets (batch jobs that keep only ids turn them off)
@@ -95,6 +98,8 @@ class SearchOptions:
         check_template(self.template)
         if self.k <= 0:
             raise QueryError(f"k must be positive, got {self.k}")
+        if not 0.0 <= self.rerank_share <= 1.0:
+            raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}")
 
 
 @dataclass
@@ -250,6 +255,7 @@ class Searcher:
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if options.group_by is GroupBy.doc:
             depth = max(depth * GROUP_DEPTH_FACTOR, PRIOR_DEPTH)  # enough passages for k distinct documents
+        tiers: dict[str, tuple[int, bool]] = {}
         if self.cdv is not None:
             from capr.cdv.search import cdv_search
 
@@ -257,14 +263,12 @@ class Searcher:
             retriever = "cdv"
         else:
             retriever = options.retriever.value
-            first = self.entity_first_stage(pq, depth, options, flt, notices) if options.entity_first and pq.entity \
+            first = self.entity_first_stage(pq, depth, options, flt, notices, tiers) if options.entity_first and pq.entity \
                 else self.first_stage(pq, depth, options, flt)
         if not first and options.filters:
             self.store.explain_empty(options.filters)  # a filter value no passage has: say so
         if self.reranker is not None:
-            from capr.retrieve.rerank import rerank_hits
-
-            first = rerank_hits(pq.dense_text("plain"), first, self.reranker, depth if options.group_by is GroupBy.doc else options.k)
+            first = self.rerank(pq, first, options, tiers, depth if options.group_by is GroupBy.doc else options.k)
         if options.group_by is GroupBy.doc:
             first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
@@ -316,11 +320,13 @@ class Searcher:
                 for i, (p, v) in enumerate(zip(passages, vals[order]))]
 
     def entity_first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any,
-                           notices: list[str]) -> list[ScoredPassage]:
+                           notices: list[str], tiers: dict[str, tuple[int, bool]] | None = None) -> list[ScoredPassage]:
         """The first stage where the entity counts: passages that mention every term of the entity (in their text,
         or the document title indexed with them) first, then the other passages of documents that mention it, then
         the rest; each tier ranked by the retriever and the aspect prior. When nothing mentions the entity, a
-        notice says so and the closest matches are shown."""
+        notice says so and the closest matches are shown. ``tiers`` receives each hit's (tier, names the entity),
+        which a second stage keeps."""
+        tiers = {} if tiers is None else tiers
         terms = list(dict.fromkeys(self.store.analyzer(pq.entity or "")))
         if not terms:
             return self.first_stage(pq, k, options, flt)
@@ -335,15 +341,18 @@ class Searcher:
             if flt is not None:
                 in_document &= flt
             if options.entity_scope is EntityScope.passage:
-                tiers = [(mention, None), (in_document, None), (flt, None)]
+                levels = [(mention, None), (in_document, None), (flt, None)]
             else:
-                tiers = [(mention | in_document, mention if options.mention_boost else None), (flt, None)]
+                levels = [(mention | in_document, mention if options.mention_boost else None), (flt, None)]
             hits: list[ScoredPassage] = []
-            for tier, named in tiers:
+            for level, (tier, named) in enumerate(levels):
                 if len(hits) >= k:
                     break
                 seen = {h.pid for h in hits}
-                hits += [h for h in self.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
+                found = [h for h in self.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
+                names = mention[store.keys_of([h.pid for h in found])] if found else []
+                tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
+                hits += found
         else:
             # a backend that returns top lists: each list is narrowed to the passages that name the entity (read
             # from the passages themselves), then to the others; no document tier (that would need every passage)
@@ -359,10 +368,42 @@ class Searcher:
             if not hits:
                 notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
                 return self.first_stage(pq, k, options, flt)
+            tiers.update((h.pid, (0, True)) for h in hits)
             if len(hits) < k:
-                rest = self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
-                hits += rest[: k - len(hits)]
+                rest = self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))[: k - len(hits)]
+                tiers.update((h.pid, (1, False)) for h in rest)
+                hits += rest
         return [ScoredPassage(pid=h.pid, score=h.score, rank=i + 1, passage=h.passage) for i, h in enumerate(hits)]
+
+    # -- second stage -------------------------------------------------------------------------------
+    def rerank(self, pq: ParsedQuery, hits: list[ScoredPassage], options: SearchOptions,
+               tiers: dict[str, tuple[int, bool]], k: int) -> list[ScoredPassage]:
+        """The re-ranker orders the first stage's hits *within the pipeline's structure*: the entity's tiers keep
+        their order (a re-ranker cannot put the asked section of another disease above the entity's own passages),
+        and the aspect prior and the entity-mention bonus apply to the re-ranker's ranking as they apply to the
+        first stage's (reciprocal rank × (1 + boost)); ``options.rerank_share`` fuses that with the first stage's
+        rank (which has them already)."""
+        from capr.retrieve.rerank import reranker_text
+
+        if not hits:
+            return []
+        scores = np.asarray(self.reranker.score(pq.dense_text("plain"), [reranker_text(self.reranker, h.passage) for h in hits]),
+                            dtype=np.float64)
+        rank = np.empty(len(hits), dtype=np.int64)
+        rank[np.argsort(-scores, kind="stable")] = np.arange(1, len(hits) + 1)
+        value = 1.0 / (options.fusion.rrf_k + rank)
+        aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
+        if aspect:
+            value *= np.where(self.store.aspect_flags(self.store.keys_of([h.pid for h in hits]), aspect), 1.0 + options.aspect_boost, 1.0)
+        level = np.asarray([tiers.get(h.pid, (0, False))[0] for h in hits])
+        named = np.asarray([tiers.get(h.pid, (0, False))[1] for h in hits])
+        if options.mention_boost and options.entity_scope is EntityScope.document:
+            value *= np.where(named, 1.0 + options.mention_boost, 1.0)
+        share = options.rerank_share
+        value = share * value + (1.0 - share) / (options.fusion.rrf_k + np.arange(1, len(hits) + 1))
+        order = np.lexsort((rank, -value, level))[:k]  # tier first, then the structured score, then the re-ranker
+        return [ScoredPassage(pid=hits[i].pid, score=float(value[i]), rank=r + 1, passage=hits[i].passage)
+                for r, i in enumerate(order)]
 
     def _mention_mask(self, terms: list[str], flt: Any) -> np.ndarray | None:
         """Live rows passing the filter whose indexed text has every term; None when no row has them all."""

@@ -55,6 +55,8 @@ def eval_cmd(
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
     rerank_depth: Optional[int] = typer.Option(None, "--rerank-depth", help="Candidates the re-ranker re-orders "
                                                "(default 64 under the papers' protocol, 20 with --pipeline default)."),
+    rerank_share: Optional[float] = typer.Option(None, "--rerank-share", help="--pipeline default: the re-ranker's share "
+                                                 "when its ranking is fused with the first stage's (default as capr search)."),
     cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank with a CDV model (from `capr train cdv`) instead of --retriever."),
     boundaries: str = typer.Option("fixed", "--boundaries", help="fixed, or free: also score CDV free-boundary spans "
                                    "against the gold passages (character-overlap F1)."),
@@ -93,7 +95,7 @@ def eval_cmd(
                             encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
                             cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
-                            titles=titles)
+                            titles=titles, rerank_share=rerank_share)
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
         cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None

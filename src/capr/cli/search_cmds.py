@@ -36,7 +36,7 @@ from capr.models.encoder import cache_root
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.records import Query
 from capr.retrieve.fusion import FusionMethod
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE
 from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.store import BackendOptions
 
@@ -107,6 +107,8 @@ def search_cmd(
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
     rerank_depth: int = typer.Option(DEFAULT_RERANK_DEPTH, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
+    rerank_share: float = typer.Option(DEFAULT_RERANK_SHARE, "--rerank-share", help="The re-ranker's share when its ranking "
+                                       "is fused with the first stage's (1: its order alone, within the entity's tiers)."),
     cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank ⟨entity, aspect⟩ questions with a CDV model (from `capr train cdv`)."),
     boundaries: str = typer.Option("passages", "--boundaries", help="passages (the index's own) or free (CDV spans; needs --cdv)."),
     theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),
@@ -135,7 +137,7 @@ def search_cmd(
         options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
                                 aspect_boost=aspect_boost, template=template, group_by=group_by, entity_first=entity_first,
                                 entity_scope=entity_scope,
-                                rerank_depth=rerank_depth, evidence=Evidence(evidence or "none"),
+                                rerank_depth=rerank_depth, rerank_share=rerank_share, evidence=Evidence(evidence or "none"),
                                 thetas=(theta_open, theta_close))
         if fusion is not None and fusion is not DEFAULT_FUSION.method:
             options.fusion = replace(DEFAULT_FUSION, method=fusion, weights=(0.5, 0.5))

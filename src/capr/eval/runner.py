@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -73,6 +73,7 @@ class EvalConfig:
     # the benchmark index reads each passage with its document title in front, as `capr index` does: None = with
     # --pipeline default (what a user's index holds), not under the papers' protocol (passage text only)
     titles: bool | None = None
+    rerank_share: float | None = None  # --pipeline default with a re-ranker: None = capr search's default
     cdv: Path | None = None  # rank with this CDV model instead of the retriever
     boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
     thetas: tuple[float, float] = (0.8, 0.4)
@@ -140,7 +141,8 @@ class EvalConfig:
         from capr.search import SearchOptions
 
         recorded = (self.model_index_dense() or {}).get("fusion") if self.needs_dense else None
-        return SearchOptions(fusion=recorded_fusion(recorded))
+        options = SearchOptions(fusion=recorded_fusion(recorded))
+        return options if self.rerank_share is None else replace(options, rerank_share=self.rerank_share)
 
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:
@@ -235,6 +237,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
         result["titles"] = True
     if config.reranker:
         result["reranker"] = {"spec": config.reranker, "depth": config.effective_rerank_depth}
+        if config.pipeline == "default":
+            result["reranker"]["share"] = config.search_options().rerank_share
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":

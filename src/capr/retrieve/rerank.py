@@ -15,6 +15,9 @@ from capr.models.context import PassageContext, contextual_text
 from capr.models.loading import local_path, pick_device, quiet_transformers
 
 DEFAULT_RERANK_DEPTH = 20
+# the re-ranker's share when its ranking is fused with the first stage's (capr.search.Searcher.rerank), chosen on
+# dev sets (bench/rerank_share_dev.py; docs/RESULTS.md)
+DEFAULT_RERANK_SHARE = 0.3
 
 
 class Reranker(Protocol):
@@ -224,15 +227,3 @@ def rerank_scores(first_stage: np.ndarray, texts_of: "callable", query: str, rer
     span = (rr.max() - rr.min()) if len(rr) else 0.0
     out[top] = n + (rr - rr.min()) / (span or 1.0)
     return out
-
-
-def rerank_hits(query: str, hits: list, reranker: Reranker, k: int) -> list:
-    """Re-orders first-stage ScoredPassage hits (with their passages loaded) by the re-ranker's scores."""
-    from capr.records import ScoredPassage
-
-    if not hits:
-        return []
-    scores = reranker.score(query, [reranker_text(reranker, h.passage) for h in hits])
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:k]
-    return [ScoredPassage(pid=hits[i].pid, score=float(scores[i]), rank=r + 1, passage=hits[i].passage)
-            for r, i in enumerate(order)]
