@@ -225,7 +225,11 @@ class _WordCountReranker:
 
     name = "word-count"
 
+    def __init__(self):
+        self.read: list[str] = []
+
     def score(self, query, passages):
+        self.read += passages
         return np.asarray([p.lower().count("symptoms") for p in passages], dtype=np.float32)
 
 
@@ -249,3 +253,6 @@ def test_a_reranker_orders_within_the_entity_tiers_and_the_aspect_prior(planted_
     assert [h.pid for h in searcher.search(q, SearchOptions(k=5, rerank_share=0.0)).hits] == first_stage
     free = searcher.search("what are the symptoms", SearchOptions(k=3, rerank_share=1.0)).hits
     assert free[0].passage.doc_id == "flu"  # no entity: the re-ranker (three "symptoms") decides
+    # a re-ranker without document context reads what the index's encoder read: the title in front of the text
+    assert planted_index.includes_titles()
+    assert any(t.startswith("Nephrology consult\n") for t in searcher.reranker.read)

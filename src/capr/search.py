@@ -383,12 +383,14 @@ class Searcher:
         and the aspect prior and the entity-mention bonus apply to the re-ranker's ranking as they apply to the
         first stage's (reciprocal rank × (1 + boost)); ``options.rerank_share`` fuses that with the first stage's
         rank (which has them already)."""
+        from capr.index.segment import passage_index_text
         from capr.retrieve.rerank import reranker_text
 
         if not hits:
             return []
-        scores = np.asarray(self.reranker.score(pq.dense_text("plain"), [reranker_text(self.reranker, h.passage) for h in hits]),
-                            dtype=np.float64)
+        titles = self.store.includes_titles()
+        texts = [reranker_text(self.reranker, h.passage, passage_index_text(h.passage, titles)) for h in hits]
+        scores = np.asarray(self.reranker.score(pq.dense_text("plain"), texts), dtype=np.float64)
         rank = np.empty(len(hits), dtype=np.int64)
         rank[np.argsort(-scores, kind="stable")] = np.arange(1, len(hits) + 1)
         value = 1.0 / (options.fusion.rrf_k + rank)

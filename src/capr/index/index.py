@@ -614,6 +614,11 @@ class Index:
     def has_dense(self) -> bool:
         return bool(self.manifest.get("dense"))
 
+    def includes_titles(self) -> bool:
+        """Whether each passage was indexed (lexical text, and what a context-free encoder embedded) with its
+        document title in front."""
+        return bool(self.manifest.get("segmenter", {}).get("include_title"))
+
     def dense_manifest(self) -> dict[str, Any]:
         """What the index records about its vectors: the encoder and, for `capr adapt` indexes, how it was adapted
         and the hybrid fusion chosen for it."""

@@ -206,9 +206,14 @@ def load_reranker(spec: str) -> Reranker:
     raise QueryError(f"re-ranker {spec!r}: unknown kind {kind!r}; choose cross, cross-int8, poly or bi")
 
 
-def reranker_text(reranker: Reranker, passage) -> str:
-    """The passage as the re-ranker was trained to read it (with its title/heading when trained with context)."""
-    return contextual_text(passage.text, passage.title, passage.heading, getattr(reranker, "context", PassageContext.off))
+def reranker_text(reranker: Reranker, passage, index_text: str | None = None) -> str:
+    """The passage as the re-ranker was trained to read it (with its title/heading when trained with context); a
+    re-ranker trained without context reads ``index_text`` when given — what the index's encoder embedded (title +
+    text in an index that includes titles), so a second stage sees no less of the passage than the first."""
+    mode = getattr(reranker, "context", PassageContext.off)
+    if mode is PassageContext.off and index_text is not None:
+        return index_text
+    return contextual_text(passage.text, passage.title, passage.heading, mode)
 
 
 def rerank_scores(first_stage: np.ndarray, texts_of: "callable", query: str, reranker: Reranker, depth: int) -> np.ndarray:

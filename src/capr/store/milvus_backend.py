@@ -237,6 +237,9 @@ class MilvusStore:
     def dense_manifest(self) -> dict[str, Any]:
         return dict(self.meta.get("dense") or {})
 
+    def includes_titles(self) -> bool:
+        return bool(self.segmenter.include_title)
+
     @property
     def has_lexical(self) -> bool:
         return self.meta.get("lexical") == "bm25"
