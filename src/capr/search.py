@@ -255,7 +255,7 @@ class Searcher:
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if options.group_by is GroupBy.doc:
             depth = max(depth * GROUP_DEPTH_FACTOR, PRIOR_DEPTH)  # enough passages for k distinct documents
-        tiers: dict[str, tuple[int, bool]] = {}
+        tiers: dict[str, tuple[int, bool]] | None = {} if self.reranker is not None else None
         if self.cdv is not None:
             from capr.cdv.search import cdv_search
 
@@ -268,7 +268,7 @@ class Searcher:
         if not first and options.filters:
             self.store.explain_empty(options.filters)  # a filter value no passage has: say so
         if self.reranker is not None:
-            first = self.rerank(pq, first, options, tiers, depth if options.group_by is GroupBy.doc else options.k)
+            first = self.rerank(pq, first, options, tiers or {}, depth if options.group_by is GroupBy.doc else options.k)
         if options.group_by is GroupBy.doc:
             first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
@@ -326,6 +326,7 @@ class Searcher:
         the rest; each tier ranked by the retriever and the aspect prior. When nothing mentions the entity, a
         notice says so and the closest matches are shown. ``tiers`` receives each hit's (tier, names the entity),
         which a second stage keeps."""
+        record = tiers is not None  # only a second stage needs them: no extra lookups otherwise
         tiers = {} if tiers is None else tiers
         terms = list(dict.fromkeys(self.store.analyzer(pq.entity or "")))
         if not terms:
@@ -350,8 +351,9 @@ class Searcher:
                     break
                 seen = {h.pid for h in hits}
                 found = [h for h in self.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
-                names = mention[store.keys_of([h.pid for h in found])] if found else []
-                tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
+                if record and found:
+                    names = mention[store.keys_of([h.pid for h in found])]
+                    tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
                 hits += found
         else:
             # a backend that returns top lists: each list is narrowed to the passages that name the entity (read
