@@ -326,8 +326,6 @@ class Searcher:
         the rest; each tier ranked by the retriever and the aspect prior. When nothing mentions the entity, a
         notice says so and the closest matches are shown. ``tiers`` receives each hit's (tier, names the entity),
         which a second stage keeps."""
-        record = tiers is not None  # only a second stage needs them: no extra lookups otherwise
-        tiers = {} if tiers is None else tiers
         terms = list(dict.fromkeys(self.store.analyzer(pq.entity or "")))
         if not terms:
             return self.first_stage(pq, k, options, flt)
@@ -351,7 +349,7 @@ class Searcher:
                     break
                 seen = {h.pid for h in hits}
                 found = [h for h in self.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
-                if record and found:
+                if tiers is not None and found:  # only a second stage reads them: no lookups otherwise
                     names = mention[store.keys_of([h.pid for h in found])]
                     tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
                 hits += found
@@ -370,11 +368,11 @@ class Searcher:
             if not hits:
                 notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
                 return self.first_stage(pq, k, options, flt)
-            tiers.update((h.pid, (0, True)) for h in hits)
-            if len(hits) < k:
-                rest = self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))[: k - len(hits)]
-                tiers.update((h.pid, (1, False)) for h in rest)
-                hits += rest
+            rest = self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))[: k - len(hits)] \
+                if len(hits) < k else []
+            if tiers is not None:
+                tiers.update([(h.pid, (0, True)) for h in hits] + [(h.pid, (1, False)) for h in rest])
+            hits += rest
         return [ScoredPassage(pid=h.pid, score=h.score, rank=i + 1, passage=h.passage) for i, h in enumerate(hits)]
 
     # -- second stage -------------------------------------------------------------------------------

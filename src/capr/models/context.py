@@ -33,5 +33,12 @@ def contextual_text(text: str, title: str, heading: str, mode: PassageContext) -
     head = " › ".join(x for x in ((title or "").strip(), section) if x)
     return f"{head}: {text}" if head else text
 
+def read_passage(passage, mode: PassageContext, index_text: str | None = None) -> str:
+    """What a model trained with context ``mode`` reads for a passage: with its document context, or without one the
+    index text when given (the passage, with its title when the index includes titles), else the passage text."""
+    if mode is PassageContext.off:
+        return passage.text if index_text is None else index_text
+    return contextual_text(passage.text, passage.title, passage.heading, mode)
 
-__all__ = ["PassageContext", "contextual_text", "parse_context"]
+
+__all__ = ["PassageContext", "contextual_text", "parse_context", "read_passage"]

@@ -18,7 +18,7 @@ import numpy as np
 from capr.errors import CaprError
 from capr.models.cache import EmbeddingCache
 from capr.models.card import with_model_defaults
-from capr.models.context import PassageContext, contextual_text, parse_context
+from capr.models.context import PassageContext, parse_context, read_passage
 from capr.models.loading import local_path, pick_device, quiet_transformers, resolve_model
 
 if TYPE_CHECKING:
@@ -189,10 +189,7 @@ class Encoder:
     def passage_text(self, passage: "Passage", index_text: str | None = None) -> str:
         """What this encoder reads for a passage: with document context as the model was trained, else the
         index text (the passage, with its title when the index includes titles)."""
-        mode = self.passage_context
-        if mode is PassageContext.off:
-            return passage.text if index_text is None else index_text
-        return contextual_text(passage.text, passage.title, passage.heading, mode)
+        return read_passage(passage, self.passage_context, index_text)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors; recent ones are kept in memory (a service sees the same questions again, and an

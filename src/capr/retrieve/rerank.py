@@ -11,7 +11,7 @@ import numpy as np
 
 from capr.errors import CaprError, QueryError
 from capr.models.card import card_context, read_card
-from capr.models.context import PassageContext, contextual_text
+from capr.models.context import PassageContext, read_passage
 from capr.models.loading import local_path, pick_device, quiet_transformers
 
 DEFAULT_RERANK_DEPTH = 20
@@ -210,10 +210,7 @@ def reranker_text(reranker: Reranker, passage, index_text: str | None = None) ->
     """The passage as the re-ranker was trained to read it (with its title/heading when trained with context); a
     re-ranker trained without context reads ``index_text`` when given — what the index's encoder embedded (title +
     text in an index that includes titles), so a second stage sees no less of the passage than the first."""
-    mode = getattr(reranker, "context", PassageContext.off)
-    if mode is PassageContext.off and index_text is not None:
-        return index_text
-    return contextual_text(passage.text, passage.title, passage.heading, mode)
+    return read_passage(passage, getattr(reranker, "context", PassageContext.off), index_text)
 
 
 def rerank_scores(first_stage: np.ndarray, texts_of: "callable", query: str, reranker: Reranker, depth: int) -> np.ndarray:
