@@ -20,6 +20,7 @@ from capr.labels.gazetteer import normalize_name
 
 SELF = "self"  # the gate's "must beat the start model" side
 FREE_TEXT = "free-text"  # the "must not be worse than the start model" side
+REPORTED = "reported"  # shown in the report, not part of the decision
 
 
 @dataclass
@@ -131,7 +132,8 @@ def _pool(dev: Sequence[LabeledPassage], n: int, rng: random.Random) -> list[Lab
 
 
 def self_labelled_check(dev: Sequence[LabeledPassage], n_queries: int = 256, pool_size: int = 512,
-                        n_candidates: int = 32, titles: bool = True, seed: int = 0) -> DevCheck | None:
+                        n_candidates: int = 32, titles: bool = True, seed: int = 0,
+                        side: str | None = None) -> DevCheck | None:
     """⟨entity, aspect⟩ queries over held-out documents; candidates: the pool's BM25 best for the query (often
     the same entity or aspect) topped up at random. `titles=False` reads every passage without its document title
     (corpora without titles must not lose what the model learned)."""
@@ -163,7 +165,7 @@ def self_labelled_check(dev: Sequence[LabeledPassage], n_queries: int = 256, poo
         rel.append([float(pool[k].aspect == lp.aspect and normalize_name(entity) in sets[k]) for k in group])
     passages = [CheckPassage(lp.text, lp.title if titles else "", lp.heading if titles else "") for lp in pool]
     name = "held-out labels" + ("" if titles else ", no titles")
-    return DevCheck(name, SELF if titles else FREE_TEXT,
+    return DevCheck(name, side or (SELF if titles else FREE_TEXT),
                     f"{len(queries)} ⟨entity, aspect⟩ queries over {len(pool)} held-out passages"
                     + ("" if titles else " read without their titles"), queries, passages, cands, rel, primary="MRR")
 
@@ -196,6 +198,107 @@ def inverse_cloze_check(dev: Sequence[LabeledPassage], n_queries: int = 256, poo
     return DevCheck("inverse cloze", FREE_TEXT,
                     f"{len(queries)} sentences of held-out passages, each finding the rest of its passage among "
                     f"{len(passages)} (no titles)", queries, passages, [everything] * len(queries), rel, primary="MRR")
+
+
+@dataclass
+class SearchedCheck:
+    """Held-out ⟨entity, aspect⟩ queries searched exactly as ``capr search`` searches the adapted index: a small
+    index of whole held-out documents built with the candidate model, searched by the one Searcher with its default
+    options (entity tiers, aspect prior, mention bonus, the hybrid fusion). The re-ranking checks above score a
+    model on a candidate pool with BM25 fused in; on a corpus where the entity tiers and the aspect prior already
+    rank the right section first, they report gains that the index cannot show. A hit is relevant when its
+    document's section of the asked aspect names the entity (the labels' own definition)."""
+
+    name: str
+    side: str
+    description: str
+    queries: list[tuple[str, str]]  # (entity, aspect)
+    relevant: list[set[tuple[str, str]]]  # (doc_id, aspect) sections that answer each query
+    documents: list[Any]  # capr.records.Document
+    max_tokens: int
+    primary: str = "MRR"
+    depth: int = 10
+    labeled_passages: int = 0  # of the documents (their index holds these and any unlabeled passage)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def build(self, model: str, folder: str | Path) -> Path:
+        """The check's index, built with ``model`` as ``capr adapt`` builds the final one (titles in front)."""
+        import shutil
+
+        from capr.corpus.segment import SegmenterConfig
+        from capr.index.index import IndexWriter
+        from capr.models.encoder import EncoderConfig
+
+        folder = Path(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        with IndexWriter(folder, SegmenterConfig(max_tokens=self.max_tokens), dense=EncoderConfig(model=model)) as w:
+            for doc in self.documents:
+                w.add(doc)
+        return folder
+
+    def metrics(self, folder: str | Path, fusion: Any = None, retriever: Any = None) -> dict[str, np.ndarray]:
+        """Per-query P@1, MRR@10, MAP@10 and nDCG@10 (×100) of the Searcher's top 10 on the index in ``folder``;
+        ``fusion`` (a FusionConfig) and ``retriever`` replace the default pipeline's."""
+        from capr.index import load_index
+        from capr.records import Query
+        from capr.search import Searcher, SearchOptions
+
+        index = load_index(folder)
+        searcher = Searcher(index)
+        every = index.passages(np.arange(index.row_count(), dtype=np.int64))
+        sections = [(p.doc_id, p.aspect or "") for p in every]
+        options = SearchOptions(k=self.depth, fusion=fusion, retriever=retriever, highlights=False)
+        p1, rr, ap, ndcg = [], [], [], []
+        disc = 1.0 / np.log2(np.arange(2, self.depth + 2))
+        for n, ((entity, aspect), rel) in enumerate(zip(self.queries, self.relevant)):
+            pq = searcher.parse(Query(str(n), entity=entity, aspect=aspect), validate=False)
+            hits = searcher.search(pq, options).hits
+            gains = np.array([float((h.passage.doc_id, h.passage.aspect or "") in rel) for h in hits])
+            total = min(self.depth, sum(s in rel for s in sections))
+            first = np.flatnonzero(gains)
+            p1.append(float(len(gains) > 0 and gains[0] > 0))
+            rr.append(1.0 / (first[0] + 1) if len(first) else 0.0)
+            ap.append(float(np.sum(np.cumsum(gains)[first] / (first + 1)) / total) if total and len(first) else 0.0)
+            idcg = float(np.sum(disc[:total]))
+            ndcg.append(float(np.sum(gains * disc[: len(gains)])) / idcg if idcg else 0.0)
+        return {k: 100 * np.asarray(v) for k, v in (("P@1", p1), ("MRR", rr), ("MAP", ap), ("nDCG@10", ndcg))}
+
+
+def searched_labels_check(held_out: Sequence[LabeledPassage], documents: Sequence[Any], max_tokens: int,
+                          n_queries: int = 192, max_passages: int = 600, seed: int = 2) -> SearchedCheck | None:
+    """⟨entity, aspect⟩ queries of held-out documents, searched over an index of those documents (whole, as they
+    would be indexed), at most about ``max_passages`` labeled passages of them."""
+    rng = random.Random(seed)
+    by_doc: dict[str, list[LabeledPassage]] = {}
+    for lp in held_out:
+        by_doc.setdefault(lp.doc_id, []).append(lp)
+    docs: dict[str, Any] = {}
+    for d in documents:
+        if d.doc_id in by_doc:
+            docs.setdefault(d.doc_id, d)  # a repeated id: the first is what the index holds
+    ids = sorted(docs)
+    rng.shuffle(ids)
+    chosen, passages = [], 0
+    for doc_id in ids:
+        if chosen and passages + len(by_doc[doc_id]) > max_passages:
+            continue
+        chosen.append(doc_id)
+        passages += len(by_doc[doc_id])
+    labeled = [lp for d in chosen for lp in by_doc[d]]
+    asked = list(dict.fromkeys((lp.entities[0], lp.aspect) for lp in labeled if lp.entities and lp.aspect))
+    rng.shuffle(asked)
+    asked = asked[:n_queries]
+    if len(asked) < 8:
+        return None
+    relevant = [{(lp.doc_id, lp.aspect) for lp in labeled
+                 if lp.aspect == aspect and normalize_name(entity) in {normalize_name(e) for e in lp.entities}}
+                for entity, aspect in asked]
+    return SearchedCheck("held-out labels, searched", SELF,
+                         f"{len(asked)} ⟨entity, aspect⟩ queries searched as `capr search` does over an index of "
+                         f"{len(chosen)} held-out documents", asked, relevant, [docs[d] for d in chosen], max_tokens,
+                         labeled_passages=len(labeled))
 
 
 # --------------------------------------------------------------------------- free-text sets a user supplies
@@ -275,6 +378,6 @@ class CheckScores:
         return {c: {m: round(float(v.mean()), 2) for m, v in ms.items()} for c, ms in self.per_query.items()}
 
 
-__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "SELF", "check_metrics", "dense_scores", "free_text_check", "inverse_cloze_check",
+__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "REPORTED", "SELF", "SearchedCheck", "searched_labels_check", "check_metrics", "dense_scores", "free_text_check", "inverse_cloze_check",
            "judged_answers_check", "jsonl_check", "mediqa_check", "paired_p", "ranking_metrics",
            "self_labelled_check"]

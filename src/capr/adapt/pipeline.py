@@ -17,14 +17,17 @@ from typing import Any, Callable, Sequence
 
 from capr.adapt.checks import (
     FREE_TEXT,
+    REPORTED,
     SELF,
     CheckScores,
     DevCheck,
+    SearchedCheck,
     check_metrics,
     dense_scores,
     free_text_check,
     inverse_cloze_check,
     paired_p,
+    searched_labels_check,
     self_labelled_check,
 )
 from capr.corpus import Format, ReadReport, read_documents
@@ -86,6 +89,7 @@ class Candidate:
     scores: CheckScores = field(default_factory=CheckScores)  # ranked as the index searches: hybrid (the gate's)
     dense: CheckScores = field(default_factory=CheckScores)  # ranked by the model alone (reported)
     sims: dict[str, list[Any]] = field(default_factory=dict)  # check → each query's candidate cosines
+    indexes: dict[str, Path] = field(default_factory=dict)  # searched check → its index built with this model
 
 
 @dataclass
@@ -111,7 +115,9 @@ class AdaptReport:
         return asdict(self)
 
 
-def _documents(config: AdaptConfig, report: ReadReport, log: Callable[[str], None]) -> list[Document]:
+def read_corpus(config: AdaptConfig, report: ReadReport, log: Callable[[str], None] = print) -> list[Document]:
+    """The documents `capr adapt` trains on and indexes: every corpus, less the medquad-cdv test documents and
+    outside the split when asked."""
     from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, select_split
 
     docs: list[Document] = []
@@ -201,16 +207,21 @@ def held_out_fraction(n_labels: int) -> float:
     return min(0.25, max(0.05, 400 / max(1, n_labels)))
 
 
-def gate_checks(records: Sequence[Any], args: Any, config: AdaptConfig) -> tuple[list[DevCheck], list[Any]]:
+def gate_checks(records: Sequence[Any], args: Any, config: AdaptConfig,
+                documents: Sequence[Document] = ()) -> tuple[list[Any], list[Any]]:
     """The gate's checks and the held-out labeled passages they come from: the trainer's dev split (`args`:
-    the TrainArgs training uses), never trained on."""
+    the TrainArgs training uses), never trained on. What a candidate must gain is measured by searching held-out
+    documents as the index will (``SearchedCheck``); the re-ranking of a BM25 pool is reported beside it."""
     from capr.train.data import TrainingSet
 
     held_out = TrainingSet(records, args).dev if records else []
-    checks: list[DevCheck | None] = []
+    checks: list[Any] = []
     n_q, pool = 192, 384  # per check: enough queries for a paired test, few enough to score six candidates
     if held_out:
-        checks.append(self_labelled_check(held_out, n_q, pool, titles=True))
+        searched = searched_labels_check(held_out, documents, config.max_tokens, n_q) if documents else None
+        checks.append(searched)
+        checks.append(self_labelled_check(held_out, n_q, pool, titles=True,
+                                          side=REPORTED if searched is not None else SELF))
         if any(lp.title for lp in held_out):  # without titles anywhere, the title-less check would repeat the first
             checks.append(self_labelled_check(held_out, n_q, pool, titles=False))
         checks.append(inverse_cloze_check(held_out, n_q, pool))
@@ -231,21 +242,40 @@ def fusion_with_share(dense_weight: float | None = None) -> Any:
     return replace(DEFAULT_FUSION, weights=(round(1.0 - dense_weight, 4), round(dense_weight, 4)))
 
 
-def score_candidates(candidates: Sequence[Candidate], checks: Sequence[DevCheck],
-                     log: Callable[[str], None] = print) -> None:
+def score_candidates(candidates: Sequence[Candidate], checks: Sequence[Any], log: Callable[[str], None] = print,
+                     work: Path | None = None) -> None:
     """Every candidate on every check, read as an index built with it would read passages, and ranked as that
-    index searches by default (BM25 and the model fused: ``scores``, what the gate compares) and by the model
-    alone (``dense``)."""
+    index searches by default (``scores``, what the gate compares: the Searcher on a searched check, BM25 and the
+    model fused on a pool) and by the model alone (``dense``). Searched checks' indexes go under ``work``."""
+    import re
+    import tempfile
+
     from capr.models.encoder import Encoder, EncoderConfig
+    from capr.query import Retriever
 
     fusion = fusion_with_share()
+    root = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="capr-gate-"))
     for cand in candidates:
         log(f"gate: scoring {cand.name}")
-        encoder = Encoder(EncoderConfig(model=cand.model), cache=False)
+        encoder = None
         for check in checks:
+            if isinstance(check, SearchedCheck):
+                folder = check.build(cand.model, root / re.sub(r"[^A-Za-z0-9.]+", "-", f"{check.name}-{cand.name}"))
+                cand.indexes[check.name] = folder
+                cand.scores.per_query[check.name] = check.metrics(folder)
+                cand.dense.per_query[check.name] = check.metrics(folder, retriever=Retriever.dense)
+                continue
+            encoder = encoder or Encoder(EncoderConfig(model=cand.model), cache=False)
             cand.sims[check.name] = dense_scores(encoder, check)
             cand.scores.per_query[check.name] = check_metrics(check, cand.sims[check.name], fusion)
             cand.dense.per_query[check.name] = check_metrics(check, cand.sims[check.name])
+
+
+def check_under_fusion(check: Any, cand: Candidate, fusion: Any) -> dict[str, Any]:
+    """A scored candidate's per-query metrics on ``check`` when the index fuses with ``fusion`` instead."""
+    if isinstance(check, SearchedCheck):
+        return check.metrics(cand.indexes[check.name], fusion)
+    return check_metrics(check, cand.sims[check.name], fusion)
 
 
 def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[DevCheck], weights: Sequence[float],
@@ -259,8 +289,7 @@ def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[DevCheck],
     table: dict[str, dict[str, float]] = {}
     for w in sorted(set(weights) | {base}):
         fusion = fusion_with_share(w)
-        table[f"{w:g}"] = {c.name: round(float(check_metrics(c, kept.sims[c.name], fusion)[c.primary].mean()), 2)
-                          for c in checks}
+        table[f"{w:g}"] = {c.name: round(float(check_under_fusion(c, kept, fusion)[c.primary].mean()), 2) for c in checks}
 
     def gain(w: float) -> float:
         return sum(table[f"{w:g}"][c.name] - table[f"{base:g}"][c.name] for c in self_checks)
@@ -298,7 +327,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     work = config.work_dir
     work.mkdir(parents=True, exist_ok=True)
     report = AdaptReport(config=asdict(config))
-    docs = _documents(config, ReadReport(skip_bad=config.skip_bad), log)
+    docs = read_corpus(config, ReadReport(skip_bad=config.skip_bad), log)
     report.documents = len(docs)
     labels_path = work / "labels.jsonl"
     log(f"labelling {len(docs):,} documents")
@@ -315,7 +344,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                               batch_size=config.batch_size)
     records = list(read_labels(labels_path))
     args.dev_fraction = held_out_fraction(len(records))
-    checks, held_out = gate_checks(records, args, config)
+    checks, held_out = gate_checks(records, args, config, docs)
     report.held_out_passages = len(held_out)
     report.checks = [{"name": c.name, "side": c.side, "primary": c.primary, "queries": len(c), "what": c.description}
                      for c in checks]
@@ -328,7 +357,8 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         log(report.reason)
     else:
         # the gate encodes every check once per candidate: its share of the budget grows with the candidates
-        gate_passages = sum(len(c.pool) + len(c) for c in checks) * (len(config.alphas) + 1)
+        gate_passages = sum((c.labeled_passages if isinstance(c, SearchedCheck) else len(c.pool)) + len(c)
+                            for c in checks) * (len(config.alphas) + 1)
         gate_min = min(config.time_budget_min * 0.3, gate_passages / 25 / 60)  # ~25 passages/s with context, CPU
         budget = config.time_budget_min - (time.time() - t_start) / 60 - gate_min
         if budget <= 0.5:
@@ -358,7 +388,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                 candidates.append(Candidate(f"merge α={alpha:g}", str(merged), alpha))
 
     t0 = time.time()
-    score_candidates(candidates, checks, log)
+    score_candidates(candidates, checks, log, work / "gate")
     report.candidates = {c.name: c.scores.summary() for c in candidates}
     report.candidates_dense = {c.name: c.dense.summary() for c in candidates}
     report.minutes["gate"] = round((time.time() - t0) / 60, 2)
@@ -471,4 +501,5 @@ def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float
 
 
 __all__ = ["AdaptConfig", "AdaptReport", "Candidate", "KeepPolicy", "adapt", "config_for_more", "gate", "gate_checks",
-           "held_out_fraction", "read_report", "score_candidates", "choose_fusion", "fusion_with_share"]
+           "held_out_fraction", "read_report", "score_candidates", "choose_fusion", "check_under_fusion",
+           "fusion_with_share", "read_corpus"]
