@@ -3,7 +3,8 @@
 20, the re-ranker's ranking fused with the first stage's at several shares (1 = the re-ranker's order alone, within
 the entity's tiers and with the aspect prior), next to the pipeline without a re-ranker. Dev sets only.
 
-    CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python bench/rerank_share_dev.py --reranker bi:MODEL [--reranker ...]
+    CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python bench/rerank_share_dev.py --reranker bi:MODEL [--reranker ...] \
+        [--model FIRST_STAGE_MODEL]
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--reranker", action="append", required=True, help="KIND:PATH (repeatable)")
     ap.add_argument("--shares", default="1.0,0.8,0.5,0.3")
+    ap.add_argument("--model", default="minilm", help="the first stage's encoder (a model, or an index built by "
+                    "capr adapt), as capr eval --model")
     args = ap.parse_args()
     shares = [float(x) for x in args.shares.split(",")]
     rerankers = [(spec, load_reranker(spec)) for spec in args.reranker]
     for name, field in SETS:
-        data = load_benchmark(EvalConfig(benchmark=name, data_dir=args.data_dir, query_field=field, pipeline="default"))
+        data = load_benchmark(EvalConfig(benchmark=name, data_dir=args.data_dir, query_field=field, pipeline="default",
+                                         model=args.model))
         runs = [("no re-ranker", None, SearchOptions())]
         runs += [(f"{spec} share={s}", rr, SearchOptions(rerank_share=s)) for spec, rr in rerankers for s in shares]
         for label, rr, opts in runs:
