@@ -140,6 +140,7 @@ def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
                 assert delta >= (1.0 if c["side"] == SELF else -1.0) - 0.01, (name, delta)
     else:
         assert "start model is kept" in report.reason
+        assert not (tmp_path / "idx.adapt" / "model").exists()
     on_disk = read_report(out)
     assert on_disk["kept"] == report.kept and on_disk["reason"] == report.reason
 

@@ -435,6 +435,10 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         report.kept_model = str(model_dir.resolve())
     else:
         report.kept_model = config.start_model
+        if model_dir.exists():  # an earlier run's kept model: this index does not use it, nor does --add
+            import shutil
+
+            shutil.rmtree(model_dir)
     report.second_stage = "none: capr has no second stage that beats the bi-encoder yet, so none is trained"
 
     _write_report(work / REPORT_FILE, report)  # the gate's numbers survive an interrupted index build
