@@ -378,6 +378,6 @@ class CheckScores:
         return {c: {m: round(float(v.mean()), 2) for m, v in ms.items()} for c, ms in self.per_query.items()}
 
 
-__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "REPORTED", "SELF", "SearchedCheck", "searched_labels_check", "check_metrics", "dense_scores", "free_text_check", "inverse_cloze_check",
-           "judged_answers_check", "jsonl_check", "mediqa_check", "paired_p", "ranking_metrics",
-           "self_labelled_check"]
+__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "REPORTED", "SELF", "SearchedCheck", "check_metrics",
+           "dense_scores", "free_text_check", "inverse_cloze_check", "judged_answers_check", "jsonl_check",
+           "mediqa_check", "paired_p", "ranking_metrics", "searched_labels_check", "self_labelled_check"]

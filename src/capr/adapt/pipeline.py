@@ -20,7 +20,6 @@ from capr.adapt.checks import (
     REPORTED,
     SELF,
     CheckScores,
-    DevCheck,
     SearchedCheck,
     check_metrics,
     dense_scores,
@@ -147,7 +146,7 @@ def _labels(docs: Sequence[Document], config: AdaptConfig, path: Path) -> int:
     return write_labels(path, gen(docs))
 
 
-def gate(candidates: list[Candidate], checks: list[DevCheck], min_gain: float,
+def gate(candidates: list[Candidate], checks: Sequence[Any], min_gain: float,
          margin: float = 0.0) -> tuple[Candidate, str]:
     """The candidate to keep, and why: the one with the best held-out-label score among those that gain at least
     `min_gain` MRR over the start model there and trail it by at most `margin` points on every free-text check
@@ -278,7 +277,7 @@ def check_under_fusion(check: Any, cand: Candidate, fusion: Any) -> dict[str, An
     return check_metrics(check, cand.sims[check.name], fusion)
 
 
-def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[DevCheck], weights: Sequence[float],
+def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[Any], weights: Sequence[float],
                   min_gain: float, margin: float) -> dict[str, Any]:
     """The dense share of the hybrid fusion the kept model searches with: the default pipeline's, unless another
     of ``weights`` gains at least ``min_gain`` on the held-out labels and stays within ``margin`` of the start model
