@@ -241,6 +241,7 @@ class SearchedCheck:
     def metrics(self, folder: str | Path, fusion: Any = None, retriever: Any = None) -> dict[str, np.ndarray]:
         """Per-query P@1, MRR@10, MAP@10 and nDCG@10 (×100) of the Searcher's top 10 on the index in ``folder``;
         ``fusion`` (a FusionConfig) and ``retriever`` replace the default pipeline's."""
+        from capr.errors import QueryError
         from capr.index import load_index
         from capr.records import Query
         from capr.search import Searcher, SearchOptions
@@ -253,8 +254,11 @@ class SearchedCheck:
         p1, rr, ap, ndcg = [], [], [], []
         disc = 1.0 / np.log2(np.arange(2, self.depth + 2))
         for n, ((entity, aspect), rel) in enumerate(zip(self.queries, self.relevant)):
-            pq = searcher.parse(Query(str(n), entity=entity, aspect=aspect), validate=False)
-            hits = searcher.search(pq, options).hits
+            try:
+                pq = searcher.parse(Query(str(n), entity=entity, aspect=aspect), validate=False)
+                hits = searcher.search(pq, options).hits
+            except QueryError:  # nothing searchable in it (the same for every candidate): a miss
+                hits = []
             gains = np.array([float((h.passage.doc_id, h.passage.aspect or "") in rel) for h in hits])
             total = min(self.depth, sum(s in rel for s in sections))
             first = np.flatnonzero(gains)
