@@ -167,6 +167,11 @@ def test_reranker_unavailable_and_enabled(index_dir, monkeypatch):
     scores = [r["score"] for r in rr["results"]]
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= s <= 1.0 for s in scores)
     assert scores != [r["score"] for r in plain]
+    # the re-ranker's share: 0 keeps the first stage's order; outside 0..1 is refused, naming the field
+    kept = c.post("/search", json={"text": "asthma inhaler", "k": 5, "reranker": spec, "rerank_share": 0}).json()
+    assert [r["pid"] for r in kept["results"]] == [r["pid"] for r in plain]
+    bad = c.post("/search", json={"text": "asthma inhaler", "reranker": spec, "rerank_share": 1.5})
+    assert bad.status_code == 422 and "rerank_share" in bad.text
 
 
 # -------------------------------------------------------------------------------------------- auth

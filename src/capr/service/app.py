@@ -378,7 +378,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         options = searcher.resolve(SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None,
                                                  expand=req.expand, aspect_boost=req.aspect_boost, group_by=req.group_by,
                                                  entity_scope=req.entity_scope,
-                                                 rerank_depth=config.rerank_depth, evidence=evidence))
+                                                 rerank_depth=config.rerank_depth, rerank_share=req.rerank_share,
+                                                 evidence=evidence))
         try:
             searcher.check(options)
         except QueryError as e:
