@@ -183,7 +183,7 @@ class Searcher:
             found = aspect if store.has_aspect(aspect) else nearest_aspect(aspect, store.aspect_counts(), store.analyzer)
             if found and key[1]:
                 passages = store.aspect_counts().get(found) or 0  # None: a backend that cannot count them
-                documents = _document_count(store)
+                documents = int(store.stats().get("documents", 0))
                 found = found if documents and passages >= GENERIC_ASPECT_MIN_DOCUMENT_SHARE * documents else None
             self._prior_aspects[key] = found
         return self._prior_aspects[key]
@@ -495,11 +495,6 @@ class Searcher:
         for h, s in zip(hits, scored):
             h.sentences = list(s)
         return method.value
-
-
-def _document_count(store: Store) -> int:
-    counts = store.counts  # a Store method; an Index searched directly has it as a property
-    return int((counts() if callable(counts) else counts).get("documents", 0))
 
 
 def best_per_document(ranked: list[ScoredPassage], k: int) -> list[ScoredPassage]:
