@@ -10,6 +10,7 @@ Protocols
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -87,11 +88,12 @@ def load_medquad_cdv(
 
 
 def untitled_pool_index(index_dir: str | Path, documents: Callable[[], Iterable[Document]], analyzer: AnalyzerConfig | None,
-                        segmenter: SegmenterConfig) -> Index:
+                        segmenter: SegmenterConfig) -> Callable[[], Index]:
     """The lexical index, without titles, that the rerank64 protocol draws its BM25 pools from, kept beside a
-    titled benchmark index: the candidates stay the protocol's whatever the index under test reads."""
-    return _benchmark_index(Path(f"{index_dir}.untitled-pools"), documents, analyzer, None,
-                            replace(segmenter, include_title=False), None)
+    titled benchmark index: the candidates stay the protocol's whatever the index under test reads. Built (or
+    loaded) on first use only: `--protocol full` never reads it."""
+    return functools.cache(lambda: _benchmark_index(Path(f"{index_dir}.untitled-pools"), documents, analyzer, None,
+                                                    replace(segmenter, include_title=False), None))
 
 
 def _benchmark_index(index_dir: str | Path, documents: Callable[[], Iterable[Document]], analyzer: AnalyzerConfig | None,
@@ -380,15 +382,14 @@ def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: 
 
 def rerank64_pools(data: BenchmarkData, field: QueryField, seed: int = SHUFFLE_SEED) -> dict[str, np.ndarray]:
     """Candidate rows per query: BM25 top-64, gold forced in, shuffled. BM25 reads passage text without titles
-    (``extra["pool_index"]`` when the index under test has them), so the pools are the protocol's either way."""
+    (``extra["pool_index"]()`` when the index under test has them), so the pools are the protocol's either way."""
     rows_of = data.index.pid_rows()
     rels = qrels_as_dict(data.qrels)
     rng = random.Random(seed)
     pools = {}
-    pool_index = data.extra.get("pool_index") or data.index
+    pool_index = data.extra["pool_index"]() if "pool_index" in data.extra else data.index
     bm25 = lexical_scorer(pool_index, Retriever.bm25)
-    every_row = np.arange(len(pool_index))
-    to_row = np.arange(len(pool_index))
+    every_row = to_row = np.arange(len(pool_index))
     if pool_index is not data.index:
         to_row = np.full(len(pool_index), -1, dtype=np.int64)
         for pid, r in pool_index.pid_rows().items():
