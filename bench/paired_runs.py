@@ -16,9 +16,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "bench"))
 
+from adapt_free_text import per_query  # noqa: E402
 from capr.adapt.checks import paired_p  # noqa: E402
-from capr.eval.metrics import query_metrics  # noqa: E402
 from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
 from capr.records import qrels_as_dict  # noqa: E402
 
@@ -31,15 +32,6 @@ def ranked(path: Path) -> dict[str, list[str]]:
     return {q: [p for _, p in sorted(v)] for q, v in out.items()}
 
 
-def per_question(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> tuple[np.ndarray, np.ndarray]:
-    p1, ap = [], []
-    for qid in sorted(qrels):
-        lst = run.get(qid, [])
-        p1.append(100.0 * (bool(lst) and qrels[qid].get(lst[0], 0) > 0))
-        ap.append(100.0 * query_metrics(lst, qrels[qid])["MAP"])
-    return np.asarray(p1), np.asarray(ap)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--benchmark", required=True, help="a judged benchmark of capr eval (its qrels)")
@@ -50,12 +42,14 @@ def main() -> None:
     data = load_benchmark(EvalConfig(benchmark=args.benchmark, data_dir=args.data_dir, query_field="question",
                                      retriever="bm25"))
     qrels = qrels_as_dict(data.qrels)
-    b1, bap = per_question(ranked(args.baseline), qrels)
+    base = per_query(ranked(args.baseline), qrels)
+    b1, bap = base["P@1"], base["MAP"]
     print(f"| run | P@1 | p | MAP | p | MAP better / worse |\n|---|---:|---:|---:|---:|---|\n"
           f"| baseline ({args.baseline.name}) | {b1.mean():.2f} | — | {bap.mean():.2f} | — | — |")
     for spec in args.run:
         name, _, path = spec.partition("=")
-        p1, apq = per_question(ranked(Path(path)), qrels)
+        scores = per_query(ranked(Path(path)), qrels)
+        p1, apq = scores["P@1"], scores["MAP"]
         print(f"| {name} | {p1.mean():.2f} | {paired_p(p1, b1):.3f} | {apq.mean():.2f} | {paired_p(apq, bap):.3f} | "
               f"{int((apq > bap).sum())} / {int((apq < bap).sum())} |")
 

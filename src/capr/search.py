@@ -268,7 +268,7 @@ class Searcher:
         if not first and options.filters:
             self.store.explain_empty(options.filters)  # a filter value no passage has: say so
         if self.reranker is not None:
-            first = self.rerank(pq, first, options, tiers or {}, depth if options.group_by is GroupBy.doc else options.k)
+            first = self.rerank(pq, first, options, tiers, depth if options.group_by is GroupBy.doc else options.k)
         if options.group_by is GroupBy.doc:
             first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
@@ -397,8 +397,7 @@ class Searcher:
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect:
             value *= np.where(self.store.aspect_flags(self.store.keys_of([h.pid for h in hits]), aspect), 1.0 + options.aspect_boost, 1.0)
-        level = np.asarray([tiers.get(h.pid, (0, False))[0] for h in hits])
-        named = np.asarray([tiers.get(h.pid, (0, False))[1] for h in hits])
+        level, named = (np.asarray(column) for column in zip(*(tiers.get(h.pid, (0, False)) for h in hits)))
         if options.mention_boost and options.entity_scope is EntityScope.document:
             value *= np.where(named, 1.0 + options.mention_boost, 1.0)
         share = options.rerank_share

@@ -296,8 +296,9 @@ def searched_labels_check(held_out: Sequence[LabeledPassage], documents: Sequenc
     asked = asked[:n_queries]
     if len(asked) < 8:
         return None
-    relevant = [{(lp.doc_id, lp.aspect) for lp in labeled
-                 if lp.aspect == aspect and normalize_name(entity) in {normalize_name(e) for e in lp.entities}}
+    names = [{normalize_name(e) for e in lp.entities} for lp in labeled]
+    relevant = [{(lp.doc_id, lp.aspect) for lp, named in zip(labeled, names)
+                 if lp.aspect == aspect and normalize_name(entity) in named}
                 for entity, aspect in asked]
     return SearchedCheck("held-out labels, searched", SELF,
                          f"{len(asked)} ⟨entity, aspect⟩ queries searched as `capr search` does over an index of "
