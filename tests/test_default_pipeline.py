@@ -256,3 +256,66 @@ def test_a_reranker_orders_within_the_entity_tiers_and_the_aspect_prior(planted_
     # a re-ranker without document context reads what the index's encoder read: the title in front of the text
     assert planted_index.includes_titles()
     assert any(t.startswith("Nephrology consult\n") for t in searcher.reranker.read)
+
+
+class _FixedReranker:
+    """A member with fixed preferences by document, reading passages with ``context``."""
+
+    def __init__(self, name, prefs, context):
+        from capr.models.context import PassageContext
+
+        self.name, self.prefs, self.context, self.read = name, prefs, PassageContext(context), []
+
+    def score(self, query, passages):
+        self.read += passages
+        return np.asarray([next((v for word, v in self.prefs.items() if word in p), 0.0) for p in passages])
+
+
+def test_an_ensemble_sums_its_members_standardised_scores_each_reading_its_own_way(planted_index):
+    """Two re-rankers that each put a different passage first agree on a third they both rank second: their
+    z-scored sum puts it first. Each member reads the passage as it was trained to (title context vs the index
+    text), and the ensemble re-ranks alone by default (share 1)."""
+    from capr.records import Query
+    from capr.retrieve.rerank import EnsembleReranker, rerank_share
+    from capr.search import SearchOptions, Searcher
+
+    # by document: one member loves flu and likes gout, the other loves migraine and likes gout
+    a = _FixedReranker("a", {"influenza": 10.0, "Gout flare": 9.0}, "off")
+    b = _FixedReranker("b", {"Headache": 10.0, "Gout flare": 9.0}, "title")
+    ensemble = EnsembleReranker([a, b])
+    assert rerank_share(ensemble, None) == 1.0 and rerank_share(ensemble, 0.2) == 0.2
+    searcher = Searcher(planted_index, reranker=ensemble)
+    q = "what are the symptoms"
+    hits = searcher.search(q, SearchOptions(k=3)).hits
+    assert hits[0].passage.doc_id == "gout"
+    assert [h.pid for h in hits] == [h.pid for h in searcher.search(q, SearchOptions(k=3, rerank_share=1.0)).hits]
+    alone = [h.passage.doc_id for h in Searcher(planted_index, reranker=a).search(q, SearchOptions(k=3, rerank_share=1.0)).hits]
+    assert alone[0] == "flu"
+    # a reads the index text (title, newline, text), b its own title context ("title: text")
+    titles = {d["title"] for d in PLANTED}
+    assert a.read and all(t.split("\n")[0] in titles for t in a.read)
+    assert b.read and all(t.split(": ")[0] in titles and t.split("\n")[0] not in titles for t in b.read)
+
+
+def test_an_ensemble_of_a_model_with_itself_ranks_as_the_model(planted_index):
+    """Real MiniLM twice: standardising and summing changes no order (bi:minilm names the bundled model)."""
+    from capr.retrieve.rerank import load_reranker
+    from capr.search import SearchOptions, Searcher
+
+    single, double = load_reranker("bi:minilm"), load_reranker("bi:minilm,bi:minilm")
+    for q in ("what are the symptoms", "blood in the urine", "joint pain at night"):
+        one = Searcher(planted_index, reranker=single).search(q, SearchOptions(k=5, rerank_share=1.0)).hits
+        two = Searcher(planted_index, reranker=double).search(q, SearchOptions(k=5)).hits
+        assert [h.pid for h in one] == [h.pid for h in two]
+
+
+def test_bad_ensemble_specs_are_one_clear_line(tmp_path, planted_index):
+    from capr.errors import QueryError
+    from capr.retrieve.rerank import load_reranker
+
+    with pytest.raises(QueryError, match="empty member"):
+        load_reranker("bi:minilm,")
+    with pytest.raises(QueryError, match="no such model folder"):
+        load_reranker(f"bi:minilm,bi:{tmp_path / 'missing'}")
+    r = capr_cli("search", str(planted_index.root), "fever", "--reranker", "bi:minilm,", check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "empty member" in r.stderr

@@ -119,14 +119,11 @@ def test_multi_positive_masking():
 def test_rerank_scores_keeps_tail_order():
     from capr.retrieve.rerank import rerank_scores
 
-    class Reverse:
-        name = "reverse"
-
-        def score(self, query, passages):
-            return -np.arange(len(passages), dtype=float)[::-1]  # prefers the first stage's last candidate
+    def reverse(top):  # prefers the first stage's last candidate
+        return -np.arange(len(top), dtype=float)[::-1]
 
     first = np.array([0.9, 0.1, 0.5, 0.7, 0.3])
-    out = rerank_scores(first, lambda i: str(i), "q", Reverse(), depth=3)
+    out = rerank_scores(first, reverse, depth=3)
     order = list(np.argsort(-out, kind="stable"))
     assert order == [2, 3, 0, 4, 1]  # top-3 (0, 3, 2) reversed, then the rest in first-stage order
 

@@ -25,7 +25,7 @@ from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
 from capr.retrieve.highlight import snippet, term_spans
 from capr.store import Capability, Store
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 
 if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
@@ -75,8 +75,9 @@ class SearchOptions:
     template: str = DEFAULT_TEMPLATE
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     # a re-ranked hit scores share/(k + its re-ranker rank) + (1 - share)/(k + its first-stage rank): 1 = the
-    # re-ranker's order alone (within the entity's tiers, with the aspect prior)
-    rerank_share: float = DEFAULT_RERANK_SHARE
+    # re-ranker's order alone (within the entity's tiers, with the aspect prior); None: the re-ranker's own default
+    # (an ensemble's 1.0), else DEFAULT_RERANK_SHARE
+    rerank_share: float | None = None
     evidence: Evidence = Evidence.none
     thetas: tuple[float, float] = (0.8, 0.4)  # CDV evidence: a span opens at θ_open, closes below θ_close
     highlights: bool = True  # query-term spans and snippets (batch jobs that keep only ids turn them off)
@@ -98,7 +99,7 @@ class SearchOptions:
         check_template(self.template)
         if self.k <= 0:
             raise QueryError(f"k must be positive, got {self.k}")
-        if not 0.0 <= self.rerank_share <= 1.0:
+        if self.rerank_share is not None and not 0.0 <= self.rerank_share <= 1.0:
             raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}")
 
 
@@ -384,13 +385,13 @@ class Searcher:
         first stage's (reciprocal rank × (1 + boost)); ``options.rerank_share`` fuses that with the first stage's
         rank (which has them already)."""
         from capr.index.segment import passage_index_text
-        from capr.retrieve.rerank import reranker_text
+        from capr.retrieve.rerank import rerank_share, score_passages
 
         if not hits:
             return []
         titles = self.store.includes_titles()
-        texts = [reranker_text(self.reranker, h.passage, passage_index_text(h.passage, titles)) for h in hits]
-        scores = np.asarray(self.reranker.score(pq.dense_text("plain"), texts), dtype=np.float64)
+        scores = score_passages(self.reranker, pq.dense_text("plain"), [h.passage for h in hits],
+                                [passage_index_text(h.passage, titles) for h in hits])
         rank = np.empty(len(hits), dtype=np.int64)
         rank[np.argsort(-scores, kind="stable")] = np.arange(1, len(hits) + 1)
         value = 1.0 / (options.fusion.rrf_k + rank)
@@ -400,7 +401,7 @@ class Searcher:
         level, named = (np.asarray(column) for column in zip(*(tiers.get(h.pid, (0, False)) for h in hits)))
         if options.mention_boost and options.entity_scope is EntityScope.document:
             value *= np.where(named, 1.0 + options.mention_boost, 1.0)
-        share = options.rerank_share
+        share = rerank_share(self.reranker, options.rerank_share)
         value = share * value + (1.0 - share) / (options.fusion.rrf_k + np.arange(1, len(hits) + 1))
         order = np.lexsort((rank, -value, level))[:k]  # tier first, then the structured score, then the re-ranker
         return [ScoredPassage(pid=hits[i].pid, score=float(value[i]), rank=r + 1, passage=hits[i].passage)

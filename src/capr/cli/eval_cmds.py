@@ -52,7 +52,8 @@ def eval_cmd(
     collection: Optional[str] = typer.Option(None, "--collection", help="Milvus collection for the benchmark (default: capr_bench_<benchmark>_<encoder>)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"⟨entity, aspect⟩ → text for the encoder: {', '.join(TEMPLATES)}."),
     fusion: FusionMethod = typer.Option(FusionMethod.rrf, help="Hybrid fusion: rrf or weighted."),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR or bi:DIR."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage: cross:DIR, poly:DIR, bi:DIR "
+                                           "(bi:minilm: the bundled MiniLM), or several joined by commas (an ensemble)."),
     rerank_depth: Optional[int] = typer.Option(None, "--rerank-depth", help="Candidates the re-ranker re-orders "
                                                "(default 64 under the papers' protocol, 20 with --pipeline default)."),
     rerank_share: Optional[float] = typer.Option(None, "--rerank-share", help="--pipeline default: the re-ranker's share "

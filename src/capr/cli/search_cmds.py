@@ -36,7 +36,7 @@ from capr.models.encoder import cache_root
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.records import Query
 from capr.retrieve.fusion import FusionMethod
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE
+from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
 from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.store import BackendOptions
 
@@ -105,10 +105,13 @@ def search_cmd(
                                              "(the only scope of top-list backends such as Milvus)."),
     group_by: GroupBy = typer.Option(GroupBy.passage, "--group-by", help="passage, or doc: one result per document (its best passage)."),
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR or bi:DIR."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR, "
+                                           "bi:DIR (bi:minilm = the bundled MiniLM), or several joined by commas "
+                                           "(bi:minilm,bi:DIR: an ensemble, their standardised scores summed)."),
     rerank_depth: int = typer.Option(DEFAULT_RERANK_DEPTH, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
-    rerank_share: float = typer.Option(DEFAULT_RERANK_SHARE, "--rerank-share", help="The re-ranker's share when its ranking "
-                                       "is fused with the first stage's (1: its order alone, within the entity's tiers)."),
+    rerank_share: Optional[float] = typer.Option(None, "--rerank-share", help="The re-ranker's share when its ranking "
+                                       f"is fused with the first stage's (1: its order alone, within the entity's tiers); "
+                                       f"default {DEFAULT_RERANK_SHARE}, an ensemble's {ENSEMBLE_RERANK_SHARE}."),
     cdv: Optional[Path] = typer.Option(None, "--cdv", help="Rank ⟨entity, aspect⟩ questions with a CDV model (from `capr train cdv`)."),
     boundaries: str = typer.Option("passages", "--boundaries", help="passages (the index's own) or free (CDV spans; needs --cdv)."),
     theta_open: float = typer.Option(0.8, "--theta-open", help="Free boundaries: a span opens at this (document-scaled) sentence score."),

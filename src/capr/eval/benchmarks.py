@@ -362,20 +362,15 @@ def hybrid_scorer(lexical: CandidateScorer, dense: CandidateScorer, fusion: Fusi
 
 
 def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: int) -> CandidateScorer:
-    """The first stage's top `depth` candidates re-ordered by a second-stage model (cross/poly/bi)."""
+    """The first stage's top `depth` candidates re-ordered by a second-stage model (cross/poly/bi/an ensemble)."""
     from capr.query import dense_query_text
-    from capr.retrieve.rerank import rerank_scores, reranker_text
-
-    texts: dict[int, str] = {}
-
-    def text_of(row: int) -> str:
-        if row not in texts:
-            texts[row] = reranker_text(reranker, data.index.passage(row))
-        return texts[row]
+    from capr.retrieve.rerank import rerank_scores, score_passages
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
         base = first(q, rows)
-        return rerank_scores(base, lambda i: text_of(int(rows[i])), dense_query_text(q, "plain"), reranker, depth)
+        text = dense_query_text(q, "plain")
+        return rerank_scores(base, lambda top: score_passages(reranker, text, [data.index.passage(int(rows[i])) for i in top]),
+                             depth)
 
     return score
 

@@ -238,7 +238,9 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     if config.reranker:
         result["reranker"] = {"spec": config.reranker, "depth": config.effective_rerank_depth}
         if config.pipeline == "default":
-            result["reranker"]["share"] = config.search_options().rerank_share
+            from capr.retrieve.rerank import spec_share
+
+            result["reranker"]["share"] = spec_share(config.reranker, config.search_options().rerank_share)
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":

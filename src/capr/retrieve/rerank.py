@@ -1,11 +1,12 @@
 """Second-stage re-rankers on top of any retriever: `cross:DIR` (a trained CrossEncoder), `poly:DIR`
-(a trained poly-encoder; passage codes are cached, so re-ranking encodes only the query) and `bi:DIR`."""
+(a trained poly-encoder; passage codes are cached, so re-ranking encodes only the query), `bi:DIR` (`bi:minilm`: the
+bundled MiniLM) and an ensemble of several (`bi:minilm,bi:DIR`: their standardised scores summed)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -18,6 +19,9 @@ DEFAULT_RERANK_DEPTH = 20
 # the re-ranker's share when its ranking is fused with the first stage's (capr.search.Searcher.rerank), chosen on
 # dev sets (bench/rerank_share_dev.py; docs/RESULTS.md)
 DEFAULT_RERANK_SHARE = 0.3
+# an ensemble re-ranks alone (share 1): it holds the first stage's own model when it is the best configuration
+# measured (zero-shot MiniLM + the trained bi-encoder: docs/RESULTS.md, issue 18, sixth part)
+ENSEMBLE_RERANK_SHARE = 1.0
 
 
 class Reranker(Protocol):
@@ -28,6 +32,8 @@ class Reranker(Protocol):
 
 
 def _check_dir(path: Path, kind: str) -> None:
+    if kind == "bi" and str(path) == "minilm":
+        return
     if not path.is_dir():
         raise QueryError(f"re-ranker {kind}:{path}: no such model folder")
 
@@ -172,7 +178,7 @@ class BiReranker:
         from capr.models.encoder import Encoder, EncoderConfig
 
         path = Path(path)
-        _check_dir(path, "bi")
+        _check_dir(path, "bi")  # "minilm": the bundled model, as EncoderConfig names it
         self.name = f"bi:{path}"
         self.encoder = Encoder(EncoderConfig(model=str(path)))
         self.context = self.encoder.passage_context
@@ -185,8 +191,75 @@ class BiReranker:
         return (p @ q[0]).astype(np.float32)
 
 
+class EnsembleReranker:
+    """Several re-rankers as one: each member scores the candidates reading them as it was trained to (its own
+    passage context), its scores are standardised over the candidates (z-scores: no member's scale dominates), and
+    the standardised scores are summed. Zero-shot MiniLM and a bi-encoder trained on the corpus disagree where each
+    is weak (consumer wording vs the corpus' own phrasing), so their sum ranks better than either (dev table:
+    docs/RESULTS.md, issue 18, sixth part)."""
+
+    context = PassageContext.off
+    default_share = ENSEMBLE_RERANK_SHARE
+
+    def __init__(self, members: Sequence[Reranker]) -> None:
+        if len(members) < 2:
+            raise QueryError("an ensemble re-ranker needs at least two members")
+        self.members = list(members)
+        self.name = ",".join(m.name for m in self.members)
+
+    def score_passages(self, query: str, passages: Sequence, index_texts: Sequence[str | None]) -> np.ndarray:
+        total = np.zeros(len(passages), dtype=np.float64)
+        for member in self.members:
+            total += standardised(score_passages(member, query, passages, index_texts))
+        return total
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """Plain passage texts (every member reads the same text)."""
+        return np.asarray(sum(standardised(m.score(query, passages)) for m in self.members), dtype=np.float64)
+
+
+def standardised(scores: np.ndarray) -> np.ndarray:
+    """z-scores over the candidates; all-equal scores (or a single candidate) carry no preference: zeros."""
+    s = np.asarray(scores, dtype=np.float64)
+    if len(s) == 0:
+        return s
+    spread = s.std()
+    return (s - s.mean()) / spread if spread > 1e-12 else np.zeros_like(s)
+
+
+def score_passages(reranker: Reranker, query: str, passages: Sequence, index_texts: Sequence[str | None] | None = None) -> np.ndarray:
+    """The re-ranker's scores for these passages (records), each read as the re-ranker was trained to read it;
+    ``index_texts``: what the index's encoder embedded for each (see reranker_text)."""
+    index_texts = index_texts if index_texts is not None else [None] * len(passages)
+    if hasattr(reranker, "score_passages"):
+        return np.asarray(reranker.score_passages(query, passages, index_texts), dtype=np.float64)
+    texts = [reranker_text(reranker, p, t) for p, t in zip(passages, index_texts)]
+    return np.asarray(reranker.score(query, texts), dtype=np.float64)
+
+
+def rerank_share(reranker: Reranker | None, share: float | None) -> float:
+    """The share a re-ranker's ranking gets against the first stage's: the one asked for, else the re-ranker's own
+    default (an ensemble's), else DEFAULT_RERANK_SHARE."""
+    if share is not None:
+        return share
+    return float(getattr(reranker, "default_share", DEFAULT_RERANK_SHARE))
+
+
+def spec_share(spec: str, share: float | None) -> float:
+    """rerank_share for a re-ranker named by its spec, without loading it."""
+    if share is not None:
+        return share
+    return ENSEMBLE_RERANK_SHARE if "," in (spec or "") else DEFAULT_RERANK_SHARE
+
+
 def load_reranker(spec: str) -> Reranker:
-    """`cross:DIR`, `cross-int8:DIR` (ONNX Runtime, int8), `poly:DIR` or `bi:DIR`."""
+    """`cross:DIR`, `cross-int8:DIR` (ONNX Runtime, int8), `poly:DIR` or `bi:DIR` (`bi:minilm`: the bundled
+    MiniLM); several separated by commas (`bi:minilm,bi:DIR`) are one EnsembleReranker."""
+    if spec and "," in spec:
+        parts = [p.strip() for p in spec.split(",")]
+        if any(not p for p in parts):
+            raise QueryError(f"re-ranker {spec!r}: an empty member between commas")
+        return EnsembleReranker([load_reranker(p) for p in parts])
     kind, sep, path = (spec or "").partition(":")
     if not sep or not path:
         raise QueryError(f"re-ranker {spec!r}: expected KIND:PATH with KIND cross, poly or bi")
@@ -213,15 +286,15 @@ def reranker_text(reranker: Reranker, passage, index_text: str | None = None) ->
     return read_passage(passage, getattr(reranker, "context", PassageContext.off), index_text)
 
 
-def rerank_scores(first_stage: np.ndarray, texts_of: "callable", query: str, reranker: Reranker, depth: int) -> np.ndarray:
-    """Scores where the top `depth` candidates of the first stage are ordered by the re-ranker and stay above
-    the rest, which keep their first-stage order."""
+def rerank_scores(first_stage: np.ndarray, score_top: "Callable[[list[int]], np.ndarray]", depth: int) -> np.ndarray:
+    """Scores where the top `depth` candidates of the first stage are ordered by the re-ranker (``score_top``:
+    its scores for those candidates' positions) and stay above the rest, which keep their first-stage order."""
     first_stage = np.asarray(first_stage, dtype=np.float64)
     n = len(first_stage)
     if n == 0 or depth <= 0:
         return first_stage
     top = np.argsort(-first_stage, kind="stable")[: min(depth, n)]
-    rr = np.asarray(reranker.score(query, [texts_of(int(i)) for i in top]), dtype=np.float64)
+    rr = np.asarray(score_top([int(i) for i in top]), dtype=np.float64)
     out = np.empty(n, dtype=np.float64)
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(-first_stage, kind="stable")] = np.arange(n)

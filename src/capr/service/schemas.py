@@ -10,7 +10,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Di
                       field_validator, model_validator)
 
 from capr.query import Retriever
-from capr.retrieve.rerank import DEFAULT_RERANK_SHARE
+from capr.retrieve.rerank import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
 from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
 
@@ -115,9 +115,10 @@ class SearchRequest(_Strict):
                               "(its best passage).")
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
         None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables.")
-    rerank_share: float = Field(DEFAULT_RERANK_SHARE, ge=0.0, le=1.0, description="With a re-ranker: its share when its "
+    rerank_share: Optional[float] = Field(None, ge=0.0, le=1.0, description="With a re-ranker: its share when its "
                                 "ranking is fused with the first stage's (1 = its order alone, within the entity's "
-                                "passages and with the aspect prior; 0 = the first stage's order).")
+                                f"passages and with the aspect prior; 0 = the first stage's order); default "
+                                f"{DEFAULT_RERANK_SHARE}, an ensemble's {ENSEMBLE_RERANK_SHARE}.")
     evidence: bool = Field(True, description="Score each sentence and flag evidence sentences.")
     expand: bool = Field(True, description="Expand the aspect with its synonyms.")
     aspect_boost: float = Field(DEFAULT_ASPECT_BOOST, ge=0.0, le=10.0, description="Score ×(1+b) for passages from the aspect asked about.")
