@@ -1,8 +1,9 @@
 """Latency of a second stage on this CPU, one query at a time, through the Searcher (what `capr search` runs):
 the bi-encoder alone, then the same first stage with a cross-encoder re-ranking its top 20 and top 100 (PyTorch
-and ONNX Runtime int8), side by side in one run.
+and ONNX Runtime int8) and/or any re-ranker spec (`--reranker bi:minilm,bi:BI_DIR`, an ensemble: once with the
+passage vectors in the embedding cache, once encoding every passage), side by side in one run.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_second_stage.py --bi BI_DIR --cross CROSS_DIR [--queries 60]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_second_stage.py --bi BI_DIR [--cross CROSS_DIR] [--reranker SPEC]
 
 The index is medquad_cdv_test's 3,762 passages with the bi-encoder's vectors (capr eval's benchmark index, kept in
 CAPR_CACHE); queries are its first ⟨entity, aspect⟩ tuples. Passage vectors come from the index as in `capr search`;
@@ -43,7 +44,8 @@ def other_cpu_seconds() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bi", required=True, help="the first-stage bi-encoder")
-    ap.add_argument("--cross", required=True, help="the second stage (capr train cross [--first-stage BI])")
+    ap.add_argument("--cross", help="a cross-encoder second stage (capr train cross [--first-stage BI])")
+    ap.add_argument("--reranker", action="append", default=[], help="any re-ranker spec (repeatable)")
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--depths", type=int, nargs="+", default=[20, 100])
     ap.add_argument("--backends", nargs="+", default=["torch", "onnx-int8"])
@@ -55,7 +57,7 @@ def main() -> None:
     from capr.eval.benchmarks import QueryField, as_query
     from capr.eval.runner import EvalConfig, load_benchmark
     from capr.query import Retriever
-    from capr.retrieve.rerank import CrossReranker
+    from capr.retrieve.rerank import CrossReranker, load_reranker
     from capr.search import Searcher, SearchOptions
 
     config = EvalConfig(benchmark="medquad-cdv", data_dir=Path(a.data_dir), retriever=Retriever.dense, model=a.bi)
@@ -78,10 +80,21 @@ def main() -> None:
     rows = []
     other0, wall0 = other_cpu_seconds(), time.time()
     rows.append(("bi-encoder alone (dense first stage)", "—", run(Searcher(data.index), 10)))
-    for backend in a.backends:
+    for backend in a.backends if a.cross else []:
         reranker = CrossReranker(a.cross, backend=backend)
         for depth in a.depths:
             rows.append((f"+ {reranker.name.split(':')[0]} ({backend})", str(depth), run(Searcher(data.index, reranker), depth)))
+    for spec in a.reranker:
+        reranker = load_reranker(spec)
+        bis = [m for m in getattr(reranker, "members", [reranker]) if hasattr(m, "encoder")]
+        for depth in a.depths:
+            rows.append((f"+ {spec} (passage vectors cached)", str(depth), run(Searcher(data.index, reranker), depth)))
+            caches = [m.encoder.cache for m in bis]
+            for m in bis:  # every passage encoded at query time: a re-ranker's first queries on a new index
+                m.encoder.cache = None
+            rows.append((f"+ {spec} (passages encoded per query)", str(depth), run(Searcher(data.index, reranker), depth)))
+            for m, c in zip(bis, caches):
+                m.encoder.cache = c
     busy = (other_cpu_seconds() - other0) / max(time.time() - wall0, 1e-9)
 
     print(f"\nOne query at a time through the Searcher · {len(queries)} medquad-cdv tuple queries · index of "

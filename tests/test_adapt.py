@@ -172,6 +172,20 @@ def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
     expect = enc.encode_passages([enc.passage_text(p, passage_index_text(p, True))])[0]
     assert float(index.row_vectors(np.array([0]))[0] @ expect) > 0.999
 
+    # the second stage (the start model + the trained one) was gated on every check, with and without it
+    second = report.second_stage
+    assert set(second["table"]) == set(by_name) and second["spec"].startswith("bi:minilm,bi:")
+    kept_scores = report.candidates[report.kept]
+    for name, row in second["table"].items():  # "without" is the kept first stage the gate scored
+        assert abs(row["without"] - kept_scores[name][row["primary"]]) < 0.01, name
+    gains = [row["with"] - row["without"] for name, row in second["table"].items() if by_name[name]["side"] != REPORTED]
+    assert second["kept"] == (max(gains) >= 1.0 - 1e-9 and min(gains) >= -1.0 - 1e-9), (second, gains)
+    if second["kept"]:  # recorded in the index, naming a copy of the trained model: search uses it without flags
+        assert dense["reranker"]["spec"] == second["spec"]
+        assert second["spec"].endswith(str((tmp_path / "idx.adapt" / "second-stage").resolve()))
+    else:
+        assert "reranker" not in dense and not (tmp_path / "idx.adapt" / "second-stage").exists()
+
     # --add: the same settings over both corpora, training from the model kept before
     more = tmp_path / "more"
     more.mkdir()
@@ -272,6 +286,37 @@ def test_a_recorded_fusion_is_what_search_and_eval_use(tmp_path, demo_dir):
     cfg = EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default", model=str(adapted))
     assert cfg.search_options().fusion.weights == (0.1, 0.9)
     assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default").search_options().fusion is None
+
+
+def test_a_recorded_second_stage_is_what_search_eval_and_the_service_use(tmp_path, demo_dir):
+    """An index that records a second stage (as `capr adapt` writes one) is re-ranked with it by `capr search`,
+    `capr eval --model IDX --pipeline default` and the service, unless they ask for none."""
+    from fastapi.testclient import TestClient
+
+    from capr.corpus import read_documents
+    from capr.eval.runner import EvalConfig
+    from capr.index import IndexWriter
+    from capr.models.encoder import EncoderConfig
+    from capr.service import ServiceConfig, create_app
+
+    root, spec = tmp_path / "idx", "bi:minilm,bi:minilm"
+    w = IndexWriter(root, dense=EncoderConfig())
+    w.dense_info["reranker"] = {"spec": spec, "depth": 20}
+    with w:
+        for d in list(read_documents(demo_dir))[:6]:
+            w.add(d)
+    found = json.loads(capr_cli("search", str(root), "gout attack", "-k", "3", "--json").stdout)
+    plain = json.loads(capr_cli("search", str(root), "gout attack", "-k", "3", "--json", "--reranker", "none").stdout)
+    assert found["reranker"] == spec and plain["reranker"] is None
+    # an ensemble of MiniLM with itself re-ranks alone: the hits' scores are its summed z-scores, not the fusion's
+    assert [h["score"] for h in found["results"]] != [h["score"] for h in plain["results"]]
+    assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default", model=str(root)).effective_reranker == spec
+    assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default", model=str(root),
+                      reranker="none").effective_reranker is None
+    client = TestClient(create_app(root, ServiceConfig()))
+    assert client.post("/search", json={"text": "gout attack", "k": 3}).json()["reranker"] == spec
+    assert client.post("/search", json={"text": "gout attack", "k": 3, "reranker": "none"}).json()["reranker"] is None
+    assert spec in client.get("/stats").json()["rerankers"]
 
 
 def test_the_searched_check_ranks_held_out_documents_as_capr_search_does(tmp_path, demo_dir):

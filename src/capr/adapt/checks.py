@@ -113,6 +113,27 @@ def check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any = No
     return ranking_metrics(fused, check.relevance)
 
 
+def reranked_check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any, reranker: Any,
+                           depth: int) -> dict[str, np.ndarray]:
+    """Per-query metrics when ``reranker`` re-orders the top ``depth`` of the hybrid first stage's ranking (as
+    ``capr search --reranker`` does for a free-text query; the rest keep their order)."""
+    from capr.index.segment import passage_index_text
+    from capr.retrieve.fusion import fuse_aligned
+    from capr.retrieve.rerank import rerank_scores, score_passages
+
+    out = []
+    for query, cands, lex, d in zip(check.queries, check.candidates, check.lexical_scores(), dense):
+        fused = fuse_aligned([lex, np.asarray(d, dtype=np.float64)], fusion)
+        passages = [check.pool[c] for c in cands]
+
+        def score_top(top: list[int], query: str = query, passages: list = passages) -> np.ndarray:
+            chosen = [passages[i] for i in top]
+            return score_passages(reranker, query, chosen, [passage_index_text(p, include_title=True) for p in chosen])
+
+        out.append(rerank_scores(fused, score_top, depth))
+    return ranking_metrics(out, check.relevance)
+
+
 def paired_p(a: np.ndarray, b: np.ndarray, rounds: int = 10000, seed: int = 0) -> float:
     """Two-sided paired randomisation test (sign flips of the per-query differences)."""
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
@@ -238,16 +259,17 @@ class SearchedCheck:
                 w.add(doc)
         return folder
 
-    def metrics(self, folder: str | Path, fusion: Any = None, retriever: Any = None) -> dict[str, np.ndarray]:
+    def metrics(self, folder: str | Path, fusion: Any = None, retriever: Any = None,
+                reranker: Any = None) -> dict[str, np.ndarray]:
         """Per-query P@1, MRR@10, MAP@10 and nDCG@10 (×100) of the Searcher's top 10 on the index in ``folder``;
-        ``fusion`` (a FusionConfig) and ``retriever`` replace the default pipeline's."""
+        ``fusion`` (a FusionConfig) and ``retriever`` replace the default pipeline's; ``reranker``: a second stage."""
         from capr.errors import QueryError
         from capr.index import load_index
         from capr.records import Query
         from capr.search import Searcher, SearchOptions
 
         index = load_index(folder)
-        searcher = Searcher(index)
+        searcher = Searcher(index, reranker=reranker)
         every = index.passages(np.arange(index.row_count(), dtype=np.int64))
         sections = [(p.doc_id, p.aspect or "") for p in every]
         options = SearchOptions(k=self.depth, fusion=fusion, retriever=retriever, highlights=False)

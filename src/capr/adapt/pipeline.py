@@ -23,6 +23,7 @@ from capr.adapt.checks import (
     SearchedCheck,
     check_metrics,
     dense_scores,
+    reranked_check_metrics,
     free_text_check,
     inverse_cloze_check,
     paired_p,
@@ -72,6 +73,9 @@ class AdaptConfig:
     max_steps: int = 100_000  # the time budget stops training first
     batch_size: int | None = None  # None: the bi-encoder's default
     min_labels: int = 64
+    # auto: an ensemble second stage (the start model + the trained one, capr.retrieve.rerank.EnsembleReranker) is
+    # gated like a candidate and recorded in the index when it passes; off: no second stage
+    second_stage: str = "auto"
     seed: int = 13
     skip_bad: bool = False
 
@@ -106,7 +110,8 @@ class AdaptReport:
     kept: str = START
     kept_model: str = "minilm"
     reason: str = ""
-    second_stage: str = ""
+    # the second stage's decision: kept or not, its spec, why, and every check with and without it
+    second_stage: dict[str, Any] = field(default_factory=dict)
     index: dict[str, Any] = field(default_factory=dict)
     minutes: dict[str, float] = field(default_factory=dict)
 
@@ -307,6 +312,51 @@ def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[Any], weig
     return {"dense_weight": chosen, "weights": list(fusion_with_share(chosen).weights), "reason": why, "table": table}
 
 
+SECOND_STAGE_DIR = "second-stage"  # OUT.adapt/…: the trained member of the recorded ensemble (stable across --add)
+
+
+def reranker_member(model: str) -> str:
+    """The `bi:` spec of a model (the start model's name "minilm" is the bundled model)."""
+    return f"bi:{model if model == 'minilm' else Path(model).resolve()}"
+
+
+def choose_second_stage(kept: Candidate, trained: Candidate, start_model: str, checks: Sequence[Any], fusion: Any,
+                        min_gain: float, margin: float, depth: int, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Whether the ensemble of the start model and the trained one, re-ranking the kept first stage's top
+    ``depth``, is worth its latency: kept when it gains at least ``min_gain`` on some check (held-out labels or free
+    text, the check's primary metric) and trails the first stage alone by at most ``margin`` on every check that
+    decides. The table holds every check without and with it, and the paired p-values."""
+    from capr.retrieve.rerank import EnsembleReranker, load_reranker
+
+    spec = f"{reranker_member(start_model)},{reranker_member(trained.model)}"
+    ensemble = EnsembleReranker([load_reranker(m) for m in spec.split(",")])
+    table: dict[str, dict[str, float]] = {}
+    paired: dict[str, float] = {}
+    gains: dict[str, float] = {}
+    for check in checks:
+        log(f"second stage: {check.name}")
+        without = check_under_fusion(check, kept, fusion)
+        if isinstance(check, SearchedCheck):
+            with_it = check.metrics(kept.indexes[check.name], fusion, reranker=ensemble)
+        else:
+            with_it = reranked_check_metrics(check, kept.sims[check.name], fusion, ensemble, depth)
+        a, b = float(without[check.primary].mean()), float(with_it[check.primary].mean())
+        table[check.name] = {"without": round(a, 2), "with": round(b, 2), "primary": check.primary}
+        paired[check.name] = round(paired_p(with_it[check.primary], without[check.primary]), 4)
+        if check.side in (SELF, FREE_TEXT):
+            gains[check.name] = b - a
+    worse = [f"{n} {g:+.2f}" for n, g in gains.items() if g < -margin - 1e-9]
+    best = max(gains.items(), key=lambda t: t[1]) if gains else ("", 0.0)
+    if worse:
+        keep, why = False, f"worse than the first stage alone on {', '.join(worse)}"
+    elif best[1] < min_gain:
+        keep, why = False, f"gains less than {min_gain:g} point(s) on every check (best: {best[0]} {best[1]:+.2f})"
+    else:
+        keep, why = True, (f"gains {best[1]:+.2f} on {best[0]} and is within {margin:g} point(s) of the first stage "
+                           "alone on every check")
+    return {"kept": keep, "spec": spec, "depth": depth, "reason": why, "table": table, "paired": paired}
+
+
 def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True,
           index_progress: Any = None) -> AdaptReport:
     """Runs the whole adaptation and returns its report (also written to OUT.adapt/adapt.json and recorded in the
@@ -438,7 +488,29 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
             import shutil
 
             shutil.rmtree(model_dir)
-    report.second_stage = "none: capr has no second stage that beats the bi-encoder yet, so none is trained"
+    trained = next((c for c in candidates if c.alpha == 1.0), None)
+    second_dir = work / SECOND_STAGE_DIR
+    if trained is None or config.second_stage == "off":
+        report.second_stage = {"kept": False, "reason": "no trained model" if trained is None else "--second-stage off"}
+    else:
+        from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
+
+        t0 = time.time()
+        report.second_stage = choose_second_stage(kept, trained, config.start_model, checks,
+                                                  fusion_with_share(report.fusion.get("dense_weight")),
+                                                  config.min_gain, config.free_text_margin, DEFAULT_RERANK_DEPTH, log)
+        report.minutes["second_stage"] = round((time.time() - t0) / 60, 2)
+        log(f"second stage {'kept' if report.second_stage['kept'] else 'not kept'}: {report.second_stage['reason']}")
+    if report.second_stage.get("kept"):
+        import shutil
+
+        # the index names a copy: a later --add retrains OUT.adapt/trained while this index still searches with it
+        atomic_save_dir(second_dir, lambda tmp: shutil.copytree(trained.model, tmp, dirs_exist_ok=True))
+        report.second_stage["spec"] = f"{reranker_member(config.start_model)},{reranker_member(str(second_dir))}"
+    elif second_dir.exists():
+        import shutil
+
+        shutil.rmtree(second_dir)
 
     _write_report(work / REPORT_FILE, report)  # the gate's numbers survive an interrupted index build
     t0 = time.time()
@@ -449,6 +521,9 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     writer.dense_info["adapted"] = {"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)}
     if report.fusion:
         writer.dense_info["fusion"] = {"method": "rrf", "weights": report.fusion["weights"]}
+    if report.second_stage.get("kept"):
+        # `capr search`, the service and `capr eval --model OUT` re-rank with it unless told otherwise
+        writer.dense_info["reranker"] = {"spec": report.second_stage["spec"], "depth": report.second_stage["depth"]}
     seen: set[str] = set()
     repeated = 0
     with writer as w:

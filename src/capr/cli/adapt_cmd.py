@@ -42,6 +42,8 @@ def adapt_cmd(
                                    "passage (inverse cloze): keeps free-text matching while training on labels."),
     free_text_margin: float = typer.Option(1.0, "--free-text-margin", help="Points a candidate may trail the start "
                                            "model on a free-text check and still be kept (0: at or above)."),
+    second_stage: str = typer.Option("auto", "--second-stage", help="auto: gate an ensemble second stage (the start "
+                                     "model + the trained one) and record it in the index when it helps | off."),
     max_steps: int = typer.Option(100_000, "--max-steps", help="Most training steps (the time budget usually stops first)."),
     seed: int = typer.Option(13, "--seed"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
@@ -60,6 +62,8 @@ def adapt_cmd(
             KeepPolicy(keep)
         except ValueError:
             raise CaprError(f"--keep must be auto, trained or start, not {keep!r}") from None
+        if second_stage not in ("auto", "off"):
+            raise CaprError(f"--second-stage must be auto or off, not {second_stage!r}")
         if free_text_margin < 0:
             raise CaprError("--free-text-margin must be >= 0")
         if not 0 <= context_dropout < 1 or not 0 <= ict_prob < 1:
@@ -76,7 +80,7 @@ def adapt_cmd(
                                  free_text_margin=free_text_margin,
                                  free_text=tuple(free_text), data_dir=str(data_dir) if data_dir else None,
                                  exclude_medquad_test=str(exclude_medquad_test) if exclude_medquad_test else None,
-                                 split=split, keep=keep, seed=seed, skip_bad=skip_bad,
+                                 split=split, keep=keep, seed=seed, skip_bad=skip_bad, second_stage=second_stage,
                                  max_steps=max_steps)
         with _progress() as progress:
             report = adapt(config, log=lambda m: err.print(escape(m)), progress=True,
@@ -117,6 +121,19 @@ def render_report(report) -> None:
     if report.fusion:
         bm25, dense = report.fusion["weights"]
         out.print(f"[bold]fusion[/]: BM25 : dense = {bm25:g} : {dense:g} — {report.fusion['reason']}")
+    second = report.second_stage or {}
+    if second.get("table"):
+        table = Table(title="second stage: the ensemble re-ranking the kept first stage's top "
+                            f"{second.get('depth')} (primary metric, without → with; paired p)")
+        for col in ("check", "without", "with", "p"):
+            table.add_column(col, justify="left" if col == "check" else "right")
+        for name, row in second["table"].items():
+            table.add_row(f"{name} ({row['primary']})", f"{row['without']:.2f}", f"{row['with']:.2f}",
+                          f"{second['paired'].get(name, 1.0):.3f}")
+        out.print(table)
+    if second:
+        out.print(f"[bold]second stage[/]: {'kept: ' + second['spec'] if second.get('kept') else 'none'} — "
+                  f"{second.get('reason', '')}")
     out.print(f"index: {report.index.get('dir')} ({report.index.get('passages', 0):,} passages); "
               f"minutes: {report.minutes}")
     out.print(f"search it: capr search {report.index.get('dir')} --entity ENTITY --aspect ASPECT")

@@ -107,7 +107,8 @@ def search_cmd(
     template: str = typer.Option(DEFAULT_TEMPLATE, help=f"How ⟨entity, aspect⟩ becomes text for the dense encoder: {', '.join(TEMPLATES)}."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="Second stage on the retriever's top hits: cross:DIR, poly:DIR, "
                                            "bi:DIR (bi:minilm = the bundled MiniLM), or several joined by commas "
-                                           "(bi:minilm,bi:DIR: an ensemble, their standardised scores summed)."),
+                                           "(bi:minilm,bi:DIR: an ensemble, their standardised scores summed); "
+                                           "default: the one the index records (capr adapt), none: no second stage."),
     rerank_depth: int = typer.Option(DEFAULT_RERANK_DEPTH, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
     rerank_share: Optional[float] = typer.Option(None, "--rerank-share", help="The re-ranker's share when its ranking "
                                        f"is fused with the first stage's (1: its order alone, within the entity's tiers); "
@@ -159,15 +160,14 @@ def search_cmd(
             else:
                 render_spans(spans)
             return
-        second = None
-        if reranker:
-            from capr.retrieve.rerank import load_reranker
+        from capr.retrieve.rerank import chosen_reranker, load_reranker
 
-            second = load_reranker(reranker)
+        spec = chosen_reranker(reranker, store.dense_manifest())
+        second = load_reranker(spec) if spec else None
         result = Searcher(store, reranker=second, cdv=cdv_store).search(q, options)
         if as_json:
             payload = result.to_dict()
-            payload["reranker"] = reranker
+            payload["reranker"] = spec
             if not result.hits and result.notices:
                 payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
                 err.print(escape(result.notices[0]))

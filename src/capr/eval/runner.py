@@ -135,6 +135,15 @@ class EvalConfig:
             raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
         return manifest["dense"]
 
+    @property
+    def effective_reranker(self) -> str | None:
+        """The second stage evaluated: --reranker (``none``: none), else, for --pipeline default on an index given
+        as --model, the one that index records (what `capr search` on it uses)."""
+        from capr.retrieve.rerank import chosen_reranker
+
+        recorded = self.model_index_dense() if self.pipeline == "default" and self.needs_dense else None
+        return chosen_reranker(self.reranker, recorded)
+
     def search_options(self) -> Any:
         """--pipeline default: `capr search`'s options; on an index given as --model, with the fusion it records
         (what `capr search` on that index uses)."""
@@ -188,10 +197,10 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
             store = benchmark_store(data, config.backend.uri, config.collection_name(), token=config.backend.token,
                                     progress=store_progress, **config.backend.milvus_options())
         reranker = None
-        if config.reranker:  # inside the Searcher, exactly as `capr search --reranker` runs it
+        if config.effective_reranker:  # inside the Searcher, exactly as `capr search --reranker` runs it
             from capr.retrieve.rerank import load_reranker
 
-            reranker = load_reranker(config.reranker)
+            reranker = load_reranker(config.effective_reranker)
         scorer = default_scorer(data, config.query_field, store, options=config.search_options(), reranker=reranker,
                                 rerank_depth=config.effective_rerank_depth)
     elif cdv_store is not None:
@@ -204,10 +213,10 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
         scorer = store_scorer(data, store, config.retriever, config.query_field, config.template, config.protocol, fusion)
     else:
         scorer = BenchmarkSearcher(data, config.query_field).scorer(config.retriever, config.template, fusion, progress)
-    if config.reranker and config.pipeline != "default":
+    if config.effective_reranker and config.pipeline != "default":
         from capr.retrieve.rerank import load_reranker
 
-        scorer = rerank_scorer(data, scorer, load_reranker(config.reranker), config.effective_rerank_depth)
+        scorer = rerank_scorer(data, scorer, load_reranker(config.effective_reranker), config.effective_rerank_depth)
     return scorer
 
 
@@ -235,12 +244,12 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
         result["index_backend"] = config.backend.backend.value
     if config.titled:  # the index read titles, as `capr index` does (the papers' protocol does not)
         result["titles"] = True
-    if config.reranker:
-        result["reranker"] = {"spec": config.reranker, "depth": config.effective_rerank_depth}
+    if config.effective_reranker:
+        result["reranker"] = {"spec": config.effective_reranker, "depth": config.effective_rerank_depth}
         if config.pipeline == "default":
             from capr.retrieve.rerank import spec_share
 
-            result["reranker"]["share"] = spec_share(config.reranker, config.search_options().rerank_share)
+            result["reranker"]["share"] = spec_share(config.effective_reranker, config.search_options().rerank_share)
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":

@@ -298,6 +298,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
 
     @app.get("/stats", response_model=S.StatsResponse, dependencies=read_deps, responses=read_errors, tags=["service"])
     def stats() -> S.StatsResponse:
+        from capr.retrieve.rerank import recorded_reranker
+
         index = holder.index
         c = index.stats()
         info = index.generation_info()
@@ -309,7 +311,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             generation=info["generation"], created=info["created"], documents=c["documents"],
             passages=c["passages"], vocabulary=c.get("vocabulary", 0), segments=info["segments"], fields=index.fields(),
             aspects=len(holder.vocabulary(index, "aspect")), has_dense=index.has_dense, retrievers=retrievers,
-            rerankers=list(config.rerankers), auth_reads=config.auth_reads, writes_enabled=bool(tokens),
+            rerankers=list(dict.fromkeys([*config.rerankers, *filter(None, [recorded_reranker(index.dense_manifest())])])),
+            auth_reads=config.auth_reads, writes_enabled=bool(tokens),
         )
 
     @app.get("/vocabulary", response_model=S.VocabularyResponse, dependencies=read_deps, responses=read_errors, tags=["search"])
@@ -330,8 +333,10 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     rerankers: dict[str, Any] = {}
     rerank_lock = threading.Lock()
 
-    def get_reranker(spec: str) -> Any:
-        if spec not in config.rerankers:
+    def get_reranker(spec: str, index: Any) -> Any:
+        from capr.retrieve.rerank import recorded_reranker
+
+        if spec not in config.rerankers and spec != recorded_reranker(index.dense_manifest()):
             enabled = f"enabled: {', '.join(config.rerankers)}" if config.rerankers else "none is enabled (capr serve --reranker SPEC)"
             raise ApiError(400, f"re-ranker {spec!r} is not enabled on this server; {enabled}", "reranker")
         with rerank_lock:
@@ -388,7 +393,10 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             index.compile_filter(req.filters or None)
         except QueryError as e:
             raise ApiError(400, str(e), "filters") from None
-        searcher.reranker = get_reranker(req.reranker) if req.reranker else None
+        from capr.retrieve.rerank import chosen_reranker
+
+        spec = chosen_reranker(req.reranker, index.dense_manifest())  # none asked: the index's own (capr adapt)
+        searcher.reranker = get_reranker(spec, index) if spec else None
         if searcher.reranker is not None:
             with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
                 result = searcher.search(pq, options)
@@ -396,7 +404,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             result = searcher.search(pq, options)
         payload = {
             "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": options.retriever.value,
-            "reranker": req.reranker, "evidence_method": result.evidence_method if result.hits else None,
+            "reranker": spec, "evidence_method": result.evidence_method if result.hits else None,
             "generation": index.generation_info()["generation"], "notices": result.notices,
             "results": [{**h.to_dict(), "document_url": _doc_url(h.passage.doc_id)} for h in result.hits],
         }

@@ -114,7 +114,8 @@ class SearchRequest(_Strict):
     group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
                               "(its best passage).")
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
-        None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables.")
+        None, description="Re-ranker spec (e.g. cross:DIR); must be one the server enables, or the one the index records "
+        "(capr adapt), which is used when none is named; \"none\": no second stage.")
     rerank_share: Optional[float] = Field(None, ge=0.0, le=1.0, description="With a re-ranker: its share when its "
                                 "ranking is fused with the first stage's (1 = its order alone, within the entity's "
                                 f"passages and with the aspect prior; 0 = the first stage's order); default "
