@@ -352,3 +352,14 @@ def test_the_searched_check_ranks_held_out_documents_as_capr_search_does(tmp_pat
     # each query judged by another query's sections: the ranks no longer match the relevance
     shifted = replace(check, relevant=check.relevant[1:] + check.relevant[:1])
     assert shifted.metrics(folder)["MRR"].mean() < got["MRR"].mean() - 30
+
+
+def test_a_budget_too_small_to_train_says_what_would_do(tmp_path, demo_dir):
+    """The budget covers training and the gate (reading and labelling come on top); one too small for both says
+    how much would do, before any training."""
+    from capr.errors import CaprError
+
+    with pytest.raises(CaprError, match=r"min to train after the gate .*; give at least \d"):
+        adapt(AdaptConfig(corpora=[str(demo_dir)], out=str(tmp_path / "idx"), time_budget_min=0.2, min_labels=16),
+              log=lambda m: None, progress=False)
+    assert not (tmp_path / "idx.adapt" / "trained").exists()

@@ -312,6 +312,7 @@ def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[Any], weig
     return {"dense_weight": chosen, "weights": list(fusion_with_share(chosen).weights), "reason": why, "table": table}
 
 
+MIN_TRAIN_MIN = 0.5  # minutes of training below which a run cannot show anything
 SECOND_STAGE_DIR = "second-stage"  # OUT.adapt/…: the trained member of the recorded ensemble (stable across --add)
 
 
@@ -409,10 +410,11 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         gate_passages = sum((c.labeled_passages if isinstance(c, SearchedCheck) else len(c.pool)) + len(c)
                             for c in checks) * (len(config.alphas) + 1)
         gate_min = min(config.time_budget_min * 0.3, gate_passages / 25 / 60)  # ~25 passages/s with context, CPU
-        budget = config.time_budget_min - (time.time() - t_start) / 60 - gate_min
-        if budget <= 0.5:
-            raise CaprError(f"--time-budget {config.time_budget_min} min leaves no time to train after labelling "
-                            f"and the gate (~{gate_min:.1f} min)")
+        # the budget covers training and the gate (README): reading and labelling the corpus come on top
+        budget = config.time_budget_min - gate_min
+        if budget < MIN_TRAIN_MIN:
+            raise CaprError(f"--time-budget {config.time_budget_min:g} min leaves {max(budget, 0):.1f} min to train after "
+                            f"the gate (~{gate_min:.1f} min); give at least {gate_min + MIN_TRAIN_MIN:.1f}")
         args.time_budget_min = budget
         done = _finished_training(trained_dir, args) if same_labels else None
         if done is not None:
