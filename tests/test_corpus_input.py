@@ -111,3 +111,35 @@ def test_ccda_declared_latin1_is_read(tmp_path):
         list(read_documents(undeclared))
 
 
+# ------------------------------------------------------------------ 7. failed writes leave nothing behind
+def test_failed_index_leaves_no_stub_directories(tmp_path):
+    out = tmp_path / "new" / "idx"
+    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(out), check=False)
+    _one_line_error(proc, "no such file or directory")
+    assert not (tmp_path / "new").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"doc_id": "a", "text": "PLAN: rest."}\n{"doc_id": "b"}\n')
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(out), check=False)
+    _one_line_error(proc, f"{bad} [line 2]: missing string field 'text'")
+    assert not (tmp_path / "new").exists()
+    given = tmp_path / "given"  # an empty folder given as --out is kept, and left empty
+    given.mkdir()
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(given), check=False)
+    assert proc.returncode != 0 and given.is_dir() and not any(given.iterdir())
+
+
+def test_failed_index_over_an_existing_index_keeps_it(tmp_path, base_index):
+    before = sorted(p.name for p in base_index.iterdir())
+    gen = _generation(base_index)
+    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(base_index), check=False)
+    _one_line_error(proc, "no such file or directory")
+    assert sorted(p.name for p in base_index.iterdir()) == before and _generation(base_index) == gen
+    assert [h.passage.doc_id for h in search(load_index(base_index), "zorbifen")] == ["kept"]
+
+
+def test_failed_adapt_leaves_no_work_folder(tmp_path):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"doc_id": "b"}\n')
+    proc = capr_cli("adapt", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{src} [line 1]: missing string field 'text'")
+    assert not (tmp_path / "idx.adapt").exists() and not (tmp_path / "idx").exists()
