@@ -102,6 +102,18 @@ def xml_declared_encoding(head: bytes) -> str | None:
     return m.group(1).decode("ascii") if m else None
 
 
+# what may come before an XML document's root element: the declaration, processing instructions,
+# comments and a DOCTYPE (with an internal subset)
+_XML_ROOT_RE = re.compile(rb"\s*(?:<\?.*?\?>\s*|<!--.*?-->\s*|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>\s*)*<([A-Za-z_][\w.:-]*)", re.S)
+
+
+def xml_root_name(head: bytes) -> str | None:
+    """The local name of the root element an XML file's first bytes open (``ClinicalDocument`` for
+    ``<cda:ClinicalDocument``), or None when they do not open one."""
+    m = _XML_ROOT_RE.match(head)
+    return m.group(1).decode("ascii", "replace").rsplit(":", 1)[-1] if m else None
+
+
 def check_text_file(path: Path, encoding: str = "utf-8") -> None:
     """Refuses a missing, empty, binary or wrongly encoded file with one clear reason. ``encoding``: what
     the file must decode as (an XML file's declared encoding; UTF-8 otherwise)."""

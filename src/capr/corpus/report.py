@@ -22,6 +22,11 @@ class ReadReport:
             raise err
         self.skipped.append(err)
 
+    def counts(self) -> tuple[int, int, int, int]:
+        """(skipped, empty, flagged, duplicates) so far: a read's own share is the difference (one report
+        can serve several reads)."""
+        return len(self.skipped), self.empty, self.flagged, self.duplicates
+
     def summary(self) -> str:
         parts = []
         if self.skipped:
