@@ -242,6 +242,25 @@ def test_folder_file_no_reader_takes_is_reported_litter_is_not(tmp_path):
     assert [(Path(e.source).name, e.reason.split(" (")[0]) for e in report.skipped] == [("scan.pdf", "no reader for this kind of file")]
 
 
+# ------------------------------------------------------------------ 5. duplicate ids name the file and line
+def test_duplicate_document_id_names_file_and_line(tmp_path):
+    src = tmp_path / "dupid.jsonl"
+    src.write_text('{"doc_id": "dup", "text": "first"}\n\n{"doc_id": "dup", "text": "second"}\n')
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{src} [line 3]: duplicate document id 'dup'")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--skip-bad")
+    assert f"skipped {src} [line 3]: duplicate document id 'dup'" in proc.stderr
+
+
+def test_duplicate_id_across_files_of_a_folder_names_the_second_file(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("PLAN: rest.")
+    (src / "a.txt").write_text("PLAN: fluids.")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{src / 'a.txt'}: duplicate document id 'a'")
+
+
 # ------------------------------------------------------------------ 6. declared XML encodings
 def test_ccda_declared_latin1_is_read(tmp_path):
     path = tmp_path / "latin1.xml"

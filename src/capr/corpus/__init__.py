@@ -269,15 +269,17 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
     if fmt is Format.mixed and not source.is_dir():
         fmt = detect_format(source)
     before = report.counts()
+    report.location = None
     limit = report.max_doc_chars
     found = 0
     for doc in _readers()[fmt](source, report):
+        where, _ = report.take_location(doc.doc_id, str(doc.metadata.get("path") or source))
         if not doc.text or doc.text.isspace():  # not .strip(): no copy of a huge text
             report.empty += 1
             continue
         if limit is not None and (why := oversized(doc.text, limit)) is not None:
             # refused here, where the file is known, before the document is held any longer
-            report.bad(str(doc.metadata.get("path") or source), why, doc.doc_id)
+            report.bad(where, why, doc.doc_id)
             continue
         found += 1
         yield normalize_newlines(doc)

@@ -151,6 +151,7 @@ def _resource(obj: Any, path: Path, record: str | None, report: ReadReport, ctx:
         return
     doc.metadata = {k: v for k, v in doc.metadata.items() if v not in (None, "")}
     doc.metadata["resource_type"] = rtype
+    report.at(str(path), record)
     yield doc
 
 

@@ -71,6 +71,7 @@ def parse_medquad_xml(data: bytes, source: str, report: ReadReport, subset: str 
         "semantic_group": _text(_find(root, "SemanticGroup")),
         "cuis": [c.text for c in root.iter() if c.tag.lower() == "cui" and c.text],
     }
+    report.at(source, None)
     return _compose(doc_id, focus, parts, meta)
 
 

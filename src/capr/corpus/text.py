@@ -28,6 +28,7 @@ def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | Non
         report.bad(e.source, e.reason)
         return None
     rel = path.relative_to(root).with_suffix("").as_posix()
+    report.at(str(path), None)
     return Document(doc_id=rel, title=_title(path, text), text=text, metadata={"path": rel + path.suffix})
 
 

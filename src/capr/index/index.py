@@ -226,8 +226,11 @@ class IndexWriter:
         if (why := oversized(doc.text, self.max_doc_chars)) is not None:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
             return 0
+        # read_documents says where the document was read (file and line): the message names it as the
+        # readers name their bad records; documents given directly are named by their path or id
+        source, record = self.report.where(doc.doc_id) or (str(doc.metadata.get("path") or doc.doc_id), doc.doc_id)
         if doc.doc_id in self._new_ids:
-            self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
+            self.report.bad(source, f"duplicate document id {doc.doc_id!r} (an earlier document has the same id)", record)
             return 0
         passages = segment(doc, self.segmenter, lazy_sentences=True)  # stored sentences: computed when read
         if not passages:
@@ -239,7 +242,7 @@ class IndexWriter:
         clash = self._source_pids.intersection(pids) or any(  # a source id shaped like another document's "DOC#sN"
             (m := _MADE_PID.match(p)) is not None and m.group(1) in self._new_ids for p in sourced)
         if len(set(pids)) != len(pids) or clash:
-            self.report.bad(doc.doc_id, "duplicate passage ids", doc.doc_id)
+            self.report.bad(source, "duplicate passage ids", record)
             return 0
         if self.base is not None and self.base.has_document(doc.doc_id):
             self._delete.add(doc.doc_id)
