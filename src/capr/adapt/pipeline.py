@@ -375,9 +375,11 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     if any(not 0 < a <= 1 for a in config.alphas):
         raise CaprError("merge weights (--alphas) must be in (0, 1]")
     work = config.work_dir
-    work.mkdir(parents=True, exist_ok=True)
     report = AdaptReport(config=asdict(config))
     docs = read_corpus(config, ReadReport(skip_bad=config.skip_bad), log)
+    # made once the corpus is read: a corpus that cannot be read leaves no empty OUT.adapt/ behind (what a
+    # later step leaves in it is kept on purpose: a rerun reuses labels and a finished training)
+    work.mkdir(parents=True, exist_ok=True)
     report.documents = len(docs)
     labels_path = work / "labels.jsonl"
     log(f"labelling {len(docs):,} documents")

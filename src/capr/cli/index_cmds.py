@@ -74,8 +74,9 @@ def index_cmd(
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
         store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
         report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
-        secs = write_to_store(store, read_documents(source, fmt, report), f"indexing {source.name}", report,
-                              max_doc_chars=max_doc_chars)
+        # no documents: an error, before the commit that would replace OUT with an empty index
+        docs = read_documents(source, fmt, report, require_documents=True)
+        secs = write_to_store(store, docs, f"indexing {source.name}", report, max_doc_chars=max_doc_chars)
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
 
     _run_guarded(body)
@@ -98,8 +99,9 @@ def add_cmd(
     def body() -> None:
         report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
-        secs = write_to_store(store, read_documents(source, fmt, report), f"adding {source.name}", report,
-                              max_doc_chars=max_doc_chars)
+        # nothing to add is said as an error, and no generation is written for it
+        docs = read_documents(source, fmt, report, require_documents=True)
+        secs = write_to_store(store, docs, f"adding {source.name}", report, max_doc_chars=max_doc_chars)
         _print_write_summary("added", store, report, secs)
 
     _run_guarded(body)

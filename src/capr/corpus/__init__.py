@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from enum import Enum
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
-from capr.corpus.files import read_head
+from capr.corpus.files import read_head, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, oversized
@@ -28,6 +29,8 @@ class Format(str, Enum):
     mimic4 = "mimic4"
     fhir = "fhir"
     ccda = "ccda"
+    # a folder of files in different formats: each file is read by its own (detected) format
+    mixed = "mixed"
 
 
 def _sniff_json(source: Path) -> Format | None:
@@ -49,31 +52,122 @@ def _sniff_csv(source: Path) -> Format | None:
     return None
 
 
+def _folder_layout(source: Path) -> Format | None:
+    """The formats that are a folder layout rather than a folder of documents (BEIR, the CDV split, MTS-Dialog)."""
+    names = {p.name for p in source.iterdir()}
+    if names & {"corpus.jsonl", "corpus.jsonl.gz"}:
+        return Format.beir
+    if "passages.jsonl.gz" in names and "queries.jsonl.gz" in names:
+        return Format.medquad_cdv
+    if any(n.startswith("MTS-Dialog-") for n in names):
+        return Format.mts_dialog
+    if "MedQuAD.tar.gz" in names:
+        # its sibling files (a SOURCE.md) are not MedQuAD documents to index next to it
+        raise BadInputError(str(source), "directory holds MedQuAD.tar.gz: pass that file as SOURCE")
+    return None
+
+
+_TEXT_NAMES = (".txt", ".md", ".text", ".markdown")
+_MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
+_KNOWN_NAMES = _TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
+                              ".csv", ".csv.gz", ".tar.gz", ".tgz", ".tar")
+
+
+def _file_format(path: Path) -> Format | str:
+    """The format of one file of a folder, or why no reader accepts it."""
+    name = path.name.lower()
+    if name.endswith(_TEXT_NAMES):
+        return Format.text
+    if name.endswith(".xml"):
+        # by the root element, not the folder's first XML file: a config.xml next to C-CDA documents is
+        # neither C-CDA nor MedQuAD
+        head = read_head(path, 4096)
+        root = xml_root_name(head)
+        if root == "ClinicalDocument" or (root is None and is_ccda_head(head)):
+            return Format.ccda
+        if root is not None and root.lower() in _MEDQUAD_ROOTS:
+            return Format.medquad
+        what = f"root element <{root}>" if root else "no XML root element found"
+        return f"XML file is neither a C-CDA ClinicalDocument nor a MedQuAD Document ({what})"
+    if name.endswith((".json", ".json.gz")):
+        if _sniff_json(path) is Format.fhir:
+            return Format.fhir
+        return "JSON file is not a FHIR resource or Bundle (no resourceType); documents go in JSONL, one per line"
+    if name.endswith(_KNOWN_NAMES):
+        try:
+            return detect_format(path)
+        except BadInputError as e:
+            return e.reason
+    return f"no reader for this kind of file (notes: {', '.join(_TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or MedQuAD XML, CSV)"
+
+
+def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
+    """Every file under a folder with its format (or why none), in path order. Files no reader takes
+    under hidden names (.DS_Store, .git/...) are system or tool litter, passed over without a word."""
+    out: list[tuple[Path, Format | str]] = []
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        fmt = _file_format(path)
+        if not isinstance(fmt, Format) and any(part.startswith(".") for part in path.relative_to(source).parts):
+            continue
+        out.append((path, fmt))
+    return out
+
+
+def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
+    """A folder read file by file, each by its own format; a file no reader accepts is a bad record."""
+    from capr.corpus import ccda, fhir, medquad, text
+
+    files = _folder_files(source)
+    # a FHIR bulk export keeps PractitionerRole in a file of its own: read first, for the other files
+    roles = fhir.export_roles([p for p, f in files if f is Format.fhir])
+    for path, fmt in files:
+        if not isinstance(fmt, Format):  # (a Format is a str too)
+            report.bad(str(path), fmt)
+        elif fmt is Format.text:
+            if (doc := text.read_text_file(path, source, report)) is not None:
+                yield doc
+        elif fmt is Format.medquad and path.name.lower().endswith(".xml"):
+            if (doc := medquad.read_medquad_file(path, report, subset=path.parent.name)) is not None:
+                yield doc
+        elif fmt is Format.fhir:
+            yield from fhir.read_fhir_file(path, report, roles)
+        elif fmt is Format.ccda:
+            yield from ccda.read_ccda(path, report)
+        else:  # JSONL, CSV, a tarball: their readers take one file
+            yield from _readers()[fmt](path, report)
+
+
+def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
+    from capr.corpus import beir, ccda, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
+
+    return {
+        Format.text: text.read_text_dir,
+        Format.jsonl: jsonl.read_jsonl,
+        Format.medquad: medquad.read_medquad,
+        Format.medquad_cdv: medquad.read_medquad_cdv,
+        Format.mtsamples: mtsamples.read_mtsamples,
+        Format.mts_dialog: mts_dialog.read_mts_dialog,
+        Format.beir: beir.read_beir_corpus,
+        Format.mimic3: mimic.read_mimic3,
+        Format.mimic4: mimic.read_mimic4,
+        Format.fhir: fhir.read_fhir,
+        Format.ccda: ccda.read_ccda,
+        Format.mixed: _read_folder,
+    }
+
+
 def detect_format(source: Path) -> Format:
     source = Path(source)
     if not source.exists():
         raise BadInputError(str(source), "no such file or directory")
     if source.is_dir():
-        names = {p.name for p in source.iterdir()}
-        if names & {"corpus.jsonl", "corpus.jsonl.gz"}:
-            return Format.beir
-        if "passages.jsonl.gz" in names and "queries.jsonl.gz" in names:
-            return Format.medquad_cdv
-        if any(n.startswith("MTS-Dialog-") for n in names):
-            return Format.mts_dialog
-        # a folder of C-CDA documents, or a FHIR bulk export (NDJSON per resource type) or JSON resources
-        first_xml = next((p for p in sorted(source.glob("*.xml")) if p.is_file()), None)
-        if first_xml is not None and is_ccda_head(read_head(first_xml, 4096)):
-            return Format.ccda
-        first_json = next((p for p in sorted(source.iterdir()) if p.is_file()
-                           and p.name.lower().endswith((".ndjson", ".ndjson.gz", ".json"))), None)
-        if first_json is not None and _sniff_json(first_json) is Format.fhir:
-            return Format.fhir
-        if "MedQuAD.tar.gz" in names:
-            raise BadInputError(str(source), "directory holds MedQuAD.tar.gz: pass that file as SOURCE")
-        if any(source.rglob("*.xml")) and not any(source.rglob("*.txt")):
-            return Format.medquad
-        return Format.text
+        layout = _folder_layout(source)
+        if layout is not None:
+            return layout
+        # a folder of notes, C-CDA documents, FHIR resources, MedQuAD XML, ...: its files' one format,
+        # or mixed when they have several (each is then read by its own)
+        kinds = {f for _, f in _folder_files(source) if isinstance(f, Format)}
+        return kinds.pop() if len(kinds) == 1 else Format.mixed
     name = source.name.lower()
     if name.endswith(".xml") and is_ccda_head(read_head(source, 4096)):
         return Format.ccda
@@ -108,11 +202,56 @@ def detect_format(source: Path) -> Format:
     raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
 
 
-def read_documents(source: str | Path, format: Format | str = Format.auto, report: ReadReport | None = None) -> Iterator[Document]:
-    """Stream documents from ``source``. Bad records raise :class:`BadInputError` unless
-    ``report.skip_bad`` is set, in which case they are collected in ``report.skipped``."""
-    from capr.corpus import beir, ccda, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
+_CRLF = "\r\n"
 
+
+def normalize_newlines(doc: Document) -> Document:
+    """Windows (\\r\\n) and old Mac (\\r) line ends become \\n, in place: heading detection, sentence
+    splitting and the analyzer all work on lines ended by \\n, and a note saved on Windows must segment
+    as the same note saved elsewhere. Section offsets move back by the \\r removed before them."""
+    if "\r" in doc.title:
+        doc.title = doc.title.replace(_CRLF, "\n").replace("\r", "\n")
+    text = doc.text
+    if "\r" not in text:  # the common case: no copy
+        return doc
+    if doc.sections:
+        removed: list[int] = []  # where each dropped \r (of a \r\n) was
+        i = text.find(_CRLF)
+        while i != -1:
+            removed.append(i)
+            i = text.find(_CRLF, i + 2)
+        for s in doc.sections:
+            s.start -= bisect_left(removed, s.start)
+            s.end -= bisect_left(removed, s.end)
+    doc.text = text.replace(_CRLF, "\n").replace("\r", "\n")
+    return doc
+
+
+def _nothing_read(source: Path, fmt: Format, report: ReadReport, before: tuple[int, int, int, int]) -> BadInputError:
+    """The error for a source that gave no document: what its read skipped, or what it lacks."""
+    skipped, empty, flagged, duplicates = (now - then for now, then in zip(report.counts(), before))
+    mine = ReadReport(skipped=report.skipped[len(report.skipped) - skipped:], empty=empty, flagged=flagged,
+                      duplicates=duplicates)
+    why = mine.summary() if report.counts() != before else ""
+    if mine.skipped:
+        why += f"; the first: {mine.skipped[0]}"
+    elif not why:
+        if source.is_dir() and not any(p.is_file() for p in source.rglob("*")):
+            why = "the folder holds no files"
+        elif fmt is Format.fhir:
+            why = "no DocumentReference, Composition or DiagnosticReport resource"
+        else:
+            why = "the source holds no records"
+    return BadInputError(str(source), f"no documents found ({why})")
+
+
+def read_documents(source: str | Path, format: Format | str = Format.auto, report: ReadReport | None = None,
+                   require_documents: bool = False) -> Iterator[Document]:
+    """Stream documents from ``source``. Bad records raise :class:`BadInputError` unless
+    ``report.skip_bad`` is set, in which case they are collected in ``report.skipped``.
+    ``require_documents``: a source that gives no document at all raises BadInputError (once read to
+    its end, so a writer consuming the stream aborts): `capr index` must not replace an index with an
+    empty one because every record was empty or skipped."""
     source = Path(source)
     report = report if report is not None else ReadReport()
     try:
@@ -120,32 +259,32 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
     except ValueError:
         raise BadInputError(str(source), f"unknown format {format!r}; choose one of {[f.value for f in Format]}") from None
     if fmt is Format.auto:
-        fmt = detect_format(source)
+        if not source.exists():
+            raise BadInputError(str(source), "no such file or directory")
+        # a plain folder is read file by file even when its files share one format, so that a file of
+        # another format (or of none) is read by its own reader or reported, never passed over
+        fmt = (_folder_layout(source) or Format.mixed) if source.is_dir() else detect_format(source)
     elif not source.exists():
         raise BadInputError(str(source), "no such file or directory")
-    readers = {
-        Format.text: text.read_text_dir,
-        Format.jsonl: jsonl.read_jsonl,
-        Format.medquad: medquad.read_medquad,
-        Format.medquad_cdv: medquad.read_medquad_cdv,
-        Format.mtsamples: mtsamples.read_mtsamples,
-        Format.mts_dialog: mts_dialog.read_mts_dialog,
-        Format.beir: beir.read_beir_corpus,
-        Format.mimic3: mimic.read_mimic3,
-        Format.mimic4: mimic.read_mimic4,
-        Format.fhir: fhir.read_fhir,
-        Format.ccda: ccda.read_ccda,
-    }
+    if fmt is Format.mixed and not source.is_dir():
+        fmt = detect_format(source)
+    before = report.counts()
+    report.location = None
     limit = report.max_doc_chars
-    for doc in readers[fmt](source, report):
+    found = 0
+    for doc in _readers()[fmt](source, report):
+        where, _ = report.take_location(doc.doc_id, str(doc.metadata.get("path") or source))
         if not doc.text or doc.text.isspace():  # not .strip(): no copy of a huge text
             report.empty += 1
             continue
         if limit is not None and (why := oversized(doc.text, limit)) is not None:
             # refused here, where the file is known, before the document is held any longer
-            report.bad(str(doc.metadata.get("path") or source), why, doc.doc_id)
+            report.bad(where, why, doc.doc_id)
             continue
-        yield doc
+        found += 1
+        yield normalize_newlines(doc)
+    if not found and require_documents:
+        raise _nothing_read(source, fmt, report, before)
 
 
-__all__ = ["Format", "ReadReport", "detect_format", "read_documents"]
+__all__ = ["Format", "ReadReport", "detect_format", "normalize_newlines", "read_documents"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import aspect_for_code
-from capr.corpus.files import check_text_file, read_head
+from capr.corpus.files import check_text_file, read_head, xml_declared_encoding
 from capr.corpus.narrative import element_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
@@ -77,10 +77,15 @@ def _id(el: ET.Element | None) -> str:
 
 def _read_file(path: Path, report: ReadReport) -> Document | None:
     try:
-        check_text_file(path)
+        # XML says its own encoding (ISO-8859-1 from older EHR exports): the parser honours the
+        # declaration, so the text check must too; without one, XML is UTF-8
+        check_text_file(path, xml_declared_encoding(read_head(path, 256)) or "utf-8")
         root = ET.parse(path).getroot()
     except BadInputError as e:
         report.bad(e.source, e.reason, e.record)
+        return None
+    except (ValueError, LookupError) as e:  # a declared encoding expat cannot read (multi-byte ones)
+        report.bad(str(path), f"cannot read the declared XML encoding: {e}")
         return None
     except ET.ParseError as e:
         line, col = e.position

@@ -45,14 +45,14 @@ def read_fhir(path: Path, report: ReadReport) -> Iterator[Document]:
         if not files:
             report.bad(str(path), "no FHIR .json or .ndjson files in this folder")
             return
-        context = _export_roles(files)
+        context = export_roles(files)
         for f in files:
-            yield from _read_file(f, report, context)
+            yield from read_fhir_file(f, report, context)
     else:
-        yield from _read_file(path, report)
+        yield from read_fhir_file(path, report)
 
 
-def _export_roles(files: list[Path]) -> dict[str, dict]:
+def export_roles(files: list[Path]) -> dict[str, dict]:
     """A bulk export keeps each resource type in its own file: PractitionerRole (small) is read first
     so documents in the other files can name their author's role."""
     ctx: dict[str, dict] = {}
@@ -64,7 +64,7 @@ def _export_roles(files: list[Path]) -> dict[str, dict]:
     return ctx
 
 
-def _read_file(path: Path, report: ReadReport, context: dict[str, dict] | None = None) -> Iterator[Document]:
+def read_fhir_file(path: Path, report: ReadReport, context: dict[str, dict] | None = None) -> Iterator[Document]:
     name = path.name.lower()
     if name.endswith((".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")):
         # bulk export: one resource per line, streamed
@@ -151,6 +151,7 @@ def _resource(obj: Any, path: Path, record: str | None, report: ReadReport, ctx:
         return
     doc.metadata = {k: v for k, v in doc.metadata.items() if v not in (None, "")}
     doc.metadata["resource_type"] = rtype
+    report.at(str(path), record)
     yield doc
 
 

@@ -1,11 +1,16 @@
-"""Opening source files: gzip transparently, with clear errors for empty, binary and non-UTF-8 input."""
+"""Opening source files: gzip transparently, with clear errors for empty, binary and non-UTF-8 input.
+
+A leading UTF-8 byte-order mark (which Windows editors and Excel write) is dropped everywhere here, so
+no reader sees it: not in a first JSON line, a CSV header, a text note's "# Title" or a format sniff."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
 import json
+import re
 import tarfile
 import zlib
 from pathlib import Path
@@ -17,6 +22,10 @@ if TYPE_CHECKING:
     from capr.corpus.report import ReadReport
 
 T = TypeVar("T")
+
+BOM = codecs.BOM_UTF8
+# "utf-8-sig" decodes UTF-8 and drops one leading byte-order mark (a no-op without one)
+TEXT_ENCODING = "utf-8-sig"
 
 # What reading a (possibly compressed) source can raise part-way through: a damaged or cut gzip
 # stream (BadGzipFile is an OSError, a cut stream an EOFError, a damaged deflate block zlib.error),
@@ -74,15 +83,40 @@ def csv_header(path: Path, reader: "csv.DictReader") -> list[str]:
 
 
 def read_head(path: Path, n: int = 8192) -> bytes:
+    """The first ``n`` bytes (decompressed), without a leading byte-order mark: the sniffs that look at
+    them (a JSON "{", a CSV header, an XML root) must not depend on whether an editor wrote one."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as fh:
-            return fh.read(n)
+            return fh.read(n).removeprefix(BOM)
     except (OSError, EOFError, zlib.error) as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
 
 
-def check_text_file(path: Path) -> None:
+_XML_DECL_RE = re.compile(rb"""^\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z][A-Za-z0-9._-]*)["']""")
+
+
+def xml_declared_encoding(head: bytes) -> str | None:
+    """The encoding an XML declaration names (``<?xml version="1.0" encoding="ISO-8859-1"?>``), or None."""
+    m = _XML_DECL_RE.match(head)
+    return m.group(1).decode("ascii") if m else None
+
+
+# what may come before an XML document's root element: the declaration, processing instructions,
+# comments and a DOCTYPE (with an internal subset)
+_XML_ROOT_RE = re.compile(rb"\s*(?:<\?.*?\?>\s*|<!--.*?-->\s*|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>\s*)*<([A-Za-z_][\w.:-]*)", re.S)
+
+
+def xml_root_name(head: bytes) -> str | None:
+    """The local name of the root element an XML file's first bytes open (``ClinicalDocument`` for
+    ``<cda:ClinicalDocument``), or None when they do not open one."""
+    m = _XML_ROOT_RE.match(head)
+    return m.group(1).decode("ascii", "replace").rsplit(":", 1)[-1] if m else None
+
+
+def check_text_file(path: Path, encoding: str = "utf-8") -> None:
+    """Refuses a missing, empty, binary or wrongly encoded file with one clear reason. ``encoding``: what
+    the file must decode as (an XML file's declared encoding; UTF-8 otherwise)."""
     if not path.exists():
         raise BadInputError(str(path), "no such file or directory")
     if path.stat().st_size == 0:
@@ -91,11 +125,14 @@ def check_text_file(path: Path) -> None:
     if b"\x00" in head:
         raise BadInputError(str(path), "binary file (contains NUL bytes), expected text")
     try:
-        head.decode("utf-8")
+        head.decode(encoding)
+    except LookupError:
+        raise BadInputError(str(path), f"unknown text encoding {encoding!r}") from None
     except UnicodeDecodeError as e:
         # the 8 KiB cut may split a multi-byte character: only complain about errors before the end
         if e.start < len(head) - 4:
-            raise BadInputError(str(path), f"not UTF-8 text (invalid byte at offset {e.start})") from None
+            what = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else f"{encoding} (as declared)"
+            raise BadInputError(str(path), f"not {what} text (invalid byte at offset {e.start})") from None
     if path.suffix != ".gz" and not head.strip():
         raise BadInputError(str(path), "file contains only whitespace")
 
@@ -103,8 +140,8 @@ def check_text_file(path: Path) -> None:
 def open_text(path: Path) -> IO[str]:
     check_text_file(path)
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding=TEXT_ENCODING, newline="")
+    return open(path, encoding=TEXT_ENCODING, newline="")
 
 
 def read_text(path: Path) -> str:
@@ -118,7 +155,7 @@ def read_text(path: Path) -> str:
     except READ_ERRORS as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
     try:
-        return data.decode("utf-8")
+        return data.decode(TEXT_ENCODING)
     except UnicodeDecodeError as e:
         raise BadInputError(str(path), f"not UTF-8 text (invalid byte at offset {e.start})") from None
 

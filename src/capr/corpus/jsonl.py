@@ -43,4 +43,5 @@ def read_jsonl(path: Path, report: ReadReport) -> Iterator[Document]:
     for record, obj in json_lines(path, report):
         doc = parse_document_json(obj, str(path), record, report)
         if doc is not None:
+            report.at(str(path), record)
             yield doc

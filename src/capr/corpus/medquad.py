@@ -71,19 +71,30 @@ def parse_medquad_xml(data: bytes, source: str, report: ReadReport, subset: str 
         "semantic_group": _text(_find(root, "SemanticGroup")),
         "cuis": [c.text for c in root.iter() if c.tag.lower() == "cui" and c.text],
     }
+    report.at(source, None)
     return _compose(doc_id, focus, parts, meta)
+
+
+def read_medquad_file(path: Path, report: ReadReport, subset: str = "") -> Document | None:
+    """One MedQuAD XML file (None: a bad or empty one, reported)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        report.bad(str(path), read_error_reason(e))
+        return None
+    return parse_medquad_xml(data, str(path), report, subset=subset)
 
 
 def read_medquad(source: Path, report: ReadReport) -> Iterator[Document]:
     source = Path(source)
     if source.is_dir():
         for path in sorted(source.rglob("*.xml")):
-            doc = parse_medquad_xml(path.read_bytes(), str(path), report, subset=path.parent.name)
+            doc = read_medquad_file(path, report, subset=path.parent.name)
             if doc is not None:
                 yield doc
         return
-    if source.suffix == ".xml":
-        doc = parse_medquad_xml(source.read_bytes(), str(source), report)
+    if source.suffix.lower() == ".xml":
+        doc = read_medquad_file(source, report)
         if doc is not None:
             yield doc
         return

@@ -114,6 +114,7 @@ def read_mimic3(path: Path, report: ReadReport) -> Iterator[Document]:
         if charttime:
             meta["charttime"] = charttime
         title = category if not description or description.lower() == "report" else f"{category}: {description}"
+        report.at(str(path), f"line {line}")
         yield Document(doc_id=f"mimic3-{row_id}", title=title, text=row["text"], metadata=meta)
 
 
@@ -153,4 +154,5 @@ def read_mimic4(path: Path, report: ReadReport) -> Iterator[Document]:
             meta["charttime"] = charttime
         if storetime:
             meta["storetime"] = storetime
+        report.at(str(path), f"line {line}")
         yield Document(doc_id=note_id, title=category, text=row["text"], metadata=meta)

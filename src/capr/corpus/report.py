@@ -15,12 +15,41 @@ class ReadReport:
     empty: int = 0  # records with no text (e.g. MedQuAD answers removed for copyright)
     duplicates: int = 0
     flagged: int = 0  # records the source itself marks as erroneous (MIMIC-III ISERROR)
+    # Where the document last handed on by read_documents was read: (doc_id, file, record or None). The
+    # index writer finds some bad records itself (a duplicate document id) and names them by it, as the
+    # readers name theirs. ``_at``: what a reader that knows the record (a JSONL line, a FHIR entry) says
+    # about the document it is about to yield (see ``at``).
+    location: tuple[str, str, str | None] | None = None
+    _at: tuple[str, str | None] | None = field(default=None, repr=False)
 
     def bad(self, source: str, reason: str, record: str | None = None) -> None:
         err = BadInputError(source, reason, record)
         if not self.skip_bad:
             raise err
         self.skipped.append(err)
+
+    def at(self, source: str, record: str | None) -> None:
+        """Called by a reader just before it yields a document: the file and record it came from."""
+        self._at = (source, record)
+
+    def take_location(self, doc_id: str, default_source: str) -> tuple[str, str | None]:
+        """The file and record of a document just read (what its reader said with ``at``, else
+        ``default_source``), remembered as ``location``; read_documents calls it once per document."""
+        source, record = self._at if self._at is not None else (default_source, None)
+        self._at = None
+        self.location = (doc_id, source, record)
+        return source, record
+
+    def where(self, doc_id: str) -> tuple[str, str | None] | None:
+        """The file and record of the document with this id if it is the one last read, else None."""
+        if self.location is not None and self.location[0] == doc_id:
+            return self.location[1], self.location[2]
+        return None
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """(skipped, empty, flagged, duplicates) so far: a read's own share is the difference (one report
+        can serve several reads)."""
+        return len(self.skipped), self.empty, self.flagged, self.duplicates
 
     def summary(self) -> str:
         parts = []

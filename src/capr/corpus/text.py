@@ -20,6 +20,18 @@ def _title(path: Path, text: str) -> str:
     return path.stem.replace("_", " ").replace("-", " ")
 
 
+def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | None:
+    """One note; its id is its path under ``root`` without the suffix (None: a bad file, reported)."""
+    try:
+        text = read_text(path)
+    except BadInputError as e:
+        report.bad(e.source, e.reason)
+        return None
+    rel = path.relative_to(root).with_suffix("").as_posix()
+    report.at(str(path), None)
+    return Document(doc_id=rel, title=_title(path, text), text=text, metadata={"path": rel + path.suffix})
+
+
 def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
     source = Path(source)
     if source.is_file():
@@ -30,10 +42,6 @@ def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
         if not files:
             raise BadInputError(str(source), f"no text files ({', '.join(sorted(TEXT_SUFFIXES))}) found")
     for path in files:
-        try:
-            text = read_text(path)
-        except BadInputError as e:
-            report.bad(e.source, e.reason)
-            continue
-        rel = path.relative_to(root).with_suffix("").as_posix()
-        yield Document(doc_id=rel, title=_title(path, text), text=text, metadata={"path": rel + path.suffix})
+        doc = read_text_file(path, root, report)
+        if doc is not None:
+            yield doc

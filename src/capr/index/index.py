@@ -106,10 +106,15 @@ class IndexWriter:
         self._last_built: tuple[str, SegmentBuilder] | None = None
         self.report = report or ReadReport()
         self.progress = progress
+        # What a create made that was not there (the folder and the parents it needed, else the LOCK file and
+        # segments/ in an empty folder given as --out): a write that fails before its first commit removes
+        # them, so a failed `capr index` leaves nothing behind; it never touches anything older.
+        self._created: list[Path] = []
         try:
             if mode == "update":
                 dirs.current_generation(self.root)  # clear error when there is no index to update
             else:
+                self._created = _missing(self.root)
                 dirs.prepare_root(self.root)
             # Lock before reading the base generation: a concurrent writer's commit must not be lost.
             self._lock = dirs.write_lock(self.root)
@@ -123,9 +128,11 @@ class IndexWriter:
             self._dense_encoder = _encoder(self.dense_info)
             self.builder = self._new_builder()
         except OSError as e:
+            self._remove_created()
             self._lock.__exit__(None, None, None)
             raise self._write_error(e) from None
         except BaseException:
+            self._remove_created()
             self._lock.__exit__(None, None, None)
             raise
         self._new_ids: set[str] = set()
@@ -219,8 +226,11 @@ class IndexWriter:
         if (why := oversized(doc.text, self.max_doc_chars)) is not None:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
             return 0
+        # read_documents says where the document was read (file and line): the message names it as the
+        # readers name their bad records; documents given directly are named by their path or id
+        source, record = self.report.where(doc.doc_id) or (str(doc.metadata.get("path") or doc.doc_id), doc.doc_id)
         if doc.doc_id in self._new_ids:
-            self.report.bad(str(doc.metadata.get("path") or doc.doc_id), f"duplicate document id {doc.doc_id!r}", doc.doc_id)
+            self.report.bad(source, f"duplicate document id {doc.doc_id!r} (an earlier document has the same id)", record)
             return 0
         passages = segment(doc, self.segmenter, lazy_sentences=True)  # stored sentences: computed when read
         if not passages:
@@ -232,7 +242,7 @@ class IndexWriter:
         clash = self._source_pids.intersection(pids) or any(  # a source id shaped like another document's "DOC#sN"
             (m := _MADE_PID.match(p)) is not None and m.group(1) in self._new_ids for p in sourced)
         if len(set(pids)) != len(pids) or clash:
-            self.report.bad(doc.doc_id, "duplicate passage ids", doc.doc_id)
+            self.report.bad(source, "duplicate passage ids", record)
             return 0
         if self.base is not None and self.base.has_document(doc.doc_id):
             self._delete.add(doc.doc_id)
@@ -275,7 +285,20 @@ class IndexWriter:
         self.builder.abort()
         for name in [n for n, *_ in self._flushed] + self._merged:  # finished here, named by no generation
             shutil.rmtree(self.root / SEGMENTS / name, ignore_errors=True)
+        self._remove_created()
         self._lock.__exit__(None, None, None)
+
+    def _remove_created(self) -> None:
+        """Removes what this create made (see ``_created``) if it committed nothing. Called with the lock still
+        held, so no other writer is using them; never once a generation is current (CURRENT exists)."""
+        created, self._created = self._created, []
+        if not created or dirs.is_index_dir(self.root):
+            return
+        for p in created:
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
     def _note(self, what: str) -> None:
         if self.progress:
@@ -394,6 +417,17 @@ class IndexWriter:
         self._lock.__exit__(None, None, None)
         reuse = {e[0]: e[1] for e in entries if e[1] is not None}
         return Index(self.root, final, previous=self.base, reuse=reuse)
+
+
+def _missing(root: Path) -> list[Path]:
+    """What creating an index at ``root`` will make: the topmost folder of its path that does not exist yet
+    (with everything under it), else the LOCK file and segments/ folder when the folder lacks them."""
+    if not root.exists():
+        top = root
+        while not top.parent.exists():
+            top = top.parent
+        return [top]
+    return [p for p in (root / "LOCK", root / SEGMENTS) if not p.exists()]
 
 
 _UNLOADED = object()

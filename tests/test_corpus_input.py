@@ -1,0 +1,307 @@
+"""Input-reading defects: line endings, byte-order marks, sources with no documents, folders of several
+formats, duplicate ids named by file and line, declared XML encodings, and failed writes leaving nothing."""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from capr import load_index
+from capr.corpus import Format, ReadReport, detect_format, normalize_newlines, read_documents
+from capr.corpus.segment import segment
+from capr.errors import BadInputError
+from capr.records import Document, Section
+from capr.search import search
+
+from conftest import capr_cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ehr"
+NOTE = "MEDICATIONS:\nWarfarin 5 mg daily.\n\nFAMILY HISTORY:\nFather had DVT.\n"
+CCDA_MIN = """<?xml version="1.0" encoding="{enc}"?>
+<ClinicalDocument xmlns="urn:hl7-org:v3">
+  <id root="2.16.840.1.113883.19.5" extension="{doc_id}"/>
+  <code code="18842-5" codeSystem="2.16.840.1.113883.6.1" displayName="Discharge summary"/>
+  <title>Discharge Summary</title>
+  <component><structuredBody>
+    <component><section>
+      <code code="10160-0" codeSystem="2.16.840.1.113883.6.1"/>
+      <title>Current Outpatient Prescriptions</title>
+      <text><paragraph>{body}</paragraph></text>
+    </section></component>
+  </structuredBody></component>
+</ClinicalDocument>
+"""
+DOCREF = {"resourceType": "DocumentReference", "id": "dr1", "status": "current", "subject": {"reference": "Patient/p1"},
+          "type": {"text": "Discharge summary"},
+          "content": [{"attachment": {"contentType": "text/plain",
+                                      "data": base64.b64encode(b"HOSPITAL COURSE:\nTreated for pneumonia.").decode()}}]}
+
+
+def _one_line_error(proc, *needles: str) -> None:
+    """A failed command: non-zero exit, the reason on stderr in one line, no Python traceback."""
+    assert proc.returncode != 0, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr)
+
+
+def _sections(doc: Document) -> list[tuple[str | None, str]]:
+    return [(p.aspect, p.text) for p in segment(doc)]
+
+
+def _generation(index_dir: Path) -> str:
+    return (index_dir / "CURRENT").read_text().strip()
+
+
+@pytest.fixture
+def base_index(tmp_path) -> Path:
+    src = tmp_path / "base.jsonl"
+    src.write_text(json.dumps({"doc_id": "kept", "text": "PLAN: zorbifen for the wheeze."}) + "\n")
+    out = tmp_path / "idx"
+    capr_cli("index", "--lexical-only", str(src), "--out", str(out))
+    return out
+
+
+# ------------------------------------------------------------------ 1. CRLF and CR line endings
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+def test_crlf_text_note_segments_like_lf(tmp_path, eol):
+    (tmp_path / "lf").mkdir()
+    (tmp_path / "crlf").mkdir()
+    (tmp_path / "lf" / "note.txt").write_bytes(NOTE.encode())
+    (tmp_path / "crlf" / "note.txt").write_bytes(NOTE.replace("\n", eol).encode())
+    [lf] = read_documents(tmp_path / "lf")
+    [crlf] = read_documents(tmp_path / "crlf")
+    assert "\r" not in crlf.text and crlf.text == lf.text
+    assert _sections(crlf) == _sections(lf) == [("medications", "MEDICATIONS:\nWarfarin 5 mg daily."),
+                                                ("family history", "FAMILY HISTORY:\nFather had DVT.")]
+
+
+def test_crlf_in_jsonl_text_and_csv_cells(tmp_path):
+    jl = tmp_path / "notes.jsonl"
+    jl.write_bytes((json.dumps({"doc_id": "n1", "title": "T\r\n", "text": NOTE.replace("\n", "\r\n")}) + "\r\n").encode())
+    [doc] = read_documents(jl)
+    assert doc.text == NOTE and doc.title == "T\n"
+    csv = tmp_path / "mtsamples.csv"
+    cell = NOTE.replace("\n", "\r\n")
+    csv.write_bytes(f',description,medical_specialty,sample_name,transcription,keywords\r\n0,d,Cardiology,S,"{cell}",kw\r\n'.encode())
+    [doc] = read_documents(csv)
+    assert "\r" not in doc.text and [a for a, _ in _sections(doc)] == ["medications", "family history"]
+
+
+def test_newline_normalisation_moves_reader_sections_with_the_text():
+    text = "Q1 answer:\r\nline one\r\nline two\r\n\r\nQ2 answer\rlone cr"
+    a, b = text.index("Q1"), text.index("Q2")
+    doc = Document("d", "t", text, sections=[Section("Q1", "treatment", a, text.index("\r\n\r\n")),
+                                             Section("Q2", "symptoms", b, len(text))])
+    expected = [text[s.start:s.end].replace("\r\n", "\n").replace("\r", "\n") for s in doc.sections]
+    normalize_newlines(doc)
+    assert "\r" not in doc.text
+    assert [doc.text[s.start:s.end] for s in doc.sections] == expected
+
+
+def test_crlf_folder_cli_gives_sections(tmp_path):
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "crlf.txt").write_bytes(NOTE.replace("\n", "\r\n").encode())
+    capr_cli("index", str(src), "--out", str(tmp_path / "idx"), "--lexical-only")
+    hits = search(load_index(tmp_path / "idx"), "warfarin")
+    assert [(h.passage.aspect, h.passage.text) for h in hits][:1] == [("medications", "MEDICATIONS:\nWarfarin 5 mg daily.")]
+
+
+# ------------------------------------------------------------------ 4. UTF-8 byte-order marks
+def test_bom_jsonl_and_text_title(tmp_path):
+    jl = tmp_path / "bom.jsonl"
+    jl.write_bytes(codecs.BOM_UTF8 + b'{"doc_id": "bom1", "text": "SYMPTOMS:\\nItchy rash."}\n')
+    [doc] = read_documents(jl)
+    assert doc.doc_id == "bom1"
+    gz = tmp_path / "bom.jsonl.gz"
+    gz.write_bytes(gzip.compress(jl.read_bytes()))
+    assert [d.doc_id for d in read_documents(gz)] == ["bom1"]
+    txt = tmp_path / "notes"
+    txt.mkdir()
+    (txt / "a.txt").write_bytes(codecs.BOM_UTF8 + "# BOM title\r\n\r\nPLAN:\r\nRest.\r\n".encode())
+    [doc] = read_documents(txt)
+    assert doc.title == "BOM title" and not doc.text.startswith("\ufeff")
+
+
+def test_bom_csv_header_and_fhir_json(tmp_path):
+    mimic = tmp_path / "NOTEEVENTS.csv"
+    mimic.write_bytes(codecs.BOM_UTF8 + (FIXTURES / "NOTEEVENTS.csv").read_bytes())
+    assert detect_format(mimic) is Format.mimic3
+    assert len(list(read_documents(mimic))) == len(list(read_documents(FIXTURES / "NOTEEVENTS.csv")))
+    fhir = tmp_path / "docref.json"
+    fhir.write_bytes(codecs.BOM_UTF8 + json.dumps(DOCREF).encode())
+    assert detect_format(fhir) is Format.fhir
+    assert [d.doc_id for d in read_documents(fhir)] == [d.doc_id for d in read_documents(_write(tmp_path / "plain.json", DOCREF))]
+
+
+def _write(path: Path, obj: dict) -> Path:
+    path.write_text(json.dumps(obj))
+    return path
+
+
+# ------------------------------------------------------------------ 2. a source with no documents
+@pytest.mark.parametrize("records,flags,why", [
+    ([{"doc_id": "e1", "text": ""}, {"doc_id": "e2", "text": "  \n"}], [], "2 empty record(s) ignored"),
+    ([{"doc_id": "b1"}, {"id": ["x"], "text": "t"}], ["--skip-bad"], "2 bad record(s) skipped; the first: "),
+])
+def test_no_documents_keeps_the_existing_index(tmp_path, base_index, records, flags, why):
+    src = tmp_path / "nothing.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    before = _generation(base_index)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), *flags, check=False)
+    _one_line_error(proc, f"{src}: no documents found (", why)
+    assert _generation(base_index) == before and load_index(base_index).counts["documents"] == 1
+    proc = capr_cli("add", str(base_index), str(src), *flags, check=False)  # nothing to add: said, and nothing changes
+    _one_line_error(proc, f"{src}: no documents found (", why)
+    assert _generation(base_index) == before and load_index(base_index).counts["documents"] == 1
+
+
+def test_fhir_file_without_document_resources(tmp_path, base_index):
+    src = _write(tmp_path / "patient.json", {"resourceType": "Patient", "id": "p1"})
+    before = _generation(base_index)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), check=False)
+    _one_line_error(proc, "no documents found (no DocumentReference, Composition or DiagnosticReport resource)")
+    assert _generation(base_index) == before
+    assert list(read_documents(src)) == []  # the library reads nothing; asked to require documents, it says why
+    with pytest.raises(BadInputError, match="no documents found"):
+        list(read_documents(src, require_documents=True))
+
+
+def test_empty_folder_and_empty_file(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadInputError, match=r"empty: no documents found \(the folder holds no files\)"):
+        list(read_documents(tmp_path / "empty", require_documents=True))
+    (tmp_path / "blank.jsonl").write_text("\n\n")  # said as it is opened
+    with pytest.raises(BadInputError, match=r"blank\.jsonl: file contains only whitespace"):
+        list(read_documents(tmp_path / "blank.jsonl"))
+    (tmp_path / "blank.jsonl.gz").write_bytes(gzip.compress(b"\n\n"))  # (a compressed file is not read ahead)
+    with pytest.raises(BadInputError, match=r"blank\.jsonl\.gz: no documents found \(the source holds no records\)"):
+        list(read_documents(tmp_path / "blank.jsonl.gz", require_documents=True))
+
+
+# ------------------------------------------------------------------ 3. folders of several formats
+def _notes(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "note1.txt").write_text("ASSESSMENT:\nGout flare.\n\nPLAN:\nColchicine.\n")
+    (folder / "note2.md").write_text("# Asthma\n\nTREATMENT:\nInhaled steroids.\n")
+    return folder
+
+
+def test_folder_of_notes_and_fhir_reads_both(tmp_path):
+    src = _notes(tmp_path / "src")
+    _write(src / "docref.json", DOCREF)
+    report = ReadReport()
+    assert sorted(d.doc_id for d in read_documents(src, report=report)) == ["DocumentReference-dr1", "note1", "note2"]
+    assert report.summary() == "nothing skipped"
+    assert detect_format(src) is Format.mixed
+
+
+def test_folder_of_notes_and_jsonl_reads_both(tmp_path):
+    src = _notes(tmp_path / "src")
+    (src / "more.jsonl").write_text(json.dumps({"doc_id": "j1", "text": "PLAN: rest."}) + "\n")
+    assert sorted(d.doc_id for d in read_documents(src)) == ["j1", "note1", "note2"]
+
+
+def test_folder_of_notes_and_medquad_xml_reads_both(tmp_path):
+    src = _notes(tmp_path / "src")
+    (src / "0001.xml").write_text('<?xml version="1.0"?>\n<Document id="0001" source="GHR"><Focus>Gout</Focus><QAPairs>'
+                                  '<QAPair pid="1"><Question qid="0001-1" qtype="treatment">How is gout treated?</Question>'
+                                  '<Answer>With colchicine.</Answer></QAPair></QAPairs></Document>')
+    assert sorted(d.doc_id for d in read_documents(src)) == ["GHR_0001", "note1", "note2"]
+
+
+@pytest.mark.parametrize("stray", ["a_config.xml", "METADATA.XML"])
+def test_ccda_folder_with_an_unrelated_xml_names_it(tmp_path, stray):
+    src = tmp_path / "ccda"
+    src.mkdir()
+    for i in range(2):
+        (src / f"doc{i}.xml").write_text(CCDA_MIN.format(enc="UTF-8", doc_id=f"d{i}", body="Tiotropium 18 mcg daily."))
+    (src / stray).write_text('<?xml version="1.0"?><config/>')
+    with pytest.raises(BadInputError, match=rf"{stray}: XML file is neither a C-CDA ClinicalDocument nor a MedQuAD Document"):
+        list(read_documents(src))
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{stray}: XML file is neither")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--skip-bad")
+    assert "indexed 2 documents" in proc.stderr and f"skipped {src / stray}:" in proc.stderr
+
+
+def test_folder_file_no_reader_takes_is_reported_litter_is_not(tmp_path):
+    src = _notes(tmp_path / "src")
+    (src / "scan.pdf").write_bytes(b"%PDF-1.4")
+    (src / ".DS_Store").write_bytes(b"\x00\x01")
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    report = ReadReport(skip_bad=True)
+    assert sorted(d.doc_id for d in read_documents(src, report=report)) == ["note1", "note2"]
+    assert [(Path(e.source).name, e.reason.split(" (")[0]) for e in report.skipped] == [("scan.pdf", "no reader for this kind of file")]
+
+
+# ------------------------------------------------------------------ 5. duplicate ids name the file and line
+def test_duplicate_document_id_names_file_and_line(tmp_path):
+    src = tmp_path / "dupid.jsonl"
+    src.write_text('{"doc_id": "dup", "text": "first"}\n\n{"doc_id": "dup", "text": "second"}\n')
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{src} [line 3]: duplicate document id 'dup'")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), "--skip-bad")
+    assert f"skipped {src} [line 3]: duplicate document id 'dup'" in proc.stderr
+
+
+def test_duplicate_id_across_files_of_a_folder_names_the_second_file(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("PLAN: rest.")
+    (src / "a.txt").write_text("PLAN: fluids.")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{src / 'a.txt'}: duplicate document id 'a'")
+
+
+# ------------------------------------------------------------------ 6. declared XML encodings
+def test_ccda_declared_latin1_is_read(tmp_path):
+    path = tmp_path / "latin1.xml"
+    path.write_bytes(CCDA_MIN.format(enc="ISO-8859-1", doc_id="l1", body="Café au lait spots; naïve patient.").encode("latin-1"))
+    [doc] = read_documents(path)
+    assert "Café au lait spots; naïve patient." in doc.text
+    undeclared = tmp_path / "undeclared.xml"  # no declaration: XML is UTF-8, and Latin-1 bytes are refused
+    undeclared.write_bytes(CCDA_MIN.format(enc="UTF-8", doc_id="l2", body="Café").replace('encoding="UTF-8"', "").encode("latin-1"))
+    with pytest.raises(BadInputError, match="not UTF-8 text"):
+        list(read_documents(undeclared))
+
+
+# ------------------------------------------------------------------ 7. failed writes leave nothing behind
+def test_failed_index_leaves_no_stub_directories(tmp_path):
+    out = tmp_path / "new" / "idx"
+    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(out), check=False)
+    _one_line_error(proc, "no such file or directory")
+    assert not (tmp_path / "new").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"doc_id": "a", "text": "PLAN: rest."}\n{"doc_id": "b"}\n')
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(out), check=False)
+    _one_line_error(proc, f"{bad} [line 2]: missing string field 'text'")
+    assert not (tmp_path / "new").exists()
+    given = tmp_path / "given"  # an empty folder given as --out is kept, and left empty
+    given.mkdir()
+    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(given), check=False)
+    assert proc.returncode != 0 and given.is_dir() and not any(given.iterdir())
+
+
+def test_failed_index_over_an_existing_index_keeps_it(tmp_path, base_index):
+    before = sorted(p.name for p in base_index.iterdir())
+    gen = _generation(base_index)
+    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(base_index), check=False)
+    _one_line_error(proc, "no such file or directory")
+    assert sorted(p.name for p in base_index.iterdir()) == before and _generation(base_index) == gen
+    assert [h.passage.doc_id for h in search(load_index(base_index), "zorbifen")] == ["kept"]
+
+
+def test_failed_adapt_leaves_no_work_folder(tmp_path):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"doc_id": "b"}\n')
+    proc = capr_cli("adapt", str(src), "--out", str(tmp_path / "idx"), check=False)
+    _one_line_error(proc, f"{src} [line 1]: missing string field 'text'")
+    assert not (tmp_path / "idx.adapt").exists() and not (tmp_path / "idx").exists()
