@@ -3,6 +3,8 @@ consumer questions? Every model is run as `capr search` runs it — dense alone,
 the model's vectors, fused) — and compared with zero-shot MiniLM dense per question (paired randomisation test,
 10,000 sign flips; p for P@1, MAP and nDCG@10).
 
+The default pipeline of an adapted index includes the second stage it records (as `capr search` on it does).
+
 Sets: MEDIQA 2019 Task 3 validation (`mediqa2019`) and training set 2 (`mediqa2019-train`): judged answers
 re-ranked; `consumer-dev` / `consumer-dev-titled`: RQE consumer questions over whole MedQuAD answers without / with
 titles (capr.eval.devsets), ranked at the document level.
@@ -67,13 +69,17 @@ def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict
     from capr.eval.benchmarks import QueryField
     from capr.eval.runner import EvalConfig
 
-    # `capr search` on an adapted index fuses with the weights the index records
-    recorded = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model,
-                          query_field=QueryField.question).search_options()
-    base = replace(recorded, k=100, highlights=False, group_by=GroupBy.doc)
-    searcher = Searcher(data.index)
+    # `capr search` on an adapted index fuses with the weights the index records, and re-ranks with the second
+    # stage it records
+    from capr.retrieve.rerank import load_reranker
+
+    config = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model, query_field=QueryField.question)
+    base = replace(config.search_options(), k=100, highlights=False, group_by=GroupBy.doc)
+    spec = config.effective_reranker
     out = {}
-    for system, opts in (("dense", replace(base, retriever=Retriever.dense)), ("default pipeline", base)):
+    for system, opts, reranker in (("dense", replace(base, retriever=Retriever.dense), None),
+                                   ("default pipeline", base, load_reranker(spec) if spec else None)):
+        searcher = Searcher(data.index, reranker=reranker)
         out[system] = {q.qid: [h.passage.doc_id for h in searcher.search(q, opts).hits] for q in data.queries}
     return qrels_as_dict(data.qrels), out
 

@@ -98,7 +98,8 @@ def _file_format(path: Path) -> Format | str:
             return detect_format(path)
         except BadInputError as e:
             return e.reason
-    return f"no reader for this kind of file (notes: {', '.join(_TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or MedQuAD XML, CSV)"
+    return (f"no reader for this kind of file (notes: {', '.join(_TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or "
+            "MedQuAD XML, CSV); --skip-bad indexes the other files")
 
 
 def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
