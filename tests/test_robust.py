@@ -99,7 +99,7 @@ def test_damaged_index_serve_refuses_at_start(small_index, tmp_path):
     idx = tmp_path / "copy"
     shutil.copytree(small_index, idx)
     expected = _truncated_tf(idx)
-    proc = capr_cli("serve", "--index", str(idx), "--port", "8799", check=False, timeout=120)
+    proc = capr_cli("serve", "--index", str(idx), "--port", "8799", check=False, timeout=30)
     _one_line_error(proc, expected)
     assert "serving" not in proc.stderr
 
@@ -122,3 +122,119 @@ def test_missing_index_keeps_its_message(tmp_path):
     proc = capr_cli("search", str(tmp_path / "nope"), "headache", check=False)
     _one_line_error(proc, f"{tmp_path / 'nope'}: no such index directory")
     assert "damaged" not in proc.stderr
+
+
+# ------------------------------------------------------------------ 2. capr serve options checked at startup
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_serve_port_out_of_range(small_index, port):
+    proc = capr_cli("serve", "--index", str(small_index), "--port", port, check=False, timeout=30)
+    _one_line_error(proc, f"--port {port}: a TCP port is 1..65535")
+    assert "serving" not in proc.stderr
+
+
+@pytest.mark.parametrize("spec,reason", [
+    ("bi:/nonexistent", "re-ranker bi:/nonexistent: no such model folder"),
+    ("bi:minilm,cross:/nonexistent", "re-ranker cross:/nonexistent: no such model folder"),
+    ("bi:minilm,", "an empty member between commas"),
+    ("foo:bar", "unknown kind 'foo'"),
+    ("cross", "expected KIND:PATH"),
+])
+def test_serve_reranker_spec_checked_at_start(small_index, spec, reason):
+    proc = capr_cli("serve", "--index", str(small_index), "--port", "8799", "--reranker", spec, check=False, timeout=30)
+    _one_line_error(proc, reason)
+    assert "serving" not in proc.stderr
+
+
+def test_reranker_spec_check_loads_no_model(tmp_path, monkeypatch):
+    """bi:minilm names the bundled model; an ensemble's members are each checked; nothing is loaded."""
+    import capr.retrieve.rerank as rr
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    for cls in ("BiReranker", "CrossReranker", "PolyReranker"):
+        monkeypatch.setattr(rr, cls, boom)
+    bi = _bi_encoder_folder(tmp_path / "bi")
+    rr.check_reranker_spec("bi:minilm")
+    rr.check_reranker_spec(f"bi:minilm,bi:{bi}")
+
+
+# ------------------------------------------------------------------ 3. cross:/poly: given a bi-encoder folder
+def _bi_encoder_folder(path: Path) -> Path:
+    """The files that make a folder a sentence-transformers bi-encoder (no weights: nothing loads them)."""
+    path.mkdir(parents=True)
+    (path / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["cross", "cross-int8", "poly"])
+def test_bi_encoder_folder_is_refused_as_cross_or_poly(tmp_path, kind):
+    from capr.errors import QueryError
+    from capr.retrieve.rerank import load_reranker
+
+    bi = _bi_encoder_folder(tmp_path / "bi")
+    what = "a poly-encoder" if kind == "poly" else "a cross-encoder"
+    with pytest.raises(QueryError) as e:
+        load_reranker(f"{kind}:{bi}")
+    assert str(e.value) == (f"{kind}:{bi} is a bi-encoder (sentence-transformers with pooling), not {what}; "
+                            f"use bi:{bi}")
+
+
+def test_bi_encoder_as_cross_cli_is_one_line(small_index):
+    from capr.models.encoder import resolve_model
+
+    bi = resolve_model("minilm")  # the bundled MiniLM: a real sentence-transformers bi-encoder
+    for kind in ("cross", "poly"):
+        proc = capr_cli("search", str(small_index), "headache", "--reranker", f"{kind}:{bi}", check=False)
+        _one_line_error(proc, f"{kind}:{bi} is a bi-encoder (sentence-transformers with pooling)", f"use bi:{bi}")
+        assert "Converting" not in proc.stderr and not proc.stdout.strip()
+
+
+def test_capr_card_kind_decides(tmp_path):
+    from capr.errors import QueryError
+    from capr.retrieve.rerank import check_model_folder
+
+    def folder(name: str, card: dict | None, codes: bool = False) -> Path:
+        p = _bi_encoder_folder(tmp_path / name)
+        if card is not None:
+            (p / "capr.json").write_text(json.dumps(card))
+        if codes:
+            (p / "poly_codes.pt").write_bytes(b"")
+        return p
+
+    # capr's own cross-encoder card wins over any file heuristics (a residual one holds a bi-encoder inside)
+    check_model_folder("cross", folder("c", {"kind": "cross"}))
+    check_model_folder("poly", folder("p", {"kind": "poly"}, codes=True))
+    with pytest.raises(QueryError, match="poly_codes.pt is missing"):
+        check_model_folder("poly", folder("p2", {"kind": "poly"}))
+    cdv = tmp_path / "cdv"
+    cdv.mkdir()
+    (cdv / "capr.json").write_text('{"kind": "cdv"}')
+    with pytest.raises(QueryError, match=r"is a capr cdv model \(capr.json\), not a cross-encoder"):
+        check_model_folder("cross", cdv)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(QueryError, match="not a capr poly-encoder"):
+        check_model_folder("poly", plain)
+    check_model_folder("cross", plain)  # no modules.json: left to the loader (an HF sequence-classification folder)
+
+
+def test_real_cross_encoder_folders_still_load(tmp_path):
+    """A Hugging Face sequence-classification folder, and the same saved by sentence-transformers' CrossEncoder
+    (modules.json without Pooling, model_type CrossEncoder), are cross-encoders."""
+    from sentence_transformers import CrossEncoder
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from capr.models.encoder import resolve_model
+    from capr.retrieve.rerank import load_reranker
+
+    src = resolve_model("minilm")
+    hf = tmp_path / "hf"
+    AutoModelForSequenceClassification.from_pretrained(src, num_labels=1).save_pretrained(str(hf))
+    AutoTokenizer.from_pretrained(src).save_pretrained(str(hf))
+    st = tmp_path / "st"
+    CrossEncoder(str(hf), num_labels=1).save_pretrained(str(st))
+    for folder in (hf, st):
+        assert load_reranker(f"cross:{folder}").score("headache", ["a headache", "fever"]).shape == (2,)
