@@ -238,3 +238,13 @@ def test_real_cross_encoder_folders_still_load(tmp_path):
     CrossEncoder(str(hf), num_labels=1).save_pretrained(str(st))
     for folder in (hf, st):
         assert load_reranker(f"cross:{folder}").score("headache", ["a headache", "fever"]).shape == (2,)
+
+
+# ------------------------------------------------------------------ 4. delete counts distinct documents
+def test_delete_same_id_twice_counts_one(small_index, tmp_path):
+    idx = tmp_path / "copy"
+    shutil.copytree(small_index, idx)
+    proc = capr_cli("delete", str(idx), "--doc-id", "d1", "--doc-id", "d1")
+    assert "deleted 1 document(s)" in proc.stderr and "now has 1 documents" in proc.stderr, proc.stderr
+    proc = capr_cli("delete", str(idx), "--doc-id", "d2", "--doc-id", "d2", "--doc-id", "d2")
+    assert "deleted 1 document(s)" in proc.stderr and "now has 0 documents" in proc.stderr, proc.stderr
