@@ -248,3 +248,61 @@ def test_delete_same_id_twice_counts_one(small_index, tmp_path):
     assert "deleted 1 document(s)" in proc.stderr and "now has 1 documents" in proc.stderr, proc.stderr
     proc = capr_cli("delete", str(idx), "--doc-id", "d2", "--doc-id", "d2", "--doc-id", "d2")
     assert "deleted 1 document(s)" in proc.stderr and "now has 0 documents" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------ 5. aspects outside the synonym table
+@pytest.fixture(scope="module")
+def drug_index(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("aspects")
+    src = _write_jsonl(tmp / "docs.jsonl", [
+        {"doc_id": "ibu", "title": "Ibuprofen", "text": "TREATMENT:\nIbuprofen relieves pain.\n\n"
+                                                        "WARNINGS:\nSide effects of ibuprofen include stomach upset."},
+        {"doc_id": "para", "title": "Paracetamol", "text": "TREATMENT:\nParacetamol relieves fever."},
+    ])
+    out = tmp / "idx"
+    capr_cli("index", "--lexical-only", str(src), "--out", str(out))
+    return out
+
+
+def test_multi_word_aspect_whose_words_the_index_has_is_searched(drug_index):
+    """'side effects' is in no synonym table and no section, but the index has both words: it is searched as
+    words, as a table aspect without a section ('stages' here) always was, not refused."""
+    proc = capr_cli("search", str(drug_index), "ibuprofen", "-a", "side effects", "--json")
+    hits = json.loads(proc.stdout)["results"]
+    assert hits[0]["doc_id"] == "ibu" and "Side effects" in hits[0]["text"]
+    assert capr_cli("search", str(drug_index), "ibuprofen", "-a", "stages", check=False).returncode == 0
+
+
+def test_aspect_with_words_the_index_lacks_is_still_refused(drug_index):
+    proc = capr_cli("search", str(drug_index), "ibuprofen", "-a", "dosage", check=False)
+    _one_line_error(proc, "unknown aspect 'dosage'")
+    assert "stage" not in proc.stderr  # difflib's 'dosage' ~ 'stage' is no help: a typo keeps its first letter
+    proc = capr_cli("search", str(drug_index), "ibuprofen", "-a", "symptons", check=False)
+    _one_line_error(proc, "unknown aspect 'symptons'; did you mean symptoms?")
+
+
+def test_index_check_aspect_agrees_with_search(drug_index):
+    from capr import load_index
+    from capr.errors import QueryError
+    from capr.query import check_aspect, store_known_terms
+
+    index = load_index(drug_index)
+    index.check_aspect("side effects")  # what a search accepts, the index's own check accepts
+    with pytest.raises(QueryError, match=r"unknown aspect 'wund care'"):
+        index.check_aspect("wund care")
+    # without the index's terms (a Milvus collection has none) only the table and the corpus decide
+    with pytest.raises(QueryError, match="unknown aspect 'side effects'"):
+        check_aspect("side effects", index.aspect_counts(), index.analyzer)
+    check_aspect("side effects", index.aspect_counts(), index.analyzer, store_known_terms(index))
+
+
+def test_aspect_as_words_over_the_api(drug_index):
+    from fastapi.testclient import TestClient
+
+    from capr.service import ServiceConfig, create_app
+
+    client = TestClient(create_app(drug_index, ServiceConfig()))
+    r = client.post("/search", json={"text": "ibuprofen", "aspect": "side effects"})
+    assert r.status_code == 200 and r.json()["results"][0]["doc_id"] == "ibu", r.text
+    r = client.post("/search", json={"text": "ibuprofen", "aspect": "zzqqxx"})
+    assert r.status_code == 400 and r.json()["field"] == "aspect"

@@ -936,7 +936,9 @@ class Index:
 
     # -- filters ----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
-        check_aspect(aspect, self.aspect_counts())
+        # the analyser and terms too, so this check accepts what a search accepts (an aspect that reads as one of
+        # the corpus' aspects, or whose words the index has), not only the table's and the corpus' own names
+        check_aspect(aspect, self.aspect_counts(), self.analyzer, lambda terms: self.term_idf(terms).keys())
 
     def compile_filter(self, filters: "Filters") -> np.ndarray | None:
         """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings
