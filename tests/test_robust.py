@@ -306,3 +306,17 @@ def test_aspect_as_words_over_the_api(drug_index):
     assert r.status_code == 200 and r.json()["results"][0]["doc_id"] == "ibu", r.text
     r = client.post("/search", json={"text": "ibuprofen", "aspect": "zzqqxx"})
     assert r.status_code == 400 and r.json()["field"] == "aspect"
+
+
+# ------------------------------------------------------------------ 6. a query with no letters or digits
+@pytest.mark.parametrize("text", ["😀🎉", "?!", "—  …"])
+def test_query_without_letters_or_digits_says_so(small_index, text):
+    proc = capr_cli("search", str(small_index), text, "-r", "bm25", check=False)
+    assert proc.returncode == 2
+    _one_line_error(proc, f"query has no searchable words: {text!r} has no letters or digits")
+    assert "stopwords" not in proc.stderr
+
+
+def test_stopword_query_keeps_its_reason(small_index):
+    proc = capr_cli("search", str(small_index), "what is the", "-r", "bm25", check=False)
+    _one_line_error(proc, "no searchable terms after stopword removal")

@@ -260,6 +260,10 @@ def check_searchable(analyzer: "Analyzer", query: Query | str, retriever: "Retri
     answered (the encoder, not a term list, decides what it means)."""
     if Retriever(retriever) is Retriever.dense or searchable_terms(analyzer, query, expand):
         return
+    text = query_text(query, expand)
+    if not any(ch.isalnum() for ch in text):  # emoji, punctuation: there are no words at all, not just stopwords
+        raise QueryError(f"query has no searchable words: {text!r} has no letters or digits; "
+                         "search with words, e.g. a disease or a symptom")
     raise QueryError(
         f"query has no searchable terms after stopword removal: {query_text(query, expand)!r} "
         "(only stopwords and question words); add a content word, e.g. a disease or a symptom"
