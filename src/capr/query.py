@@ -108,6 +108,15 @@ def _heading_like(aspect: str) -> bool:
     return bool(_HEADING_LIKE_RE.match(aspect)) and len(words) <= 5 and len(words[0]) > 1
 
 
+# A typo rarely changes a word's first letter; difflib alone finds "stage" close to "dosage" (ratio 0.73), which
+# is no help. A match starting with another letter is shown only when it is this close.
+_TYPO_OTHER_START_MIN = 0.8
+
+
+def _plausible_typo(wanted: str, match: str) -> bool:
+    return wanted[:1] == match[:1] or difflib.SequenceMatcher(None, wanted, match).ratio() >= _TYPO_OTHER_START_MIN
+
+
 def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str], n: int = 5) -> tuple[list[str], bool]:
     """(suggestions, close): close matches among the canonical aspects and their synonyms (shown by their
     canonical name) first, then among frequent heading-like corpus aspects; without any close match, the
@@ -124,6 +133,8 @@ def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable
     for pool in (canonical, {a: a for a in frequent}):
         # the matched name is shown (synonyms are valid aspects too), one per canonical aspect
         for m in difflib.get_close_matches(wanted, sorted(pool), n=n, cutoff=0.6):
+            if not _plausible_typo(wanted, m):
+                continue
             if pool[m] not in seen:
                 seen.add(pool[m])
                 out.append(m)
@@ -180,16 +191,42 @@ def nearest_aspect(aspect: str, corpus_aspects: Mapping[str, int | None] | Itera
     return scored[0][1]
 
 
+KnownTerms = Callable[[list[str]], Iterable[str]]  # the given analysed terms that occur in an index
+
+
+def searchable_as_words(aspect: str, analyzer: Callable[[str], list[str]], known_terms: KnownTerms) -> bool:
+    """Whether every analysed word of ``aspect`` occurs in the index: it can then be searched as words. A table
+    aspect that the corpus has no section for ("stages" on clinical notes) has always been searched that way (its
+    words, no section prior); an aspect outside the table ("side effects") whose words the index has is no
+    different. A word the index lacks ("zzqqxx", "symptons", "wund care") is most likely a typo: refused."""
+    words = list(dict.fromkeys(analyzer(aspect)))
+    return bool(words) and set(known_terms(words)) >= set(words)
+
+
+def store_known_terms(store: object) -> KnownTerms | None:
+    """The vocabulary lookup of a store that has collection statistics (capr's embedded index); None for one that
+    cannot tell which terms it holds (Milvus: every aspect must then be known to the table or the corpus)."""
+    from capr.store import Capability
+
+    if Capability.collection_stats not in getattr(store, "capabilities", ()):
+        return None
+    term_idf = store.term_idf  # type: ignore[attr-defined]
+    return lambda terms: term_idf(terms).keys()
+
+
 def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str],
-                 analyzer: Callable[[str], list[str]] | None = None) -> None:
+                 analyzer: Callable[[str], list[str]] | None = None, known_terms: KnownTerms | None = None) -> None:
     """An aspect is known when the synonym table or the corpus has it, or (given the corpus' ``analyzer``) it
-    reads as one of the corpus' aspects (:func:`nearest_aspect`); otherwise a QueryError with close matches
-    (shared by every index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
+    reads as one of the corpus' aspects (:func:`nearest_aspect`), or (given also ``known_terms``) every word of it
+    occurs in the index (:func:`searchable_as_words`); otherwise a QueryError with close matches (shared by every
+    index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
     corpus = list(corpus_aspects)
     known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus)
     if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
         return
     if analyzer is not None and nearest_aspect(aspect, corpus_aspects, analyzer) is not None:
+        return
+    if analyzer is not None and known_terms is not None and searchable_as_words(aspect, analyzer, known_terms):
         return
     suggestions, close = aspect_suggestions(aspect, corpus_aspects)
     hint = f"; did you mean {', '.join(suggestions)}?" if close else f"; known aspects include: {', '.join(suggestions)}"
@@ -223,6 +260,10 @@ def check_searchable(analyzer: "Analyzer", query: Query | str, retriever: "Retri
     answered (the encoder, not a term list, decides what it means)."""
     if Retriever(retriever) is Retriever.dense or searchable_terms(analyzer, query, expand):
         return
+    text = query_text(query, expand)
+    if not any(ch.isalnum() for ch in text):  # emoji, punctuation: there are no words at all, not just stopwords
+        raise QueryError(f"query has no searchable words: {text!r} has no letters or digits; "
+                         "search with words, e.g. a disease or a symptom")
     raise QueryError(
         f"query has no searchable terms after stopword removal: {query_text(query, expand)!r} "
         "(only stopwords and question words); add a content word, e.g. a disease or a symptom"
@@ -267,13 +308,15 @@ class ParsedQuery:
 
 
 def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand: bool = True,
-                aspects: Callable[[], Mapping[str, int | None] | Iterable[str]] | None = None) -> ParsedQuery:
+                aspects: Callable[[], Mapping[str, int | None] | Iterable[str]] | None = None,
+                known_terms: KnownTerms | None = None) -> ParsedQuery:
     """Validates and analyses ``query`` once. ``aspects`` (the corpus' aspects, or aspect → passages; asked for only when the query
-    names one) makes an unknown aspect a QueryError with close matches."""
+    names one) makes an unknown aspect a QueryError with close matches; ``known_terms`` (see check_aspect) lets
+    an aspect whose words the index has be searched as words."""
     query_text(query)  # rejects empty queries before any work
     q = as_query(query)
     if q.aspect and aspects is not None:
-        check_aspect(q.aspect, aspects(), analyzer)
+        check_aspect(q.aspect, aspects(), analyzer, known_terms)
     dismax = None
     if expand and q.aspect:
         base = list(dict.fromkeys(analyzer(" ".join(filter(None, [q.entity, q.text])))))
@@ -287,5 +330,12 @@ def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand
                        dismax=dismax)
 
 
+def parse_store_query(store: object, query: Query | str, expand: bool = True) -> ParsedQuery:
+    """:func:`parse_query` against a store: its analyser, its aspects and (where it has them) its terms. What
+    ``capr search`` and the service's /search validate a query with (Searcher.parse does not yet pass the terms)."""
+    return parse_query(query, store.analyzer, expand, aspects=store.aspect_counts,  # type: ignore[attr-defined]
+                       known_terms=store_known_terms(store))
+
+
 __all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect", "nearest_aspect",
-           "check_searchable", "check_template", "dense_query_text", "parse_query", "searchable_terms", "query_aspect", "query_text", "query_tokens"]
+           "check_searchable", "check_template", "dense_query_text", "parse_query", "parse_store_query", "searchable_as_words", "store_known_terms", "searchable_terms", "query_aspect", "query_text", "query_tokens"]

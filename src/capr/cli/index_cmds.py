@@ -121,8 +121,9 @@ def delete_cmd(
     def body() -> None:
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         t0 = time.time()
-        store.delete(doc_ids)
-        _print_write_summary(f"deleted {len(doc_ids)} document(s)", store, ReadReport(), time.time() - t0)
+        # the store's count: an id given twice (--doc-id d1 --doc-id d1) deletes one document
+        n = store.delete(doc_ids)
+        _print_write_summary(f"deleted {n} document(s)", store, ReadReport(), time.time() - t0)
 
     _run_guarded(body)
 

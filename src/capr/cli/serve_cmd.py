@@ -51,6 +51,8 @@ def serve_cmd(
         # a store with generations is served by snapshot (each worker re-opens the directory and follows its
         # commits); any other store is served as it is, one process
         held = None if Capability.generations in store.capabilities else store
+        if held is None:  # a damaged index file is refused now, not by the first search that reads it
+            store.check_files()
         serve(index_dir, config, host=host, port=port, workers=workers, token_file=token_file, log_level=log_level,
               store=held)
 

@@ -42,7 +42,10 @@ def current_generation(root: Path) -> Path:
         raise IndexError_(f"{root}: no such index directory")
     if not is_index_dir(root):
         raise IndexError_(f"{root}: not a capr index (no {CURRENT} file); build one with `capr index`")
-    name = (root / CURRENT).read_text().strip()
+    try:
+        name = (root / CURRENT).read_text(encoding="utf-8").strip()
+    except (OSError, ValueError) as e:
+        raise IndexError_(f"{root}: the index is damaged: {CURRENT}: cannot be read ({e})") from None
     gen = root / name
     if not _GEN_RE.match(name) or not gen.is_dir():
         raise IndexError_(f"{root}: {CURRENT} names {name!r}, which is missing; the index is corrupt")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import BM25Params, TermMatrix, TfidfScorer
 from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_segments
+from capr.index.reading import damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
@@ -151,6 +151,7 @@ class IndexWriter:
                 self.base: Index | None = given
             else:  # another process committed since: open the current generation, reusing given's segments
                 self.base = Index(self.root, current, previous=given)
+            self.base.check_files()  # refuse a damaged index before committing anything on top of it
             m = self.base.manifest
             self.segmenter = SegmenterConfig(**m["segmenter"])
             self.analyzer_config = AnalyzerConfig.from_dict(m["analyzer"])
@@ -475,7 +476,11 @@ class _MergedColumns(Mapping):
 def _open_segment(path: Path, known: Segment | None) -> Segment:
     """``known`` when it is this very segment (same folder inode: a name can come back after its segment was
     collected), else a freshly opened one."""
-    if known is not None and known.inode == os.stat(path).st_ino:
+    try:
+        same = known is not None and known.inode == os.stat(path).st_ino
+    except OSError:
+        same = False  # a segment folder that is gone: Segment(path) names it
+    if same:
         return known
     return Segment(path)
 
@@ -578,20 +583,28 @@ class Index:
         costs what changed (its live masks, new segments), not the index (issue 19)."""
         self.root = root
         self.gen = gen
-        self.manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        manifest_path = gen / "manifest.json"
+        self.manifest = read_json(manifest_path)
+        if not isinstance(self.manifest, dict):
+            raise damaged(manifest_path, f"not a JSON object (a {type(self.manifest).__name__})")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise IndexError_(
                 f"{root}: index format {self.manifest.get('format_version')} is not supported "
                 f"(this capr reads format {FORMAT_VERSION}); rebuild it with `capr index`"
             )
-        same_settings = previous is not None and previous.manifest["analyzer"] == self.manifest["analyzer"]
-        self.analyzer = previous.analyzer if same_settings else Analyzer(AnalyzerConfig.from_dict(self.manifest["analyzer"]))
-        self.bm25_params = BM25Params(**self.manifest["bm25"])
+        try:  # valid JSON that lacks a setting capr wrote is as damaged as invalid JSON
+            same_settings = previous is not None and previous.manifest["analyzer"] == self.manifest["analyzer"]
+            self.analyzer = previous.analyzer if same_settings else Analyzer(AnalyzerConfig.from_dict(self.manifest["analyzer"]))
+            self.bm25_params = BM25Params(**self.manifest["bm25"])
+            names = [str(n) for n in self.manifest["segments"]]
+            self.manifest["counts"]["passages"], self.manifest["fields"]
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise damaged(manifest_path, f"not a capr manifest ({type(e).__name__}: {e})") from None
         known: dict[str, Segment] = {s.name: s for s in previous.segments} if previous is not None else {}
         known.update(reuse or {})
-        self.segments = [_open_segment(root / SEGMENTS / name, known.get(name)) for name in self.manifest["segments"]]
-        self.seg_live = [np.array(np.load(gen / "live" / f"{s.name}.npy")) for s in self.segments]
-        self.seg_doc_live = [np.array(np.load(gen / "live" / f"{s.name}.docs.npy")) for s in self.segments]
+        self.segments = [_open_segment(root / SEGMENTS / name, known.get(name)) for name in names]
+        self.seg_live = [self._live_mask(gen / "live" / f"{s.name}.npy", s.n_passages) for s in self.segments]
+        self.seg_doc_live = [self._live_mask(gen / "live" / f"{s.name}.docs.npy", s.n_documents) for s in self.segments]
         sizes = [s.n_passages for s in self.segments]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.live = np.concatenate(self.seg_live) if self.segments else np.zeros(0, dtype=bool)
@@ -609,10 +622,25 @@ class Index:
         self._bm25: _SegmentedBM25 | None = None
         self._counts: dict[str, int] | None = None
 
+    @staticmethod
+    def _live_mask(path: Path, n: int) -> np.ndarray:
+        """A segment's live mask in this generation: one flag per row, or the index is damaged (a mask of
+        another length would silently misalign every row after it)."""
+        mask = np.array(load_npy(path))
+        if mask.shape != (n,) or mask.dtype != bool:
+            raise damaged(path, f"expected {n} true/false flags, found {mask.dtype} of shape {mask.shape}")
+        return mask
+
     @classmethod
     def load(cls, root: str | Path, previous: "Index | None" = None) -> "Index":
         root = Path(root)
         return cls(root, dirs.current_generation(root), previous=previous)
+
+    def check_files(self) -> None:
+        """Raises DamagedIndexError when a segment file is missing or cut short (headers only, see
+        Segment.check_files): for a process that will serve this generation for long, at its start."""
+        for seg in self.segments:
+            seg.check_files(dense=self.has_dense)
 
     def close(self) -> None:
         for s in self.segments:
@@ -942,7 +970,9 @@ class Index:
 
     # -- filters ----------------------------------------------------------------
     def check_aspect(self, aspect: str) -> None:
-        check_aspect(aspect, self.aspect_counts())
+        # the analyser and terms too, so this check accepts what a search accepts (an aspect that reads as one of
+        # the corpus' aspects, or whose words the index has), not only the table's and the corpus' own names
+        check_aspect(aspect, self.aspect_counts(), self.analyzer, lambda terms: self.term_idf(terms).keys())
 
     def compile_filter(self, filters: "Filters") -> np.ndarray | None:
         """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings

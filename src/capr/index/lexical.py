@@ -9,7 +9,6 @@ method (tested in tests/test_lexical.py).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -18,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from capr.index.atomic import write_json, write_npy
+from capr.index.reading import load_npy, read_json
 
 
 @dataclass(slots=True)
@@ -98,9 +98,9 @@ class TermMatrix:
     @classmethod
     def load(cls, directory: Path, mmap: bool = True) -> "TermMatrix":
         mode = "r" if mmap else None
-        vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
-        arrays = {n: np.load(directory / f"{n}.npy", mmap_mode=mode) for n in ("indptr", "indices", "tf", "doc_len")}
-        live = np.array(np.load(directory / "live.npy"))  # small and mutable: kept in memory
+        vocab = read_json(directory / "vocab.json")
+        arrays = {n: load_npy(directory / f"{n}.npy", mmap_mode=mode) for n in ("indptr", "indices", "tf", "doc_len")}
+        live = np.array(load_npy(directory / "live.npy"))  # small and mutable: kept in memory
         return cls(vocab, arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"], live)
 
     # -- statistics ---------------------------------------------------------

@@ -22,6 +22,7 @@ from capr.corpus.segment import SegmenterConfig
 from capr.index.analyzer import Analyzer
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import TermMatrix
+from capr.index.reading import damaged, load_npy, read_json
 from capr.index.store import Column, RecordStore
 from capr.records import Document, Passage
 
@@ -263,6 +264,18 @@ def publish_segment(root: Path, tmp: Path, name: str) -> str:
     return name
 
 
+def _check_json_tail(path: Path) -> None:
+    """A JSON file capr wrote ends with its closing bracket: a copy cut short does not (cheap: the last bytes)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 16))
+            tail = fh.read().rstrip()
+    except OSError as e:
+        raise damaged(path, e) from None
+    if not tail.endswith((b"]", b"}")):
+        raise damaged(path, "cut short (no closing bracket)")
+
+
 class Segment:
     """An immutable segment on disk. Only segment.json and the record-store offsets are read when it is
     opened; the term matrix, the filter columns and the id lists are read on first use, so a writer
@@ -271,11 +284,17 @@ class Segment:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.name = path.name
-        self.inode = os.stat(path).st_ino
-        info = json.loads((path / "segment.json").read_text())
-        self.n_passages = info["passages"]
-        self.n_documents = info["documents"]
-        self.fields = info["fields"]
+        try:
+            self.inode = os.stat(path).st_ino
+        except OSError as e:  # a generation names a segment folder that is gone
+            raise damaged(path, e) from None
+        info = read_json(path / "segment.json")
+        try:
+            self.n_passages = int(info["passages"])
+            self.n_documents = int(info["documents"])
+            self.fields = list(info["fields"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise damaged(path / "segment.json", f"not a segment description ({type(e).__name__}: {e})") from None
         self.passages = RecordStore(path / "passages.jsonl")
         self.documents = RecordStore(path / "documents.jsonl")
 
@@ -324,7 +343,7 @@ class Segment:
         doc_id column."""
         path = self.path / "passage_doc_rows.npy"
         if path.exists():
-            return np.load(path, mmap_mode="r")
+            return load_npy(path, mmap_mode="r")
         col = self.column("doc_id")
         rows = self.doc_rows
         by_code = np.asarray([rows.get(v, -1) for v in col.values], dtype=np.int32)
@@ -337,11 +356,11 @@ class Segment:
 
     @cached_property
     def doc_ids(self) -> list[str]:
-        return json.loads((self.path / "doc_ids.json").read_text())
+        return read_json(self.path / "doc_ids.json")
 
     @cached_property
     def pids(self) -> list[str]:
-        return json.loads((self.path / "pids.json").read_text())
+        return read_json(self.path / "pids.json")
 
     def adopt(self, builder: SegmentBuilder) -> "Segment":
         """Takes the structures the writer still holds for this segment (term matrix, columns, id lists) instead
@@ -351,6 +370,7 @@ class Segment:
         self.__dict__.update(matrix=matrix, doc_ids=builder.doc_ids, pids=builder.pids,
                              passage_doc_rows=np.frombuffer(builder._pass_doc, dtype=np.int32))
         self._columns.update(columns)
+        self._files_ok = True  # written by this process a moment ago, from these very structures
         return self
 
     def preload(self) -> "Segment":
@@ -366,12 +386,41 @@ class Segment:
         """The segment's vocabulary (from its term matrix if loaded, else straight from vocab.json)."""
         if "matrix" in self.__dict__:
             return set(self.matrix.vocab)
-        return set(json.loads((self.path / "lexical" / "vocab.json").read_text(encoding="utf-8")))
+        return set(read_json(self.path / "lexical" / "vocab.json"))
 
     def vectors(self):
         from capr.index.vectors import SegmentVectors
 
         return SegmentVectors.load(self.path) if (self.path / "vectors.npy").exists() else None
+
+    def check_files(self, dense: bool = False) -> None:
+        """Raises DamagedIndexError when a file this segment needs is missing, cut short or of the wrong size,
+        reading only array headers and the last bytes of each JSON file (not the data: a writer must stay cheap).
+        A writer calls it before changing an index, so a damaged index is refused before a new generation is
+        committed on top of it, not reported after. Checked once per Segment: segments are immutable."""
+        if self.__dict__.get("_files_ok"):
+            return
+        n, d = self.n_passages, self.n_documents
+        arrays = {"passages.offsets.npy": n + 1, "documents.offsets.npy": d + 1, "lexical/doc_len.npy": n,
+                  "lexical/live.npy": n, "lexical/indptr.npy": None, "lexical/indices.npy": None, "lexical/tf.npy": None}
+        if (self.path / "passage_doc_rows.npy").exists():  # older segments derive it (see passage_doc_rows)
+            arrays["passage_doc_rows.npy"] = n
+        if dense:
+            arrays["vectors.npy"] = n
+        for f in self.fields:
+            arrays[f"columns/{f}.codes.npy"] = n
+        shapes = {}
+        for rel, rows in arrays.items():
+            a = load_npy(self.path / rel, mmap_mode="r")  # parses the header and checks the file holds the data
+            shapes[rel] = a.shape
+            if rows is not None and (a.ndim == 0 or a.shape[0] != rows):
+                raise damaged(self.path / rel, f"has shape {a.shape}, segment.json says {rows} rows")
+        if shapes["lexical/indices.npy"] != shapes["lexical/tf.npy"]:
+            raise damaged(self.path / "lexical/tf.npy", f"has shape {shapes['lexical/tf.npy']}, "
+                                                         f"indices.npy has {shapes['lexical/indices.npy']}")
+        for rel in ["lexical/vocab.json", "doc_ids.json", "pids.json"] + [f"columns/{f}.values.json" for f in self.fields]:
+            _check_json_tail(self.path / rel)
+        self._files_ok = True
 
     def close(self) -> None:
         self.passages.close()

@@ -11,21 +11,31 @@ from typing import Any
 import numpy as np
 
 from capr.index.atomic import write_npy
+from capr.index.reading import damaged, load_npy, read_json, reading
 
 
 class RecordStore:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offsets = np.load(path.with_suffix(".offsets.npy"), mmap_mode="r")
-        self._fh = open(path, "rb")
+        self.offsets = load_npy(path.with_suffix(".offsets.npy"), mmap_mode="r")
+        with reading(path):
+            self._fh = open(path, "rb")
         size = os.fstat(self._fh.fileno()).st_size
         self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        # a store cut short (a copy that stopped part-way) would hand out garbled records: refuse it now
+        if len(self.offsets) == 0 or int(self.offsets[-1]) > size:
+            self._fh.close()
+            raise damaged(path, f"holds {size} bytes, its offsets file expects "
+                                f"{int(self.offsets[-1]) if len(self.offsets) else 'an entry'}")
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def get(self, i: int) -> dict[str, Any]:
-        return json.loads(self.raw(i))
+        try:
+            return json.loads(self.raw(i))
+        except ValueError as e:  # the bytes at this record's offsets are not what the writer put there
+            raise damaged(self.path, f"record {i}: {e}") from None
 
     def raw(self, i: int) -> bytes:
         """Record ``i`` as stored: one JSON line, newline included (segment merges copy it unparsed)."""
@@ -86,5 +96,5 @@ class Column:
 
     @classmethod
     def load(cls, directory: Path, name: str) -> "Column":
-        values = json.loads((directory / f"{name}.values.json").read_text(encoding="utf-8"))
-        return cls(values, np.load(directory / f"{name}.codes.npy", mmap_mode="r"))
+        values = read_json(directory / f"{name}.values.json")
+        return cls(values, load_npy(directory / f"{name}.codes.npy", mmap_mode="r"))

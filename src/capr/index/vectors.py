@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from capr.index.atomic import write_npy
+from capr.index.reading import damaged, load_npy
 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
@@ -32,12 +33,15 @@ class SegmentVectors:
 
     @classmethod
     def load(cls, directory: Path) -> "SegmentVectors":
-        vecs = np.load(directory / "vectors.npy", mmap_mode="r")
+        vecs = load_npy(directory / "vectors.npy", mmap_mode="r")
         hnsw = None
         if (directory / "hnsw.faiss").exists():
             import faiss
 
-            hnsw = faiss.read_index(str(directory / "hnsw.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            try:
+                hnsw = faiss.read_index(str(directory / "hnsw.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            except RuntimeError as e:  # faiss reports a truncated or foreign file this way
+                raise damaged(directory / "hnsw.faiss", str(e).strip().splitlines()[-1] if str(e).strip() else "unreadable") from None
             hnsw.hnsw.efSearch = HNSW_EF_SEARCH
         return cls(vecs, hnsw)
 

@@ -4,6 +4,7 @@ bundled MiniLM) and an ensemble of several (`bi:minilm,bi:DIR`: their standardis
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -31,11 +32,94 @@ class Reranker(Protocol):
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
 
 
+RERANKER_KINDS = ("cross", "cross-int8", "poly", "bi")
+
+
 def _check_dir(path: Path, kind: str) -> None:
     if kind == "bi" and str(path) == "minilm":
         return
     if not path.is_dir():
         raise QueryError(f"re-ranker {kind}:{path}: no such model folder")
+
+
+def _json_file(path: Path) -> object:
+    """A small JSON file of a model folder, or None when it is absent or unreadable (the loader then decides)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _is_bi_encoder(path: Path) -> bool:
+    """A sentence-transformers bi-encoder folder: modules.json lists a Pooling module and the folder does not say it
+    is a CrossEncoder (sentence-transformers' own test before it 'converts' such a folder into a cross-encoder with
+    an untrained head). Conservative: anything else is left to the loader."""
+    modules = _json_file(path / "modules.json")
+    if not isinstance(modules, list):
+        return False
+    pooling = any(isinstance(m, dict) and str(m.get("type", "")).rsplit(".", 1)[-1] == "Pooling" for m in modules)
+    st_config = _json_file(path / "config_sentence_transformers.json")
+    model_type = st_config.get("model_type", "SentenceTransformer") if isinstance(st_config, dict) else "SentenceTransformer"
+    return pooling and model_type == "SentenceTransformer"
+
+
+def _card_kind(path: Path, label: str) -> str | None:
+    try:
+        kind = read_card(path).get("kind")
+    except (OSError, ValueError, AttributeError):
+        raise QueryError(f"re-ranker {label}:{path}: its capr.json is not a valid model card") from None
+    return str(kind) if kind else None
+
+
+def check_model_folder(kind: str, path: str | Path) -> None:
+    """Refuses a folder that cannot be the re-ranker its spec names, from its files alone (no model is loaded): a
+    bi-encoder given as cross: would be 'converted' into a cross-encoder with a random head, and given as poly:
+    would get random codes; either re-ranks by noise with exit 0."""
+    path = Path(path)
+    _check_dir(path, kind)
+    if kind in ("cross", "cross-int8"):
+        card_kind = _card_kind(path, kind)
+        if card_kind == "cross":
+            return
+        if card_kind == "bi" or _is_bi_encoder(path):
+            raise QueryError(f"{kind}:{path} is a bi-encoder (sentence-transformers with pooling), not a cross-encoder; "
+                             f"use bi:{path}")
+        if card_kind is not None:
+            raise QueryError(f"{kind}:{path} is a capr {card_kind} model (capr.json), not a cross-encoder")
+    elif kind == "poly":
+        card_kind = _card_kind(path, kind)
+        if card_kind == "poly":
+            if not (path / "poly_codes.pt").is_file():
+                raise QueryError(f"poly:{path}: poly_codes.pt is missing; the poly-encoder folder is incomplete")
+            return
+        if card_kind == "bi" or _is_bi_encoder(path):
+            raise QueryError(f"poly:{path} is a bi-encoder (sentence-transformers with pooling), not a poly-encoder; "
+                             f"use bi:{path}")
+        what = f"a capr {card_kind} model" if card_kind else "not a capr poly-encoder (no capr.json with kind 'poly')"
+        raise QueryError(f"poly:{path} is {what}; poly: needs a poly-encoder trained by capr")
+
+
+def parse_reranker_spec(spec: str) -> list[tuple[str, str]]:
+    """(kind, path) of each member of a spec (``KIND:PATH``, several separated by commas), without loading."""
+    parts = [p.strip() for p in spec.split(",")] if spec and "," in spec else [spec]
+    if len(parts) > 1 and any(not p for p in parts):
+        raise QueryError(f"re-ranker {spec!r}: an empty member between commas")
+    members = []
+    for part in parts:
+        kind, sep, path = (part or "").partition(":")
+        if not sep or not path:
+            raise QueryError(f"re-ranker {part!r}: expected KIND:PATH with KIND cross, poly or bi")
+        if kind not in RERANKER_KINDS:
+            raise QueryError(f"re-ranker {part!r}: unknown kind {kind!r}; choose cross, cross-int8, poly or bi")
+        members.append((kind, path))
+    return members
+
+
+def check_reranker_spec(spec: str) -> None:
+    """Validates a spec as a service starts (each member parses, its folder exists and is of its kind) without
+    loading any model: a bad --reranker is refused at startup, not by every request that names it."""
+    for kind, path in parse_reranker_spec(spec):
+        check_model_folder(kind, path)
 
 
 class CrossReranker:
@@ -44,7 +128,7 @@ class CrossReranker:
     def __init__(self, path: str | Path, batch_size: int = 64, device: str | None = None, backend: str = "torch") -> None:
         quiet_transformers()
         path = Path(path)
-        _check_dir(path, "cross")
+        check_model_folder("cross-int8" if backend == "onnx-int8" else "cross", path)
         card = read_card(path)
         self.name = f"cross:{path}"
         self.context = card_context(card)
@@ -132,7 +216,7 @@ class PolyReranker:
         from capr.models.poly import PolyConfig, PolyEncoder
 
         path = Path(path)
-        _check_dir(path, "poly")
+        check_model_folder("poly", path)
         card = read_card(path)
         args = PolyConfig.from_card(card)
         self.name = f"poly:{path}"
@@ -270,14 +354,10 @@ def spec_share(spec: str, share: float | None) -> float:
 def load_reranker(spec: str) -> Reranker:
     """`cross:DIR`, `cross-int8:DIR` (ONNX Runtime, int8), `poly:DIR` or `bi:DIR` (`bi:minilm`: the bundled
     MiniLM); several separated by commas (`bi:minilm,bi:DIR`) are one EnsembleReranker."""
-    if spec and "," in spec:
-        parts = [p.strip() for p in spec.split(",")]
-        if any(not p for p in parts):
-            raise QueryError(f"re-ranker {spec!r}: an empty member between commas")
-        return EnsembleReranker([load_reranker(p) for p in parts])
-    kind, sep, path = (spec or "").partition(":")
-    if not sep or not path:
-        raise QueryError(f"re-ranker {spec!r}: expected KIND:PATH with KIND cross, poly or bi")
+    members = parse_reranker_spec(spec)
+    if len(members) > 1:
+        return EnsembleReranker([load_reranker(f"{k}:{p}") for k, p in members])
+    kind, path = members[0]
     try:
         if kind == "cross":
             return CrossReranker(path)

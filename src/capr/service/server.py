@@ -57,6 +57,12 @@ def serve(
                         "process/host behind a load balancer (they share the Milvus collection)")
     if workers < 1:
         raise CaprError(f"--workers must be at least 1, got {workers}")
+    if not 1 <= port <= 65535:  # the socket layer would refuse it with a traceback, after the startup log
+        raise CaprError(f"--port {port}: a TCP port is 1..65535")
+    from capr.retrieve.rerank import check_reranker_spec
+
+    for spec in config.rerankers:  # checked now (files only, no model loaded), not by each request naming it
+        check_reranker_spec(spec)
     logging.config.dictConfig(log_config(log_level))
     auth = f"{len(config.tokens)} API token(s) loaded; writes need a token; reads {'need one' if config.auth_reads else 'are open'}"
     if not config.tokens:
