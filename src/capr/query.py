@@ -332,7 +332,7 @@ def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand
 
 def parse_store_query(store: object, query: Query | str, expand: bool = True) -> ParsedQuery:
     """:func:`parse_query` against a store: its analyser, its aspects and (where it has them) its terms. What
-    ``capr search`` and the service's /search validate a query with (Searcher.parse does not yet pass the terms)."""
+    ``capr search``, the service's /search and Searcher.parse validate a query with."""
     return parse_query(query, store.analyzer, expand, aspects=store.aspect_counts,  # type: ignore[attr-defined]
                        known_terms=store_known_terms(store))
 

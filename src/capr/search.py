@@ -167,8 +167,11 @@ class Searcher:
     def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
         """``validate``: an aspect neither the synonym table nor the corpus knows is an error (benchmarks, whose
         aspect labels are given, skip it)."""
-        # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions)
-        return parse_query(query, self.store.analyzer, expand, aspects=self.store.aspect_counts if validate else None)
+        # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions);
+        # an aspect whose words the index holds is searched as words, as `capr search` does
+        if validate:
+            return parse_store_query(self.store, query, expand)
+        return parse_query(query, self.store.analyzer, expand, aspects=None)
 
     def prior_aspect(self, aspect: str | None, inferred: bool = False) -> str | None:
         """The section aspect the aspect prior favours for a query asking about ``aspect``: itself when the
