@@ -271,6 +271,16 @@ def test_multi_word_aspect_whose_words_the_index_has_is_searched(drug_index):
     hits = json.loads(proc.stdout)["results"]
     assert hits[0]["doc_id"] == "ibu" and "Side effects" in hits[0]["text"]
     assert capr_cli("search", str(drug_index), "ibuprofen", "-a", "stages", check=False).returncode == 0
+    # the Python API's Searcher accepts what the CLI accepts
+    from capr import load_index
+    from capr.errors import QueryError
+    from capr.records import Query
+    from capr.search import Searcher
+
+    searcher = Searcher(load_index(drug_index))
+    assert searcher.search(Query("q", entity="ibuprofen", aspect="side effects"), k=1).hits[0].passage.doc_id == "ibu"
+    with pytest.raises(QueryError, match="unknown aspect 'dosage'"):
+        searcher.parse(Query("q", entity="ibuprofen", aspect="dosage"))
 
 
 def test_aspect_with_words_the_index_lacks_is_still_refused(drug_index):

@@ -20,7 +20,7 @@ import numpy as np
 from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHARE
 from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
-                        parse_query)
+                        parse_query, parse_store_query)
 from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
 from capr.retrieve.highlight import snippet, term_spans
