@@ -313,6 +313,22 @@ def test_a_recorded_second_stage_is_what_search_eval_and_the_service_use(tmp_pat
     assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default", model=str(root)).effective_reranker == spec
     assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default", model=str(root),
                       reranker="none").effective_reranker is None
+    # capr adapt fills the embedding cache with a recorded member's vectors of every passage, so first searches are fast
+    from capr.index import load_index
+    from capr.models.cache import EmbeddingCache
+    from capr.index.segment import passage_index_text
+    from capr.retrieve.rerank import load_reranker, warm_passage_vectors
+
+    ensemble = load_reranker(spec)
+    member = ensemble.members[1]
+    member.encoder.cache = EmbeddingCache(tmp_path / "fresh.sqlite")
+    index = load_index(root)
+    texts = [member.encoder.passage_text(p, passage_index_text(p, index.includes_titles()))
+             for p in index.passages(np.flatnonzero(index.live))]
+    assert all(v is None for v in member.encoder.cache.get_many(member.encoder.passage_side.key, texts))
+    advanced = []
+    assert warm_passage_vectors(ensemble, index, advanced.append) == index.live_count() == sum(advanced)
+    assert all(v is not None for v in member.encoder.cache.get_many(member.encoder.passage_side.key, texts))
     client = TestClient(create_app(root, ServiceConfig()))
     assert client.post("/search", json={"text": "gout attack", "k": 3}).json()["reranker"] == spec
     assert client.post("/search", json={"text": "gout attack", "k": 3, "reranker": "none"}).json()["reranker"] is None

@@ -542,6 +542,17 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     report.index = {"dir": str(config.out), "documents": len(seen), "repeated_ids": repeated, "passages": writer.n_passages,
                     "model": report.kept_model}
     report.minutes["index"] = round((time.time() - t0) / 60, 2)
+    if report.second_stage.get("kept"):
+        from capr.index import load_index
+        from capr.retrieve.rerank import load_reranker, warm_passage_vectors
+
+        t0 = time.time()
+        log("encoding the index's passages for the second stage (its vectors go to the embedding cache)")
+        if index_progress is not None:
+            index_progress(f"encoding {writer.n_passages}")
+        warm_passage_vectors(load_reranker(report.second_stage["spec"]), load_index(config.out),
+                             getattr(index_progress, "advance_encoding", None))
+        report.minutes["second_stage_vectors"] = round((time.time() - t0) / 60, 2)
     report.minutes["total"] = round((time.time() - t_start) / 60, 2)
     _write_report(work / REPORT_FILE, report)
     return report
