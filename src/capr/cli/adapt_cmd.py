@@ -129,7 +129,7 @@ def render_report(report) -> None:
             table.add_column(col, justify="left" if col == "check" else "right")
         sides = {c["name"]: c["side"] for c in report.checks}
         for name, row in second["table"].items():
-            table.add_row(f"{name} [{sides.get(name, '?')}] ({row['primary']})", f"{row['without']:.2f}", f"{row['with']:.2f}",
+            table.add_row(escape(f"{name} [{sides.get(name, '?')}] ({row['primary']})"), f"{row['without']:.2f}", f"{row['with']:.2f}",
                           f"{second['paired'].get(name, 1.0):.3f}")
         out.print(table)
     if second:
