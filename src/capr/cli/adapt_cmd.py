@@ -102,12 +102,12 @@ def render_report(report) -> None:
                   f"trainer dev {tr['dev_start']} → {tr['dev_best']}")
     names = list(report.candidates)
     if names:
-        table = Table(title="gate: dev checks, ranked as the index searches (the Searcher on held-out documents; "
+        table = Table(title=escape("gate: dev checks, ranked as the index searches (the Searcher on held-out documents; "
                             "BM25 and the model fused on a pool; P@1 / MAP / nDCG@10; primary metric first; the model "
-                            "alone in brackets; [reported]: not part of the decision)")
+                            "alone in brackets; [reported]: not part of the decision)"))
         table.add_column("candidate")
         for c in report.checks:
-            table.add_column(f"{c['name']} [{c['side']}] ({c['primary']})", justify="right")
+            table.add_column(escape(f"{c['name']} [{c['side']}] ({c['primary']})"), justify="right")
         for name in names:
             row = [name + (" ← kept" if name == report.kept else "")]
             for c in report.checks:
