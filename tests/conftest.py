@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,3 +59,16 @@ def demo_dir() -> Path:
     from capr.cli import demo_corpus_dir
 
     return demo_corpus_dir()
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def one_line_error(proc, *needles: str) -> None:
+    """A failed command: non-zero exit, the reason on stderr, and no Python traceback."""
+    assert proc.returncode != 0, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("error:", ""), proc.stderr
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr)

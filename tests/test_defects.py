@@ -12,20 +12,7 @@ from capr import load_index
 from capr.index import IndexWriter
 from capr.search import EMPTY_INDEX_MESSAGE, search
 
-from conftest import capr_cli
-
-
-def _write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-def _one_line_error(proc, *needles: str) -> None:
-    """A failed command: non-zero exit, the reason on stderr, and no Python traceback."""
-    assert proc.returncode != 0, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("error:", ""), proc.stderr
-    for n in needles:
-        assert n in proc.stderr, (n, proc.stderr)
+from conftest import capr_cli, one_line_error as _one_line_error, write_jsonl as _write_jsonl
 
 
 # ------------------------------------------------------------------ 1. an index whose documents were all deleted

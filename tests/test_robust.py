@@ -9,20 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import capr_cli
-
-
-def _write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-def _one_line_error(proc, *needles: str) -> None:
-    """A failed command: non-zero exit, the reason on stderr, and no Python traceback."""
-    assert proc.returncode != 0, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("error:", ""), proc.stderr
-    for n in needles:
-        assert n in proc.stderr, (n, proc.stderr)
+from conftest import capr_cli, one_line_error as _one_line_error, write_jsonl as _write_jsonl
 
 
 @pytest.fixture(scope="module")
