@@ -81,6 +81,30 @@ def test_crlf_text_note_segments_like_lf(tmp_path, eol):
                                                 ("family history", "FAMILY HISTORY:\nFather had DVT.")]
 
 
+def test_crlf_documents_given_directly_to_the_index_and_the_service(tmp_path):
+    """Documents that never pass read_documents (the Python IndexWriter, the service's POST /documents) are
+    segmented as the same note with LF line ends."""
+    from fastapi.testclient import TestClient
+
+    from capr.index import IndexWriter
+    from capr.service import ServiceConfig, create_app
+
+    root = tmp_path / "idx"
+    with IndexWriter(root) as w:
+        w.add(Document(doc_id="n1", title="Note", text=NOTE.replace("\n", "\r\n")))
+    index = load_index(root)
+    assert sorted(index.passage_by_pid(p).aspect for p in index.pid_rows()) == ["family history", "medications"]
+    token = "t" * 32
+    client = TestClient(create_app(root, ServiceConfig(tokens=(token,))))
+    r = client.post("/documents", json={"doc_id": "n2", "title": "Other", "text": NOTE.replace("\n", "\r")},
+                    headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 201, r.text
+    got = client.get("/documents/n2").json()
+    assert "\r" not in got["text"]
+    hits = client.post("/search", json={"text": "warfarin", "k": 5}).json()["results"]
+    assert {h["doc_id"]: h["aspect"] for h in hits if h["doc_id"] == "n2"} == {"n2": "medications"}
+
+
 def test_crlf_in_jsonl_text_and_csv_cells(tmp_path):
     jl = tmp_path / "notes.jsonl"
     jl.write_bytes((json.dumps({"doc_id": "n1", "title": "T\r\n", "text": NOTE.replace("\n", "\r\n")}) + "\r\n").encode())

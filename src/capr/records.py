@@ -7,6 +7,7 @@ passage can be highlighted in the original document.
 from __future__ import annotations
 
 import unicodedata
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -228,3 +229,28 @@ def qrels_as_dict(qrels: list[Qrel]) -> dict[str, dict[str, int]]:
     for q in qrels:
         out.setdefault(q.qid, {})[q.pid] = q.relevance
     return out
+
+
+_CRLF = "\r\n"
+
+
+def normalize_newlines(doc: Document) -> Document:
+    """Windows (\\r\\n) and old Mac (\\r) line ends become \\n, in place: heading detection, sentence
+    splitting and the analyzer all work on lines ended by \\n, and a note saved on Windows must segment
+    as the same note saved elsewhere. Section offsets move back by the \\r removed before them."""
+    if "\r" in doc.title:
+        doc.title = doc.title.replace(_CRLF, "\n").replace("\r", "\n")
+    text = doc.text
+    if "\r" not in text:  # the common case: no copy
+        return doc
+    if doc.sections:
+        removed: list[int] = []  # where each dropped \r (of a \r\n) was
+        i = text.find(_CRLF)
+        while i != -1:
+            removed.append(i)
+            i = text.find(_CRLF, i + 2)
+        for s in doc.sections:
+            s.start -= bisect_left(removed, s.start)
+            s.end -= bisect_left(removed, s.end)
+    doc.text = text.replace(_CRLF, "\n").replace("\r", "\n")
+    return doc

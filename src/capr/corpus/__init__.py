@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_left
 from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterator
@@ -13,7 +12,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.files import read_head, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
-from capr.records import Document, oversized
+from capr.records import Document, normalize_newlines, oversized
 
 
 class Format(str, Enum):
@@ -201,31 +200,6 @@ def detect_format(source: Path) -> Format:
             return Format.medquad_cdv
         return Format.jsonl
     raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
-
-
-_CRLF = "\r\n"
-
-
-def normalize_newlines(doc: Document) -> Document:
-    """Windows (\\r\\n) and old Mac (\\r) line ends become \\n, in place: heading detection, sentence
-    splitting and the analyzer all work on lines ended by \\n, and a note saved on Windows must segment
-    as the same note saved elsewhere. Section offsets move back by the \\r removed before them."""
-    if "\r" in doc.title:
-        doc.title = doc.title.replace(_CRLF, "\n").replace("\r", "\n")
-    text = doc.text
-    if "\r" not in text:  # the common case: no copy
-        return doc
-    if doc.sections:
-        removed: list[int] = []  # where each dropped \r (of a \r\n) was
-        i = text.find(_CRLF)
-        while i != -1:
-            removed.append(i)
-            i = text.find(_CRLF, i + 2)
-        for s in doc.sections:
-            s.start -= bisect_left(removed, s.start)
-            s.end -= bisect_left(removed, s.end)
-    doc.text = text.replace(_CRLF, "\n").replace("\r", "\n")
-    return doc
 
 
 def _nothing_read(source: Path, fmt: Format, report: ReadReport, before: tuple[int, int, int, int]) -> BadInputError:

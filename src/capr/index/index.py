@@ -29,7 +29,7 @@ from capr.index.reading import damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
-from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id, oversized
+from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id, normalize_newlines, oversized
 from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
@@ -227,6 +227,7 @@ class IndexWriter:
         if (why := oversized(doc.text, self.max_doc_chars)) is not None:
             self.report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
             return 0
+        normalize_newlines(doc)  # documents given directly (the API, the service) as read_documents does
         # read_documents says where the document was read (file and line): the message names it as the
         # readers name their bad records; documents given directly are named by their path or id
         source, record = self.report.where(doc.doc_id) or (str(doc.metadata.get("path") or doc.doc_id), doc.doc_id)

@@ -43,7 +43,7 @@ from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
 from capr.query import Retriever, check_aspect
 from capr.index.index import DEFAULT_MAX_DOC_CHARS
-from capr.records import Document, Passage, Section, check_doc_id, oversized
+from capr.records import Document, Passage, Section, check_doc_id, normalize_newlines, oversized
 from capr.store import Backend, Capability
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ class MilvusStore:
             if doc.doc_id in seen:
                 raise CaprError(f"duplicate document id {doc.doc_id!r} in one add")
             seen.add(doc.doc_id)
-            batch.append(doc)
+            batch.append(normalize_newlines(doc))  # documents given directly, as read_documents does
             if len(batch) >= batch_docs:
                 total += self._add_batch(batch, progress, vectors_of)
                 batch = []
