@@ -319,3 +319,23 @@ def test_query_without_letters_or_digits_says_so(small_index, text):
 def test_stopword_query_keeps_its_reason(small_index):
     proc = capr_cli("search", str(small_index), "what is the", "-r", "bm25", check=False)
     _one_line_error(proc, "no searchable terms after stopword removal")
+
+
+# ------------------------------------------------------------------ small CLI defects
+def test_negative_boost_is_refused(small_index):
+    proc = capr_cli("search", str(small_index), "headache", "--aspect-boost", "-3", check=False)
+    _one_line_error(proc, "boosts must be >= 0")
+
+
+def test_stats_on_an_index_says_it_takes_a_corpus(small_index):
+    proc = capr_cli("stats", str(small_index), check=False)
+    _one_line_error(proc, "this is an index; capr stats reports on a corpus")
+
+
+def test_add_says_how_many_documents_it_added_and_replaced(small_index, tmp_path):
+    idx = tmp_path / "copy"
+    shutil.copytree(small_index, idx)
+    more = _write_jsonl(tmp_path / "more.jsonl", [{"doc_id": "d1", "text": "HISTORY:\nMigraine."},
+                                                  {"doc_id": "d9", "text": "PLAN:\nRest."}])
+    proc = capr_cli("add", str(idx), str(more))
+    assert "added 2 document(s) (1 new, 1 replacing the same id)" in proc.stderr, proc.stderr

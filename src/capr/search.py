@@ -99,6 +99,9 @@ class SearchOptions:
         check_template(self.template)
         if self.k <= 0:
             raise QueryError(f"k must be positive, got {self.k}")
+        if self.aspect_boost < 0 or self.mention_boost < 0:
+            # a negative boost would push the asked aspect (or the entity's own passages) down
+            raise QueryError(f"boosts must be >= 0, got aspect boost {self.aspect_boost}, mention boost {self.mention_boost}")
         if self.rerank_share is not None and not 0.0 <= self.rerank_share <= 1.0:
             raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}")
 

@@ -101,8 +101,18 @@ def add_cmd(
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         # nothing to add is said as an error, and no generation is written for it
         docs = read_documents(source, fmt, report, require_documents=True)
-        secs = write_to_store(store, docs, f"adding {source.name}", report, max_doc_chars=max_doc_chars)
-        _print_write_summary("added", store, report, secs)
+        before = store.stats()["documents"]
+        seen: set[str] = set()
+
+        def counted(documents):
+            for d in documents:
+                seen.add(d.doc_id)
+                yield d
+
+        secs = write_to_store(store, counted(docs), f"adding {source.name}", report, max_doc_chars=max_doc_chars)
+        new = store.stats()["documents"] - before
+        _print_write_summary(f"added {len(seen)} document(s) ({new} new, {len(seen) - new} replacing the same id)",
+                             store, report, secs)
 
     _run_guarded(body)
 
@@ -163,6 +173,10 @@ def stats_cmd(
     """Segmentation report: documents, sections, passages and the most frequent aspects."""
 
     def body() -> None:
+        from capr.index.directory import is_index_dir
+
+        if Path(source).is_dir() and is_index_dir(Path(source)):
+            raise CaprError(f"{source}: this is an index; capr stats reports on a corpus (the SOURCE you index)")
         report = ReadReport(skip_bad=True)
         docs = sections = passages = with_headings = 0
         aspects: Counter[str] = Counter()
