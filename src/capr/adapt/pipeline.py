@@ -327,10 +327,10 @@ def choose_second_stage(kept: Candidate, trained: Candidate, start_model: str, c
     ``depth``, is worth its latency: kept when it gains at least ``min_gain`` on some check (held-out labels or free
     text, the check's primary metric) and trails the first stage alone by at most ``margin`` on every check that
     decides. The table holds every check without and with it, and the paired p-values."""
-    from capr.retrieve.rerank import EnsembleReranker, load_reranker
+    from capr.retrieve.rerank import load_reranker
 
     spec = f"{reranker_member(start_model)},{reranker_member(trained.model)}"
-    ensemble = EnsembleReranker([load_reranker(m) for m in spec.split(",")])
+    ensemble = load_reranker(spec)
     table: dict[str, dict[str, float]] = {}
     paired: dict[str, float] = {}
     gains: dict[str, float] = {}

@@ -160,15 +160,11 @@ def search_cmd(
             else:
                 render_spans(spans)
             return
-        from capr.query import parse_store_query
         from capr.retrieve.rerank import chosen_reranker, load_reranker
 
         spec = chosen_reranker(reranker, store.dense_manifest())
         second = load_reranker(spec) if spec else None
-        # parsed against the store's terms: an aspect outside the table whose words the index has is searched
-        # as words, as a table aspect without a section is (Searcher.parse knows the table and corpus only)
-        pq = parse_store_query(store, q, options.expand)
-        result = Searcher(store, reranker=second, cdv=cdv_store).search(pq, options)
+        result = Searcher(store, reranker=second, cdv=cdv_store).search(q, options)
         if as_json:
             payload = result.to_dict()
             payload["reranker"] = spec

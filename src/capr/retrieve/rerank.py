@@ -368,7 +368,7 @@ def spec_share(spec: str, share: float | None) -> float:
     """rerank_share for a re-ranker named by its spec, without loading it."""
     if share is not None:
         return share
-    return ENSEMBLE_RERANK_SHARE if "," in (spec or "") else DEFAULT_RERANK_SHARE
+    return ENSEMBLE_RERANK_SHARE if len(parse_reranker_spec(spec)) > 1 else DEFAULT_RERANK_SHARE
 
 
 def load_reranker(spec: str) -> Reranker:
@@ -391,7 +391,7 @@ def load_reranker(spec: str) -> Reranker:
         raise
     except Exception as e:  # model loading errors from the HF stack are many and varied
         raise QueryError(f"re-ranker {spec!r} cannot be loaded: {type(e).__name__}: {e}") from None
-    raise QueryError(f"re-ranker {spec!r}: unknown kind {kind!r}; choose cross, cross-int8, poly or bi")
+    raise AssertionError(kind)  # parse_reranker_spec admits only RERANKER_KINDS
 
 
 def reranker_text(reranker: Reranker, passage, index_text: str | None = None) -> str:

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from capr import __version__
 from capr.cases.baseline import rank_hypotheses
 from capr.errors import BadInputError, CaprError, QueryError
-from capr.query import Retriever, parse_store_query
+from capr.query import Retriever
 from capr.records import Document, Passage, Query
 from capr.retrieve.highlight import term_spans
 from capr.search import Evidence, SearchOptions, Searcher
@@ -373,7 +373,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
         searcher = Searcher(index)
         try:
-            pq = parse_store_query(index, q, req.expand)  # with the index's terms, as `capr search` parses
+            pq = searcher.parse(q, req.expand)
         except QueryError as e:
             raise ApiError(400, str(e), "aspect" if q.aspect and "aspect" in str(e) else "text") from None
         evidence = Evidence.none
