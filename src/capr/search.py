@@ -87,6 +87,8 @@ class SearchOptions:
     entity_scope: EntityScope = EntityScope.document
     # scope "document": a passage that itself names the entity scores ×(1 + this) within the first tier
     mention_boost: float = DEFAULT_MENTION_BOOST
+    # the entity's other names count as mentions ("Increased body weight" ← "weight gain"; capr.labels.synonyms)
+    entity_synonyms: bool = True
     group_by: GroupBy = GroupBy.passage
 
     def __post_init__(self) -> None:
@@ -280,7 +282,7 @@ class Searcher:
             first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
         if options.highlights:
-            self.annotate(pq, hits)
+            self.annotate(pq, hits, self.entity_forms(pq, options)[1:] if pq.entity and options.entity_first else [])
         method = self.add_evidence(pq, hits, options) if options.evidence is not Evidence.none else None
         return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method, notices)
 
@@ -333,12 +335,12 @@ class Searcher:
         the rest; each tier ranked by the retriever and the aspect prior. When nothing mentions the entity, a
         notice says so and the closest matches are shown. ``tiers`` receives each hit's (tier, names the entity),
         which a second stage keeps."""
-        terms = list(dict.fromkeys(self.store.analyzer(pq.entity or "")))
-        if not terms:
+        forms = self.entity_forms(pq, options)
+        if not forms:
             return self.first_stage(pq, k, options, flt)
         store = self.store
         if Capability.exhaustive in store.capabilities:
-            mention = self._mention_mask(terms, flt)
+            mention = self._mention_mask(forms, flt)
             if mention is None:
                 notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
                 return self.first_stage(pq, k, options, flt)
@@ -363,12 +365,13 @@ class Searcher:
         else:
             # a backend that returns top lists: each list is narrowed to the passages that name the entity (read
             # from the passages themselves), then to the others; no document tier (that would need every passage)
-            wanted, seen = set(terms), {}
+            wanted, seen = [set(terms) for terms in forms], {}
 
             def mentions(keys: np.ndarray) -> np.ndarray:
                 todo = [int(x) for x in keys if int(x) not in seen]
                 for key, p in zip(todo, store.passages(np.asarray(todo, dtype=np.int64))):
-                    seen[key] = wanted <= set(store.analyzer(f"{p.title} {p.text}"))
+                    words = set(store.analyzer(f"{p.title} {p.text}"))
+                    seen[key] = any(form <= words for form in wanted)
                 return np.asarray([seen[int(x)] for x in keys], dtype=bool)
 
             hits = self.first_stage(pq, k, options, flt, keep=mentions)
@@ -413,15 +416,38 @@ class Searcher:
         return [ScoredPassage(pid=hits[i].pid, score=float(value[i]), rank=r + 1, passage=hits[i].passage)
                 for r, i in enumerate(order)]
 
-    def _mention_mask(self, terms: list[str], flt: Any) -> np.ndarray | None:
-        """Live rows passing the filter whose indexed text has every term; None when no row has them all."""
+    def entity_forms(self, pq: ParsedQuery, options: SearchOptions) -> list[list[str]]:
+        """The analysed terms of each name the entity is written as: its own first, then (with
+        ``options.entity_synonyms``) its synonyms'. Empty when the entity has no searchable term."""
+        from capr.labels.synonyms import entity_synonyms
+
+        names = [pq.entity or ""]
+        if options.entity_synonyms and pq.entity:
+            names += entity_synonyms().forms(pq.entity)
+        forms: list[list[str]] = []
+        for name in names:
+            terms = list(dict.fromkeys(self.store.analyzer(name)))
+            if terms and terms not in forms:
+                forms.append(terms)
+        return forms
+
+    def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
+        """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
+        no row has."""
         store = self.store
-        mask = np.ones(store.row_count(), dtype=bool) if flt is None else flt.copy()  # deleted rows score 0 below
-        for t in terms:
-            mask &= store.lexical_scores([t], None, Retriever.bm25) > 0
-            if not mask.any():
-                return None
-        return mask
+        live = np.ones(store.row_count(), dtype=bool) if flt is None else flt  # deleted rows score 0 below
+        has: dict[str, np.ndarray] = {}
+        mask = np.zeros(store.row_count(), dtype=bool)
+        for terms in forms:
+            rows = live.copy()
+            for t in terms:
+                if t not in has:
+                    has[t] = store.lexical_scores([t], None, Retriever.bm25) > 0
+                rows &= has[t]
+                if not rows.any():
+                    break
+            mask |= rows
+        return mask if mask.any() else None
 
     # -- lexical ------------------------------------------------------------------------------------
     def lexical_top(self, pq: ParsedQuery, k: int, flt: Any, method: Retriever = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
@@ -473,12 +499,16 @@ class Searcher:
         return np.concatenate([enc.encode_queries(texts[i : i + batch_size]) for i in (progress or (lambda x: x))(starts)])
 
     # -- presentation -------------------------------------------------------------------------------
-    def annotate(self, pq: ParsedQuery, hits: list[Hit]) -> None:
-        """Query-term highlights (document offsets) and the best snippet window of each hit."""
-        terms = set(pq.terms)
+    def annotate(self, pq: ParsedQuery, hits: list[Hit], synonym_forms: Sequence[list[str]] = ()) -> None:
+        """Query-term highlights (document offsets) and the best snippet window of each hit; a passage that names
+        the entity by a synonym has that synonym highlighted too."""
         analyzer = self.store.analyzer
         for h in hits:
             p = h.passage
+            terms = set(pq.terms)
+            if synonym_forms:
+                words = set(analyzer(p.text))
+                terms.update(*(form for form in synonym_forms if set(form) <= words))
             h.highlights = [(a + p.start, b + p.start) for a, b in term_spans(p.text, terms, analyzer)]
             snip = snippet(p.text, terms, analyzer)
             h.snippet = (snip.start, snip.text, [(a + snip.start + p.start, b + snip.start + p.start) for a, b in snip.highlights])

@@ -100,6 +100,9 @@ def search_cmd(
                                                   "(default: the dev-chosen fusion, docs/RESULTS.md)."),
     entity_first: bool = typer.Option(True, "--entity-first/--no-entity-first", help="⟨entity, aspect⟩: passages that "
                                       "mention the entity (or whose document title does) rank first."),
+    entity_synonyms: bool = typer.Option(True, "--entity-synonyms/--no-entity-synonyms", help="The entity's other names "
+                                         "(HPO exact synonyms; a drug's generic, brand and salt names) count as mentions "
+                                         "of it: Dyspnea finds 'shortness of breath', Clopidogrel finds 'Plavix'."),
     entity_scope: EntityScope = typer.Option(EntityScope.document, "--entity-scope", help="document: passages of documents "
                                              "that name the entity first (default); passage: passages that name it first "
                                              "(the only scope of top-list backends such as Milvus)."),
@@ -140,7 +143,7 @@ def search_cmd(
             raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
         options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
                                 aspect_boost=aspect_boost, template=template, group_by=group_by, entity_first=entity_first,
-                                entity_scope=entity_scope,
+                                entity_scope=entity_scope, entity_synonyms=entity_synonyms,
                                 rerank_depth=rerank_depth, rerank_share=rerank_share, evidence=Evidence(evidence or "none"),
                                 thetas=(theta_open, theta_close))
         if fusion is not None and fusion is not DEFAULT_FUSION.method:

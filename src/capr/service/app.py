@@ -382,7 +382,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             evidence = Evidence.dense if req.retriever in (Retriever.dense, Retriever.hybrid) else Evidence.lexical
         options = searcher.resolve(SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None,
                                                  expand=req.expand, aspect_boost=req.aspect_boost, group_by=req.group_by,
-                                                 entity_scope=req.entity_scope,
+                                                 entity_scope=req.entity_scope, entity_synonyms=req.entity_synonyms,
                                                  rerank_depth=config.rerank_depth, rerank_share=req.rerank_share,
                                                  evidence=evidence))
         try:
