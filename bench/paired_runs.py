@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from adapt_free_text import per_query  # noqa: E402
 from capr.adapt.checks import paired_p  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
+from capr.eval.runner import QUERY_FIELDS, EvalConfig, load_benchmark  # noqa: E402
 from capr.records import qrels_as_dict  # noqa: E402
 
 
@@ -39,7 +39,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, required=True)
     ap.add_argument("--run", action="append", required=True, help="NAME=RUN (repeatable)")
     args = ap.parse_args()
-    data = load_benchmark(EvalConfig(benchmark=args.benchmark, data_dir=args.data_dir, query_field="question",
+    field = QUERY_FIELDS.get(args.benchmark, ("question",))[-1]  # the qrels are the same for every field
+    data = load_benchmark(EvalConfig(benchmark=args.benchmark, data_dir=args.data_dir, query_field=field,
                                      retriever="bm25"))
     qrels = qrels_as_dict(data.qrels)
     base = per_query(ranked(args.baseline), qrels)

@@ -140,3 +140,13 @@ def test_capr_search_no_entity_synonyms_flag(notes_index, runner):
     without = runner.invoke(app, args + ["--no-entity-synonyms"])
     assert without.exit_code == 0, without.output
     assert json.loads(without.output)["results"][0]["doc_id"] != "cardiology"
+
+
+def test_capr_eval_measures_the_search_it_is_told(tmp_path):
+    """`capr eval --pipeline default --no-entity-synonyms` measures `capr search --no-entity-synonyms`: the
+    benchmark scorer gets the same SearchOptions, and the JSON says so."""
+    from capr.eval.runner import EvalConfig
+
+    assert EvalConfig(pipeline="default").search_options().entity_synonyms is True
+    off = EvalConfig(pipeline="default", entity_synonyms=False)
+    assert off.search_options().entity_synonyms is False

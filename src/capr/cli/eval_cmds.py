@@ -68,6 +68,8 @@ def eval_cmd(
     titles: Optional[bool] = typer.Option(None, "--titles/--no-titles", help="The benchmark index reads each passage "
                                           "with its document title in front, as `capr index` does (default: with "
                                           "--pipeline default only; the papers' protocol reads passage text)."),
+    entity_synonyms: bool = typer.Option(True, "--entity-synonyms/--no-entity-synonyms", help="--pipeline default: "
+                                         "a passage names the entity by any of its names, as in capr search."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Case benchmarks (medqa-dev, headqa, medmcqa-dev, headqa-dev): the case index."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Case benchmarks: a fixed random subset of N questions."),
@@ -96,7 +98,7 @@ def eval_cmd(
                             encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
                             cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
-                            titles=titles, rerank_share=rerank_share)
+                            titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms)
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
         cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None

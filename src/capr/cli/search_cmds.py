@@ -101,7 +101,7 @@ def search_cmd(
     entity_first: bool = typer.Option(True, "--entity-first/--no-entity-first", help="⟨entity, aspect⟩: passages that "
                                       "mention the entity (or whose document title does) rank first."),
     entity_synonyms: bool = typer.Option(True, "--entity-synonyms/--no-entity-synonyms", help="The entity's other names "
-                                         "(HPO exact synonyms; a drug's generic, brand and salt names) count as mentions "
+                                         "(HPO exact and related synonyms; a drug's generic, brand and salt names) count as mentions "
                                          "of it: Dyspnea finds 'shortness of breath', Clopidogrel finds 'Plavix'."),
     entity_scope: EntityScope = typer.Option(EntityScope.document, "--entity-scope", help="document: passages of documents "
                                              "that name the entity first (default); passage: passages that name it first "

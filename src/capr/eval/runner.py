@@ -74,6 +74,7 @@ class EvalConfig:
     # --pipeline default (what a user's index holds), not under the papers' protocol (passage text only)
     titles: bool | None = None
     rerank_share: float | None = None  # --pipeline default with a re-ranker: None = capr search's default
+    entity_synonyms: bool = True  # --pipeline default: as capr search's --entity-synonyms/--no-entity-synonyms
     cdv: Path | None = None  # rank with this CDV model instead of the retriever
     boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
     thetas: tuple[float, float] = (0.8, 0.4)
@@ -150,7 +151,7 @@ class EvalConfig:
         from capr.search import SearchOptions
 
         recorded = (self.model_index_dense() or {}).get("fusion") if self.needs_dense else None
-        options = SearchOptions(fusion=recorded_fusion(recorded))
+        options = SearchOptions(fusion=recorded_fusion(recorded), entity_synonyms=self.entity_synonyms)
         return options if self.rerank_share is None else replace(options, rerank_share=self.rerank_share)
 
     def encoder(self) -> EncoderConfig | None:
@@ -244,6 +245,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
         result["index_backend"] = config.backend.backend.value
     if config.titled:  # the index read titles, as `capr index` does (the papers' protocol does not)
         result["titles"] = True
+    if config.pipeline == "default" and not config.entity_synonyms:
+        result["entity_synonyms"] = False
     if config.effective_reranker:
         result["reranker"] = {"spec": config.effective_reranker, "depth": config.effective_rerank_depth}
         if config.pipeline == "default":

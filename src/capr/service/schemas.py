@@ -111,7 +111,7 @@ class SearchRequest(_Strict):
     entity_scope: EntityScope = Field(EntityScope.document, strict=False, description="⟨entity, aspect⟩: document — "
                                       "passages of documents that name the entity first; passage — passages that name it "
                                       "first (the only scope of top-list backends such as Milvus).")
-    entity_synonyms: bool = Field(True, description="⟨entity, aspect⟩: the entity's other names (HPO exact synonyms; a "
+    entity_synonyms: bool = Field(True, description="⟨entity, aspect⟩: the entity's other names (HPO exact and related synonyms; a "
                                   "drug's generic, brand and salt names) count as mentions of it.")
     group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
                               "(its best passage).")
