@@ -323,8 +323,9 @@ def test_a_recorded_second_stage_is_what_search_eval_and_the_service_use(tmp_pat
     member = ensemble.members[1]
     member.encoder.cache = EmbeddingCache(tmp_path / "fresh.sqlite")
     index = load_index(root)
-    texts = [member.encoder.passage_text(p, passage_index_text(p, index.includes_titles()))
-             for p in index.passages(np.flatnonzero(index.live))]
+    # what the member reads of each passage: the passage, or the windows of a long one
+    texts = [w for p in index.passages(np.flatnonzero(index.live))
+             for w in member.read_windows(p, passage_index_text(p, index.includes_titles()))]
     assert all(v is None for v in member.encoder.cache.get_many(member.encoder.passage_side.key, texts))
     advanced = []
     assert warm_passage_vectors(ensemble, index, advanced.append) == index.live_count() == sum(advanced)

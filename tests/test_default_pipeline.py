@@ -309,6 +309,43 @@ def test_an_ensemble_of_a_model_with_itself_ranks_as_the_model(planted_index):
         assert [h.pid for h in one] == [h.pid for h in two]
 
 
+def test_passage_windows_cover_a_long_text_with_overlap():
+    from capr.models.encoder import passage_windows
+
+    assert passage_windows("short text") == ["short text"]
+    words = [f"w{i}" for i in range(400)]
+    windows = passage_windows(" ".join(words), words=150, stride=75)
+    assert [w.split()[0] for w in windows] == ["w0", "w75", "w150", "w225", "w300"]
+    assert all(len(w.split()) <= 150 for w in windows) and windows[-1].split()[-1] == "w399"
+    assert set(" ".join(windows).split()) == set(words)
+
+
+def test_a_bi_encoder_second_stage_reads_a_long_passage_to_its_end():
+    """MiniLM reads 256 word pieces: a long passage whose answer is in its last lines loses to a short passage on
+    the subject that does not answer, when scored by its beginning; scored by its best window (MaxP) it wins. Each
+    window is read as the whole passage is (the index text's title in front)."""
+    from capr.records import Passage
+    from capr.retrieve.rerank import BiReranker, Windows, score_passages
+
+    filler = " ".join(f"Week {i} of the clinic schedule lists routine visits, forms and staff meetings." for i in range(30))
+    answer = "A gout flare is treated with colchicine or an NSAID, and allopurinol prevents the next flare."
+    long = Passage("long", "d1", f"{filler} {answer}", "treatment", 0, 0, [], "Clinic letter", "")
+    short = Passage("short", "d2", "Gout is a kind of arthritis in which the big toe swells.", "overview", 0, 0, [],
+                    "Clinic letter", "")
+    passages = [long, short]
+    index_texts = [f"{p.title}\n{p.text}" for p in passages]
+    query = "which medicines treat a gout flare"
+    reranker = BiReranker("minilm")
+    windows = reranker.read_windows(long, index_texts[0])
+    assert len(windows) > 2 and all(w.startswith("Clinic letter\n") for w in windows)
+    assert answer in windows[-1]
+    assert reranker.read_windows(short, index_texts[1]) == [index_texts[1]]
+    best_window = score_passages(reranker, query, passages, index_texts)
+    reranker.windows = Windows.off
+    beginning = score_passages(reranker, query, passages, index_texts)
+    assert beginning[0] < beginning[1] and best_window[0] > best_window[1]
+
+
 def test_bad_ensemble_specs_are_one_clear_line(tmp_path, planted_index):
     from capr.errors import QueryError
     from capr.retrieve.rerank import load_reranker

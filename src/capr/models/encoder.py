@@ -160,6 +160,27 @@ class _Side:
         return int(self.encode(["x"], "").shape[1])
 
 
+# A passage longer than the encoder reads (max_length 256 word pieces ≈ 190 words) can be scored by its best window
+# (MaxP: capr.retrieve.rerank.BiReranker): windows of WINDOW_WORDS words (≈ 200 word pieces, room left for a title),
+# overlapping by half so that no sentence is cut in every window (not tuned; docs/RESULTS.md, best-window second stage)
+WINDOW_WORDS = 150
+WINDOW_STRIDE = 75
+
+
+def passage_windows(text: str, words: int = WINDOW_WORDS, stride: int = WINDOW_STRIDE) -> list[str]:
+    """``text`` itself when it has at most ``words`` words, else overlapping windows of ``words`` words (the last one
+    ends with the text), so no part of a long passage is cut off by the encoder's length limit."""
+    tokens = text.split()
+    if len(tokens) <= words:
+        return [text]
+    out = []
+    for start in range(0, len(tokens), stride):
+        out.append(" ".join(tokens[start : start + words]))
+        if start + words >= len(tokens):
+            break
+    return out
+
+
 QUERY_CACHE_SIZE = 4096  # query vectors kept in memory per encoder
 
 
