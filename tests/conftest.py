@@ -66,6 +66,15 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
+def index_of_documents(tmp_path_factory, name: str, docs: list[dict], dense=None):
+    """A real index (on disk, under pytest's temporary folders) of documents given as JSON records."""
+    from capr.corpus import read_documents
+    from capr.index import build_index
+
+    src = write_jsonl(tmp_path_factory.mktemp(name) / "docs.jsonl", docs)
+    return build_index(read_documents(src), tmp_path_factory.mktemp(f"{name}-idx") / "idx", dense=dense)
+
+
 def one_line_error(proc, *needles: str) -> None:
     """A failed command: non-zero exit, the reason on stderr, and no Python traceback."""
     assert proc.returncode != 0, (proc.stdout, proc.stderr)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import capr_cli, need_data
+from conftest import capr_cli, index_of_documents, need_data
 
 
 @pytest.fixture(scope="module")
@@ -178,13 +178,9 @@ PLANTED = [
 
 @pytest.fixture(scope="module")
 def planted_index(tmp_path_factory):
-    from capr.corpus import read_documents
-    from capr.index import build_index
     from capr.models.encoder import EncoderConfig
 
-    src = tmp_path_factory.mktemp("planted") / "notes.jsonl"
-    src.write_text("\n".join(json.dumps(d) for d in PLANTED) + "\n")
-    return build_index(read_documents(src), tmp_path_factory.mktemp("planted-idx") / "idx", dense=EncoderConfig())
+    return index_of_documents(tmp_path_factory, "planted", PLANTED, dense=EncoderConfig())
 
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid"])

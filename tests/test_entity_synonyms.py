@@ -8,6 +8,8 @@ import pickle
 
 import pytest
 
+from conftest import index_of_documents
+
 OBO = """format-version: 1.2
 
 [Term]
@@ -102,12 +104,7 @@ NOTES = [
 
 @pytest.fixture(scope="module")
 def notes_index(tmp_path_factory):
-    from capr.corpus import read_documents
-    from capr.index import build_index
-
-    src = tmp_path_factory.mktemp("notes") / "notes.jsonl"
-    src.write_text("\n".join(json.dumps(d) for d in NOTES) + "\n")
-    return build_index(read_documents(src), tmp_path_factory.mktemp("notes-idx") / "idx")
+    return index_of_documents(tmp_path_factory, "notes", NOTES)
 
 
 @pytest.mark.parametrize("entity,aspect,doc", [("Clopidogrel", "medications", "cardiology"),
