@@ -139,9 +139,9 @@ def test_capr_search_no_entity_synonyms_flag(notes_index, runner):
     assert json.loads(without.output)["results"][0]["doc_id"] != "cardiology"
 
 
-def test_capr_eval_measures_the_search_it_is_told(tmp_path):
+def test_capr_eval_measures_the_search_it_is_told():
     """`capr eval --pipeline default --no-entity-synonyms` measures `capr search --no-entity-synonyms`: the
-    benchmark scorer gets the same SearchOptions, and the JSON says so."""
+    benchmark scorer gets SearchOptions with the same setting."""
     from capr.eval.runner import EvalConfig
 
     assert EvalConfig(pipeline="default").search_options().entity_synonyms is True
