@@ -270,21 +270,23 @@ class _FixedReranker:
 def test_an_ensemble_sums_its_members_standardised_scores_each_reading_its_own_way(planted_index):
     """Two re-rankers that each put a different passage first agree on a third they both rank second: their
     z-scored sum puts it first. Each member reads the passage as it was trained to (title context vs the index
-    text), and the ensemble re-ranks alone by default (share 1)."""
+    text). An ensemble's default share is its own (ENSEMBLE_RERANK_SHARE), not a single re-ranker's."""
     from capr.records import Query
-    from capr.retrieve.rerank import EnsembleReranker, rerank_share
+    from capr.retrieve.rerank import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE, EnsembleReranker, rerank_share
     from capr.search import SearchOptions, Searcher
 
     # by document: one member loves flu and likes gout, the other loves migraine and likes gout
     a = _FixedReranker("a", {"influenza": 10.0, "Gout flare": 9.0}, "off")
     b = _FixedReranker("b", {"Headache": 10.0, "Gout flare": 9.0}, "title")
     ensemble = EnsembleReranker([a, b])
-    assert rerank_share(ensemble, None) == 1.0 and rerank_share(ensemble, 0.2) == 0.2
+    assert rerank_share(ensemble, None) == ENSEMBLE_RERANK_SHARE != DEFAULT_RERANK_SHARE
+    assert rerank_share(ensemble, 0.2) == 0.2
     searcher = Searcher(planted_index, reranker=ensemble)
     q = "what are the symptoms"
-    hits = searcher.search(q, SearchOptions(k=3)).hits
+    hits = searcher.search(q, SearchOptions(k=3, rerank_share=1.0)).hits
     assert hits[0].passage.doc_id == "gout"
-    assert [h.pid for h in hits] == [h.pid for h in searcher.search(q, SearchOptions(k=3, rerank_share=1.0)).hits]
+    by_default = searcher.search(q, SearchOptions(k=3)).hits
+    assert [h.pid for h in by_default] == [h.pid for h in searcher.search(q, SearchOptions(k=3, rerank_share=ENSEMBLE_RERANK_SHARE)).hits]
     alone = [h.passage.doc_id for h in Searcher(planted_index, reranker=a).search(q, SearchOptions(k=3, rerank_share=1.0)).hits]
     assert alone[0] == "flu"
     # a reads the index text (title, newline, text), b its own title context ("title: text")
