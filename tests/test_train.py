@@ -126,6 +126,11 @@ def test_rerank_scores_keeps_tail_order():
     out = rerank_scores(first, reverse, depth=3)
     order = list(np.argsort(-out, kind="stable"))
     assert order == [2, 3, 0, 4, 1]  # top-3 (0, 3, 2) reversed, then the rest in first-stage order
+    # a share fuses the two ranks among the top, as Searcher.rerank does: 0 keeps the first stage's order, and at
+    # 0.4 the first stage's favourite (its rank 1, the re-ranker's 3) keeps first place
+    assert list(np.argsort(-rerank_scores(first, reverse, depth=3, share=0.0), kind="stable")) == [0, 3, 2, 4, 1]
+    assert list(np.argsort(-rerank_scores(first, reverse, depth=3, share=0.4), kind="stable"))[0] == 0
+    assert list(np.argsort(-rerank_scores(first, reverse, depth=3, share=0.6), kind="stable"))[0] == 2
 
 
 def test_bad_reranker_and_trainer_input(tmp_path):

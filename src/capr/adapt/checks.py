@@ -116,11 +116,13 @@ def check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any = No
 def reranked_check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any, reranker: Any,
                            depth: int) -> dict[str, np.ndarray]:
     """Per-query metrics when ``reranker`` re-orders the top ``depth`` of the hybrid first stage's ranking (as
-    ``capr search --reranker`` does for a free-text query; the rest keep their order)."""
+    ``capr search --reranker`` does for a free-text query, fused with the first stage's rank at the re-ranker's
+    default share; the rest keep their order)."""
     from capr.index.segment import passage_index_text
     from capr.retrieve.fusion import fuse_aligned
-    from capr.retrieve.rerank import rerank_scores, score_passages
+    from capr.retrieve.rerank import rerank_scores, rerank_share, score_passages
 
+    share = rerank_share(reranker, None)
     out = []
     for query, cands, lex, d in zip(check.queries, check.candidates, check.lexical_scores(), dense):
         fused = fuse_aligned([lex, np.asarray(d, dtype=np.float64)], fusion)
@@ -130,7 +132,7 @@ def reranked_check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion:
             chosen = [passages[i] for i in top]
             return score_passages(reranker, query, chosen, [passage_index_text(p, include_title=True) for p in chosen])
 
-        out.append(rerank_scores(fused, score_top, depth))
+        out.append(rerank_scores(fused, score_top, depth, share, fusion.rrf_k))
     return ranking_metrics(out, check.relevance)
 
 

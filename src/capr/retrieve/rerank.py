@@ -448,9 +448,13 @@ def reranker_text(reranker: Reranker, passage, index_text: str | None = None) ->
     return read_passage(passage, getattr(reranker, "context", PassageContext.off), index_text)
 
 
-def rerank_scores(first_stage: np.ndarray, score_top: "Callable[[list[int]], np.ndarray]", depth: int) -> np.ndarray:
+def rerank_scores(first_stage: np.ndarray, score_top: "Callable[[list[int]], np.ndarray]", depth: int,
+                  share: float = 1.0, rrf_k: int = 60) -> np.ndarray:
     """Scores where the top `depth` candidates of the first stage are ordered by the re-ranker (``score_top``:
-    its scores for those candidates' positions) and stay above the rest, which keep their first-stage order."""
+    its scores for those candidates' positions) and stay above the rest, which keep their first-stage order.
+    ``share`` < 1 fuses the re-ranker's rank with the first stage's among the top, as
+    :meth:`capr.search.Searcher.rerank` does (share × 1/(rrf_k + re-ranker rank) + (1 − share) × 1/(rrf_k + first
+    rank)), so a check that scores candidates this way ranks as `capr search` does."""
     first_stage = np.asarray(first_stage, dtype=np.float64)
     n = len(first_stage)
     if n == 0 or depth <= 0:
@@ -461,6 +465,12 @@ def rerank_scores(first_stage: np.ndarray, score_top: "Callable[[list[int]], np.
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(-first_stage, kind="stable")] = np.arange(n)
     out[:] = -rank  # below every re-ranked candidate
-    span = (rr.max() - rr.min()) if len(rr) else 0.0
-    out[top] = n + (rr - rr.min()) / (span or 1.0)
+    if share >= 1.0:
+        span = (rr.max() - rr.min()) if len(rr) else 0.0
+        out[top] = n + (rr - rr.min()) / (span or 1.0)
+        return out
+    rr_rank = np.empty(len(top), dtype=np.int64)
+    rr_rank[np.argsort(-rr, kind="stable")] = np.arange(1, len(top) + 1)
+    value = share / (rrf_k + rr_rank) + (1.0 - share) / (rrf_k + np.arange(1, len(top) + 1))
+    out[top] = n + value - 1e-9 * np.arange(len(top))  # ties: the first stage's order
     return out
