@@ -380,3 +380,24 @@ def test_a_budget_too_small_to_train_says_what_would_do(tmp_path, demo_dir):
         adapt(AdaptConfig(corpora=[str(demo_dir)], out=str(tmp_path / "idx"), time_budget_min=0.2, min_labels=16),
               log=lambda m: None, progress=False)
     assert not (tmp_path / "idx.adapt" / "trained").exists()
+
+
+def test_the_gates_second_stage_check_ranks_as_search_does_at_the_rerankers_share():
+    """A second stage that prefers a wrong candidate: alone (share 1) it costs the check its first place; at a share
+    that leaves the first stage most of the say (as Searcher.rerank fuses them) the relevant candidate stays first."""
+    from capr.adapt.checks import CheckPassage, reranked_check_metrics
+    from capr.search import DEFAULT_FUSION
+
+    check, sims = _check("free", FREE_TEXT, relevant_lex_rank=1, relevant_dense_rank=1, queries=1)
+    check.pool = [CheckPassage(text=f"passage {i}") for i in range(10)]
+
+    class PrefersTheSecond:  # candidate 1 above the relevant one (0), which it ranks second
+        def __init__(self, share):
+            self.default_share = share
+
+        def score_passages(self, query, passages, index_texts):
+            return np.asarray([{"passage 1": 2.0, "passage 0": 1.0}.get(p.text, 0.0) for p in passages])
+
+    alone = reranked_check_metrics(check, sims, DEFAULT_FUSION, PrefersTheSecond(1.0), depth=5)
+    fused = reranked_check_metrics(check, sims, DEFAULT_FUSION, PrefersTheSecond(0.3), depth=5)
+    assert alone["MRR"][0] == 50.0 and fused["MRR"][0] == 100.0
