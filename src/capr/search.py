@@ -394,7 +394,7 @@ class Searcher:
         first stage's (reciprocal rank × (1 + boost)); ``options.rerank_share`` fuses that with the first stage's
         rank (which has them already)."""
         from capr.index.segment import passage_index_text
-        from capr.retrieve.rerank import rerank_share, score_passages
+        from capr.retrieve.rerank import fuse_with_first_stage, rerank_share, score_passages
 
         if not hits:
             return []
@@ -411,7 +411,7 @@ class Searcher:
         if options.mention_boost and options.entity_scope is EntityScope.document:
             value *= np.where(named, 1.0 + options.mention_boost, 1.0)
         share = rerank_share(self.reranker, options.rerank_share)
-        value = share * value + (1.0 - share) / (options.fusion.rrf_k + np.arange(1, len(hits) + 1))
+        value = fuse_with_first_stage(value, share, options.fusion.rrf_k)
         order = np.lexsort((rank, -value, level))[:k]  # tier first, then the structured score, then the re-ranker
         return [ScoredPassage(pid=hits[i].pid, score=float(value[i]), rank=r + 1, passage=hits[i].passage)
                 for r, i in enumerate(order)]

@@ -471,6 +471,12 @@ def rerank_scores(first_stage: np.ndarray, score_top: "Callable[[list[int]], np.
         return out
     rr_rank = np.empty(len(top), dtype=np.int64)
     rr_rank[np.argsort(-rr, kind="stable")] = np.arange(1, len(top) + 1)
-    value = share / (rrf_k + rr_rank) + (1.0 - share) / (rrf_k + np.arange(1, len(top) + 1))
+    value = fuse_with_first_stage(1.0 / (rrf_k + rr_rank), share, rrf_k)
     out[top] = n + value - 1e-9 * np.arange(len(top))  # ties: the first stage's order
     return out
+
+
+def fuse_with_first_stage(reranker_value: np.ndarray, share: float, rrf_k: int) -> np.ndarray:
+    """``share`` × the re-ranker's value of each candidate (its reciprocal rank, boosts applied) + (1 − ``share``) ×
+    the first stage's reciprocal rank; the candidates are in the first stage's order."""
+    return share * reranker_value + (1.0 - share) / (rrf_k + np.arange(1, len(reranker_value) + 1))
