@@ -57,25 +57,29 @@ def encoder_of(model: str) -> EncoderConfig:
                       query_field=QueryField.question).encoder()
 
 
-def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[str, dict[str, list[str]]]]:
-    """consumer-dev(-titled): the set's qrels and, per system, each question's documents as `capr search` ranks
-    them (grouped by document)."""
+def consumer_setup(name: str, data_dir: Path, model: str, k: int = 100):
+    """consumer-dev(-titled) indexed with ``model``'s encoder: (its BenchmarkData, the search options `capr search
+    --group-by doc -k K` uses on an index of this model — the fusion it records —, the second stage it records)."""
+    from capr.eval.benchmarks import QueryField
     from capr.eval.devsets import load_consumer_dev
-    from capr.eval.runner import encoder_slug
+    from capr.eval.runner import EvalConfig, encoder_slug
 
     enc = encoder_of(model)
     data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,
                              titled=name.endswith("titled"))
-    from capr.eval.benchmarks import QueryField
-    from capr.eval.runner import EvalConfig
+    config = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model, query_field=QueryField.question)
+    options = replace(config.search_options(), k=k, highlights=False, group_by=GroupBy.doc)
+    return data, options, config.effective_reranker
 
+
+def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[str, dict[str, list[str]]]]:
+    """consumer-dev(-titled): the set's qrels and, per system, each question's documents as `capr search` ranks
+    them (grouped by document)."""
     # `capr search` on an adapted index fuses with the weights the index records, and re-ranks with the second
     # stage it records
     from capr.retrieve.rerank import load_reranker
 
-    config = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model, query_field=QueryField.question)
-    base = replace(config.search_options(), k=100, highlights=False, group_by=GroupBy.doc)
-    spec = config.effective_reranker
+    data, base, spec = consumer_setup(name, data_dir, model)
     out = {}
     for system, opts, reranker in (("dense", replace(base, retriever=Retriever.dense), None),
                                    ("default pipeline", base, load_reranker(spec) if spec else None)):

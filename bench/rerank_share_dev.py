@@ -27,13 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from adapt_free_text import METRICS, encoder_of, per_query  # noqa: E402
+from adapt_free_text import METRICS, consumer_setup, per_query  # noqa: E402
 from capr.adapt.checks import paired_p  # noqa: E402
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
 from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
 from capr.records import qrels_as_dict  # noqa: E402
 from capr.retrieve.rerank import load_reranker  # noqa: E402
-from capr.search import GroupBy, Searcher, SearchOptions  # noqa: E402
+from capr.search import Searcher, SearchOptions  # noqa: E402
 
 SETS = ("medquad-dev:tuple", "medquad-dev:question", "mediqa2019-train:question", "consumer-dev", "consumer-dev-titled")
 CONSUMER_K = 10  # `capr search`'s default number of results
@@ -55,15 +55,7 @@ def benchmark_runner(name: str, field: QueryField, data_dir: Path, model: str):
 
 def consumer_runner(name: str, data_dir: Path, model: str):
     """(qrels, run) for consumer-dev(-titled): documents as `capr search --group-by doc` ranks them."""
-    from capr.eval.devsets import load_consumer_dev
-    from capr.eval.runner import encoder_slug
-    from capr.models.encoder import cache_root
-
-    enc = encoder_of(model)
-    data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,
-                             titled=name.endswith("titled"))
-    config = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model, query_field=QueryField.question)
-    base = replace(config.search_options(), k=CONSUMER_K, highlights=False, group_by=GroupBy.doc)
+    data, base, _ = consumer_setup(name, data_dir, model, k=CONSUMER_K)
 
     def run(reranker, share):
         searcher = Searcher(data.index, reranker=reranker)
