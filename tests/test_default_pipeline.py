@@ -354,3 +354,55 @@ def test_bad_ensemble_specs_are_one_clear_line(tmp_path, planted_index):
         load_reranker(f"bi:minilm,bi:{tmp_path / 'missing'}")
     r = capr_cli("search", str(planted_index.root), "fever", "--reranker", "bi:minilm,", check=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr and "empty member" in r.stderr
+
+
+NOTES_WITH_MEDICATIONS = [
+    {"doc_id": "note01", "title": "Cardiology clinic note", "text": "HISTORY OF PRESENT ILLNESS:\nPalpitations for two "
+     "weeks; ECG shows atrial fibrillation with a rapid ventricular rate.\n\nMEDICATIONS:\nApixaban 5 mg twice daily. "
+     "Metoprolol 25 mg daily.\n"},
+    {"doc_id": "note02", "title": "Primary care note", "text": "HISTORY OF PRESENT ILLNESS:\nHypertension, poorly "
+     "controlled.\n\nMEDICATIONS:\nLisinopril 10 mg daily. Aspirin 81 mg daily.\n"},
+    {"doc_id": "note03", "title": "Endocrine note", "text": "HISTORY OF PRESENT ILLNESS:\nType 2 diabetes with "
+     "neuropathy.\n\nMEDICATIONS:\nMetformin 1000 mg twice daily. Gabapentin 300 mg at night.\n"},
+]
+
+
+@pytest.fixture(scope="module")
+def medication_notes(tmp_path_factory):
+    return index_of_documents(tmp_path_factory, "medication-notes", NOTES_WITH_MEDICATIONS)
+
+
+def test_a_filter_narrows_the_entitys_answers_it_does_not_change_the_patient(medication_notes):
+    """⟨atrial fibrillation, medications⟩ with aspect=medications: the entity is named only in note01's history, so
+    whether a passage belongs to the entity's documents must be decided before the filter — else every medications
+    list "mentions nothing" and other patients' lists come back under a false notice."""
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher, search
+
+    searcher = Searcher(medication_notes)
+    q = Query("q", entity="atrial fibrillation", aspect="medications")
+    plain = searcher.search(q, SearchOptions(k=3))
+    filtered = searcher.search(q, SearchOptions(k=3, filters={"aspect": "medications"}))
+    assert plain.notices == [] and plain.hits[0].passage.doc_id == "note01"
+    assert filtered.notices == []
+    assert [(h.passage.doc_id, h.passage.aspect) for h in filtered.hits][0] == ("note01", "medications")
+    assert all(h.passage.aspect == "medications" for h in filtered.hits)
+    assert search(medication_notes, q, k=1, filters={"aspect": "medications"})[0].passage.doc_id == "note01"
+
+
+def test_a_filter_that_keeps_none_of_the_entitys_documents_says_so_truly(medication_notes):
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    result = Searcher(medication_notes).search(Query("q", entity="atrial fibrillation", aspect="medications"),
+                                               SearchOptions(k=2, filters={"doc_id": "note02"}))
+    assert result.notices == ["passages mention 'atrial fibrillation', but the filter keeps none of their documents' "
+                              "passages; showing the closest matches that pass it"]
+    assert {h.passage.doc_id for h in result.hits} == {"note02"}
+
+
+def test_the_cli_filter_keeps_the_entitys_patient(medication_notes):
+    proc = capr_cli("search", str(medication_notes.root), "-e", "atrial fibrillation", "-a", "medications",
+                    "--filter", "aspect=medications", "--json")
+    out = json.loads(proc.stdout)
+    assert out["notices"] == [] and out["results"][0]["doc_id"] == "note01"

@@ -259,7 +259,11 @@ class Searcher:
         if aspect and aspect != pq.aspect:
             notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
         flt = self.store.compile_filter(options.filters)
+        # which documents are about the entity is decided over every passage a search may see (the candidate pool
+        # under ``within``), never only over those a filter keeps: a filter narrows the answers, not the entity
+        scope = None
         if within is not None:
+            scope = self.store.restrict(None, np.asarray(within, dtype=np.int64))
             flt = self.store.restrict(flt, np.asarray(within, dtype=np.int64))
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if options.group_by is GroupBy.doc:
@@ -272,7 +276,7 @@ class Searcher:
             retriever = "cdv"
         else:
             retriever = options.retriever.value
-            first = self.entity_first_stage(pq, depth, options, flt, notices, tiers) if options.entity_first and pq.entity \
+            first = self.entity_first_stage(pq, depth, options, flt, notices, tiers, scope) if options.entity_first and pq.entity \
                 else self.first_stage(pq, depth, options, flt)
         if not first and options.filters:
             self.store.explain_empty(options.filters)  # a filter value no passage has: say so
@@ -329,25 +333,30 @@ class Searcher:
                 for i, (p, v) in enumerate(zip(passages, vals[order]))]
 
     def entity_first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any,
-                           notices: list[str], tiers: dict[str, tuple[int, bool]] | None = None) -> list[ScoredPassage]:
+                           notices: list[str], tiers: dict[str, tuple[int, bool]] | None = None,
+                           scope: Any = None) -> list[ScoredPassage]:
         """The first stage where the entity counts: passages that mention every term of the entity (in their text,
         or the document title indexed with them) first, then the other passages of documents that mention it, then
-        the rest; each tier ranked by the retriever and the aspect prior. When nothing mentions the entity, a
-        notice says so and the closest matches are shown. ``tiers`` receives each hit's (tier, names the entity),
-        which a second stage keeps."""
+        the rest; each tier ranked by the retriever and the aspect prior, and narrowed by the filter ``flt`` only
+        after the entity's documents are known (``scope``: the passages that may count, None for all). When nothing
+        mentions the entity, a notice says so and the closest matches are shown. ``tiers`` receives each hit's
+        (tier, names the entity), which a second stage keeps."""
         forms = self.entity_forms(pq, options)
         if not forms:
             return self.first_stage(pq, k, options, flt)
         store = self.store
         if Capability.exhaustive in store.capabilities:
-            mention = self._mention_mask(forms, flt)
+            mention = self._mention_mask(forms, scope)
             if mention is None:
-                notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
+                notices.append(_entity_notice(pq.entity, mentioned=False))
                 return self.first_stage(pq, k, options, flt)
             # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
             in_document = store.document_rows(mention) & ~mention
             if flt is not None:
+                mention = mention & flt
                 in_document &= flt
+                if not (mention | in_document).any():
+                    notices.append(_entity_notice(pq.entity, mentioned=True))
             if options.entity_scope is EntityScope.passage:
                 levels = [(mention, None), (in_document, None), (flt, None)]
             else:
@@ -375,13 +384,22 @@ class Searcher:
                 return np.asarray([seen[int(x)] for x in keys], dtype=bool)
 
             hits = self.first_stage(pq, k, options, flt, keep=mentions)
+            named = {h.pid for h in hits}
+            about: set[str] = set()
+            if not hits and options.filters:
+                # the filter may drop every passage that names the entity and keep other passages of its documents
+                about = {h.passage.doc_id for h in self.first_stage(pq, k, options, scope, keep=mentions)}
+                if about:
+                    hits = self.first_stage(pq, k, options, flt, keep=lambda keys: np.asarray(
+                        [p.doc_id in about for p in store.passages(keys)], dtype=bool))
             if not hits:
-                notices.append(f"no passage mentions {pq.entity!r}; showing the closest matches")
+                notices.append(_entity_notice(pq.entity, mentioned=bool(about)))
                 return self.first_stage(pq, k, options, flt)
-            rest = self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))[: k - len(hits)] \
-                if len(hits) < k else []
+            seen = {h.pid for h in hits}
+            rest = [h for h in self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
+                    if h.pid not in seen][: k - len(hits)] if len(hits) < k else []
             if tiers is not None:
-                tiers.update([(h.pid, (0, True)) for h in hits] + [(h.pid, (1, False)) for h in rest])
+                tiers.update([(h.pid, (0, h.pid in named)) for h in hits] + [(h.pid, (1, False)) for h in rest])
             hits += rest
         return [ScoredPassage(pid=h.pid, score=h.score, rank=i + 1, passage=h.passage) for i, h in enumerate(hits)]
 
@@ -531,6 +549,15 @@ class Searcher:
         for h, s in zip(hits, scored):
             h.sentences = list(s)
         return method.value
+
+
+def _entity_notice(entity: str | None, mentioned: bool) -> str:
+    """What a user is told when no result is about the entity: nothing names it, or the filter left none of the
+    documents that do."""
+    if mentioned:
+        return (f"passages mention {entity!r}, but the filter keeps none of their documents' passages; "
+                "showing the closest matches that pass it")
+    return f"no passage mentions {entity!r}; showing the closest matches"
 
 
 def best_per_document(ranked: list[ScoredPassage], k: int) -> list[ScoredPassage]:
