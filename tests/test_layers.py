@@ -61,3 +61,131 @@ def test_the_check_sees_every_import_form(tmp_path):
     assert [v.split(" imports ")[1] for v in found] == ["capr.service.app", "capr.eval", "capr.cli", "capr.cli.app",
                                                          "capr.train.models",
                                                          "capr.train.models.PolyEncoderModel"], found
+
+
+# Every module's layer, lowest first: a module imports only modules of its own layer or below (imports inside
+# functions count; `if TYPE_CHECKING:` blocks do not, as they never run). The longest matching prefix decides, so
+# a leaf such as capr.store.protocol sits below the rest of its package.
+LAYERS: list[tuple[str, ...]] = [
+    ("capr._version", "capr.errors", "capr.records", "capr.filters", "capr.corpus.sentences", "capr.corpus.deid",
+     "capr.index.atomic", "capr.index.analyzer", "capr.store.protocol"),  # leaves: no capr imports but these
+    ("capr.corpus",),  # readers and segmentation
+    ("capr.query",),
+    ("capr.models",),
+    ("capr.index",),
+    ("capr.store", "capr.retrieve", "capr.labels"),
+    ("capr.train",),
+    ("capr.cdv",),
+    ("capr.search", "capr.cases"),
+    ("capr.eval",),
+    ("capr.adapt", "capr.batch"),
+    ("capr.service",),
+    ("capr", "capr.cli", "capr.demo", "capr.__main__"),  # the fronts: the package's public names and commands
+]
+
+
+def module_imports(root: Path) -> dict[str, set[str]]:
+    """Each module of the package (dotted name) → the package's modules it imports at run time."""
+    files = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def owner(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+                     for stmt in block.body for n in ast.walk(stmt)}
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                subs = [f"{source}.{a.name}" for a in node.names]
+                found |= {s for s in subs if s in files}  # `from pkg import module` imports the module
+                if any(s not in files for s in subs):
+                    found.add(source)
+        graph[module] = {m for m in (owner(n) for n in found if n.split(".")[0] == root.name) if m and m != module}
+    return graph
+
+
+def layer_of(module: str) -> int | None:
+    best, rank = -1, None
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, rank = len(p), i
+    return rank
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycles():
+    assert import_cycles(module_imports(SRC)) == []
+
+
+def test_every_module_has_a_layer_and_imports_only_downward():
+    graph = module_imports(SRC)
+    assert [m for m in graph if layer_of(m) is None] == []
+    upward = [f"{m} (layer {layer_of(m)}) imports {d} (layer {layer_of(d)})"
+              for m, deps in sorted(graph.items()) for d in sorted(deps) if layer_of(d) > layer_of(m)]
+    assert upward == []
+
+
+def test_the_cycle_and_layer_checks_see_what_they_must(tmp_path):
+    """A planted cycle through a function-level import is found; a type-only import is not an import."""
+    pkg = tmp_path / "capr"
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "store" / "__init__.py").write_text("def open_store():\n    from capr.store.embedded import Embedded\n")
+    (pkg / "store" / "embedded.py").write_text("from capr.query import parse\n")
+    (pkg / "query.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from capr.search import S\n"
+                                  "from capr.store import open_store\n")
+    (pkg / "search.py").write_text("from capr import query\n")
+    graph = module_imports(pkg)
+    assert graph["capr.query"] == {"capr.store"} and graph["capr.search"] == {"capr.query"}
+    assert import_cycles(graph) == [["capr.query", "capr.store", "capr.store.embedded"]]
+    assert layer_of("capr.store.protocol") < layer_of("capr.index.index") < layer_of("capr.store.embedded")

@@ -110,7 +110,7 @@ def test_title_heading_is_not_an_aspect():
 def test_long_lines_are_split_a_window_at_a_time_with_the_same_sentences(monkeypatch, demo_dir):
     """A line longer than SENTENCE_WINDOW (a dump on one line) goes to nupunkt in windows; the sentences equal
     splitting the line in one call, including abbreviations and sentences that straddle a window's edge."""
-    import capr.corpus.segment as seg
+    import capr.corpus.sentences as seg
     from capr.corpus import read_documents
 
     texts = [d.text.replace("\n", " ") for d in read_documents(demo_dir)]

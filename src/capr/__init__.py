@@ -1,7 +1,6 @@
 """capr: clinical and health answer-passage retrieval."""
 
-__version__ = "0.1.0"
-
+from capr._version import __version__
 from capr.corpus import Format, ReadReport, read_documents  # noqa: E402
 from capr.corpus.segment import SegmenterConfig  # noqa: E402
 from capr.errors import BadInputError, CaprError, QueryError  # noqa: E402

@@ -206,7 +206,7 @@ def searchable_as_words(aspect: str, analyzer: Callable[[str], list[str]], known
 def store_known_terms(store: object) -> KnownTerms | None:
     """The vocabulary lookup of a store that has collection statistics (capr's embedded index); None for one that
     cannot tell which terms it holds (Milvus: every aspect must then be known to the table or the corpus)."""
-    from capr.store import Capability
+    from capr.store.protocol import Capability
 
     if Capability.collection_stats not in getattr(store, "capabilities", ()):
         return None

@@ -162,7 +162,7 @@ class Passage:
 def _passage_sentences(self: Passage) -> list[Span]:
     s = self._sentences
     if s is None:
-        from capr.corpus.segment import passage_sentences
+        from capr.corpus.sentences import passage_sentences
 
         s = self._sentences = passage_sentences(self.text, self.start)
     return s

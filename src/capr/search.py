@@ -24,7 +24,7 @@ from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check
 from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
 from capr.retrieve.highlight import snippet, term_spans
-from capr.store import Capability, Store
+from capr.store.protocol import Capability, Store
 from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 
 if TYPE_CHECKING:

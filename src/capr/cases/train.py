@@ -13,7 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from capr import __version__
+from capr._version import __version__
 from capr.errors import BadInputError, CaprError
 
 Log = Callable[[str], None]

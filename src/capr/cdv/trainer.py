@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from capr import __version__
+from capr._version import __version__
 from capr.cdv.args import CDVArgs
 from capr.cdv.data import N_FLAGS, DocSentences, documents_from_labels
 from capr.cdv.model import CDVModel, CDVNet, _encoder, _pad

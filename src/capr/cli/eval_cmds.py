@@ -27,7 +27,7 @@ from capr.errors import CaprError
 from capr.index import Index
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.retrieve.fusion import FusionMethod
-from capr.store import Backend
+from capr.store.protocol import Backend
 
 
 @app.command("eval")

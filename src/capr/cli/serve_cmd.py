@@ -9,7 +9,7 @@ import typer
 
 from capr.cli.common import BACKEND_HELP, TLS_CA_OPTION, TOKEN_HELP, URI_OPTION, _run_guarded, app, backend_options
 from capr.errors import CaprError
-from capr.store import Capability
+from capr.store.protocol import Capability
 
 
 @app.command("serve")

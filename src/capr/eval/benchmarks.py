@@ -537,7 +537,7 @@ def store_scorer(data: BenchmarkData, store: Any, retriever: Retriever, field: Q
     the backend's scores of the pool's passages; for ``full`` on a backend that only returns top lists, its
     top 1,000 (the rest never ranks)."""
     bench = BenchmarkSearcher(data, field, store)
-    from capr.store import Capability
+    from capr.store.protocol import Capability
 
     if protocol is Protocol.rerank64 or Capability.exhaustive in store.capabilities:
         return bench.scorer(retriever, template, fusion or FusionConfig())

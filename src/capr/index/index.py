@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from capr import __version__
+from capr._version import __version__
 from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
@@ -30,7 +30,7 @@ from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id, normalize_newlines, oversized
-from capr.store import Backend, Capability
+from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig

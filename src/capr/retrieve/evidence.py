@@ -20,7 +20,7 @@ from capr.retrieve.highlight import analysed
 
 if TYPE_CHECKING:
     from capr.query import ParsedQuery
-    from capr.store import Store
+    from capr.store.protocol import Store
 
 # A sentence is evidence when it scores at least this share of the passage's best sentence.
 # Dense cosines of unrelated sentences are far from 0, so they need a tighter ratio.

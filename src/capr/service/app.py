@@ -28,14 +28,14 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from capr import __version__
+from capr._version import __version__
 from capr.cases.baseline import rank_hypotheses
 from capr.errors import BadInputError, CaprError, QueryError
 from capr.query import Retriever
 from capr.records import Document, Passage, Query
 from capr.retrieve.highlight import term_spans
 from capr.search import Evidence, SearchOptions, Searcher
-from capr.store import Capability, Store
+from capr.store.protocol import Capability, Store
 from capr.service import schemas as S
 from capr.service.config import CONFIG_ENV, AuthThrottle, ServiceConfig, TokenSet, load_tokens
 from capr.service.state import IndexHolder, StoreHolder, WriteBusy

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from capr.errors import QueryError
 from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
 from capr.records import Document
-from capr.store import Backend
+from capr.store.protocol import Backend
 
 if TYPE_CHECKING:
     from capr.corpus.segment import SegmenterConfig

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from capr import __version__
+from capr._version import __version__
 from capr.corpus.aspects import normalize_aspect
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import BadInputError, CaprError, QueryError
@@ -42,9 +42,8 @@ from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
 from capr.query import Retriever, check_aspect
-from capr.index.index import DEFAULT_MAX_DOC_CHARS
-from capr.records import Document, Passage, Section, check_doc_id, normalize_newlines, oversized
-from capr.store import Backend, Capability
+from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section, check_doc_id, normalize_newlines, oversized
+from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from capr import __version__
+from capr._version import __version__
 from capr.errors import BadInputError
 from capr.labels.generate import LabeledPassage, read_labels
 from capr.models.context import parse_context
