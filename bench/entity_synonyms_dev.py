@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 import capr.labels.synonyms as synonyms  # noqa: E402
-from capr.adapt.checks import paired_p  # noqa: E402
+from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
 from capr.eval.metrics import query_metrics  # noqa: E402
 from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402

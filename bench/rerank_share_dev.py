@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from adapt_free_text import METRICS, consumer_setup, per_query  # noqa: E402
-from capr.adapt.checks import paired_p  # noqa: E402
+from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
 from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
 from capr.records import qrels_as_dict  # noqa: E402

@@ -25,7 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from capr.adapt.checks import paired_p  # noqa: E402
+from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
 from capr.eval.metrics import query_metrics  # noqa: E402
 from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402

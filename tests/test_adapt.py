@@ -8,24 +8,27 @@ import shutil
 import numpy as np
 import pytest
 
-from capr.adapt import AdaptConfig, adapt, config_for_more, gate, ranking_metrics, read_report
-from capr.adapt.checks import FREE_TEXT, REPORTED, SELF, CheckScores, DevCheck, jsonl_check, paired_p
+from capr.adapt import AdaptConfig, adapt, config_for_more, gate, read_report
+from capr.adapt.checks import FREE_TEXT, REPORTED, SELF, CheckScores, DevCheck, jsonl_check
+from capr.eval.metrics import candidate_metrics
+from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.adapt.pipeline import Candidate
 from capr.errors import BadInputError
 from conftest import capr_cli
 
 
-def test_ranking_metrics_on_a_known_ranking():
-    # candidates scored 0.9, 0.5, 0.1; relevant: the second (grade 1) and third (grade 2)
-    m = ranking_metrics([np.array([0.9, 0.5, 0.1])], [[0, 1, 2]])
+def test_candidate_metrics_on_a_known_ranking():
+    # candidates scored 0.9, 0.5, 0.1; relevant: the second (grade 1) and third (grade 2); nDCG's gain is the grade
+    m = candidate_metrics([np.array([0.9, 0.5, 0.1])], [[0, 1, 2]])
     assert m["P@1"][0] == 0
     assert m["MRR"][0] == pytest.approx(50.0)
     assert m["MAP"][0] == pytest.approx(100 * (1 / 2 + 2 / 3) / 2)
-    ideal = (2 ** 2 - 1) / np.log2(2) + (2 ** 1 - 1) / np.log2(3)
-    got = (2 ** 1 - 1) / np.log2(3) + (2 ** 2 - 1) / np.log2(4)
+    ideal = 2 / np.log2(2) + 1 / np.log2(3)
+    got = 1 / np.log2(3) + 2 / np.log2(4)
     assert m["nDCG@10"][0] == pytest.approx(100 * got / ideal)
-    # a tie between a relevant and a non-relevant candidate counts against the model
-    assert ranking_metrics([np.array([0.5, 0.5])], [[1, 0]])["P@1"][0] == 0
+    # ties fall in trec_eval's order (document id descending: the later candidate first)
+    assert candidate_metrics([np.array([0.5, 0.5])], [[1, 0]])["P@1"][0] == 0
+    assert candidate_metrics([np.array([0.5, 0.5])], [[0, 1]])["P@1"][0] == 100
 
 
 def _cand(name, alpha, self_mrr, free_map):

@@ -20,14 +20,14 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 
 def _reference(run: dict, qrels: dict) -> dict[str, float]:
     """The same metrics computed by trec_eval (pytrec_eval). MRR@10 = recip_rank over the top 10."""
-    full = pytrec_eval.RelevanceEvaluator(qrels, {"map", "recall.1,5,10", "ndcg_cut.10"}).evaluate(run)
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"map", "recall.1,5,10,100", "ndcg_cut.10", "P.1"}).evaluate(run)
     top10 = {q: dict(sorted(d.items(), key=lambda x: -x[1])[:10]) for q, d in run.items()}
     rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
     n = len(qrels)
     mean = lambda key, res=full: 100 * sum(res.get(q, {}).get(key, 0.0) for q in qrels) / n  # noqa: E731
     return {
-        "R@1": mean("recall_1"), "R@5": mean("recall_5"), "R@10": mean("recall_10"),
-        "MAP": mean("map"), "MRR@10": mean("recip_rank", rr), "nDCG@10": mean("ndcg_cut_10"),
+        "R@1": mean("recall_1"), "R@5": mean("recall_5"), "R@10": mean("recall_10"), "R@100": mean("recall_100"),
+        "P@1": mean("P_1"), "MAP": mean("map"), "MRR@10": mean("recip_rank", rr), "nDCG@10": mean("ndcg_cut_10"),
     }
 
 
@@ -42,8 +42,33 @@ def test_metrics_match_trec_eval_on_random_graded_runs():
     run["q3"] = {}  # a query with nothing retrieved counts as zero
     ours = evaluate(run, qrels)
     ref = _reference(run, qrels)
+    assert set(ref) == set(ours)
     for k, v in ref.items():
         assert ours[k] == pytest.approx(v, abs=0.01), k
+
+
+def test_the_gate_and_capr_eval_measure_a_run_alike():
+    """`capr adapt`'s gate scores candidates (arrays of scores and grades), `capr eval` scores runs (ids → score): on
+    the same run, graded and with ties, every metric they share is the same number, and trec_eval's."""
+    from capr.eval.metrics import candidate_metrics
+
+    rng = random.Random(11)
+    scores, grades, run, qrels = [], [], {}, {}
+    for q in range(50):
+        n = rng.randint(2, 30)
+        s = [float(rng.choice(range(8))) for _ in range(n)]  # few values: many ties
+        g = [rng.choice([0, 0, 0, 1, 2, 3]) for _ in range(n)]
+        g[rng.randrange(n)] = rng.choice([1, 2, 3])
+        scores.append(np.asarray(s))
+        grades.append(g)
+        ids = [f"{i:09d}" for i in range(n)]
+        run[f"q{q}"] = dict(zip(ids, s))
+        qrels[f"q{q}"] = {d: r for d, r in zip(ids, g) if r > 0}
+    gate = {m: round(float(v.mean()), 2) for m, v in candidate_metrics(scores, grades, ("P@1", "MAP", "nDCG@10")).items()}
+    ours = evaluate(run, qrels)
+    ref = _reference(run, qrels)
+    for m in ("P@1", "MAP", "nDCG@10"):
+        assert gate[m] == ours[m] == pytest.approx(ref[m], abs=0.01), m
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """`capr adapt`: self-supervised adaptation to a corpus, gated so that it never makes free-text questions worse."""
 
-from capr.adapt.checks import DevCheck, paired_p, ranking_metrics
+from capr.adapt.checks import DevCheck
 from capr.adapt.pipeline import AdaptConfig, AdaptReport, KeepPolicy, adapt, config_for_more, gate, read_report
 
-__all__ = ["AdaptConfig", "AdaptReport", "DevCheck", "KeepPolicy", "adapt", "config_for_more", "gate", "paired_p",
-           "ranking_metrics", "read_report"]
+__all__ = ["AdaptConfig", "AdaptReport", "DevCheck", "KeepPolicy", "adapt", "config_for_more", "gate", "read_report"]

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from capr.errors import BadInputError
+from capr.eval.metrics import candidate_metrics, per_query
 from capr.labels.generate import LabeledPassage
 from capr.labels.gazetteer import normalize_name
 
@@ -68,28 +69,6 @@ class DevCheck:
         return self._lexical
 
 
-def ranking_metrics(scores: Sequence[np.ndarray], relevance: Sequence[Sequence[float]]) -> dict[str, np.ndarray]:
-    """Per-query P@1, MRR, MAP and nDCG@10 (×100); ties are broken against the model, as in training dev."""
-    p1, rr, ap, ndcg = [], [], [], []
-    for s, rel in zip(scores, relevance):
-        s = np.asarray(s, dtype=np.float64)
-        g = np.asarray(rel, dtype=np.float64)
-        # stable order with relevant candidates after non-relevant ones of the same score
-        order = np.lexsort((g > 0, -s))
-        gains = g[order]
-        hits = gains > 0
-        p1.append(float(hits[0]) if len(hits) else 0.0)
-        first = np.flatnonzero(hits)
-        rr.append(1.0 / (first[0] + 1) if len(first) else 0.0)
-        ap.append(float(np.mean((np.cumsum(hits)[first]) / (first + 1))) if len(first) else 0.0)
-        disc = 1.0 / np.log2(np.arange(2, 12))
-        dcg = float(np.sum((2 ** gains[:10] - 1) * disc[: len(gains[:10])]))
-        ideal = np.sort(g)[::-1][:10]
-        idcg = float(np.sum((2 ** ideal - 1) * disc[: len(ideal)]))
-        ndcg.append(dcg / idcg if idcg > 0 else 0.0)
-    return {k: 100 * np.asarray(v) for k, v in (("P@1", p1), ("MRR", rr), ("MAP", ap), ("nDCG@10", ndcg))}
-
-
 def dense_scores(encoder: Any, check: DevCheck) -> list[np.ndarray]:
     """Cosine of each query with each of its candidates under `encoder` (a capr.models.encoder.Encoder), passages
     read as an index built with this encoder reads them: with the model's document context, else title + text."""
@@ -106,11 +85,11 @@ def check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any = No
     """Per-query metrics of a ranking by the dense scores alone (``fusion`` None), or by the hybrid first stage's
     fusion (a capr.retrieve.fusion.FusionConfig) of BM25 and those dense scores, as the index would search."""
     if fusion is None:
-        return ranking_metrics(dense, check.relevance)
+        return candidate_metrics(dense, check.relevance)
     from capr.retrieve.fusion import fuse_aligned
 
     fused = [fuse_aligned([lex, np.asarray(d, dtype=np.float64)], fusion) for lex, d in zip(check.lexical_scores(), dense)]
-    return ranking_metrics(fused, check.relevance)
+    return candidate_metrics(fused, check.relevance)
 
 
 def reranked_check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any, reranker: Any,
@@ -133,18 +112,7 @@ def reranked_check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion:
             return score_passages(reranker, query, chosen, [passage_index_text(p, include_title=True) for p in chosen])
 
         out.append(rerank_scores(fused, score_top, depth, share, fusion.rrf_k))
-    return ranking_metrics(out, check.relevance)
-
-
-def paired_p(a: np.ndarray, b: np.ndarray, rounds: int = 10000, seed: int = 0) -> float:
-    """Two-sided paired randomisation test (sign flips of the per-query differences)."""
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    if not len(d) or not np.any(d):
-        return 1.0
-    rng = np.random.default_rng(seed)
-    signs = rng.choice((-1.0, 1.0), size=(rounds, len(d)))
-    observed = abs(d.mean())
-    return float((np.abs((signs * d).mean(axis=1)) >= observed - 1e-12).mean())
+    return candidate_metrics(out, check.relevance)
 
 
 # --------------------------------------------------------------------------- checks from the corpus itself
@@ -263,7 +231,7 @@ class SearchedCheck:
 
     def metrics(self, folder: str | Path, fusion: Any = None, retriever: Any = None,
                 reranker: Any = None) -> dict[str, np.ndarray]:
-        """Per-query P@1, MRR@10, MAP@10 and nDCG@10 (×100) of the Searcher's top 10 on the index in ``folder``;
+        """Per-query P@1, MRR, MAP and nDCG@10 (×100, capr.eval.metrics) of the Searcher's top 10 on the index in ``folder``;
         ``fusion`` (a FusionConfig) and ``retriever`` replace the default pipeline's; ``reranker``: a second stage."""
         from capr.errors import QueryError
         from capr.index import load_index
@@ -275,23 +243,18 @@ class SearchedCheck:
         every = index.passages(np.arange(index.row_count(), dtype=np.int64))
         sections = [(p.doc_id, p.aspect or "") for p in every]
         options = SearchOptions(k=self.depth, fusion=fusion, retriever=retriever, highlights=False)
-        p1, rr, ap, ndcg = [], [], [], []
-        disc = 1.0 / np.log2(np.arange(2, self.depth + 2))
-        for n, ((entity, aspect), rel) in enumerate(zip(self.queries, self.relevant)):
+        relevant_rows = [[p.pid for p, s in zip(every, sections) if s in rel] for rel in self.relevant]
+        run: dict[str, dict[str, float]] = {}
+        for n, (entity, aspect) in enumerate(self.queries):
             try:
                 pq = searcher.parse(Query(str(n), entity=entity, aspect=aspect), validate=False)
                 hits = searcher.search(pq, options).hits
             except QueryError:  # nothing searchable in it (the same for every candidate): a miss
                 hits = []
-            gains = np.array([float((h.passage.doc_id, h.passage.aspect or "") in rel) for h in hits])
-            total = min(self.depth, sum(s in rel for s in sections))
-            first = np.flatnonzero(gains)
-            p1.append(float(len(gains) > 0 and gains[0] > 0))
-            rr.append(1.0 / (first[0] + 1) if len(first) else 0.0)
-            ap.append(float(np.sum(np.cumsum(gains)[first] / (first + 1)) / total) if total and len(first) else 0.0)
-            idcg = float(np.sum(disc[:total]))
-            ndcg.append(float(np.sum(gains * disc[: len(gains)])) / idcg if idcg else 0.0)
-        return {k: 100 * np.asarray(v) for k, v in (("P@1", p1), ("MRR", rr), ("MAP", ap), ("nDCG@10", ndcg))}
+            run[str(n)] = {h.pid: float(len(hits) - h.rank) for h in hits}  # the Searcher's order
+        qrels = {str(n): {pid: 1 for pid in rows} for n, rows in enumerate(relevant_rows)}
+        scores = per_query(run, qrels)
+        return {m: 100 * np.asarray([scores[str(n)][m] for n in range(len(self.queries))]) for m in ("P@1", "MRR", "MAP", "nDCG@10")}
 
 
 def searched_labels_check(held_out: Sequence[LabeledPassage], documents: Sequence[Any], max_tokens: int,
@@ -409,4 +372,4 @@ class CheckScores:
 
 __all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "REPORTED", "SELF", "SearchedCheck", "check_metrics",
            "dense_scores", "free_text_check", "inverse_cloze_check", "judged_answers_check", "jsonl_check",
-           "mediqa_check", "paired_p", "ranking_metrics", "searched_labels_check", "self_labelled_check"]
+           "mediqa_check", "searched_labels_check", "self_labelled_check"]

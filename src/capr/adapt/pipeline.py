@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from capr.eval.significance import paired_randomisation_p
 from capr.adapt.checks import (
     FREE_TEXT,
     REPORTED,
@@ -26,7 +27,6 @@ from capr.adapt.checks import (
     reranked_check_metrics,
     free_text_check,
     inverse_cloze_check,
-    paired_p,
     searched_labels_check,
     self_labelled_check,
 )
@@ -343,7 +343,7 @@ def choose_second_stage(kept: Candidate, trained: Candidate, start_model: str, c
             with_it = reranked_check_metrics(check, kept.sims[check.name], fusion, ensemble, depth)
         a, b = float(without[check.primary].mean()), float(with_it[check.primary].mean())
         table[check.name] = {"without": round(a, 2), "with": round(b, 2), "primary": check.primary}
-        paired[check.name] = round(paired_p(with_it[check.primary], without[check.primary]), 4)
+        paired[check.name] = round(paired_randomisation_p(with_it[check.primary], without[check.primary]), 4)
         if check.side in (SELF, FREE_TEXT):
             gains[check.name] = b - a
     worse = [f"{n} {g:+.2f}" for n, g in gains.items() if g < -margin - 1e-9]
@@ -447,7 +447,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     report.minutes["gate"] = round((time.time() - t0) / 60, 2)
     start = candidates[0]
     for cand in candidates[1:]:
-        report.paired[cand.name] = {c.name: {m: round(paired_p(cand.scores.per_query[c.name][m],
+        report.paired[cand.name] = {c.name: {m: round(paired_randomisation_p(cand.scores.per_query[c.name][m],
                                                                start.scores.per_query[c.name][m]), 4)
                                              for m in ("P@1", "MAP", "nDCG@10")} for c in checks}
     if len(candidates) == 1:
