@@ -40,10 +40,10 @@ test: $(STAMP) $(MILVUS_STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) $(MILVUS_STAMP)
-	$(BIN)/python bench/bench_bm25.py
-	$(BIN)/python bench/bench_dense.py
-	$(BIN)/python bench/bench_service.py
-	$(BIN)/python bench/bench_milvus.py
+	$(BIN)/python -m bench.bench_bm25
+	$(BIN)/python -m bench.bench_dense
+	$(BIN)/python -m bench.bench_service
+	$(BIN)/python -m bench.bench_milvus
 
 clean:
 	rm -rf $(VENV) $(MILVUS_VENV) build *.egg-info src/*.egg-info

@@ -2,8 +2,8 @@
 """BM25 indexing throughput (docs/s) and query throughput (queries/s) of capr against plain
 bm25s and rank_bm25, on the same passages and queries built from the real texts in ../shared/data.
 
-    .venv/bin/python bench/bench_bm25.py                      # 200,000 passages, 500 queries
-    .venv/bin/python bench/bench_bm25.py --passages 5000 --queries 50
+    .venv/bin/python -m bench.bench_bm25                      # 200,000 passages, 500 queries
+    .venv/bin/python -m bench.bench_bm25 --passages 5000 --queries 50
 
 Each system runs in its own child process (same interpreter) so that its build time and peak
 memory are not disturbed by the others. The corpus and the queries are cached under bench/out/.
@@ -14,311 +14,22 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
-import platform
-import random
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "data"
-DEFAULT_OUT = REPO / "bench" / "out"
-CORPUS_VERSION = 1  # bump when the way passages or queries are built changes (invalidates caches)
+from bench.common import (DEFAULT_DATA, DEFAULT_OUT, PeakRSS, busy_cpu_seconds, capr_fingerprint, dir_mb, latency_stats,
+                          log, machine_info, own_cpu_seconds, read_jsonl_gz, rss)
+from bench.corpus import prepare_data
+
 K = 10
 SYSTEMS = ("capr", "bm25s", "rank_bm25")
-FALLBACK_ASPECTS = ("symptoms", "causes", "treatment", "diagnosis", "prevention", "outlook")
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Corpus and queries
-# ---------------------------------------------------------------------------------------------
-def capr_fingerprint(subpackages: tuple[str, ...] = ()) -> str:
-    """Short SHA-1 of capr's Python sources (all of them, or only the given subpackages + records.py):
-    ties cached corpora and reported numbers to the code that produced them."""
-    import hashlib
-
-    import capr
-
-    root = Path(capr.__file__).resolve().parent
-    files = sorted(root.rglob("*.py"))
-    if subpackages:
-        files = [f for f in files if f.name == "records.py" and f.parent == root
-                 or any(root / sp in f.parents for sp in subpackages)]
-    h = hashlib.sha1()
-    for f in files:
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
-def _sources(data_dir: Path) -> list[tuple[str, Path]]:
-    out = [
-        ("medquad", data_dir / "medquad" / "MedQuAD.tar.gz"),
-        ("mtsamples", data_dir / "mtsamples" / "mtsamples.csv.gz"),
-    ]
-    missing = [str(p) for _, p in out if not p.is_file()]
-    if missing:
-        sys.exit(f"bench_bm25: data file(s) not found: {', '.join(missing)}\n"
-                 f"  pass --data-dir pointing at the shared data folder (default {DEFAULT_DATA})")
-    pubmedqa = data_dir / "pubmedqa_labeled_test" / "test_set.json.gz"
-    if pubmedqa.is_file():
-        out.append(("pubmedqa", pubmedqa))
-    return out
-
-
-def _read_pubmedqa(path: Path):
-    """PubMedQA PQA-L abstracts as capr Documents (capr has no reader for this one JSON object):
-    one document per PMID, one section per structured-abstract part (LABELS[i] / CONTEXTS[i])."""
-    from capr.records import Document, Section
-
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        data = json.load(fh)
-    for pmid, rec in data.items():
-        chunks, sections, pos = [], [], 0
-        for label, ctx in zip(rec.get("LABELS") or [], rec.get("CONTEXTS") or []):
-            ctx = (ctx or "").strip()
-            if not ctx:
-                continue
-            if chunks:
-                chunks.append("\n\n")
-                pos += 2
-            chunks.append(ctx)
-            sections.append(Section(heading=label, aspect=(label or "").lower(), start=pos, end=pos + len(ctx)))
-            pos += len(ctx)
-        if sections:
-            yield Document(doc_id=f"pubmedqa-{pmid}", title="", text="".join(chunks), sections=sections)
-
-
-def _load_sources(data_dir: Path) -> dict[str, Any]:
-    """Real passages (capr's segmenter, default settings), the sentence pool, and query pools."""
-    from tqdm import tqdm
-
-    from capr.corpus import ReadReport, read_documents
-    from capr.corpus.segment import segment, split_sentences
-
-    real: list[str] = []
-    sentences: list[str] = []
-    questions: list[str] = []
-    entity_aspects: list[tuple[str, list[str]]] = []
-    counts: dict[str, dict[str, int]] = {}
-    for name, path in _sources(data_dir):
-        report = ReadReport(skip_bad=True)
-        docs = _read_pubmedqa(path) if name == "pubmedqa" else read_documents(path, report=report)
-        n_docs = n_pass = n_sent = 0
-        for doc in tqdm(docs, desc=f"reading {name}", unit=" docs", file=sys.stderr, mininterval=1.0):
-            n_docs += 1
-            passages = segment(doc)
-            for p in passages:
-                if p.text.strip():
-                    real.append(p.text)
-                    n_pass += 1
-            for a, b in split_sentences(doc.text):
-                s = " ".join(doc.text[a:b].split())
-                if sum(c.isalnum() for c in s) >= 3:
-                    sentences.append(s)
-                    n_sent += 1
-            if name == "medquad":
-                questions.extend(s.heading for s in doc.sections or [] if s.heading.strip())
-            if name in ("medquad", "mtsamples") and doc.title.strip():
-                aspects = sorted({p.aspect for p in passages if p.aspect and p.aspect != "information"})
-                entity_aspects.append((" ".join(doc.title.split()), aspects))
-        counts[name] = {"documents": n_docs, "passages": n_pass, "sentences": n_sent, "skipped": len(report.skipped)}
-        log(f"  {name}: {n_docs} documents, {n_pass} passages, {n_sent} sentences ({report.summary()})")
-    return {"real": real, "sentences": sentences, "questions": list(dict.fromkeys(questions)),
-            "entity_aspects": entity_aspects, "counts": counts}
-
-
-def _build_passages(src: dict[str, Any], n: int, seed: int) -> list[str]:
-    from tqdm import tqdm
-
-    rng = random.Random(seed)
-    real = src["real"]
-    if n <= len(real):
-        return [real[i] for i in sorted(rng.sample(range(len(real)), n))]
-    out = list(real)
-    pool = src["sentences"]
-    for _ in tqdm(range(n - len(real)), desc="synthetic passages", unit=" passages", file=sys.stderr, mininterval=0.5):
-        out.append(" ".join(rng.choices(pool, k=rng.randint(3, 8))))
-    return out
-
-
-def _build_queries(src: dict[str, Any], n: int, seed: int) -> list[dict[str, str]]:
-    rng = random.Random(seed + 1)
-    n_q = (n + 1) // 2
-    questions = rng.sample(src["questions"], min(n_q, len(src["questions"])))
-    ea = []
-    for title, aspects in rng.sample(src["entity_aspects"], min(n - len(questions), len(src["entity_aspects"]))):
-        ea.append(f"{title} {rng.choice(aspects or FALLBACK_ASPECTS)}")
-    queries = [{"kind": "question", "text": q} for q in questions] + [{"kind": "entity+aspect", "text": q} for q in ea]
-    rng.shuffle(queries)  # so that any prefix (rank_bm25 times only the first few) mixes both kinds
-    for i, q in enumerate(queries):
-        q["qid"] = f"q{i}"
-    return queries
-
-
-def _read_cache(path: Path, meta: dict[str, Any]) -> tuple[list[Any] | None, dict[str, Any]]:
-    """Records of a cache file whose first line (meta) matches; (None, {}) otherwise."""
-    if not path.is_file():
-        return None, {}
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            head = json.loads(fh.readline())
-            if head.get("meta") != meta:
-                return None, {}
-            return [json.loads(line) for line in fh], head.get("info", {})
-    except (OSError, ValueError, EOFError):
-        return None, {}
-
-
-def _write_cache(path: Path, meta: dict[str, Any], records: list[Any], info: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=5) as fh:
-        fh.write(json.dumps({"meta": meta, "info": info}) + "\n")
-        for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def prepare_data(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
-    data_dir = Path(args.data_dir).resolve()
-    if not data_dir.is_dir():
-        sys.exit(f"bench_bm25: data directory {data_dir} not found.\n"
-                 f"  It should hold medquad/MedQuAD.tar.gz and mtsamples/mtsamples.csv.gz; pass --data-dir.")
-    _sources(data_dir)  # exits with a clear message if a required file is missing
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    # the corpus depends on capr's readers and segmenter: a change there rebuilds it
-    base = {"version": CORPUS_VERSION, "seed": args.seed, "data_dir": str(data_dir),
-            "capr_corpus_code": capr_fingerprint(("corpus",))}
-    pmeta = {**base, "passages": args.passages}
-    qmeta = {**base, "queries": args.queries}
-    ppath = out / f"corpus_{args.passages}_seed{args.seed}.jsonl.gz"
-    qpath = out / f"queries_{args.queries}_seed{args.seed}.jsonl.gz"
-    info: dict[str, Any] = {"corpus_cache": str(ppath), "queries_cache": str(qpath)}
-    passages, pinfo = (None, {}) if args.rebuild_corpus else _read_cache(ppath, pmeta)
-    queries, _ = (None, {}) if args.rebuild_corpus else _read_cache(qpath, qmeta)
-    if passages is not None and queries is not None:
-        log(f"corpus: cached {ppath.name} ({len(passages):,} passages), {qpath.name} ({len(queries)} queries)")
-        info["built_now"] = False
-    else:
-        t0 = time.perf_counter()
-        log(f"building corpus from {data_dir} (seed {args.seed}) ...")
-        src = _load_sources(data_dir)
-        pinfo = {"sources": src["counts"], "real_passages_available": len(src["real"]),
-                 "sentence_pool": len(src["sentences"])}
-        if passages is None:
-            passages = _build_passages(src, args.passages, args.seed)
-            pinfo.update(real_passages=min(len(src["real"]), len(passages)),
-                         synthetic_passages=max(0, len(passages) - len(src["real"])))
-            _write_cache(ppath, pmeta, passages, pinfo)
-        else:
-            pinfo = _read_cache(ppath, pmeta)[1]
-        if queries is None:
-            queries = _build_queries(src, args.queries, args.seed)
-            _write_cache(qpath, qmeta, queries, {})
-        info.update(built_now=True, build_seconds=round(time.perf_counter() - t0, 1))
-        log(f"corpus built in {info['build_seconds']} s: {len(passages):,} passages "
-            f"({pinfo.get('real_passages', '?'):,} real, {pinfo.get('synthetic_passages', 0):,} synthetic "
-            f"from a pool of {len(src['sentences']):,} sentences), {len(queries)} queries")
-    info.update(pinfo)
-    info.update(passages=len(passages), queries=len(queries),
-                queries_by_kind={k: sum(q["kind"] == k for q in queries) for k in ("question", "entity+aspect")},
-                mean_passage_words=round(sum(len(p.split()) for p in passages) / max(1, len(passages)), 1))
-    return ppath, qpath, info
-
-
-# ---------------------------------------------------------------------------------------------
-# Measurement helpers (used inside the worker processes)
-# ---------------------------------------------------------------------------------------------
-def _rss() -> int:
-    import psutil
-
-    return psutil.Process().memory_info().rss
-
-
-class PeakRSS:
-    """Peak resident memory during a block, minus the RSS at its start.
-    Uses the kernel's high-water mark (VmHWM, reset through /proc/self/clear_refs) when possible,
-    and a 5 ms psutil sampler in any case; reports the larger of the two."""
-
-    def __init__(self) -> None:
-        self.baseline = 0
-        self.peak = 0
-        self._stop = threading.Event()
-        self._hwm_ok = False
-
-    @staticmethod
-    def _hwm() -> int | None:
-        try:
-            with open("/proc/self/status") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return None
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss())
-
-    def __enter__(self) -> "PeakRSS":
-        gc.collect()
-        self.baseline = self.peak = _rss()
-        try:
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")
-            self._hwm_ok = self._hwm() is not None
-        except OSError:
-            self._hwm_ok = False
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss())
-        if self._hwm_ok:
-            self.peak = max(self.peak, self._hwm() or 0)
-
-    @property
-    def delta_mb(self) -> float:
-        return (self.peak - self.baseline) / 2**20
-
-
-def _percentile(values: list[float], q: float) -> float:
-    import numpy as np
-
-    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
-
-
-def _dir_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
-
-
-def _read_jsonl_gz(path: Path) -> list[Any]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        fh.readline()  # meta
-        return [json.loads(line) for line in fh]
-
-
-def _latency_stats(lat: list[float]) -> dict[str, float]:
-    return {"queries_timed": len(lat), "query_seconds": sum(lat), "qps": len(lat) / sum(lat) if sum(lat) else 0.0,
-            "p50_ms": _percentile(lat, 50) * 1e3, "p95_ms": _percentile(lat, 95) * 1e3}
-
 
 # ---------------------------------------------------------------------------------------------
 # Systems (each runs in a child process)
@@ -347,7 +58,7 @@ def run_capr(passages: list[str], queries: list[str], tmp_root: str | None, keep
         del w
         gc.collect()
         res.update(build_s=build, peak_rss_mb=mem.delta_mb, indexed=n_indexed, skipped_passages=skipped,
-                   index_mb=_dir_mb(root))
+                   index_mb=dir_mb(root))
         log(f"[capr] build {build:.1f} s ({n_indexed / build:,.0f} docs/s), peak RSS +{mem.delta_mb:,.0f} MB")
 
         t0 = time.perf_counter()
@@ -364,8 +75,8 @@ def run_capr(passages: list[str], queries: list[str], tmp_root: str | None, keep
             hits = search(idx, q, k=K, aspect_boost=0.0, highlights=False)
             lat.append(time.perf_counter() - t0)
             top.append([(int(h.pid.split("#", 1)[0][1:]), h.score) for h in hits])
-        res.update(_latency_stats(lat))
-        res["rss_after_queries_mb"] = _rss() / 2**20
+        res.update(latency_stats(lat))
+        res["rss_after_queries_mb"] = rss() / 2**20
         res["top"] = top
         log(f"[capr] load {res['load_s']:.2f} s, {res['qps']:.1f} queries/s, p50 {res['p50_ms']:.1f} ms")
         idx.close()
@@ -418,7 +129,7 @@ def run_bm25s(passages: list[str], queries: list[str], tmp_root: str | None, cap
         t0 = time.perf_counter()
         retriever.save(str(tmp / "index"))
         res["save_s"] = time.perf_counter() - t0
-        res["index_mb"] = _dir_mb(tmp / "index")
+        res["index_mb"] = dir_mb(tmp / "index")
         del retriever
         gc.collect()
         t0 = time.perf_counter()
@@ -448,9 +159,9 @@ def run_bm25s(passages: list[str], queries: list[str], tmp_root: str | None, cap
         d, _ = one(q)
         lat.append(time.perf_counter() - t0)
         single_docs.append(d[0])
-    res["single"] = _latency_stats(lat)
+    res["single"] = latency_stats(lat)
     res["single_equals_batched"] = float(np.mean([set(a.tolist()) == set(b.tolist()) for a, b in zip(single_docs, docs)]))
-    res["rss_after_queries_mb"] = _rss() / 2**20
+    res["rss_after_queries_mb"] = rss() / 2**20
     res["top"] = [[(int(d), float(s)) for d, s in zip(dr, sr) if s > 0] for dr, sr in zip(docs, scores)]
     log(f"[bm25s] load {res['load_s']:.2f} s, batched {res['batched']['qps']:.1f} queries/s, "
         f"one at a time {res['single']['qps']:.1f} queries/s")
@@ -506,16 +217,16 @@ def run_rank_bm25(passages: list[str], queries: list[str], n_queries: int) -> di
         part = part[np.argsort(-scores[part], kind="stable")]
         lat.append(time.perf_counter() - t0)
         top.append([(int(d), float(scores[d])) for d in part if scores[d] > 0])
-    res.update(_latency_stats(lat))
-    res["rss_after_queries_mb"] = _rss() / 2**20
+    res.update(latency_stats(lat))
+    res["rss_after_queries_mb"] = rss() / 2**20
     res["top"] = top
     log(f"[rank_bm25] {res['qps']:.2f} queries/s, p50 {res['p50_ms']:.0f} ms")
     return res
 
 
 def worker(args: argparse.Namespace) -> None:
-    passages = _read_jsonl_gz(Path(args.worker_corpus))
-    queries = [q["text"] for q in _read_jsonl_gz(Path(args.worker_queries))]
+    passages = read_jsonl_gz(Path(args.worker_corpus))
+    queries = [q["text"] for q in read_jsonl_gz(Path(args.worker_queries))]
     gc.collect()
     if args.worker == "capr":
         res = run_capr(passages, queries, args.tmp_dir, args.keep_index)
@@ -558,42 +269,6 @@ def agreement(a_top: list, b_top: list, b_scores_of_a: list | None = None) -> di
     if tie:
         out["tie_aware_overlap_at_10"] = sum(tie) / len(tie)
     return out
-
-
-def machine_info() -> dict[str, Any]:
-    import psutil
-
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions = {}
-    for pkg in ("capr", "bm25s", "rank-bm25", "numpy", "scipy", "PyStemmer", "nupunkt", "numba"):
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    return {"cpu": cpu, "logical_cores": os.cpu_count(), "capr_source_sha1": capr_fingerprint(), "physical_cores": psutil.cpu_count(logical=False),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1), "python": platform.python_version(),
-            "platform": platform.platform(), "versions": versions}
-
-
-def _busy_cpu_seconds() -> float:
-    """CPU seconds spent by the whole machine outside idle/iowait since boot."""
-    import psutil
-
-    t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
-
-
-def _own_cpu_seconds() -> float:
-    """CPU seconds of this process and its finished children (the worker processes)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def make_table(results: dict[str, Any]) -> list[str]:
@@ -648,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     load_before = os.getloadavg()
-    busy0, own0 = _busy_cpu_seconds(), _own_cpu_seconds()
+    busy0, own0 = busy_cpu_seconds(), own_cpu_seconds()
     machine = machine_info()
     ppath, qpath, corpus_info = prepare_data(args)
     out = Path(args.out_dir)
@@ -660,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     for system in systems:
         rpath = work / f"{system}_{args.passages}.json"
         rpath.unlink(missing_ok=True)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", system,
+        cmd = [sys.executable, "-m", "bench.bench_bm25", "--worker", system,
                "--worker-corpus", str(ppath), "--worker-queries", str(qpath), "--worker-result", str(rpath),
                "--rank-bm25-queries", str(args.rank_bm25_queries)]
         if args.tmp_dir:
@@ -692,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     wall = time.perf_counter() - t_start
     # CPU used by other processes while the benchmark ran (the load average would count the benchmark itself)
-    other_cpu = max(0.0, (_busy_cpu_seconds() - busy0) - (_own_cpu_seconds() - own0))
+    other_cpu = max(0.0, (busy_cpu_seconds() - busy0) - (own_cpu_seconds() - own0))
     other_cores = other_cpu / wall if wall else 0.0
     n_rank = min(args.rank_bm25_queries, corpus_info["queries"])
 

@@ -2,9 +2,9 @@
 """Dense retrieval benchmark: encoder throughput per backend (Part A) and capr's dense and hybrid
 query latency at scale against raw faiss and bm25s references (Part B).
 
-    .venv/bin/python bench/bench_dense.py                              # Part A + Part B at 200,000 passages
-    .venv/bin/python bench/bench_dense.py --passages 5000 --queries 50 # quick check
-    .venv/bin/python bench/bench_dense.py --skip-b                     # encoders only
+    .venv/bin/python -m bench.bench_dense                              # Part A + Part B at 200,000 passages
+    .venv/bin/python -m bench.bench_dense --passages 5000 --queries 50 # quick check
+    .venv/bin/python -m bench.bench_dense --skip-b                     # encoders only
 
 Part A encodes the first 2,000 passages of ../shared/data/medquad_cdv_test/passages.jsonl.gz with
 every encoder backend (torch fp32, onnx fp32, onnx-int8, static) and compares speed and vectors with
@@ -34,12 +34,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_bm25 as bb  # noqa: E402  (corpus/query cache, PeakRSS, latency helpers, machine info)
+from bench import common
+from bench.bench_bm25 import run_bm25s
+from bench.common import DEFAULT_DATA, DEFAULT_OUT, log
+from bench.corpus import prepare_data
 
-REPO = bb.REPO
-DEFAULT_DATA = bb.DEFAULT_DATA
-DEFAULT_OUT = bb.DEFAULT_OUT
 K = 10
 BACKENDS = ("torch", "onnx", "onnx-int8", "static")
 BACKEND_LABEL = {"torch": "torch fp32", "onnx": "onnx fp32", "onnx-int8": "onnx-int8", "static": "static (model2vec)"}
@@ -51,7 +50,6 @@ from capr.index.vectors import HNSW_EF_CONSTRUCTION as FAISS_EF_CONSTRUCTION, HN
 WORKERS = ("encode", "prepare-static", "capr", "faiss", "bm25s")
 TIMED = {"wall_s": 0.0, "other_cpu_s": 0.0}  # summed over the child processes (waits for a quiet machine excluded)
 
-log = bb.log
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,14 +129,14 @@ def run_encode(backend: str, texts: list[str], out_npy: Path, query_reps: int) -
 
     models_dir = Path(os.environ["CAPR_CACHE"]) / "models"
     before = _files(models_dir)
-    rss0 = bb._rss()
+    rss0 = common.rss()
     t0 = time.perf_counter()
     enc = Encoder(EncoderConfig(backend=backend), cache=False)
     enc.encode_queries(["warm up"])  # loads the model; the first time also exports / quantizes / distils it
     first_load = time.perf_counter() - t0
     created = sorted(_files(models_dir) - before)
     res: dict[str, Any] = {"backend": backend, "first_load_s": first_load, "created_files": created,
-                           "model_rss_mb": (bb._rss() - rss0) / 2**20, "batch_size": enc.config.batch_size,
+                           "model_rss_mb": (common.rss() - rss0) / 2**20, "batch_size": enc.config.batch_size,
                            "max_length": enc.config.max_length, **_thread_info()}
     log(f"[{backend}] model ready in {first_load:.1f} s" + (f" (created {len(created)} file(s) in the model cache)" if created else ""))
 
@@ -159,7 +157,7 @@ def run_encode(backend: str, texts: list[str], out_npy: Path, query_reps: int) -
         t0 = time.perf_counter()
         enc.encode_queries([SHORT_QUERY])
         lat.append(time.perf_counter() - t0)
-    res.update(query_p50_ms=bb._percentile(lat, 50) * 1e3, query_p95_ms=bb._percentile(lat, 95) * 1e3,
+    res.update(query_p50_ms=common.percentile(lat, 50) * 1e3, query_p95_ms=common.percentile(lat, 95) * 1e3,
                query_reps=query_reps)
     log(f"[{backend}] {res['passages_per_s']:,.1f} passages/s, single query p50 {res['query_p50_ms']:.2f} ms")
     return res
@@ -271,7 +269,7 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
     res: dict[str, Any] = {**_thread_info()}
     phases = BuildPhases(len(passages))
     log(f"[capr] building index of {len(passages):,} passages with static-model vectors in {root} ...")
-    with bb.PeakRSS() as mem:
+    with common.PeakRSS() as mem:
         t0 = time.perf_counter()
         phases.start()
         with IndexWriter(root, segmenter=SegmenterConfig(max_tokens=0, include_title=False),
@@ -292,7 +290,7 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
         phase_s = {k.replace(" + HNSW graph", " (no HNSW graph)"): v for k, v in phase_s.items()}
     res.update(build_s=build, build_phases_s=phase_s, peak_rss_mb=mem.delta_mb,
                peak_rss_abs_mb=mem.peak / 2**20, indexed=n_indexed, skipped_passages=len(passages) - n_indexed,
-               index_mb=bb._dir_mb(root), segments=manifest_segs,
+               index_mb=common.dir_mb(root), segments=manifest_segs,
                vectors_mb=sum((d / "vectors.npy").stat().st_size for d in seg_dirs) / 2**20,
                hnsw_mb=sum((d / "hnsw.faiss").stat().st_size for d in seg_dirs if (d / "hnsw.faiss").exists()) / 2**20,
                hnsw_used=all((d / "hnsw.faiss").exists() for d in seg_dirs), hnsw_threshold=hnsw_threshold)
@@ -316,7 +314,7 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
             hits = search(idx, q, k=K, retriever=r, aspect_boost=0.0, highlights=False)
             lat.append(time.perf_counter() - t0)
             top.append([corpus_id(h.pid) for h in hits])
-        res[r] = {**bb._latency_stats(lat), "first_query_ms": first}
+        res[r] = {**common.latency_stats(lat), "first_query_ms": first}
         if r == "dense":
             res["dense_top"] = top
         log(f"[capr] {r}: p50 {res[r]['p50_ms']:.2f} ms, p95 {res[r]['p95_ms']:.2f} ms, {res[r]['qps']:.1f} queries/s")
@@ -331,11 +329,11 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
         t2 = time.perf_counter()
         enc_lat.append(t1 - t0)
         search_lat.append(t2 - t1)
-    res["dense_breakdown"] = {"encode_query_p50_ms": bb._percentile(enc_lat, 50) * 1e3,
-                              "dense_search_p50_ms": bb._percentile(search_lat, 50) * 1e3,
-                              "encode_query_p95_ms": bb._percentile(enc_lat, 95) * 1e3,
-                              "dense_search_p95_ms": bb._percentile(search_lat, 95) * 1e3}
-    res["rss_after_queries_mb"] = bb._rss() / 2**20
+    res["dense_breakdown"] = {"encode_query_p50_ms": common.percentile(enc_lat, 50) * 1e3,
+                              "dense_search_p50_ms": common.percentile(search_lat, 50) * 1e3,
+                              "encode_query_p95_ms": common.percentile(enc_lat, 95) * 1e3,
+                              "dense_search_p95_ms": common.percentile(search_lat, 95) * 1e3}
+    res["rss_after_queries_mb"] = common.rss() / 2**20
     idx.close()
     return res
 
@@ -373,7 +371,7 @@ def run_faiss(root: Path, queries: list[str], tmp_root: str | None) -> dict[str,
         qvecs.append(enc.encode_queries([q])[0])
         qlat.append(time.perf_counter() - t0)
     qv = np.ascontiguousarray(np.stack(qvecs), dtype=np.float32)
-    res["encode_query_p50_ms"] = bb._percentile(qlat, 50) * 1e3
+    res["encode_query_p50_ms"] = common.percentile(qlat, 50) * 1e3
 
     def timed_search(index, desc: str) -> tuple[dict[str, Any], list[list[int]]]:
         t0 = time.perf_counter()
@@ -385,10 +383,10 @@ def run_faiss(root: Path, queries: list[str], tmp_root: str | None) -> dict[str,
             _, rows = index.search(qv[i : i + 1], K)
             lat.append(time.perf_counter() - t0)
             top.append([int(row_ids[r]) for r in rows[0] if r >= 0])
-        return {**bb._latency_stats(lat), "first_query_ms": first}, top
+        return {**common.latency_stats(lat), "first_query_ms": first}, top
 
     log(f"[faiss] IndexHNSWFlat(M={FAISS_M}, efConstruction={FAISS_EF_CONSTRUCTION}, inner product) on {n:,} x {d} ...")
-    with bb.PeakRSS() as mem, Ticker("[faiss] HNSW build"):
+    with common.PeakRSS() as mem, Ticker("[faiss] HNSW build"):
         t0 = time.perf_counter()
         hnsw = faiss.IndexHNSWFlat(d, FAISS_M, faiss.METRIC_INNER_PRODUCT)
         hnsw.hnsw.efConstruction = FAISS_EF_CONSTRUCTION
@@ -415,7 +413,7 @@ def run_faiss(root: Path, queries: list[str], tmp_root: str | None) -> dict[str,
     gc.collect()
     log(f"[faiss] HNSW build {build:.1f} s, p50 {stats['p50_ms']:.3f} ms")
 
-    with bb.PeakRSS() as mem:
+    with common.PeakRSS() as mem:
         t0 = time.perf_counter()
         flat = faiss.IndexFlatIP(d)
         flat.add(vecs)
@@ -426,7 +424,7 @@ def run_faiss(root: Path, queries: list[str], tmp_root: str | None) -> dict[str,
     log(f"[faiss] flat p50 {stats['p50_ms']:.2f} ms")
     res["hnsw_top"] = hnsw_top
     res["flat_top"] = flat_top
-    res["rss_after_queries_mb"] = bb._rss() / 2**20
+    res["rss_after_queries_mb"] = common.rss() / 2**20
     return res
 
 
@@ -450,17 +448,17 @@ def worker(args: argparse.Namespace) -> None:
     elif args.worker == "prepare-static":
         res = run_prepare_static()
     else:
-        queries = [q["text"] for q in bb._read_jsonl_gz(Path(args.worker_queries))]
+        queries = [q["text"] for q in common.read_jsonl_gz(Path(args.worker_queries))]
         if args.worker == "capr":
-            passages = bb._read_jsonl_gz(Path(args.worker_corpus))
+            passages = common.read_jsonl_gz(Path(args.worker_corpus))
             gc.collect()
             res = run_capr(passages, queries, Path(args.worker_index), args.hnsw_threshold)
         elif args.worker == "faiss":
             res = run_faiss(Path(args.worker_index), queries, args.tmp_dir)
         else:
-            passages = bb._read_jsonl_gz(Path(args.worker_corpus))
+            passages = common.read_jsonl_gz(Path(args.worker_corpus))
             gc.collect()
-            res = bb.run_bm25s(passages, queries, args.tmp_dir, None, False)
+            res = run_bm25s(passages, queries, args.tmp_dir, None, False)
             res.pop("top", None)
     Path(args.worker_result).write_text(json.dumps(res))
 
@@ -514,7 +512,7 @@ class QuietGate:
 
 
 def machine_info() -> dict[str, Any]:
-    m = bb.machine_info()
+    m = common.machine_info()
     versions = {}
     for pkg in ("capr", "numpy", "faiss-cpu", "torch", "onnxruntime", "model2vec", "sentence-transformers",
                 "transformers", "tokenizers", "bm25s", "PyStemmer"):
@@ -538,11 +536,11 @@ def machine_info() -> dict[str, Any]:
 def run_child(name: str, cmd: list[str], rpath: Path, gate: QuietGate, env: dict[str, str] | None = None) -> dict[str, Any] | None:
     gate.wait(name)
     rpath.unlink(missing_ok=True)
-    busy0, own0 = bb._busy_cpu_seconds(), bb._own_cpu_seconds()
+    busy0, own0 = common.busy_cpu_seconds(), common.own_cpu_seconds()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=sys.stderr, env=env)  # children's chatter (faiss, HF) stays off stdout
     wall = time.perf_counter() - t0
-    other = max(0.0, (bb._busy_cpu_seconds() - busy0) - (bb._own_cpu_seconds() - own0))
+    other = max(0.0, (common.busy_cpu_seconds() - busy0) - (common.own_cpu_seconds() - own0))
     if proc.returncode != 0 or not rpath.is_file():
         log(f"bench_dense: {name} failed (exit status {proc.returncode}); leaving it out")
         return None
@@ -678,13 +676,13 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     model_cache = Path(os.environ["CAPR_CACHE"])
     (model_cache / "models").mkdir(parents=True, exist_ok=True)
-    me = [sys.executable, str(Path(__file__).resolve())]
+    me = [sys.executable, "-m", "bench.bench_dense"]
 
     gate = QuietGate(args.max_wait)
     gate.wait("the benchmark")
     t_start = time.perf_counter()
     load_before = os.getloadavg()
-    busy0, own0 = bb._busy_cpu_seconds(), bb._own_cpu_seconds()
+    busy0, own0 = common.busy_cpu_seconds(), common.own_cpu_seconds()
     machine = machine_info()
 
     # ---- Part A ----
@@ -719,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_b:
         ns = SimpleNamespace(data_dir=args.data_dir, out_dir=str(out), seed=args.seed, passages=args.passages,
                              queries=args.queries, rebuild_corpus=args.rebuild_corpus)
-        ppath, qpath, corpus_info = bb.prepare_data(ns)
+        ppath, qpath, corpus_info = prepare_data(ns)
         if not any((model_cache / "models").glob("static-*/config.json")):
             log("Part B: distilling the static model first (one-time, not timed as part of the build) ...")
             prep = run_child("static model preparation", me + ["--worker", "prepare-static", "--worker-result",
@@ -733,9 +731,9 @@ def main(argv: list[str] | None = None) -> int:
         build_cache.mkdir()
         (build_cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
         env = {**os.environ, "CAPR_CACHE": str(build_cache)}
-        common = ["--worker-corpus", str(ppath), "--worker-queries", str(qpath), "--worker-index", str(root)]
+        worker_args = ["--worker-corpus", str(ppath), "--worker-queries", str(qpath), "--worker-index", str(root)]
         if args.tmp_dir:
-            common += ["--tmp-dir", args.tmp_dir]
+            worker_args += ["--tmp-dir", args.tmp_dir]
         try:
             for system in ("capr", "faiss", "bm25s"):
                 if system == "faiss" and "capr" not in b_res:
@@ -743,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 rpath = work / f"dense_{system}_{args.passages}.json"
                 r = run_child(system, me + ["--worker", system, "--worker-result", str(rpath),
-                                            "--hnsw-threshold", str(hnsw_threshold)] + common, rpath, gate, env)
+                                            "--hnsw-threshold", str(hnsw_threshold)] + worker_args, rpath, gate, env)
                 if r:
                     b_res[system] = r
         finally:
@@ -762,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     costs = one_time_costs(model_cache / "one_time_costs.json", a, prep)
     load_after = os.getloadavg()
     wall = time.perf_counter() - t_start
-    other_cpu_run = max(0.0, (bb._busy_cpu_seconds() - busy0) - (bb._own_cpu_seconds() - own0))
+    other_cpu_run = max(0.0, (common.busy_cpu_seconds() - busy0) - (common.own_cpu_seconds() - own0))
     # what matters is the load while systems ran, not while the script waited for a quiet machine
     other_cpu = TIMED["other_cpu_s"]
     other_cores = other_cpu / TIMED["wall_s"] if TIMED["wall_s"] else 0.0
@@ -865,7 +863,7 @@ def main(argv: list[str] | None = None) -> int:
              if r.get("other_processes_cores", 0) > 0.2]
     if noisy:
         warns.append("WARNING: other processes' cores while single systems ran: " + ", ".join(noisy))
-    if bb.capr_fingerprint() != machine["capr_source_sha1"]:
+    if common.capr_fingerprint() != machine["capr_source_sha1"]:
         warns.append("WARNING: capr's source files changed while the benchmark ran; rerun for numbers that belong "
                      "to one version of the code")
     lines += [f"- {w}" for w in warns]

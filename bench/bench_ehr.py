@@ -3,8 +3,8 @@
 de-identification placeholders inserted), indexed lexical-only; docs/s, peak RSS and the latency of a
 search scoped to one patient.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_ehr.py                 # 100,000 notes per format
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_ehr.py --notes 5000 --queries 50   # quick check
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_ehr                 # 100,000 notes per format
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_ehr --notes 5000 --queries 50   # quick check
 
 The files are generated into a temporary folder (never the repository) and deleted afterwards. Each
 format is read and indexed in its own child process, so its peak RSS (ru_maxrss) is its own; a second
@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "data"
+from bench.common import DEFAULT_DATA, log
+
 MIMIC3_HEADER = ["ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "STORETIME", "CATEGORY", "DESCRIPTION",
                  "CGID", "ISERROR", "TEXT"]
 MIMIC4_HEADER = ["note_id", "subject_id", "hadm_id", "note_type", "note_seq", "charttime", "storetime", "text"]
@@ -44,10 +44,6 @@ ERROR_RATE = 0.002  # MIMIC-III flags about 0.2% of notes ISERROR
 
 _TITLE_RE = re.compile(r"\b(Mr|Mrs|Ms|Dr)\.\s+[A-Z][a-z]+")
 _DATE_RE = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{2,4})\b")
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def mtsamples_texts(data_dir: Path) -> list[tuple[str, str]]:
@@ -144,7 +140,7 @@ def child_read(src: str) -> None:
 
 def run_child(*args: str) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "bench.bench_ehr", *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"child {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

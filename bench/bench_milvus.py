@@ -2,8 +2,8 @@
 """Index backends at scale: ingest throughput and query latency, capr's embedded index vs a Milvus 2.3.5
 standalone server on loopback (and, with --lite, a Milvus Lite 2.5.1 server for BM25 on Milvus).
 
-    .venv/bin/python bench/bench_milvus.py                       # 200,000 passages, 200 queries
-    .venv/bin/python bench/bench_milvus.py --passages 20000      # quicker
+    .venv/bin/python -m bench.bench_milvus                       # 200,000 passages, 200 queries
+    .venv/bin/python -m bench.bench_milvus --passages 20000      # quicker
 
 Corpus and queries: the cached files of bench_bm25.py (bench/out/corpus_N_seed0.jsonl.gz, built from
 ../shared/data by `bench/bench_bm25.py --passages N` when missing). Each passage is one document with one
@@ -17,7 +17,6 @@ Latency: one query at a time, top 10, after 5 warm-up queries; the wall clock of
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -27,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "bench" / "out"
+from bench.common import DEFAULT_OUT as OUT, read_jsonl_gz
+
 os.environ.setdefault("CAPR_CACHE", str(OUT / "capr_cache"))  # the static model is distilled there once
 
 from capr.corpus.segment import SegmenterConfig  # noqa: E402
@@ -45,10 +44,8 @@ def log(msg: str) -> None:
 
 def read_cache(path: Path) -> list:
     if not path.is_file():
-        sys.exit(f"{path} not found: build it with `.venv/bin/python bench/bench_bm25.py --passages N` first")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        fh.readline()
-        return [json.loads(line) for line in fh]
+        sys.exit(f"{path} not found: build it with `.venv/bin/python -m bench.bench_bm25 --passages N` first")
+    return read_jsonl_gz(path)
 
 
 def documents(passages: list[str]) -> list[Document]:

@@ -4,10 +4,10 @@ lexical index, alone and during a 50-client search load, and the search latency 
 Optionally (--random-ops) the library check: N single-document adds, replaces and deletes in random order with
 the merge policy on, then every query's results against a fresh rebuild, and the segment count after each commit.
 
-    .venv/bin/python bench/bench_nrt.py                              # 200,000 passages, 50 clients
-    .venv/bin/python bench/bench_nrt.py --passages 5000 --clients 10 --duration 10 --writes 10
-    .venv/bin/python bench/bench_nrt.py --random-ops 1000 --skip-service
-    PYTHONPATH=/old/capr/src .venv/bin/python bench/bench_nrt.py --server-src /old/capr/src   # another capr's server
+    .venv/bin/python -m bench.bench_nrt                              # 200,000 passages, 50 clients
+    .venv/bin/python -m bench.bench_nrt --passages 5000 --clients 10 --duration 10 --writes 10
+    .venv/bin/python -m bench.bench_nrt --random-ops 1000 --skip-service
+    PYTHONPATH=/old/capr/src .venv/bin/python -m bench.bench_nrt --server-src /old/capr/src   # another capr's server
 
 The corpus is bench_bm25.py's (cached under bench/out/); the index is built once per code version with
 IndexWriter(..., dense=None) exactly as bench_service.py builds it (one document per passage) and copied before
@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_bm25 import DEFAULT_DATA, DEFAULT_OUT, _busy_cpu_seconds, _read_jsonl_gz, log, machine_info, prepare_data  # noqa: E402
-from bench_service import Server, build_or_reuse_index, pct, search_client  # noqa: E402
+from bench.bench_service import Server, build_or_reuse_index, pct, search_client
+from bench.common import DEFAULT_DATA, DEFAULT_OUT, busy_cpu_seconds, log, machine_info, read_jsonl_gz
+from bench.corpus import prepare_data
 
 WRITE_KINDS = ("add", "replace", "delete")
 
@@ -135,14 +135,14 @@ def run_service(args: argparse.Namespace, index_dir: Path, queries: list[str], o
             log(f"writes alone: {args.writes} × add, replace, delete ...")
             res["alone"] = asyncio.run(writes_alone(server.url, token, args.writes))
             log(f"search load without writes: {args.clients} clients, {args.duration:.0f} s ...")
-            busy0, t0 = _busy_cpu_seconds(), time.perf_counter()
+            busy0, t0 = busy_cpu_seconds(), time.perf_counter()
             res["no_writes"] = asyncio.run(load(server.url, token, queries, args.clients, args.duration, args.k, True, None))
-            res["no_writes"]["other_cores"] = (_busy_cpu_seconds() - busy0) / (time.perf_counter() - t0)
+            res["no_writes"]["other_cores"] = (busy_cpu_seconds() - busy0) / (time.perf_counter() - t0)
             log(f"search load with writes (one every {args.write_pause:g} s) ...")
-            busy0, t0 = _busy_cpu_seconds(), time.perf_counter()
+            busy0, t0 = busy_cpu_seconds(), time.perf_counter()
             res["with_writes"] = asyncio.run(load(server.url, token, queries, args.clients, args.duration, args.k, True,
                                                   args.write_pause))
-            res["with_writes"]["other_cores"] = (_busy_cpu_seconds() - busy0) / (time.perf_counter() - t0)
+            res["with_writes"]["other_cores"] = (busy_cpu_seconds() - busy0) / (time.perf_counter() - t0)
             gen = httpx.get(server.url + "/health", timeout=10).json()
             res["health_after"] = gen
         finally:
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     ppath, qpath, corpus = prepare_data(args)
     index_dir = args.index or build_or_reuse_index(ppath, out, args.passages, args.seed)[0]
-    queries = [q["text"] for q in _read_jsonl_gz(qpath)]
+    queries = [q["text"] for q in read_jsonl_gz(qpath)]
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine,
                               "index": str(index_dir), "server_src": args.server_src}
     lines = [f"bench_nrt: {args.passages:,}-passage lexical index, {args.clients} search clients (evidence on), "
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             r["lat_summary"] = {"n": len(r["lat"]), "p50": pct(r["lat"], 50), "p99": pct(r["lat"], 99)}
             del r["lat"]
     if args.random_ops:
-        passages = _read_jsonl_gz(ppath)
+        passages = read_jsonl_gz(ppath)
         r = run_random_ops(args, index_dir, queries, passages)
         result["random_ops"] = r
         lat = r.pop("lat")

@@ -1,7 +1,7 @@
 """Latency of ranking 2,048 candidate passages for one query with bi-, poly- and cross-encoders on this machine
 (the CAPR paper: cross ≈ 10 s on a V100, bi/poly < 1 s), and the cross-encoder's ONNX int8 speed-up.
 
-    .venv/bin/python bench/bench_rerank.py --bi DIR --poly DIR --cross DIR [--n 2048]
+    .venv/bin/python -m bench.bench_rerank --bi DIR --poly DIR --cross DIR [--n 2048]
 
 Without model folders the untrained MiniLM-L6 architecture is timed (latency does not depend on the weights).
 Candidates are the first N passages of medquad_cdv_test (../shared/data), or demo passages when it is absent.
@@ -14,15 +14,14 @@ import gzip
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from bench.common import DEFAULT_DATA
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 QUERY = "IgA nephropathy symptoms and presentation"
@@ -72,7 +71,7 @@ def main() -> None:
     ap.add_argument("--poly")
     ap.add_argument("--cross")
     ap.add_argument("--n", type=int, default=2048)
-    ap.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--data-dir", default=str(DEFAULT_DATA))
     a = ap.parse_args()
 
     import torch

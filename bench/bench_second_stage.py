@@ -3,7 +3,7 @@ the bi-encoder alone, then the same first stage with a cross-encoder re-ranking 
 and ONNX Runtime int8) and/or any re-ranker spec (`--reranker bi:minilm,bi:BI_DIR`, an ensemble: once with the
 passage vectors in the embedding cache, once encoding every passage), side by side in one run.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_second_stage.py --bi BI_DIR [--cross CROSS_DIR] [--reranker SPEC]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_second_stage --bi BI_DIR [--cross CROSS_DIR] [--reranker SPEC]
 
 The index is medquad_cdv_test's 3,762 passages with the bi-encoder's vectors (capr eval's benchmark index, kept in
 CAPR_CACHE); queries are its first ⟨entity, aspect⟩ tuples. Passage vectors come from the index as in `capr search`;
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from bench.common import DEFAULT_DATA
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--depths", type=int, nargs="+", default=[20, 100])
     ap.add_argument("--backends", nargs="+", default=["torch", "onnx-int8"])
-    ap.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--data-dir", default=str(DEFAULT_DATA))
     a = ap.parse_args()
 
     import torch

@@ -2,8 +2,8 @@
 """Load test of `capr serve`: concurrent clients searching a 200k-passage BM25 index over loopback
 while one writer adds and deletes documents; then a schemathesis run over the OpenAPI spec.
 
-    .venv/bin/python bench/bench_service.py                       # 200,000 passages, 50 clients, 60 s
-    .venv/bin/python bench/bench_service.py --passages 5000 --clients 10 --duration 10
+    .venv/bin/python -m bench.bench_service                       # 200,000 passages, 50 clients, 60 s
+    .venv/bin/python -m bench.bench_service --passages 5000 --clients 10 --duration 10
 
 The corpus is bench_bm25.py's (same cache under bench/out/); the index is built once and kept in
 bench/out/ (rebuilt when the corpus or capr's index code changes). The server runs as a separate
@@ -29,12 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_bm25 import (  # noqa: E402  (the corpus builder and machine helpers are shared)
-    DEFAULT_DATA, DEFAULT_OUT, _busy_cpu_seconds, _read_jsonl_gz, capr_fingerprint, log, machine_info, prepare_data,
-)
-
-REPO = Path(__file__).resolve().parent.parent
+from bench.common import (DEFAULT_DATA, DEFAULT_OUT, busy_cpu_seconds, capr_fingerprint, log, machine_info,
+                          read_jsonl_gz)
+from bench.corpus import prepare_data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +56,7 @@ def build_or_reuse_index(ppath: Path, out: Path, n: int, seed: int) -> tuple[Pat
         log(f"index: reusing {root} ({info['passages']:,} passages)")
         return root, info
     shutil.rmtree(root, ignore_errors=True)
-    passages = _read_jsonl_gz(ppath)
+    passages = read_jsonl_gz(ppath)
     log(f"index: building {len(passages):,} passages into {root} ...")
     t0 = time.perf_counter()
     # as bench_bm25.py's capr build: one document per passage, no title, no re-segmentation
@@ -280,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     ppath, qpath, corpus = prepare_data(args)
     index_dir, index_info = build_or_reuse_index(ppath, out, args.passages, args.seed)
-    queries = [q["text"] for q in _read_jsonl_gz(qpath)]
+    queries = [q["text"] for q in read_jsonl_gz(qpath)]
     token = secrets.token_urlsafe(24)
 
     server = Server(index_dir, args.workers, token, out / "service_server.log")
@@ -291,13 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries[:20]:  # warm-up: lazy structures, first-request costs
             httpx.post(server.url + "/search", json={"text": q, "k": args.k}, timeout=60)
         rss_before = server.rss_mb()
-        busy0, srv0, t0 = _busy_cpu_seconds(), server.cpu_seconds(), time.perf_counter()
+        busy0, srv0, t0 = busy_cpu_seconds(), server.cpu_seconds(), time.perf_counter()
         self0 = sum(os.times()[:2])
         log(f"load: {args.clients} clients for {args.duration:.0f} s against {server.url} ({args.workers} worker(s)) ...")
         res = asyncio.run(run_load(server.url, token, queries, args.clients, args.duration, args.k,
                                    not args.no_evidence, args.write_every))
         wall = time.perf_counter() - t0
-        busy = _busy_cpu_seconds() - busy0
+        busy = busy_cpu_seconds() - busy0
         srv = server.cpu_seconds() - srv0
         own = sum(os.times()[:2]) - self0
         rss_after = server.rss_mb()

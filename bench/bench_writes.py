@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Peak memory and time of `capr add` (the same batch of documents) onto a small and a large index.
 
-    .venv/bin/python bench/bench_writes.py                   # bases of 1,500 and 12,300 documents, batch 1,220
-    .venv/bin/python bench/bench_writes.py --small 300 --large 1200 --batch 200   # quick check
-    .venv/bin/python bench/bench_writes.py --large 25600 --batch 1000 --huge-doc-mb 50   # issue 19: ~200k passages
+    .venv/bin/python -m bench.bench_writes                   # bases of 1,500 and 12,300 documents, batch 1,220
+    .venv/bin/python -m bench.bench_writes --small 300 --large 1200 --batch 200   # quick check
+    .venv/bin/python -m bench.bench_writes --large 25600 --batch 1000 --huge-doc-mb 50   # issue 19: ~200k passages
 
 Documents: MedQuAD (every XML answer document with text) and MTSamples notes from ../shared/data; when
 the large base needs more documents than the two hold, MedQuAD documents are repeated under new ids
@@ -31,12 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "data"
+from bench.common import DEFAULT_DATA
 
 
 def _corpus(data_dir: Path) -> list[dict]:
-    sys.path.insert(0, str(REPO / "src"))
     from capr.corpus import ReadReport, read_documents
 
     docs = []
@@ -94,7 +92,7 @@ _CHILD = ("import atexit, runpy, sys\n"
 def _run(args: list[str], check: bool = True) -> tuple[float, float, str]:
     """(peak RSS in MB, wall seconds, stderr) of one capr command in a child process: its VmHWM (the peak resident
     memory of its own address space), read by the child at exit; ru_maxrss where /proc is missing."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the child runs the capr this process imports
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env, text=True)

@@ -9,67 +9,23 @@ Sets: MEDIQA 2019 Task 3 validation (`mediqa2019`) and training set 2 (`mediqa20
 re-ranked; `consumer-dev` / `consumer-dev-titled`: RQE consumer questions over whole MedQuAD answers without / with
 titles (capr.eval.devsets), ranked at the document level.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/adapt_free_text.py --model adapted=RUN.adapt/model [--model ...]
+    OMP_NUM_THREADS=1 .venv/bin/python -m experiments.adapt_free_text --model adapted=RUN.adapt/model [--model ...]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
-from capr.eval.metrics import query_metrics  # noqa: E402
-from capr.models.encoder import EncoderConfig, cache_root  # noqa: E402
-from capr.query import Retriever  # noqa: E402
-from capr.records import qrels_as_dict  # noqa: E402
-from capr.search import GroupBy, Searcher  # noqa: E402
+from capr.eval.significance import paired_randomisation_p as paired_p
+from capr.query import Retriever
+from capr.records import qrels_as_dict
+from capr.search import Searcher
+from experiments.common import DEFAULT_DATA, METRICS, consumer_setup, ranked_per_query
 
 SETS = ("mediqa2019", "mediqa2019-train", "consumer-dev", "consumer-dev-titled")
-METRICS = ("P@1", "MAP", "nDCG@10")
-
-
-def per_query(ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, np.ndarray]:
-    rows = {m: [] for m in METRICS}
-    for qid in sorted(qrels):
-        r = ranked.get(qid, [])
-        rel = qrels[qid]
-        m = query_metrics(r, rel)
-        rows["P@1"].append(100.0 * (bool(r) and rel.get(r[0], 0) > 0))
-        rows["MAP"].append(100.0 * m["MAP"])
-        rows["nDCG@10"].append(100.0 * m["nDCG@10"])
-    return {k: np.asarray(v) for k, v in rows.items()}
-
-
-def encoder_of(model: str) -> EncoderConfig:
-    """`minilm`, a model folder, or an index (its encoder), as `capr eval --model` reads it."""
-    from capr.eval.benchmarks import QueryField
-    from capr.eval.runner import EvalConfig
-
-    return EvalConfig(benchmark="mediqa2019", retriever=Retriever.dense, model=model,
-                      query_field=QueryField.question).encoder()
-
-
-def consumer_setup(name: str, data_dir: Path, model: str, k: int = 100):
-    """consumer-dev(-titled) indexed with ``model``'s encoder: (its BenchmarkData, the search options `capr search
-    --group-by doc -k K` uses on an index of this model — the fusion it records —, the second stage it records)."""
-    from capr.eval.benchmarks import QueryField
-    from capr.eval.devsets import load_consumer_dev
-    from capr.eval.runner import EvalConfig, encoder_slug
-
-    enc = encoder_of(model)
-    data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,
-                             titled=name.endswith("titled"))
-    config = EvalConfig(benchmark="mediqa2019", pipeline="default", model=model, query_field=QueryField.question)
-    options = replace(config.search_options(), k=k, highlights=False, group_by=GroupBy.doc)
-    return data, options, config.effective_reranker
 
 
 def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[str, dict[str, list[str]]]]:
@@ -105,7 +61,7 @@ def mediqa_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--model", action="append", default=[], help="NAME=MODEL (repeatable); zero-shot MiniLM is always run")
     ap.add_argument("--sets", default=",".join(SETS))
     args = ap.parse_args()
@@ -118,7 +74,7 @@ def main() -> None:
             rankings = (consumer_rankings if name.startswith("consumer-dev") else mediqa_rankings)(name, args.data_dir, model)
             qrels, systems = rankings
             for system, ranked in systems.items():
-                scores = per_query(ranked, qrels)
+                scores = ranked_per_query(ranked, qrels)
                 row = {"set": name, "model": label, "system": system, "queries": len(qrels),
                        **{m: round(float(v.mean()), 2) for m, v in scores.items()}}
                 if baseline is None:

@@ -2,7 +2,7 @@
 same checks the gate uses: held-out self-labelled queries searched as the index will (with --corpus) and re-ranked
 on a pool (with and without titles), the inverse-cloze check and free-text dev sets. Merges with the start model are made for the given α (never a test set in sight).
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/adapt_gate_table.py --labels RUN.adapt/labels.jsonl \\
+    OMP_NUM_THREADS=1 .venv/bin/python -m experiments.adapt_gate_table --labels RUN.adapt/labels.jsonl \\
         --trained no-ICT=OLD.adapt/trained --trained ICT=RUN.adapt/trained --alphas 0.75 0.5 0.25 \\
         --free-text-dev mediqa2019-train --data-dir ../shared/data
 """
@@ -13,16 +13,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from capr.adapt.pipeline import (AdaptConfig, Candidate, START, check_under_fusion, choose_fusion,  # noqa: E402
+from capr.adapt.pipeline import (AdaptConfig, Candidate, START, check_under_fusion, choose_fusion,
                                  fusion_with_share, gate, gate_checks, held_out_fraction, read_corpus,
                                  score_candidates)
-from capr.corpus import ReadReport  # noqa: E402
-from capr.labels.generate import read_labels  # noqa: E402
-from capr.train import ModelKind, TrainArgs  # noqa: E402
-from capr.train.merge import merge_with_start  # noqa: E402
+from capr.corpus import ReadReport
+from capr.labels.generate import read_labels
+from capr.train import ModelKind, TrainArgs
+from capr.train.merge import merge_with_start
 
 
 def main() -> None:

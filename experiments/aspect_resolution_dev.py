@@ -6,7 +6,7 @@ hold the canonical aspects of one family (clinical-note sections, or health-arti
 phrase must resolve to its own aspect. Reported per threshold: right, wrong (a wrong section gets the prior: worse
 than none) and unresolved (no prior: as before).
 
-    .venv/bin/python bench/aspect_resolution_dev.py
+    .venv/bin/python -m experiments.aspect_resolution_dev
 """
 
 from __future__ import annotations

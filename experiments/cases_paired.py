@@ -7,10 +7,11 @@ question, and counting those as "wins" would make a difference look significant 
 
     capr eval --benchmark medqa-dev --index IDX -r bm25 --run-out a.jsonl
     capr eval --benchmark medqa-dev --index IDX --reranker cross:MODEL --dense-k 5 --run-out b.jsonl
-    .venv/bin/python bench/cases_paired.py a.jsonl b.jsonl
+    .venv/bin/python -m experiments.cases_paired a.jsonl b.jsonl
 """
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 
@@ -46,6 +47,8 @@ def main(a_path: str, b_path: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a", help="the baseline's outcome file (capr eval --run-out)")
+    ap.add_argument("b", help="the other scorer's outcome file")
+    args = ap.parse_args()
+    main(args.a, args.b)

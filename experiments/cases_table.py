@@ -1,11 +1,11 @@
 """The issue-5 ablation table from `capr eval ... --run-out FILE.jsonl` outcome files: accuracy, AP over all
 (question, option) pairs, coverage, and accuracy on the questions whose options are all found in the corpus.
 
-    .venv/bin/python bench/cases_table.py runs/ev/medqa-dev.bm25.jsonl runs/ev/medqa-dev.dense.jsonl ...
+    .venv/bin/python -m experiments.cases_table runs/ev/medqa-dev.bm25.jsonl runs/ev/medqa-dev.dense.jsonl ...
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from capr.cases.bench import read_outcomes, summarize
@@ -23,6 +23,6 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    main(sys.argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="outcome files (capr eval --run-out FILE.jsonl)")
+    main(ap.parse_args().runs)

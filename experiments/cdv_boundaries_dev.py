@@ -5,7 +5,7 @@ best sentence (as `capr search --boundaries free` grows it around a retrieved pa
 with the document's passages carrying the aspect (character-overlap F1, sentence lengths as characters). Prints
 the grid, best first.
 
-    .venv/bin/python bench/cdv_boundaries_dev.py --model /work/runs/cdv_B_static --labels /work/runs/mq_train.jsonl
+    .venv/bin/python -m experiments.cdv_boundaries_dev --model /work/runs/cdv_B_static --labels /work/runs/mq_train.jsonl
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from capr.cdv import CDVModel
 from capr.cdv.data import documents_from_labels
 from capr.cdv.model import sentence_scores
 from capr.cdv.spans import BoundaryConfig, char_f1, grow_span
-from capr.cdv.trainer import _is_dev
+from capr.cdv.trainer import dev_documents
 from capr.labels.generate import read_labels
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     a = ap.parse_args()
     model = CDVModel.load(a.model)
     args = model.args
-    docs = [d for d in documents_from_labels(read_labels(a.labels)) if _is_dev(d.doc_id, args.dev_fraction, args.seed)]
+    docs = dev_documents(documents_from_labels(read_labels(a.labels)), args)
     vecs = model.encode_documents(docs)
     queries = []
     for d, (e, asp) in zip(docs, vecs):

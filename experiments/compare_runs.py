@@ -1,8 +1,9 @@
 """Side by side: the metrics of two `capr eval --json` logs (JSON lines), row by row, and whether each row is
-identical to the last digit. Usage: python bench/compare_runs.py BEFORE.jsonl AFTER.jsonl"""
+identical to the last digit. Usage: python -m experiments.compare_runs BEFORE.jsonl AFTER.jsonl"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -34,4 +35,8 @@ def main(before: str, after: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("before", help="a `capr eval --json` log")
+    ap.add_argument("after", help="the same commands' log on the other code")
+    args = ap.parse_args()
+    sys.exit(main(args.before, args.after))

@@ -2,7 +2,7 @@
 """The dev table behind capr search's defaults (issue 16): retriever, fusion, ⟨entity, aspect⟩ template, aspect
 prior and document grouping, each measured through the one Searcher on dev sets only (never a test split).
 
-    CAPR_CACHE=/work/runs/cache-final OMP_NUM_THREADS=1 .venv/bin/python bench/default_dev.py --data-dir ../shared/data
+    CAPR_CACHE=/work/runs/cache-final OMP_NUM_THREADS=1 .venv/bin/python -m experiments.default_dev --data-dir ../shared/data
 
 Dev sets (capr.eval.devsets, capr.eval.runner.BENCHMARKS):
 - medquad-dev (rerank64; tuple and question queries): medquad-cdv's protocol on 400 non-test MedQuAD documents
@@ -21,15 +21,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
-
-from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
-from capr.models.encoder import EncoderConfig  # noqa: E402
-from capr.query import Retriever  # noqa: E402
-from capr.retrieve.fusion import FusionConfig, FusionMethod  # noqa: E402
-from capr.search import EntityScope, GroupBy, SearchOptions, Searcher  # noqa: E402
+from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
+from capr.eval.runner import EvalConfig, load_benchmark
+from capr.models.encoder import EncoderConfig
+from capr.query import Retriever
+from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.search import EntityScope, GroupBy, SearchOptions, Searcher
+from experiments.common import DEFAULT_DATA
 
 FUSIONS = {
     "rrf 1:1": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5)),
@@ -132,7 +130,7 @@ def docs_rows(data_dir: Path, only: set[str] | None) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", default="medquad-dev,mtsamples-dev,mediqa2019-train,medquad-docs-dev")
     ap.add_argument("--only", default="", help="comma-separated config names")
     args = ap.parse_args()

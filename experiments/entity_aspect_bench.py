@@ -6,7 +6,7 @@ the 180 results: the share whose passage mentions the entity (every analysed ter
 title does, and whose section is the asked aspect. Printed side by side: the default pipeline, and the same
 pipeline without entity-first ranking (what `capr search` did before issue 16).
 
-    python bench/entity_aspect_bench.py --data-dir ../shared/data [--index idx/mts]
+    python -m experiments.entity_aspect_bench --data-dir ../shared/data [--index idx/mts]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ capr search's default pipeline with the entity's tier matched on its own name on
 synonyms (HPO scopes: EXACT; EXACT + RELATED; every scope), on dev sets only. Per-query R@1 and MAP against "off",
 with the paired randomisation test capr adapt's gate uses.
 
-    CAPR_CACHE=/work/runs/cache OMP_NUM_THREADS=1 .venv/bin/python bench/entity_synonyms_dev.py --data-dir ../shared/data
+    CAPR_CACHE=/work/runs/cache OMP_NUM_THREADS=1 .venv/bin/python -m experiments.entity_synonyms_dev --data-dir ../shared/data
 
 Dev sets: mtsamples-dev (full: every passage of 600 MTSamples *training* notes; self-labelled pairs), medquad-dev
 tuples (rerank64 pools and the full protocol; 400 non-test MedQuAD documents).
@@ -14,42 +14,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
-
-import capr.labels.synonyms as synonyms  # noqa: E402
-from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
-from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
-from capr.eval.metrics import query_metrics  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
-from capr.records import qrels_as_dict  # noqa: E402
-from capr.search import SearchOptions  # noqa: E402
+import capr.labels.synonyms as synonyms
+from capr.eval.significance import paired_randomisation_p as paired_p
+from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
+from capr.eval.runner import EvalConfig, load_benchmark
+from capr.records import qrels_as_dict
+from capr.search import SearchOptions
+from experiments.common import DEFAULT_DATA, run_per_query
 
 SCOPES = {"EXACT": ("EXACT",), "EXACT+RELATED": ("EXACT", "RELATED"),
           "all scopes": ("BROAD", "EXACT", "NARROW", "RELATED")}
 SETS = [("mtsamples-dev", Protocol.full), ("medquad-dev", Protocol.rerank64), ("medquad-dev", Protocol.full)]
 
 
-def per_query(run, qrels: dict[str, dict[str, int]]) -> dict[str, np.ndarray]:
-    r1, ap = [], []
-    for qid in sorted(qrels):
-        ranked = [h.pid for h in run.results.get(qid, [])]
-        m = query_metrics(ranked, qrels[qid])
-        r1.append(100.0 * m["R@1"])
-        ap.append(100.0 * m["MAP"])
-    return {"R@1": np.asarray(r1), "MAP": np.asarray(ap)}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
     rows = []
     for bench, protocol in SETS:
@@ -67,7 +51,7 @@ def main() -> None:
             t = time.time()
             metrics, run = run_benchmark(data, default_scorer(data, QueryField.tuple, options=options), protocol,
                                          QueryField.tuple)
-            pq = per_query(run, qrels)
+            pq = run_per_query(run, qrels, ("R@1", "MAP"))
             base = base or pq
             row = {"set": bench, "protocol": protocol.value, "synonyms": name, "queries": len(data.queries),
                    **{m: metrics[m] for m in ("R@1", "R@5", "MAP", "nDCG@10")},

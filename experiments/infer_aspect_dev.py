@@ -2,7 +2,7 @@
 MedQuAD's *training* documents (the medquad-cdv test documents left out), each labelled with its question type.
 Prints how often the inferred aspect is right, wrong (the prior then favours another section) or missing (no prior).
 
-    .venv/bin/python bench/infer_aspect_dev.py --data-dir ../shared/data
+    .venv/bin/python -m experiments.infer_aspect_dev --data-dir ../shared/data
 """
 
 from __future__ import annotations

@@ -2,28 +2,25 @@
 """How many passages of a benchmark's index a bi-encoder second stage reads as windows (more than WINDOW_WORDS
 words; capr.models.encoder.passage_windows): where that share is small, windows can move the benchmark little.
 
-    CAPR_CACHE=/work/runs/cache .venv/bin/python bench/long_passages.py --benchmark mtsamples-capr --benchmark medquad-cdv
+    CAPR_CACHE=/work/runs/cache .venv/bin/python -m experiments.long_passages --benchmark mtsamples-capr --benchmark medquad-cdv
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from capr.eval.runner import QUERY_FIELDS, EvalConfig, load_benchmark  # noqa: E402
-from capr.models.encoder import WINDOW_WORDS, passage_windows  # noqa: E402
+from capr.eval.runner import QUERY_FIELDS, EvalConfig, load_benchmark
+from capr.models.encoder import WINDOW_WORDS, passage_windows
+from experiments.common import DEFAULT_DATA
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", action="append", required=True)
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
     print(f"| benchmark | passages | longer than {WINDOW_WORDS} words | share |\n|---|---:|---:|---:|")
     for bench in args.benchmark:

@@ -3,9 +3,9 @@ steps with fixed seeds on tiny planted data (the Python API and the `capr train`
 losses (full float precision), dev evaluations, stop reason, kept step, the model card without its clock fields,
 and a digest of every saved weight tensor. Run it on two checkouts and compare:
 
-    OMP_NUM_THREADS=1 PYTHONPATH=OLD/src python bench/loop_equivalence.py --out before.json
-    OMP_NUM_THREADS=1 PYTHONPATH=NEW/src python bench/loop_equivalence.py --out after.json
-    python bench/loop_equivalence.py --compare before.json after.json
+    OMP_NUM_THREADS=1 PYTHONPATH=OLD/src python -m experiments.loop_equivalence --out before.json
+    OMP_NUM_THREADS=1 PYTHONPATH=NEW/src python -m experiments.loop_equivalence --out after.json
+    python -m experiments.loop_equivalence --compare before.json after.json
 
 One thread and a fresh embedding cache per run keep the numbers reproducible (a cache hit can hand the CDV trainer
 an embedding computed in another batch, i.e. with other padding, which differs in the last float bits)."""

@@ -7,7 +7,7 @@ For each α, `capr merge` writes θ = (1−α)·θ_start + α·θ_trained and tw
 Rule, fixed before looking at any number: the largest α whose MEDIQA-train MAP is within 0.5 points of α = 0 (the
 start model's free-text skill) — ties to in-domain quality, never to a test set.
 
-    .venv/bin/python bench/merge_alpha_dev.py --model B_ctx_bi --labels mq_train.jsonl --out-dir merges
+    .venv/bin/python -m experiments.merge_alpha_dev --model B_ctx_bi --labels mq_train.jsonl --out-dir merges
 """
 
 from __future__ import annotations

@@ -4,28 +4,25 @@ parts): the default pipeline on medquad-dev questions (the index without and wit
 "what is X → information" pattern, and with it under several document shares the corpus must give the aspect
 (capr.corpus.aspects.GENERIC_ASPECT_MIN_DOCUMENT_SHARE; 0 = no rule).
 
-    CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python bench/question_aspect_variants.py --data-dir ../shared/data
+    CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python -m experiments.question_aspect_variants --data-dir ../shared/data
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-import capr.corpus.aspects as aspects  # noqa: E402
-import capr.search as search_mod  # noqa: E402
-from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
-from capr.eval.devsets import document_run, load_medquad_docs_dev  # noqa: E402
-from capr.eval.metrics import evaluate  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
-from capr.models.encoder import EncoderConfig, cache_root  # noqa: E402
-from capr.records import qrels_as_dict  # noqa: E402
-from capr.search import GroupBy, Searcher, SearchOptions  # noqa: E402
+import capr.corpus.aspects as aspects
+import capr.search as search_mod
+from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
+from capr.eval.devsets import document_run, load_medquad_docs_dev
+from capr.eval.metrics import evaluate
+from capr.eval.runner import EvalConfig, load_benchmark
+from capr.models.encoder import EncoderConfig, cache_root
+from capr.records import qrels_as_dict
+from capr.search import GroupBy, Searcher, SearchOptions
+from experiments.common import DEFAULT_DATA
 
 BEFORE = 11  # the first 11 patterns are the list before issue 17's third part
 GENERIC = 16  # the 16th, "what is X" → information, was added with the document-share rule (issue 17, fourth part)
@@ -33,7 +30,7 @@ GENERIC = 16  # the 16th, "what is X" → information, was added with the docume
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
     kept = list(aspects._QUESTION_ASPECTS)
     assert kept[GENERIC - 1][1] == "information"

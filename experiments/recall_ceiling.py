@@ -4,7 +4,7 @@
 the ceiling, and for each `capr eval --run-out` run its R@1, its P@1 (is the top passage relevant) and the share of
 the ceiling it reaches.
 
-    CAPR_CACHE=/work/runs/cache OMP_NUM_THREADS=1 .venv/bin/python bench/recall_ceiling.py --benchmark mtsamples-capr \\
+    CAPR_CACHE=/work/runs/cache OMP_NUM_THREADS=1 .venv/bin/python -m experiments.recall_ceiling --benchmark mtsamples-capr \\
         --protocol full --run default=default.run --run synonyms=synonyms.run
 """
 
@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from capr.eval.benchmarks import Protocol  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
-from capr.records import qrels_as_dict  # noqa: E402
+from capr.eval.benchmarks import Protocol
+from capr.eval.runner import EvalConfig, load_benchmark
+from capr.records import qrels_as_dict
+from experiments.common import DEFAULT_DATA
 
 
 def top_of(path: Path) -> dict[str, str]:
@@ -36,7 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", default="mtsamples-capr")
     ap.add_argument("--protocol", default="full")
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--run", action="append", default=[], help="NAME=RUN_FILE (capr eval --run-out)")
     args = ap.parse_args()
     data = load_benchmark(EvalConfig(benchmark=args.benchmark, data_dir=args.data_dir, protocol=Protocol(args.protocol),

@@ -8,7 +8,7 @@ consumer-dev-titled; `capr search --group-by doc`, top 10, as a user asks). Each
 nDCG@10, and the paired randomisation p (10,000 sign flips) of each against the first share listed; the last lines
 give each share's mean over the sets (every set counts once).
 
-    CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python bench/rerank_share_dev.py --reranker bi:MODEL [--reranker ...] \
+    CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python -m experiments.rerank_share_dev --reranker bi:MODEL [--reranker ...] \
         [--model FIRST_STAGE_MODEL] [--shares 1.0,0.7,0.6,0.5] [--sets medquad-dev:tuple,consumer-dev,...]
 """
 
@@ -16,24 +16,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "bench"))
-
-from adapt_free_text import METRICS, consumer_setup, per_query  # noqa: E402
-from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
-from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
-from capr.records import qrels_as_dict  # noqa: E402
-from capr.retrieve.rerank import load_reranker  # noqa: E402
-from capr.search import Searcher, SearchOptions  # noqa: E402
+from capr.eval.significance import paired_randomisation_p as paired_p
+from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
+from capr.eval.runner import EvalConfig, load_benchmark
+from capr.records import qrels_as_dict
+from capr.retrieve.rerank import load_reranker
+from capr.search import Searcher, SearchOptions
+from experiments.common import DEFAULT_DATA, METRICS, consumer_setup, ranked_per_query
 
 SETS = ("medquad-dev:tuple", "medquad-dev:question", "mediqa2019-train:question", "consumer-dev", "consumer-dev-titled")
 CONSUMER_K = 10  # `capr search`'s default number of results
@@ -67,7 +62,7 @@ def consumer_runner(name: str, data_dir: Path, model: str):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--reranker", action="append", required=True, help="KIND:PATH (repeatable)")
     ap.add_argument("--shares", default="1.0,0.8,0.5,0.3")
     ap.add_argument("--model", default="minilm", help="the first stage's encoder (a model, or an index built by "
@@ -87,7 +82,7 @@ def main() -> None:
         runs = [("no re-ranker", None, None)] + [(f"{spec} share={s}", rr, s) for spec, rr in rerankers for s in shares]
         for label, rr, share in runs:
             t = time.time()
-            scores = per_query(run(rr, share), qrels)
+            scores = ranked_per_query(run(rr, share), qrels)
             row = {"set": set_name, "config": label, **{m: round(float(v.mean()), 2) for m, v in scores.items()}}
             if rr is not None:
                 if reference is None:

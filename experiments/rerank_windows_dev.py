@@ -6,7 +6,7 @@ title), or windows of the passage text each read with the title or document cont
 pipeline, on its top 20. Dev sets only; paired randomisation test of MAP against the same second stage without
 windows.
 
-    CAPR_CACHE=/work/runs/cache OMP_NUM_THREADS=1 .venv/bin/python bench/rerank_windows_dev.py \\
+    CAPR_CACHE=/work/runs/cache OMP_NUM_THREADS=1 .venv/bin/python -m experiments.rerank_windows_dev \\
         --case minilm=bi:minilm --case "B=bi:minilm,bi:B_DIR@B_DIR"
 
 A case is NAME=SPEC[@FIRST_STAGE_MODEL] (the first stage's encoder, as capr eval --model; default minilm).
@@ -16,27 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from capr.eval.significance import paired_randomisation_p as paired_p  # noqa: E402
-from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark  # noqa: E402
-from capr.eval.metrics import query_metrics  # noqa: E402
-from capr.eval.runner import EvalConfig, load_benchmark  # noqa: E402
-from capr.records import qrels_as_dict  # noqa: E402
-from capr.retrieve.rerank import Windows, load_reranker  # noqa: E402
+from capr.eval.significance import paired_randomisation_p as paired_p
+from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
+from capr.eval.runner import EvalConfig, load_benchmark
+from capr.records import qrels_as_dict
+from capr.retrieve.rerank import Windows, load_reranker
+from experiments.common import DEFAULT_DATA, run_per_query
 
 SETS = [("mediqa2019-train", QueryField.question), ("medquad-dev", QueryField.tuple), ("medquad-dev", QueryField.question)]
-
-
-def per_query_map(run, qrels) -> np.ndarray:
-    return np.asarray([100.0 * query_metrics([h.pid for h in run.results.get(q, [])], qrels[q])["MAP"] for q in sorted(qrels)])
 
 
 MODES = tuple(w.value for w in Windows)
@@ -49,7 +39,7 @@ def set_windows(reranker, mode: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--case", action="append", required=True, help="NAME=SPEC[@FIRST_STAGE_MODEL]")
     ap.add_argument("--sets", default=",".join(f"{b}:{f.value}" for b, f in SETS), help="BENCHMARK:FIELD,...")
     ap.add_argument("--modes", default=",".join(MODES), help="window modes, the first is the baseline")
@@ -72,7 +62,7 @@ def main() -> None:
                 t = time.time()
                 metrics, run = run_benchmark(data, default_scorer(data, field, reranker=reranker, rerank_depth=20),
                                              Protocol.rerank64, field)
-                ap_q = per_query_map(run, qrels)
+                ap_q = run_per_query(run, qrels, ("MAP",))["MAP"]
                 base = ap_q if base is None else base
                 row = {"case": name, "set": bench, "field": field.value, "windows": windows,
                        "P@1" if "P@1" in metrics else "R@1": metrics.get("P@1", metrics["R@1"]), "MAP": metrics["MAP"],

@@ -194,9 +194,8 @@ def test_outcome_files_feed_the_paired_comparison(planted_index, tmp_path):
     unfound = QuestionOutcome("q3", [0.0, 1.0], 0, [False, True])
     m = summarize(read_outcomes(runs["dense"]) + [unfound])
     assert m["all_found_questions"] == 2 and m["all_found_accuracy"] == 100.0 and round(m["accuracy"], 2) == 66.67
-    script = Path(__file__).resolve().parents[1] / "bench" / "cases_paired.py"
-    proc = subprocess.run([sys.executable, str(script), str(runs["bm25"]), str(runs["dense"])], capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run([sys.executable, "-m", "experiments.cases_paired", str(runs["bm25"]), str(runs["dense"])],
+                          capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     assert "2 questions" in proc.stdout and "-> 100.00" in proc.stdout and "randomization p=" in proc.stdout
 
 

@@ -121,6 +121,24 @@ def test_store_follows_index_updates(cdv_model, planted_index, tmp_path):
     assert set(reopened.docs) == set(store.docs)
 
 
+def test_dev_documents_are_a_stable_share_of_document_ids():
+    """The held-out documents the trainer evaluates on, and dev-only threshold choices reuse, depend on the seed and
+    each document's id only: not on the order or the rest of the labels; too few documents hold out none."""
+    from capr.cdv.data import documents_from_labels
+    from capr.cdv.trainer import dev_documents
+
+    labels = [LabeledPassage(pid=f"p{i}-{j}", doc_id=f"doc{i}", text=f"Condition {i} has sign {j}. It lasts days.",
+                             aspect="symptoms", entities=[f"Condition {i}"]) for i in range(200) for j in range(2)]
+    docs = documents_from_labels(labels)
+    args = CDVArgs(dev_fraction=0.2, seed=3)
+    dev = {d.doc_id for d in dev_documents(docs, args)}
+    assert 20 <= len(dev) <= 60  # about 40 of 200
+    assert {d.doc_id for d in dev_documents(docs[::-1], args)} == dev
+    assert {d.doc_id for d in dev_documents(docs[:100], args)} == {i for i in dev if int(i[3:]) < 100}
+    assert {d.doc_id for d in dev_documents(docs, CDVArgs(dev_fraction=0.2, seed=4))} != dev
+    assert dev_documents(docs[:19], args) == []
+
+
 def test_free_spans_and_overlap():
     s = np.array([0.1, 0.2, 0.9, 0.8, 0.7, 0.1, 0.95, 0.2])
     spans = free_spans(s, BoundaryConfig(open=0.85, close=0.65))

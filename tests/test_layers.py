@@ -189,3 +189,11 @@ def test_the_cycle_and_layer_checks_see_what_they_must(tmp_path):
     assert graph["capr.query"] == {"capr.store"} and graph["capr.search"] == {"capr.query"}
     assert import_cycles(graph) == [["capr.query", "capr.store", "capr.store.embedded"]]
     assert layer_of("capr.store.protocol") < layer_of("capr.index.index") < layer_of("capr.store.embedded")
+
+
+def test_the_library_never_imports_the_measurement_code():
+    """bench/ and experiments/ sit on top of capr (they import it; it imports neither), so a benchmark or a sweep
+    can change without touching what users run."""
+    bad = [f"{path.relative_to(SRC.parent)}:{line} imports {module}" for path in sorted(SRC.rglob("*.py"))
+           for line, module in imported_modules(path, SRC) if module.split(".")[0] in ("bench", "experiments")]
+    assert bad == []

@@ -2,7 +2,7 @@
 # Issue 17: `capr adapt` on MedQuAD minus the medquad-cdv test documents and on the mtsamples-capr training notes,
 # then the acceptance evaluations — the default pipeline (`capr eval --pipeline default --model INDEX`: exactly what
 # `capr search` does on the adapted index) next to the zero-shot default, and the free-text checks.
-#   bash bench/adapt_eval.sh [OUT_DIR]     (default bench/out/adapt; ~2 h on the 2-core CPU, two jobs side by side)
+#   bash experiments/reproduce/adapt_eval.sh [OUT_DIR]     (default bench/out/adapt; ~2 h on the 2-core CPU, two jobs side by side)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${1:-bench/out/adapt}
@@ -31,5 +31,5 @@ ev() { echo "# capr eval $*" >&2; $C eval --data-dir "$DATA" --json "$@"; }
 wait
 
 # --- free text: MEDIQA 2019 validation and training set 2, consumer-dev with and without titles
-.venv/bin/python bench/adapt_free_text.py --model "adapted-medquad=$R/mq" --model "adapted-mtsamples=$R/mts" \
+.venv/bin/python -m experiments.adapt_free_text --model "adapted-medquad=$R/mq" --model "adapted-mtsamples=$R/mts" \
   > "$R/free_text.txt"

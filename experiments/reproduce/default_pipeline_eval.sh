@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 16: `capr eval --pipeline default` (exactly capr search's defaults: hybrid over BM25 + MiniLM vectors,
 # entity first, aspect prior) next to the protocol rows it must beat (BM25, MiniLM dense), on every passage benchmark.
-# Usage: bash bench/default_pipeline_eval.sh [OUT.jsonl]; needs .venv and ../shared/data. One thread.
+# Usage: bash experiments/reproduce/default_pipeline_eval.sh [OUT.jsonl]; needs .venv and ../shared/data. One thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/out/default_pipeline.jsonl}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates every label file, trained model and benchmark number of the CAPR section of docs/RESULTS.md.
-#   bash bench/reproduce_capr.sh [OUT_DIR]        (default bench/out/capr; ~5 h on the 2-core CPU, far less on a GPU)
+#   bash experiments/reproduce/reproduce_capr.sh [OUT_DIR]        (default bench/out/capr; ~5 h on the 2-core CPU, far less on a GPU)
 # Models are written to OUT_DIR (never committed); JSON results to OUT_DIR/logs.
 # The RESULTS.md runs used OMP_NUM_THREADS=1 with two jobs side by side; time budgets are wall-clock, so a run alone
 # on an idle machine gets more steps than the RESULTS rows report.
@@ -65,7 +65,7 @@ $C train cross --labels "$R/mts_train.jsonl" --out "$R/A_ctx_cross" --context ti
 $C train bi --labels "$R/mq_strict.jsonl" --out "$R/B_strict_ctx_bi" --context title --max-steps 1000 --time-budget 15 --json > "$L/B_strict_ctx_bi.train.json"
 for m in B_ctx_bi A_ctx_bi; do   # writes $R/merges/<model>_a<alpha>; prints the dev table and the chosen alpha
   lab=$([ "$m" = B_ctx_bi ] && echo mq_train || echo mts_train)
-  .venv/bin/python bench/merge_alpha_dev.py --model "$R/$m" --labels "$R/$lab.jsonl" --alphas 0 0.5 0.75 1 --out-dir "$R/merges" > "$L/merge.$m.txt"
+  .venv/bin/python -m experiments.merge_alpha_dev --model "$R/$m" --labels "$R/$lab.jsonl" --alphas 0 0.5 0.75 1 --out-dir "$R/merges" > "$L/merge.$m.txt"
 done
 for f in tuple question; do
   for m in B_ctx_bi A_ctx_bi merges/B_ctx_bi_a0.75; do   # alpha chosen by merge_alpha_dev.py: B 0.75, A 1 (no merge)
@@ -87,4 +87,4 @@ for m in B_ctx_bi A_ctx_bi merges/B_ctx_bi_a0.75; do
 done
 
 # --- latency of ranking 2,048 candidates
-.venv/bin/python bench/bench_rerank.py --bi "$R/B_bi" --poly "$R/B_poly" --cross "$R/B_cross" | tee "$L/bench_rerank.txt"
+.venv/bin/python -m bench.bench_rerank --bi "$R/B_bi" --poly "$R/B_poly" --cross "$R/B_cross" | tee "$L/bench_rerank.txt"

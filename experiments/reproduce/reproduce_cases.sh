@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the similar-case models and numbers of docs/RESULTS.md (issue 5), sequentially:
-#   bash bench/reproduce_cases.sh [OUT_DIR]      (default bench/out/cases; ~2 h on a 2-core CPU)
+#   bash experiments/reproduce/reproduce_cases.sh [OUT_DIR]      (default bench/out/cases; ~2 h on a 2-core CPU)
 # The measured run used two lanes of one OpenMP thread each (TSDAE beside the RQE pre-training, the
 # BM25/dense/pre-trained-CE evaluations beside the distant supervision); the commands are the same.
 set -euo pipefail
@@ -24,7 +24,7 @@ for b in medqa-dev headqa medmcqa-dev; do
       --run-out "$R/ev/$b.${m%%:*}.jsonl" > "$R/ev/$b.${m%%:*}.json"
   done
 done
-.venv/bin/python bench/cases_table.py "$R"/ev/*.jsonl
+.venv/bin/python -m experiments.cases_table "$R"/ev/*.jsonl
 for b in medqa-dev headqa medmcqa-dev; do
-  .venv/bin/python bench/cases_paired.py "$R/ev/$b.bm25.jsonl" "$R/ev/$b.distant.jsonl"
+  .venv/bin/python -m experiments.cases_paired "$R/ev/$b.bm25.jsonl" "$R/ev/$b.distant.jsonl"
 done

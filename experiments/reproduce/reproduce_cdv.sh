@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the CDV models and numbers of docs/RESULTS.md (issue 4). Needs the label files of
-# bench/reproduce_capr.sh (same OUT_DIR).   bash bench/reproduce_cdv.sh [OUT_DIR]   (default bench/out/capr)
+# experiments/reproduce/reproduce_capr.sh (same OUT_DIR).   bash experiments/reproduce/reproduce_cdv.sh [OUT_DIR]   (default bench/out/capr)
 # One OpenMP thread per process: on a shared 2-core machine spinning threads made every step 3-5x slower.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +22,5 @@ $C train cdv --labels "$R/mts_train.jsonl" --out "$R/cdv_A_static" --encoder-bac
 $C train cdv --labels "$R/mq_train_third.jsonl" --out "$R/cdv_B_minilm" --max-steps 3000 --time-budget 12 --eval-every 50 --json > "$L/cdv_B_minilm.train.json"
 for m in cdv_B_static cdv_A_static cdv_B_minilm; do
   $C eval --benchmark medquad-cdv --protocol rerank64 --query-field tuple --cdv "$R/$m" --boundaries free --json > "$L/eval.$m.json"
-  .venv/bin/python bench/cdv_boundaries_dev.py --model "$R/$m" --labels "$R/$( [ $m = cdv_A_static ] && echo mts_train || echo mq_train ).jsonl" > "$L/boundaries.$m.md"
+  .venv/bin/python -m experiments.cdv_boundaries_dev --model "$R/$m" --labels "$R/$( [ $m = cdv_A_static ] && echo mts_train || echo mq_train ).jsonl" > "$L/boundaries.$m.md"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark numbers issue 15 (one search pipeline) must reproduce to the last digit, for one checkout.
-# Usage: bash bench/reproduce_issue15.sh [SRC_DIR] [OUT.jsonl]   (SRC_DIR: a checkout's src/, default ./src)
+# Usage: bash experiments/reproduce/reproduce_issue15.sh [SRC_DIR] [OUT.jsonl]   (SRC_DIR: a checkout's src/, default ./src)
 # Needs .venv, .venv-milvus (make test builds both) and ../shared/data. One thread; ~45 min on a 2-core CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 18: the residual cross-encoder second stage, regenerated and measured (docs/RESULTS.md "Issue 18").
-#   bash bench/reproduce_rerank.sh [OUT_DIR]      (default bench/out/rerank; ~3 h on the 2-core CPU, two jobs at a time)
+#   bash experiments/reproduce/reproduce_rerank.sh [OUT_DIR]      (default bench/out/rerank; ~3 h on the 2-core CPU, two jobs at a time)
 # 1. the first stages: the B (MedQuAD minus the medquad-cdv test documents) and A (mtsamples-capr training notes)
 #    bi-encoders with document context, as `capr adapt` trains them without inverse-cloze queries (OUT.adapt/trained);
 # 2. a cross-encoder per family that learns a correction to its bi-encoder's scores (`--first-stage`), 40 minutes;
@@ -51,7 +51,7 @@ ev() { echo "# capr eval $*" >&2; $C eval --data-dir "$DATA" --json "$@"; }
 wait
 
 # --- latency, one query at a time through the Searcher (run alone)
-.venv/bin/python bench/bench_second_stage.py --bi "$B_BI" --cross "$R/B_rcross" | tee "$R/latency.txt"
+.venv/bin/python -m bench.bench_second_stage --bi "$B_BI" --cross "$R/B_rcross" | tee "$R/latency.txt"
 for s in mediqa2019 mediqa2019-train; do   # paired randomisation tests against zero-shot MiniLM
-  for m in B_bi B_rcross; do echo "$s $m"; .venv/bin/python bench/mediqa_paired.py "$R/$s.minilm.run" "$R/$s.$m.run" $s; done
+  for m in B_bi B_rcross; do echo "$s $m"; .venv/bin/python -m experiments.mediqa_paired "$R/$s.minilm.run" "$R/$s.$m.run" $s; done
 done | tee "$R/mediqa_paired.txt"

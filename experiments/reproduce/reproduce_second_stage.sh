@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18: the ensemble second stage (zero-shot MiniLM + the trained bi-encoder, each passage read by its best
 # window), regenerated and measured (docs/RESULTS.md, issues 17 and 18, seventh part).
-#   bash bench/reproduce_second_stage.sh [OUT_DIR]     (default bench/out/second_stage; ~2.5 h on the 2-core CPU)
+#   bash experiments/reproduce/reproduce_second_stage.sh [OUT_DIR]     (default bench/out/second_stage; ~2.5 h on the 2-core CPU)
 # 1. the trained members: capr adapt's bi-encoders (B: MedQuAD minus the medquad-cdv test documents; A: the
 #    mtsamples-capr training notes), side by side, each within its --time-budget;
 # 2. each bi-encoder alone and re-ranked by the ensemble (top 20) in the default pipeline, MiniLM dense on MEDIQA;
@@ -40,7 +40,7 @@ ev() { echo "# capr eval $*" >&2; $C eval --data-dir "$DATA" --json "$@"; }
 } > "$R/A_eval.jsonl" &
 wait
 
-P=".venv/bin/python bench/paired_runs.py"
+P=".venv/bin/python -m experiments.paired_runs"
 {
   for s in mediqa2019 mediqa2019-train; do
     $P --benchmark $s --baseline "$R/$s.minilm_dense.run" --run "B=$R/$s.B.run" --run "B_E=$R/$s.B_E.run"
@@ -48,7 +48,7 @@ P=".venv/bin/python bench/paired_runs.py"
   for f in tuple question; do $P --benchmark medquad-cdv --baseline "$R/cdv_$f.B.run" --run "B_E=$R/cdv_$f.B_E.run"; done
 } | tee "$R/paired.txt"
 # what the windows change, the same models otherwise (windows off vs each window read with its context)
-.venv/bin/python bench/rerank_windows_dev.py --case "B=$E@$B" --sets mediqa2019:question,medquad-cdv:tuple,medquad-cdv:question \
+.venv/bin/python -m experiments.rerank_windows_dev --case "B=$E@$B" --sets mediqa2019:question,medquad-cdv:tuple,medquad-cdv:question \
   --modes off,context | tee "$R/windows.txt"
 # latency, one query at a time (run alone)
-.venv/bin/python bench/bench_second_stage.py --bi "$B" --reranker "$E" --queries 30 --depths 20 100 | tee "$R/latency.txt"
+.venv/bin/python -m bench.bench_second_stage --bi "$B" --reranker "$E" --queries 30 --depths 20 100 | tee "$R/latency.txt"

@@ -149,7 +149,7 @@ def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable
 # An aspect the corpus has no section for is read as the corpus aspect whose phrasings share the most analysed
 # words with it ("genetic inheritance" → inheritance, "diagnosis" on health articles → exams and tests), when the
 # overlap is at least this Jaccard similarity and no other aspect ties it. Chosen on the synonym table itself
-# (every multi-word synonym held out in turn: bench/aspect_resolution_dev.py, docs/RESULTS.md).
+# (every multi-word synonym held out in turn: experiments/aspect_resolution_dev.py, docs/RESULTS.md).
 ASPECT_MATCH_MIN = 0.5
 
 

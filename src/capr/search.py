@@ -30,7 +30,7 @@ from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
 
-# The defaults below were chosen on dev sets only (bench/default_dev.py; docs/RESULTS.md, issue 16 dev table).
+# The defaults below were chosen on dev sets only (experiments/default_dev.py; docs/RESULTS.md, issue 16 dev table).
 DEFAULT_ASPECT_BOOST = 2.0  # a passage of the asked aspect's section scores ×3
 DEFAULT_MENTION_BOOST = 0.5  # ⟨entity, aspect⟩: within the entity's documents, a passage naming it scores ×1.5
 # reciprocal-rank fusion, BM25 : dense = 1 : 4 — at or above the better single retriever on every dev set

@@ -119,7 +119,7 @@ def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
 
 def write_outcomes(path: str | Path, outcomes: Iterable[QuestionOutcome]) -> None:
     """One JSON line per question (scores, answer, found, supporting pids), written atomically: the input
-    of paired comparisons between scorers (bench/cases_paired.py)."""
+    of paired comparisons between scorers (experiments/cases_paired.py)."""
     from capr.index.atomic import write_bytes
 
     # scores at full precision: rounding would create ties that change the credit read back

@@ -14,7 +14,7 @@ import numpy as np
 @dataclass
 class BoundaryConfig:
     open: float = 0.8  # θ_open
-    close: float = 0.4  # θ_close (≤ θ_open); 0.4 was best on MedQuAD-train dev documents (bench/cdv_boundaries_dev.py)
+    close: float = 0.4  # θ_close (≤ θ_open); 0.4 was best on MedQuAD-train dev documents (experiments/cdv_boundaries_dev.py)
     # relative: thresholds apply to scores min-max scaled within the document (0 = its worst sentence, 1 = its
     # best), so they carry over between models whose cosines live on different scales; absolute: raw scores
     relative: bool = True

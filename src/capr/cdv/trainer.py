@@ -37,6 +37,13 @@ def _is_dev(doc_id: str, fraction: float, seed: int) -> bool:
     return (zlib.crc32(f"{seed}:{doc_id}".encode()) % 10_000) < fraction * 10_000
 
 
+def dev_documents(docs: list[DocSentences], args: CDVArgs) -> list[DocSentences]:
+    """The documents CDV training holds out for its dev evaluation: a share ``args.dev_fraction`` of them, picked by
+    a hash of ``args.seed`` and the document id (so the same ids whatever else the labels hold); none for fewer than
+    20 documents. Settings chosen on dev data (experiments/cdv_boundaries_dev.py) are chosen on these."""
+    return [d for d in docs if _is_dev(d.doc_id, args.dev_fraction, args.seed)] if len(docs) >= 20 else []
+
+
 class _Targets:
     """Entity and aspect target vectors per passage: label texts embedded by the sentence encoder."""
 
@@ -142,7 +149,7 @@ def train_cdv(
                         device=args.device)
     device = loop.device
 
-    dev_docs = [d for d in docs if _is_dev(d.doc_id, args.dev_fraction, args.seed)] if len(docs) >= 20 else []
+    dev_docs = dev_documents(docs, args)
     train_docs = [d for d in docs if d not in dev_docs] if dev_docs else docs
     encoder = _encoder(args)
     probe = CDVModel(CDVNet(1, 1, args), args, encoder=encoder)  # only its encoder is used while preparing

@@ -178,7 +178,7 @@ def canonical_aspects() -> list[str]:
 
 
 # Question wording → the aspect it asks about (first match wins). Measured on the questions of MedQuAD's training
-# documents (bench/infer_aspect_dev.py; docs/RESULTS.md).
+# documents (experiments/infer_aspect_dev.py; docs/RESULTS.md).
 _QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(p, re.I), a)
     for p, a in [
@@ -202,7 +202,7 @@ _QUESTION_ASPECTS: list[tuple[re.Pattern[str], str]] = [
     ]
 ]
 # Aspects that generic wording ("what is X?") infers. Alone it cost 3.5 P@1 on whole documents whose few stray
-# "information" headings it favoured (docs/RESULTS.md, bench/question_aspect_variants.py), so the search favours such
+# "information" headings it favoured (docs/RESULTS.md, experiments/question_aspect_variants.py), so the search favours such
 # an inferred aspect only where the corpus has it as a convention: a section of at least a quarter of its documents.
 GENERIC_ASPECTS = frozenset({"information"})
 GENERIC_ASPECT_MIN_DOCUMENT_SHARE = 0.25

@@ -1,6 +1,6 @@
 """MEDIQA 2019 Task 3 (question answering): consumer health questions, each with judged answer passages.
 One reader for every use: the `mediqa2019*` benchmarks, the similar-case cross-encoder's pre-training pairs and
-bench/mediqa_paired.py."""
+experiments/mediqa_paired.py."""
 
 from __future__ import annotations
 

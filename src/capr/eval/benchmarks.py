@@ -301,7 +301,7 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     """What `capr search` with its default options returns, on the candidates: the same Searcher and
     SearchOptions() (the best retriever the index supports, synonym expansion, aspect prior, entity-first ranking),
     restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its rank;
-    candidates not returned rank last. ``options``: other SearchOptions (the dev grid of bench/default_dev.py);
+    candidates not returned rank last. ``options``: other SearchOptions (the dev grid of experiments/default_dev.py);
     ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
     from copy import copy
     from dataclasses import replace

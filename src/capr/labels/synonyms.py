@@ -23,7 +23,7 @@ SYNONYMS_VERSION = 1
 MIN_NAME_CHARS = 3
 MIN_DRUG_NAME_CHARS = 4  # the drug recogniser's own floor: shorter variants are codes and abbreviations
 
-# HPO's synonym scopes read as the same finding (bench/entity_synonyms_dev.py; docs/RESULTS.md, entity synonyms)
+# HPO's synonym scopes read as the same finding (experiments/entity_synonyms_dev.py; docs/RESULTS.md, entity synonyms)
 HPO_SCOPES = ("EXACT", "RELATED")
 _SYNONYM_LINE = re.compile(r'^synonym: "(.*)" ([A-Z]+)')
 

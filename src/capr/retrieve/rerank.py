@@ -19,11 +19,11 @@ from capr.models.loading import local_path, pick_device, quiet_transformers
 
 DEFAULT_RERANK_DEPTH = 20
 # the re-ranker's share when its ranking is fused with the first stage's (capr.search.Searcher.rerank), chosen on
-# dev sets (bench/rerank_share_dev.py; docs/RESULTS.md)
+# dev sets (experiments/rerank_share_dev.py; docs/RESULTS.md)
 DEFAULT_RERANK_SHARE = 0.3
 # an ensemble holds the first stage's own model, so it takes most of the say; the first stage's rank keeps a share
 # because on consumer questions over whole answers its BM25 half finds what the dense members miss (acronyms,
-# rare names). 0.6: the best mean MAP over the five dev sets of bench/rerank_share_dev.py (docs/RESULTS.md, issue 17,
+# rare names). 0.6: the best mean MAP over the five dev sets of experiments/rerank_share_dev.py (docs/RESULTS.md, issue 17,
 # eighth part); 1.0, the earlier value, was chosen on medquad-dev and MEDIQA training set 2 alone
 ENSEMBLE_RERANK_SHARE = 0.6
 

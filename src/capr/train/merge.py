@@ -1,7 +1,7 @@
 """Weight-space ensembling of a fine-tuned bi-encoder with the model it started from (WiSE-FT, Wortsman et al.
 2022): θ = (1 − α)·θ_start + α·θ_trained. Fine-tuning on tuple labels forgets some of what the pretrained model
 knew about free-text questions; interpolating the weights keeps most of the in-domain gain and much of the
-zero-shot skill, at no training cost. α is chosen on dev data (`bench/merge_alpha_dev.py`), never on a test set."""
+zero-shot skill, at no training cost. α is chosen on dev data (`experiments/merge_alpha_dev.py`), never on a test set."""
 
 from __future__ import annotations
 
