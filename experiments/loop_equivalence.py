@@ -186,7 +186,8 @@ def main() -> None:
     if os.environ.get("PYTHONHASHSEED") != "0":
         # CDV's contrastive term groups sentences by hash() of their labels: with Python's per-process string
         # hashing, the order of the batch's distinct targets (and so the float summation order) changes per run
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+        argv = [sys.executable, "-m", "experiments.loop_equivalence", *sys.argv[1:]]
+        os.execve(sys.executable, argv, {**os.environ, "PYTHONHASHSEED": "0"})
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CAPR_CACHE"] = str(Path(tmp) / "cache")  # fresh: no embedding computed in another batch
         import capr
