@@ -75,7 +75,7 @@ def main() -> None:
         rr = searcher.reranker
         for m in [data.index.encoder(), *(getattr(x, "encoder", None) for x in getattr(rr, "members", [rr]))]:
             if m is not None:
-                m._query_cache.clear()
+                m.forget_queries()
         times = []
         for q in queries:
             t = time.perf_counter()

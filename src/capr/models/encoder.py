@@ -230,6 +230,12 @@ class Encoder:
                     cache.pop(next(iter(cache)))  # the oldest entries
         return np.stack([found[t] for t in texts])
 
+    def forget_queries(self) -> None:
+        """Drop the query vectors kept in memory, so the next queries are encoded afresh (a latency benchmark that
+        runs the same queries under several settings times each setting's query encoding)."""
+        with self._query_lock:
+            self._query_cache.clear()
+
     def encode_passages(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None, chunk: int = 256
     ) -> np.ndarray:
