@@ -82,7 +82,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
     benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
-    from capr.corpus.trec import write_run
+    from capr.eval.runs import write_run
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark
