@@ -250,3 +250,24 @@ def test_backend_option_names():
         split_backend("static", "onnx")
     with pytest.raises(CaprError, match="index backends are embedded, milvus.*--encoder-backend"):
         split_backend("faiss", None)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad, reason", [
+    (Document(doc_id="../etc", title="t", text="SYMPTOMS:\nFever."), "field 'doc_id': document id"),
+    (Document(doc_id="big", title="t", text="x" * 2_000), "more than the limit of 1,000 (--max-doc-chars)"),
+    (Document(doc_id="first", title="again", text="SYMPTOMS:\nCough."), "duplicate document id 'first'"),
+])
+def test_every_backend_admits_documents_by_one_rule(servers, tmp_path, backend, bad, reason):
+    """One admission rule (capr.corpus.report.admit_document) on every writer: the same bad document is the same
+    error, naming the record and the reason (before, Milvus raised other errors than the embedded writer)."""
+    from capr.errors import BadInputError
+
+    first = Document(doc_id="first", title="Flu", text="SYMPTOMS:\nFever and cough.")
+    if backend == "embedded":
+        st = create_store(tmp_path / "admit")
+    else:
+        st = create_store(f"admit_{abs(hash((bad.doc_id, backend))) % 10**6}", "milvus", uri=servers[backend])
+    with pytest.raises(BadInputError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        st.add([first, bad], max_doc_chars=1_000)
+    st.close()

@@ -10,7 +10,8 @@ from itertools import islice
 import pytest
 
 from capr.corpus import ReadReport, read_documents
-from capr.corpus.segment import SegmenterConfig, passage_sentences, segment
+from capr.corpus.segment import SegmenterConfig, segment
+from capr.corpus.sentences import passage_sentences
 from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.index.analyzer import Analyzer
 from capr.index.segment import SegmentBuilder, passage_index_text

@@ -408,3 +408,52 @@ def test_the_cli_filter_keeps_the_entitys_patient(medication_notes):
                     "--filter", "aspect=medications", "--json")
     out = json.loads(proc.stdout)
     assert out["notices"] == [] and out["results"][0]["doc_id"] == "note01"
+
+
+def test_a_second_stage_reorders_the_top_rerank_depth_and_the_rest_keep_the_first_stages_order(planted_index):
+    """k beyond --rerank-depth: the re-ranker re-orders the first stage's top `rerank_depth`, and the rest of the k
+    follow in the first stage's order (what `--rerank-depth` says, and what `capr eval` measures)."""
+    from capr.search import SearchOptions, Searcher
+
+    q = "what are the symptoms"
+    first = [h.pid for h in Searcher(planted_index).search(q, SearchOptions(k=5)).hits]
+    searcher = Searcher(planted_index, reranker=_WordCountReranker())
+    head = [h.pid for h in searcher.search(q, SearchOptions(k=2, rerank_depth=2, rerank_share=1.0)).hits]
+    result = searcher.search(q, SearchOptions(k=5, rerank_depth=2, rerank_share=1.0))
+    assert [h.pid for h in result.hits[:2]] == head and set(head) == set(first[:2])
+    assert [h.pid for h in result.hits[2:]] == [p for p in first if p not in head][:3]
+    assert [h.rank for h in result.hits] == [1, 2, 3, 4, 5]
+    assert len(searcher.reranker.read) == 2 + 2  # the head's two passages, read once per search
+
+
+def test_the_profile_says_what_searches_and_where_it_came_from(tmp_path, demo_dir):
+    """Searcher.open resolves every default from the index's profile: capr's defaults, or what `capr adapt`
+    recorded (record_profile), with the caller's second stage over it."""
+    from capr.corpus import read_documents
+    from capr.index import IndexWriter, load_index
+    from capr.models.encoder import EncoderConfig
+    from capr.profile import DEFAULT_FUSION, Origin, record_profile
+    from capr.search import SearchOptions, Searcher
+
+    docs = list(read_documents(demo_dir))[:4]
+    plain, adapted = tmp_path / "plain", tmp_path / "adapted"
+    for root, recorded in ((plain, False), (adapted, True)):
+        w = IndexWriter(root, dense=EncoderConfig())
+        if recorded:
+            record_profile(w.dense_info, fusion={"method": "rrf", "weights": [0.1, 0.9]}, reranker="bi:minilm", rerank_depth=7)
+        with w:
+            for d in docs:
+                w.add(d)
+    default = Searcher.open(load_index(plain))
+    assert default.reranker is None and default.profile.fusion == DEFAULT_FUSION
+    assert set(default.profile.origins.values()) == {Origin.default}
+    searcher = Searcher.open(load_index(adapted))
+    profile = searcher.profile
+    assert (profile.reranker, profile.rerank_depth, profile.fusion.weights) == ("bi:minilm", 7, (0.1, 0.9))
+    assert profile.origins["reranker"] is Origin.adapted and profile.origins["fusion"] is Origin.adapted
+    assert searcher.reranker is not None and searcher.resolve(SearchOptions()).rerank_depth == 7
+    result = searcher.search("gout attack", SearchOptions(k=3))
+    assert result.reranker == "bi:minilm" and result.to_dict()["reranker"] == "bi:minilm"
+    assert Searcher.open(load_index(adapted)).reranker is searcher.reranker  # loaded once per process
+    asked = Searcher.open(load_index(adapted), reranker="none")
+    assert asked.reranker is None and asked.profile.origins["reranker"] is Origin.user

@@ -108,7 +108,7 @@ def test_capr_eval_cli_json(tmp_path):
                     "--cache-dir", str(tmp_path / "cache"), "--json")
     result = json.loads(proc.stdout)
     assert set(result) == {"benchmark", "protocol", "retriever", "query_field", "queries", "metrics", "seconds"}
-    assert result["queries"] == 3293 and set(result["metrics"]) == {"R@1", "R@5", "R@10", "MAP", "MRR@10", "nDCG@10"}
+    assert result["queries"] == 3293 and set(result["metrics"]) == {"R@1", "R@5", "R@10", "R@100", "P@1", "MAP", "MRR@10", "nDCG@10"}
     assert 27 <= result["metrics"]["R@1"] <= 40
     lines = (tmp_path / "run.trec").read_text().splitlines()
     assert len(lines) == 3293 * 64 and lines[0].split()[1] == "Q0"
@@ -143,3 +143,17 @@ def test_titled_benchmark_index_reads_titles_and_keeps_the_protocols_pools(cdv, 
     assert EvalConfig(pipeline="default").titled and not EvalConfig().titled
     assert not EvalConfig(pipeline="default", titles=False).titled
     assert EvalConfig(pipeline="default").index_dir() != EvalConfig(pipeline="default", titles=False).index_dir()
+
+
+def test_eval_warns_where_an_ensemble_second_stage_is_measured_outside_the_pipeline_it_was_chosen_for():
+    """`capr adapt` gates its ensemble inside capr search's default pipeline; measured under the papers' protocol it
+    reads passages otherwise and replaces the first stage's order, so capr eval says so (and records it)."""
+    from capr.eval.runner import EvalConfig
+
+    protocol = EvalConfig(benchmark="medquad-cdv", retriever="dense", reranker="bi:minilm,bi:minilm")
+    assert protocol.warnings() and "--pipeline default" in protocol.warnings()[0]
+    assert EvalConfig(benchmark="medquad-cdv", retriever="dense", reranker="bi:minilm").warnings() == []
+    assert EvalConfig(benchmark="medquad-cdv", pipeline="default", reranker="bi:minilm,bi:minilm").warnings() == []
+    proc = capr_cli("eval", "--benchmark", "medquad-cdv", "--data-dir", "/nonexistent", "--retriever", "dense",
+                    "--reranker", "bi:minilm,bi:minilm", check=False)
+    assert "warning:" in proc.stderr and "ensemble" in proc.stderr

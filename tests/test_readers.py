@@ -12,7 +12,7 @@ import pytest
 from capr.corpus import Format, ReadReport, detect_format, read_documents
 from capr.corpus.beir import read_beir_qrels, read_beir_queries
 from capr.corpus.medquad import read_medquad_cdv_queries
-from capr.corpus.trec import read_qrels, read_run, write_qrels, write_run
+from capr.eval.runs import read_qrels, read_run, write_qrels, write_run
 from capr.errors import BadInputError
 from capr.records import Qrel, Run, ScoredPassage
 

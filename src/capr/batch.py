@@ -165,7 +165,7 @@ class SearchJob:
     def __call__(self, queries: list[Query]) -> list[list[tuple[str, float]]]:
         from capr.search import SearchOptions, Searcher
 
-        searcher = Searcher(self.index)
+        searcher = Searcher.open(self.index)  # the index's profile: a second stage it records re-ranks here too
         options = SearchOptions(k=self.k, retriever=self.retriever, highlights=False, **self.kwargs)
         return [[(h.pid, h.score) for h in searcher.search(q, options).hits] for q in queries]
 

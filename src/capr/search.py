@@ -11,6 +11,7 @@ through a :class:`Searcher`; backends (``capr.store``) only give primitives.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Sequence
@@ -22,10 +23,10 @@ from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query, parse_store_query)
 from capr.records import Passage, Query, ScoredPassage
-from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
+from capr.profile import DEFAULT_FUSION, SearchProfile, loaded_reranker
+from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
 from capr.retrieve.highlight import snippet, term_spans
 from capr.store.protocol import Capability, Store
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 
 if TYPE_CHECKING:
     from capr.retrieve.evidence import SentenceScore
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 # The defaults below were chosen on dev sets only (experiments/default_dev.py; docs/RESULTS.md, issue 16 dev table).
 DEFAULT_ASPECT_BOOST = 2.0  # a passage of the asked aspect's section scores ×3
 DEFAULT_MENTION_BOOST = 0.5  # ⟨entity, aspect⟩: within the entity's documents, a passage naming it scores ×1.5
-# reciprocal-rank fusion, BM25 : dense = 1 : 4 — at or above the better single retriever on every dev set
-DEFAULT_FUSION = FusionConfig(FusionMethod.rrf, weights=(0.2, 0.8))
 # Said (CLI, API) instead of "no matching passages" when a search finds nothing because nothing is left.
 EMPTY_INDEX_MESSAGE = "the index is empty: all documents were deleted"
 PRIOR_DEPTH = 100  # candidates a first stage returns when an aspect prior or fusion re-orders them
@@ -73,7 +72,9 @@ class SearchOptions:
     # None: the fusion the index records (`capr adapt` chooses one for its model), else DEFAULT_FUSION
     fusion: FusionConfig | None = None
     template: str = DEFAULT_TEMPLATE
-    rerank_depth: int = DEFAULT_RERANK_DEPTH
+    # a second stage re-orders the first stage's top this many; the rest of the k keep the first stage's order.
+    # None: what the index records, else capr.retrieve.rerank.DEFAULT_RERANK_DEPTH
+    rerank_depth: int | None = None
     # a re-ranked hit scores share/(k + its re-ranker rank) + (1 - share)/(k + its first-stage rank): 1 = the
     # re-ranker's order alone (within the entity's tiers, with the aspect prior); None: the re-ranker's own default
     # (an ensemble's 1.0), else DEFAULT_RERANK_SHARE
@@ -106,6 +107,8 @@ class SearchOptions:
             raise QueryError(f"boosts must be >= 0, got aspect boost {self.aspect_boost}, mention boost {self.mention_boost}")
         if self.rerank_share is not None and not 0.0 <= self.rerank_share <= 1.0:
             raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}")
+        if self.rerank_depth is not None and self.rerank_depth <= 0:
+            raise QueryError(f"the re-rank depth must be positive, got {self.rerank_depth}")
 
 
 @dataclass
@@ -160,13 +163,36 @@ def _shown_filters(filters: Any) -> Any:
 
 class Searcher:
     """Searches one store (an embedded ``Index`` snapshot or a Milvus collection). ``reranker`` (a loaded
-    second stage) and ``cdv`` (a CDV store: CDV ranks the first stage, and gives ``cdv`` evidence) are optional."""
+    second stage) and ``cdv`` (a CDV store: CDV ranks the first stage, and gives ``cdv`` evidence) are optional;
+    :meth:`open` gives the searcher ``capr search`` uses — the store's profile with its second stage loaded."""
 
-    def __init__(self, store: Store, reranker: Any = None, cdv: Any = None) -> None:
+    def __init__(self, store: Store, reranker: Any = None, cdv: Any = None, profile: SearchProfile | None = None) -> None:
         self.store = store
         self.reranker = reranker
         self.cdv = cdv
+        self._profile = profile
         self._prior_aspects: dict[tuple[str, bool], str | None] = {}
+
+    @classmethod
+    def open(cls, store: Store, reranker: str | None = None, cdv: Any = None) -> "Searcher":
+        """A ready searcher: the store's :class:`~capr.profile.SearchProfile` (what the index records, over capr's
+        defaults) with its second stage loaded (once per process). ``reranker``: a spec to use instead, or
+        ``none`` for no second stage."""
+        profile = SearchProfile.of(store).with_reranker(reranker)
+        return cls(store, loaded_reranker(profile.reranker) if profile.reranker else None, cdv, profile)
+
+    @property
+    def profile(self) -> SearchProfile:
+        if self._profile is None:
+            self._profile = SearchProfile.of(self.store)
+        return self._profile
+
+    @property
+    def reranker_name(self) -> str | None:
+        """What the results name as their second stage: the profile's spec when it loaded it, else the model's name."""
+        if self.reranker is None:
+            return None
+        return self.profile.reranker or getattr(self.reranker, "name", None)
 
     # -- parsing ------------------------------------------------------------------------------------
     def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
@@ -203,22 +229,20 @@ class Searcher:
 
     def default_retriever(self) -> Retriever:
         """The best first stage this store supports (docs/RESULTS.md, issue 16 dev table): hybrid with vectors."""
-        caps = self.store.capabilities
-        if Capability.dense in caps:
-            return Retriever.hybrid if Capability.bm25 in caps else Retriever.dense
-        return Retriever.bm25
+        return self.profile.retriever
 
     def default_fusion(self) -> FusionConfig:
         """How hybrid fuses BM25 and dense on this store: what its index records, else DEFAULT_FUSION."""
-        recorded = self.store.dense_manifest().get("fusion") if Capability.dense in self.store.capabilities else None
-        return recorded_fusion(recorded) or replace(DEFAULT_FUSION)
+        return replace(self.profile.fusion)
 
     def resolve(self, options: SearchOptions) -> SearchOptions:
-        """``options`` with the retriever and the fusion chosen when they were left to the store."""
+        """``options`` with what was left to the store (retriever, fusion, re-rank depth) taken from its profile."""
         if options.retriever is None:
             options = replace(options, retriever=self.default_retriever())
         if options.fusion is None:
             options = replace(options, fusion=self.default_fusion())
+        if options.rerank_depth is None:
+            options = replace(options, rerank_depth=self.profile.rerank_depth)
         return options
 
     def check(self, options: SearchOptions) -> None:
@@ -253,8 +277,9 @@ class Searcher:
         if not self.store.live_count():
             # a valid query on an index whose documents were all deleted: no results, not an error (and no
             # filter to check: there is nothing to filter)
-            return SearchResult(pq, options, [], options.retriever.value, getattr(self.reranker, "name", None),
-                                None, [EMPTY_INDEX_MESSAGE])
+            return SearchResult(pq, options, [], options.retriever.value, self.reranker_name, None, [EMPTY_INDEX_MESSAGE])
+        if self.reranker is not None and options.group_by is GroupBy.passage and options.k > options.rerank_depth:
+            return self._rerank_head(pq, options, within)
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect and aspect != pq.aspect:
             notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
@@ -288,7 +313,21 @@ class Searcher:
         if options.highlights:
             self.annotate(pq, hits, self.entity_forms(pq, options)[1:] if pq.entity and options.entity_first else [])
         method = self.add_evidence(pq, hits, options) if options.evidence is not Evidence.none else None
-        return SearchResult(pq, options, hits, retriever, getattr(self.reranker, "name", None), method, notices)
+        return SearchResult(pq, options, hits, retriever, self.reranker_name, method, notices)
+
+    def _rerank_head(self, pq: ParsedQuery, options: SearchOptions, within: np.ndarray | None) -> SearchResult:
+        """k beyond the re-rank depth: the second stage re-orders the first stage's top ``rerank_depth`` (a search of
+        that depth), and the rest of the k follow in the first stage's order, with its scores."""
+        head = self.search(pq, replace(options, k=options.rerank_depth), within)
+        first_stage = copy(self)
+        first_stage.reranker = None
+        whole = first_stage.search(pq, options, within)
+        seen = {h.pid for h in head.hits}
+        rest = [h for h in whole.hits if h.pid not in seen][: options.k - len(head.hits)]
+        for rank, h in enumerate(rest, len(head.hits) + 1):
+            h.rank = rank
+        notices = list(dict.fromkeys(head.notices + whole.notices))
+        return replace(head, options=options, hits=head.hits + rest, notices=notices)
 
     def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None,
                     keep: Any = None, named: np.ndarray | None = None) -> list[ScoredPassage]:
@@ -579,4 +618,4 @@ def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> lis
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]

@@ -15,7 +15,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from capr.eval.significance import paired_randomisation_p
 from capr.adapt.checks import (
     FREE_TEXT,
     REPORTED,
@@ -33,6 +32,8 @@ from capr.adapt.checks import (
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
+from capr.eval.significance import paired_randomisation_p
+from capr.profile import record_profile
 from capr.records import Document
 
 REPORT_FILE = "adapt.json"
@@ -522,12 +523,12 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     dense = EncoderConfig(model=report.kept_model)
     writer = IndexWriter(config.out, SegmenterConfig(max_tokens=config.max_tokens), dense=dense,
                          report=ReadReport(skip_bad=config.skip_bad), progress=index_progress)
-    writer.dense_info["adapted"] = {"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)}
-    if report.fusion:
-        writer.dense_info["fusion"] = {"method": "rrf", "weights": report.fusion["weights"]}
-    if report.second_stage.get("kept"):
-        # `capr search`, the service and `capr eval --model OUT` re-rank with it unless told otherwise
-        writer.dense_info["reranker"] = {"spec": report.second_stage["spec"], "depth": report.second_stage["depth"]}
+    # `capr search`, the service and `capr eval --model OUT` search with what the gate kept unless told otherwise
+    kept_second = report.second_stage.get("kept")
+    record_profile(writer.dense_info, fusion={"method": "rrf", "weights": report.fusion["weights"]} if report.fusion else None,
+                   reranker=report.second_stage["spec"] if kept_second else None,
+                   rerank_depth=report.second_stage.get("depth") if kept_second else None,
+                   adapted={"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)})
     seen: set[str] = set()
     repeated = 0
     with writer as w:

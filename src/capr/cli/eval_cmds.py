@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from capr.cli.common import (
@@ -21,6 +22,7 @@ from capr.cli.common import (
     _WriteProgress,
     app,
     backend_options,
+    err,
     out,
 )
 from capr.errors import CaprError
@@ -80,7 +82,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
     benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
-    from capr.corpus.trec import write_run
+    from capr.eval.runs import write_run
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark
@@ -99,6 +101,8 @@ def eval_cmd(
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
                             cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
                             titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms)
+        for warning in config.warnings():
+            err.print(f"[yellow]warning:[/] {escape(warning)}")
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
         cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None

@@ -112,7 +112,9 @@ def search_cmd(
                                            "bi:DIR (bi:minilm = the bundled MiniLM), or several joined by commas "
                                            "(bi:minilm,bi:DIR: an ensemble, their standardised scores summed); "
                                            "default: the one the index records (capr adapt), none: no second stage."),
-    rerank_depth: int = typer.Option(DEFAULT_RERANK_DEPTH, "--rerank-depth", help="First-stage hits the re-ranker re-orders."),
+    rerank_depth: Optional[int] = typer.Option(None, "--rerank-depth", help="First-stage hits the re-ranker re-orders "
+                                               f"(the rest of the k keep the first stage's order); default: what the "
+                                               f"index records, else {DEFAULT_RERANK_DEPTH}."),
     rerank_share: Optional[float] = typer.Option(None, "--rerank-share", help="The re-ranker's share when its ranking "
                                        f"is fused with the first stage's (1: its order alone, within the entity's tiers); "
                                        f"default {DEFAULT_RERANK_SHARE}, an ensemble's {ENSEMBLE_RERANK_SHARE}."),
@@ -163,14 +165,9 @@ def search_cmd(
             else:
                 render_spans(spans)
             return
-        from capr.retrieve.rerank import chosen_reranker, load_reranker
-
-        spec = chosen_reranker(reranker, store.dense_manifest())
-        second = load_reranker(spec) if spec else None
-        result = Searcher(store, reranker=second, cdv=cdv_store).search(q, options)
+        result = Searcher.open(store, reranker=reranker, cdv=cdv_store).search(q, options)
         if as_json:
             payload = result.to_dict()
-            payload["reranker"] = spec
             if not result.hits and result.notices:
                 payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
                 err.print(escape(result.notices[0]))

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from capr.corpus.aspects import is_known_heading, normalize_aspect
-from capr.corpus.sentences import passage_sentences, split_sentences  # noqa: F401 (passage_sentences: re-exported)
+from capr.corpus.sentences import split_sentences
 from capr.records import Document, Passage, Section, Span
 
 _SMALL_WORDS = {"and", "of", "the", "or", "for", "to", "in", "on", "with", "at", "by", "a", "an", "/", "&"}

@@ -303,7 +303,6 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its rank;
     candidates not returned rank last. ``options``: other SearchOptions (the dev grid of experiments/default_dev.py);
     ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
-    from copy import copy
     from dataclasses import replace
 
     from capr.search import SearchOptions
@@ -316,23 +315,13 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     parsed = {q.qid: searcher.parse(as_query(q, field), expand=options.expand, validate=False) for q in data.queries}
     row_of = data.index.pid_rows()
     every = len(data.index)
-    first_stage = copy(searcher)
-    first_stage.reranker = None
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
         whole = len(rows) == every
         k = FULL_DEPTH if whole else len(rows)
         within = None if whole else bench.keys(rows)
-        if reranker is not None and options.rerank_depth < k:
-            # the Searcher re-ranks all k hits it returns; a user's `capr search --reranker` re-orders the top
-            # rerank_depth: that head, then the first stage's order for the rest of the k
-            head = searcher.search(parsed[q.qid], replace(options, k=options.rerank_depth), within=within).hits
-            seen = {h.pid for h in head}
-            tail = [h for h in first_stage.search(parsed[q.qid], replace(options, k=k), within=within).hits
-                    if h.pid not in seen]
-            pids = [h.pid for h in head + tail]
-        else:
-            pids = [h.pid for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
+        # (a second stage re-orders the top rerank_depth; the rest of the k keep the first stage's order)
+        pids = [h.pid for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
         position = {int(r): i for i, r in enumerate(rows)}
         out = np.full(len(rows), -np.inf)
         for rank, pid in enumerate(pids):

@@ -23,10 +23,10 @@ from capr.eval.benchmarks import (
 )
 from capr.eval.devsets import load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
+from capr.profile import Origin, SearchProfile
 from capr.query import DEFAULT_TEMPLATE, Retriever
 from capr.records import Run
-from capr.retrieve.fusion import FusionConfig, FusionMethod, recorded_fusion
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
+from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.store import Backend, BackendOptions
 
 # name → loader(data_dir, index_dir, dense=..., progress=...) and the query fields its questions have
@@ -110,8 +110,8 @@ class EvalConfig:
 
     @property
     def effective_rerank_depth(self) -> int:
-        """--rerank-depth, else 64 under the papers' protocol and `capr search`'s default with --pipeline default."""
-        return self.rerank_depth or (DEFAULT_RERANK_DEPTH if self.pipeline == "default" else 64)
+        """--rerank-depth, else 64 under the papers' protocol and `capr search`'s (the profile's) with --pipeline default."""
+        return self.rerank_depth or (self.profile().rerank_depth if self.pipeline == "default" else 64)
 
     @property
     def titled(self) -> bool:
@@ -136,22 +136,46 @@ class EvalConfig:
             raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
         return manifest["dense"]
 
+    def profile(self) -> SearchProfile:
+        """--pipeline default: the search profile `capr search` uses — on an index given as --model, the one that
+        index records (its fusion, its second stage) — with --reranker over it."""
+        recorded = self.model_index_dense() if self.pipeline == "default" and self.needs_dense else None
+        return SearchProfile.from_manifest(recorded).with_reranker(self.reranker)
+
     @property
     def effective_reranker(self) -> str | None:
         """The second stage evaluated: --reranker (``none``: none), else, for --pipeline default on an index given
         as --model, the one that index records (what `capr search` on it uses)."""
-        from capr.retrieve.rerank import chosen_reranker
+        return self.profile().reranker
 
-        recorded = self.model_index_dense() if self.pipeline == "default" and self.needs_dense else None
-        return chosen_reranker(self.reranker, recorded)
+    def warnings(self) -> list[str]:
+        """What makes this evaluation say less than it seems to: a second stage used outside the reading it was
+        chosen for. `capr adapt` gates its ensemble inside `capr search`'s default pipeline — after a hybrid first
+        stage with its own model, passages read with their titles, fused with the first stage's rank at the
+        ensemble's share — so under the papers' protocol (passage text alone, its order alone, after another first
+        stage) its numbers do not tell how it serves search."""
+        spec = self.effective_reranker
+        if not spec or self.pipeline == "default":
+            return []
+        from capr.retrieve.rerank import parse_reranker_spec
+
+        members = parse_reranker_spec(spec)
+        if len(members) < 2:
+            return []
+        return [f"re-ranker {spec!r} is an ensemble, which capr adapt chooses (and capr search runs) inside the default "
+                "pipeline: after the hybrid first stage, passages read with their titles, fused with the first stage's "
+                "rank at the ensemble's share; here it re-orders another first stage alone, on passage text"
+                + ("" if self.titled else " without titles") + " — use --pipeline default (with --model IDX) to measure "
+                "what capr search does"]
 
     def search_options(self) -> Any:
         """--pipeline default: `capr search`'s options; on an index given as --model, with the fusion it records
         (what `capr search` on that index uses)."""
         from capr.search import SearchOptions
 
-        recorded = (self.model_index_dense() or {}).get("fusion") if self.needs_dense else None
-        options = SearchOptions(fusion=recorded_fusion(recorded), entity_synonyms=self.entity_synonyms)
+        profile = self.profile()
+        recorded = profile.fusion if profile.origins.get("fusion") is Origin.adapted and self.needs_dense else None
+        options = SearchOptions(fusion=recorded, entity_synonyms=self.entity_synonyms)
         return options if self.rerank_share is None else replace(options, rerank_share=self.rerank_share)
 
     def encoder(self) -> EncoderConfig | None:
@@ -253,6 +277,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
             from capr.retrieve.rerank import spec_share
 
             result["reranker"]["share"] = spec_share(config.effective_reranker, config.search_options().rerank_share)
+    if config.warnings():
+        result["warnings"] = config.warnings()
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":

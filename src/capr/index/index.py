@@ -16,7 +16,7 @@ import numpy as np
 
 from capr._version import __version__
 from capr.corpus.aspects import normalize_aspect
-from capr.corpus.report import ReadReport
+from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
 from capr.filters import Filters, as_clauses, column_mask
@@ -29,7 +29,7 @@ from capr.index.reading import damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect
-from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id, normalize_newlines, oversized
+from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id
 from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
@@ -218,22 +218,10 @@ class IndexWriter:
 
     def add(self, doc: Document) -> int:
         """Segment, analyse and store one document (replacing an indexed one with the same id)."""
-        try:
-            check_doc_id(doc.doc_id)  # readers check it with file and line; this guards the Python API
-        except ValueError as e:
-            self.report.bad(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}",
-                            repr(doc.doc_id)[:80])
+        admitted = admit_document(doc, self.report, self.max_doc_chars, self._new_ids)
+        if admitted is None:
             return 0
-        if (why := oversized(doc.text, self.max_doc_chars)) is not None:
-            self.report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
-            return 0
-        normalize_newlines(doc)  # documents given directly (the API, the service) as read_documents does
-        # read_documents says where the document was read (file and line): the message names it as the
-        # readers name their bad records; documents given directly are named by their path or id
-        source, record = self.report.where(doc.doc_id) or (str(doc.metadata.get("path") or doc.doc_id), doc.doc_id)
-        if doc.doc_id in self._new_ids:
-            self.report.bad(source, f"duplicate document id {doc.doc_id!r} (an earlier document has the same id)", record)
-            return 0
+        source, record = admitted
         passages = segment(doc, self.segmenter, lazy_sentences=True)  # stored sentences: computed when read
         if not passages:
             self.report.empty += 1

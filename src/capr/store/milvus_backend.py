@@ -35,14 +35,15 @@ import numpy as np
 
 from capr._version import __version__
 from capr.corpus.aspects import normalize_aspect
+from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.errors import BadInputError, CaprError, QueryError
+from capr.errors import CaprError, QueryError
 from capr.filters import FilterClause, as_clauses, milvus_expr
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
 from capr.query import Retriever, check_aspect
-from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section, check_doc_id, normalize_newlines, oversized
+from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section
 from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
@@ -300,20 +301,12 @@ class MilvusStore:
         total = 0
         seen: set[str] = set()
         batch: list[Document] = []
+        report = report if report is not None else ReadReport()  # no report to skip into: a bad document fails
         for doc in documents:
-            try:
-                check_doc_id(doc.doc_id)
-            except ValueError as e:
-                raise BadInputError(str(doc.metadata.get("path") or "document"), f"field 'doc_id': document id {e}") from None
-            if (why := oversized(doc.text, max_doc_chars)) is not None:
-                if report is None:
-                    raise BadInputError(str(doc.metadata.get("path") or doc.doc_id), why)
-                report.bad(str(doc.metadata.get("path") or doc.doc_id), why, doc.doc_id)
+            if admit_document(doc, report, max_doc_chars, seen) is None:
                 continue
-            if doc.doc_id in seen:
-                raise CaprError(f"duplicate document id {doc.doc_id!r} in one add")
             seen.add(doc.doc_id)
-            batch.append(normalize_newlines(doc))  # documents given directly, as read_documents does
+            batch.append(doc)
             if len(batch) >= batch_docs:
                 total += self._add_batch(batch, progress, vectors_of)
                 batch = []
