@@ -19,7 +19,7 @@ from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, NO_RERANKER
 from capr.store.protocol import Capability, Store
 
 # reciprocal-rank fusion, BM25 : dense = 1 : 4 — at or above the better single retriever on every dev set
-# (bench/default_dev.py; docs/RESULTS.md)
+# (experiments/default_dev.py; docs/RESULTS.md)
 DEFAULT_FUSION = FusionConfig(FusionMethod.rrf, weights=(0.2, 0.8))
 
 
