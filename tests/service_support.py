@@ -52,3 +52,21 @@ class LiveServer:
         self.server.should_exit = True
         self.thread.join(10)
         self.sock.close()
+
+
+def build_dense_demo_index(demo_dir: Path, out: Path, second_stage: str | None = None, documents: int = 6) -> Path:
+    """The first ``documents`` of the demo corpus with MiniLM vectors; ``second_stage``: a re-ranker spec the index
+    records, as `capr adapt` records the one its gate keeps (searches that name none use it)."""
+    from itertools import islice
+
+    from capr.corpus import Format, read_documents
+    from capr.index import IndexWriter
+    from capr.models import EncoderConfig
+
+    writer = IndexWriter(out, dense=EncoderConfig())
+    if second_stage:
+        writer.dense_info["reranker"] = {"spec": second_stage, "depth": 20}
+    with writer as w:
+        for doc in islice(read_documents(demo_dir, Format.text), documents):
+            w.add(doc)
+    return out

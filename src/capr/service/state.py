@@ -43,6 +43,30 @@ def warm(index: Index) -> Index:
     return index
 
 
+class Readiness:
+    """Whether the service has loaded what its searches need (``starting`` → ``ok``, or ``failed``).
+    Searches and writes wait for it, so none pays for a model load or loads a model a second time."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.status = "starting"
+        self.error: str | None = None
+        self.took_s: float | None = None
+        self._t0 = time.perf_counter()
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ok"
+
+    def finish(self, error: str | None = None) -> None:
+        self.took_s = round(time.perf_counter() - self._t0, 3)
+        self.status, self.error = ("failed", error) if error else ("ok", None)
+        self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
 def _pointer_signature(root: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(root / CURRENT)
