@@ -717,7 +717,7 @@ def test_health_says_starting_until_the_models_are_loaded(second_stage_index, mo
 
     monkeypatch.setattr(synonyms, "entity_synonyms", held)
     app = create_app(second_stage_index, ServiceConfig())
-    with LiveServer(app) as s:
+    with LiveServer(app, ready=False) as s:
         r = httpx.get(s.url + "/health")
         assert r.status_code == 503 and r.json()["status"] == "starting" and r.json()["ready"] is False
         answered: list[dict] = []

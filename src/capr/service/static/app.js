@@ -48,7 +48,15 @@ function setStatus(text, isError = false) {
 // ---------------------------------------------------------------------------- index info
 async function loadInfo() {
   try {
-    const health = await api("/health");
+    // /health answers 503 while the server loads its models (or when one failed to load), with the same JSON
+    const res = await fetch("/health", { headers: { Accept: "application/json" } });
+    const health = await res.json();
+    if (health.status === "starting") {
+      $("index-info").textContent = "The server is starting (loading its models)…";
+      setTimeout(loadInfo, 1000);
+      return;
+    }
+    if (!health.ready) throw new Error(health.error || `server not ready (${res.status})`);
     state.authReads = health.auth_reads;
     $("token-row").hidden = !health.auth_reads;
     if (health.auth_reads && !token()) {
