@@ -569,9 +569,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         from capr.retrieve.rerank import recorded_reranker
 
         try:
+            holder.load_encoder()
             index = holder.index
-            if index.has_dense and hasattr(index, "encoder"):
-                index.encoder()
             spec = recorded_reranker(index.dense_manifest())
             if spec:
                 get_reranker(spec, index)

@@ -121,6 +121,13 @@ class IndexHolder:
     def generation(self) -> str:
         return str(self._snap.manifest["generation"])
 
+    def load_encoder(self) -> None:
+        """Loads the query encoder of the snapshot served; snapshots installed later with the same model share it
+        (``_install``). Under the lock, so no snapshot without it is installed while it loads."""
+        with self._lock:
+            if self._snap.has_dense:
+                self._snap.encoder()
+
     def vocabulary(self, index: Index, field: str) -> list[str]:
         """Sorted distinct entities (document titles) or aspects of live passages, cached per generation."""
         gen = str(index.manifest["generation"])
@@ -211,6 +218,11 @@ class StoreHolder:
     @property
     def generation(self) -> str:
         return self.store.generation_info()["generation"]
+
+    def load_encoder(self) -> None:
+        load = getattr(self.store, "encoder", None)  # a backend without one encodes queries elsewhere
+        if self.store.has_dense and load is not None:
+            load()
 
     def vocabulary(self, index: Any, field: str) -> list[str]:
         # aspects come from the collection; entities (distinct titles) would need a scan
