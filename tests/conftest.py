@@ -36,6 +36,18 @@ def _isolated_cache(tmp_path_factory):
         os.environ["CAPR_CACHE"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _testclient_host_is_local():
+    """Starlette's TestClient sends `Host: testserver`; in tests it stands for a loopback name (the service answers
+    only those unless told otherwise). Tests with a real server and other Host names check the refusal."""
+    from capr.service import config
+
+    names = config.LOOPBACK_NAMES
+    config.LOOPBACK_NAMES = names | {"testserver"}
+    yield
+    config.LOOPBACK_NAMES = names
+
+
 @pytest.fixture
 def data_dir() -> Path:
     return need_data()

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from capr.service import ServiceConfig, create_app
-from service_support import AUTH, TOKEN, LiveServer, build_demo_index, copy_index
+from service_support import AUTH, TOKEN, LiveServer, build_demo_index, build_dense_demo_index, copy_index
 
 
 def _chromium() -> str | None:
@@ -154,4 +154,45 @@ def test_page_asks_for_a_token_when_reads_need_one(browser, tmp_path, demo_dir):
         page.click("#search-button")
         page.wait_for_selector("#results li.result")
         assert "asthma" in page.locator("#results li.result").first.inner_text().lower()
+        context.close()
+
+
+def test_page_searches_with_the_cli_default_and_no_filter(browser, tmp_path, demo_dir):
+    """An index with vectors and a recorded second stage: the page's retriever menu starts on the default, named for
+    this index, and a search from it sends no retriever and no filter — the server then answers as `capr search`."""
+    import json
+    import subprocess
+    import sys
+
+    idx = build_dense_demo_index(demo_dir, tmp_path / "idx", second_stage="bi:minilm")
+    question = "which inhaler controls asthma"
+    cli = subprocess.run([sys.executable, "-m", "capr", "search", str(idx), question, "--json"], capture_output=True,
+                         text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    expected = json.loads(cli.stdout)
+    assert (expected["retriever"], expected["reranker"]) == ("hybrid", "bi:minilm")
+    with LiveServer(create_app(idx, ServiceConfig())) as s:
+        context = browser.new_context()
+        page = context.new_page()
+        sent: list[dict] = []
+        page.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/search") else None)
+        page.goto(s.url + "/")
+        expect(page.locator("#retriever option:checked")).to_have_text("Default — Hybrid (BM25 + dense) + second stage")
+        assert page.input_value("#retriever") == ""
+        values = page.eval_on_selector_all("#retriever option", "els => els.map(e => e.value)")
+        assert values == ["", "bm25", "tfidf", "dense", "hybrid"]  # the others stay choices
+        assert page.input_value("#filter-field") == ""  # no filter field chosen for the person
+        page.click("#add-filter")
+        page.fill("#text", question)
+        page.click("#search-button")
+        page.wait_for_selector("#results li.result")
+        assert "retriever" not in sent[-1] and sent[-1]["filters"] == {}
+        assert "hybrid + second stage bi:minilm" in page.inner_text("#status")
+        shown = page.locator("#results .pid").all_inner_texts()
+        assert shown == [h["pid"] for h in expected["results"]]
+        # a retriever picked from the menu is sent as picked
+        page.select_option("#retriever", "bm25")
+        page.click("#search-button")
+        expect(page.locator("#status")).to_contain_text("(bm25")
+        assert sent[-1]["retriever"] == "bm25"
         context.close()

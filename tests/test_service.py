@@ -592,3 +592,162 @@ def test_openapi_fuzz_no_server_errors(api_schema):
             case.call_and_validate(headers=AUTH, checks=checks)
 
         fuzz()
+
+
+# ------------------------------------------------------------------------ hosts and exposure (issue 37)
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_only_loopback_host_names_are_answered_unless_allowed(demo_index):
+    """DNS rebinding: a page of attacker.example re-pointed at 127.0.0.1 sends `Host: attacker.example`."""
+    note = "/documents/article_04_asthma"
+    with LiveServer(create_app(demo_index, ServiceConfig())) as s:
+        for host in ("attacker.example", "attacker.example:%d" % s.port, "localhost.attacker.example", "127.0.0.1.nip.io"):
+            r = httpx.get(s.url + note, headers={"Host": host})
+            assert r.status_code == 421, (host, r.status_code)
+            body = r.json()
+            assert body["field"] == "host" and "--allowed-hosts" in body["detail"] and "wheez" not in r.text.lower()
+            assert r.headers["cache-control"] == "no-store"  # the guard's headers are on the refusal too
+        assert httpx.get(s.url + "/health", headers={"Host": "attacker.example"}).status_code == 421
+        for host in ("localhost", f"localhost:{s.port}", "LOCALHOST.", f"127.0.0.1:{s.port}", "127.3.4.5", "[::1]",
+                     f"[::1]:{s.port}"):
+            r = httpx.get(s.url + note, headers={"Host": host})
+            assert r.status_code == 200 and r.json()["doc_id"] == "article_04_asthma", host
+    with LiveServer(create_app(demo_index, ServiceConfig(allowed_hosts=("capr.example.org",)))) as s:
+        assert httpx.get(s.url + note, headers={"Host": f"capr.example.org:{s.port}"}).status_code == 200
+        assert httpx.get(s.url + note, headers={"Host": "localhost"}).status_code == 200
+        assert httpx.get(s.url + note, headers={"Host": "attacker.example"}).status_code == 421
+    with LiveServer(create_app(demo_index, ServiceConfig(allowed_hosts=("*",)))) as s:
+        assert httpx.get(s.url + note, headers={"Host": "anything.example"}).status_code == 200
+
+
+def test_serve_refuses_open_reads_on_a_non_loopback_host(demo_index):
+    env = {**os.environ, "CAPR_API_TOKENS": TOKEN}
+    base = [sys.executable, "-m", "capr", "serve", "--index", str(demo_index)]
+    try:
+        proc = subprocess.run([*base, "--host", "0.0.0.0", "--port", str(_free_port())], env=env, capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("capr serve --host 0.0.0.0 served open reads instead of refusing") from None
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "--auth-reads" in lines[0] and "--public-reads" in lines[0] and "0.0.0.0" in lines[0], proc.stderr
+    with pytest.raises(CaprError, match="contradict"):
+        ServiceConfig(tokens=(TOKEN,), auth_reads=True, public_reads=True)
+    # said in so many words: it serves, and still only to the host names it is told
+    port = _free_port()
+    server = subprocess.Popen([*base, "--host", "0.0.0.0", "--port", str(port), "--public-reads", "--allowed-hosts",
+                               "capr.example.org"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/documents/article_04_asthma"
+        assert httpx.get(url, headers={"Host": "capr.example.org"}).status_code == 200
+        assert httpx.get(url, headers={"Host": "10.1.2.3"}).status_code == 421
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)
+
+
+# ------------------------------------------------------------------------------ token back-off (issue 37)
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_valid_token_clears_a_block_and_retry_after_tells_the_real_wait(index_dir):
+    app = create_app(index_dir, ServiceConfig(tokens=(TOKEN,)))
+    clock = app.state.auth_throttle.clock = _Clock()
+    c = TestClient(app)
+    bad = {"Authorization": "Bearer wrong-token-0123456789"}
+    for _ in range(4):
+        assert c.delete("/documents/x", headers=bad).status_code == 403
+    r = c.delete("/documents/x", headers=bad)
+    assert r.status_code == 403 and r.headers["retry-after"] == "1"  # this failure starts the block: it says so
+    # a client hammering through its block waits longer with each try, and is told the whole wait
+    waits = []
+    for _ in range(10):
+        r = c.delete("/documents/x", headers=bad)
+        assert r.status_code == 429
+        waits.append(int(r.headers["retry-after"]))
+    assert waits == [2, 4, 8, 16, 32, 64, 128, 256, 300, 300], waits
+    clock.t += 100.4
+    r = c.delete("/documents/x", headers={"Authorization": "Basic d3Jvbmc="})  # not even a bearer token
+    assert r.status_code == 429 and r.headers["retry-after"] == "300"
+    # the README's promise: a valid token is served from the blocked address, and clears the block
+    assert c.post("/documents", json={"doc_id": "n1", "text": "PLAN: rest."}, headers=AUTH).status_code == 201
+    assert c.delete("/documents/x", headers=bad).status_code == 403  # no longer blocked: a fresh count
+    assert c.delete("/documents/n1", headers=AUTH).status_code == 200
+
+
+# ---------------------------------------------------------------------------------- readiness (issue 35)
+@pytest.fixture(scope="module")
+def second_stage_index(tmp_path_factory, demo_dir) -> Path:
+    from service_support import build_dense_demo_index
+
+    return build_dense_demo_index(demo_dir, tmp_path_factory.mktemp("svc-dense") / "idx", second_stage="bi:minilm")
+
+
+def test_health_says_starting_until_the_models_are_loaded(second_stage_index, monkeypatch):
+    """/health is 503 `starting` while the warm-up loads the encoder, the recorded second stage and the synonym
+    table; searches wait for it; once it says ok, nothing is left to load."""
+    from capr.labels import synonyms
+
+    release = threading.Event()
+    real = synonyms.entity_synonyms
+
+    def held(*a, **kw):  # the real table, loaded when the test lets it
+        release.wait(60)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(synonyms, "entity_synonyms", held)
+    app = create_app(second_stage_index, ServiceConfig())
+    with LiveServer(app, ready=False) as s:
+        r = httpx.get(s.url + "/health")
+        assert r.status_code == 503 and r.json()["status"] == "starting" and r.json()["ready"] is False
+        answered: list[dict] = []
+        early = threading.Thread(target=lambda: answered.append(httpx.post(s.url + "/search", json={"text": "wheezing"},
+                                                                           timeout=60).json()))
+        early.start()
+        time.sleep(0.5)
+        assert early.is_alive() and not answered  # waits for the warm-up rather than loading the models itself
+        release.set()
+        deadline = time.monotonic() + 60
+        while (r := httpx.get(s.url + "/health")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.json()["status"] == "ok" and r.json()["ready"] is True
+        early.join(60)
+        assert answered[0]["retriever"] == "hybrid" and answered[0]["reranker"] == "bi:minilm"
+        # everything the default search needs is loaded
+        assert app.state.holder.index._encoder is not None
+        assert "bi:minilm" in app.state.rerankers
+        assert synonyms._LOADED
+        stats = httpx.get(s.url + "/stats").json()
+        assert (stats["default_retriever"], stats["default_reranker"]) == ("hybrid", "bi:minilm")
+
+
+
+def test_health_reports_a_second_stage_that_cannot_load(tmp_path, demo_dir):
+    from service_support import build_dense_demo_index
+
+    idx = build_dense_demo_index(demo_dir, tmp_path / "idx", second_stage=f"bi:{tmp_path / 'deleted-model'}", documents=1)
+    with LiveServer(create_app(idx, ServiceConfig())) as s:
+        r = httpx.get(s.url + "/health")
+        assert r.status_code == 503 and r.json()["status"] == "failed" and "deleted-model" in r.json()["error"]
+        # the search names the same reason rather than hanging or answering without its second stage
+        r = httpx.post(s.url + "/search", json={"text": "kidney"})
+        assert r.status_code == 400 and "deleted-model" in r.json()["detail"]

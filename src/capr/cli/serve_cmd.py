@@ -19,6 +19,10 @@ def serve_cmd(
     port: int = typer.Option(8000, help="TCP port."),
     token_file: Optional[Path] = typer.Option(None, help="API tokens, one per line (besides $CAPR_API_TOKENS, comma separated)."),
     auth_reads: bool = typer.Option(False, "--auth-reads", help="Require a token for reads too (writes always need one)."),
+    public_reads: bool = typer.Option(False, "--public-reads", help="Serve reads (patient text) without a token on a "
+                                      "non-loopback --host, on purpose (otherwise refused there: use --auth-reads)."),
+    allowed_hosts: List[str] = typer.Option([], "--allowed-hosts", help="Host names the server answers to besides localhost, "
+                                            "127.0.0.1 and [::1] (repeatable or comma separated; * for any): others get 421."),
     max_body_bytes: int = typer.Option(1 << 20, help="Largest request body accepted (larger: 413)."),
     reranker: List[str] = typer.Option([], "--reranker", help="Re-ranker spec a search may name, e.g. cross:DIR (repeatable)."),
     workers: int = typer.Option(1, help="uvicorn worker processes (each holds its own snapshot of the index)."),
@@ -42,7 +46,9 @@ def serve_cmd(
 
         opts = backend_options(backend, uri, milvus_token, tls_ca)
         store = opts.open(index_dir)
-        config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, max_body_bytes=max_body_bytes,
+        hosts = tuple(h.strip() for spec in allowed_hosts for h in spec.split(",") if h.strip())
+        config = ServiceConfig(tokens=load_tokens(token_file), auth_reads=auth_reads, public_reads=public_reads,
+                               allowed_hosts=hosts, max_body_bytes=max_body_bytes,
                                rerankers=tuple(reranker), cases_model=str(cases_model) if cases_model else None,
                                search_concurrency=search_concurrency, switch_interval_ms=switch_interval_ms)
         if cases_model and Capability.postings not in store.capabilities:

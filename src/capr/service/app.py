@@ -37,11 +37,12 @@ from capr.retrieve.highlight import term_spans
 from capr.search import Evidence, SearchOptions, Searcher
 from capr.store.protocol import Capability, Store
 from capr.service import schemas as S
-from capr.service.config import CONFIG_ENV, AuthThrottle, ServiceConfig, TokenSet, load_tokens
-from capr.service.state import IndexHolder, StoreHolder, WriteBusy
+from capr.service.config import CONFIG_ENV, AuthThrottle, HostPolicy, ServiceConfig, TokenSet, load_tokens
+from capr.service.state import IndexHolder, Readiness, StoreHolder, WriteBusy
 
 log = logging.getLogger("capr.service")
 STATIC_DIR = Path(str(files("capr.service") / "static"))
+WARM_UP_QUERY = "treatment of the symptoms"  # any question with a content word runs the whole default pipeline
 
 # Sent with every response. The page loads only its own script and style (no inline code), so a
 # passage that contains markup cannot run script even if it were ever inserted as HTML; and
@@ -72,13 +73,14 @@ class BodyTooLarge(ApiError):
 
 # ---------------------------------------------------------------------------------- middleware
 class GuardMiddleware:
-    """Outermost layer: request size limit, security headers, one log line per request (method,
-    route, status, latency — never a body, a query string or a header), and a last-resort 500 that
-    gives the client an error id and no stack trace."""
+    """Outermost layer: the Host check, request size limit, security headers, one log line per request
+    (method, route, status, latency — never a body, a query string or a header), and a last-resort 500
+    that gives the client an error id and no stack trace."""
 
-    def __init__(self, app: Callable, max_body_bytes: int) -> None:
+    def __init__(self, app: Callable, max_body_bytes: int, hosts: HostPolicy) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.hosts = hosts
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -95,7 +97,13 @@ class GuardMiddleware:
             await send(message)
 
         try:
-            length = dict(scope.get("headers") or []).get(b"content-length")
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host")
+            if not self.hosts.allows(None if host is None else host.decode("latin-1")):
+                # before routing: a page served under another name (DNS rebinding) reads nothing, not even /health
+                raise ApiError(421, f"this server does not answer to the host name {host.decode('latin-1')[:100]!r}: it answers "
+                               "to localhost, 127.0.0.1 and [::1] (capr serve --allowed-hosts NAME adds names)", "host")
+            length = headers.get(b"content-length")
             if length is not None:
                 try:
                     declared = int(length)
@@ -184,6 +192,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         holder: Any = StoreHolder(store)
     else:
         holder = IndexHolder(index_dir, watch=config.watch_index, write_wait_s=config.write_wait_s)
+    readiness = Readiness()
     tokens = TokenSet(config.tokens)
     bearer = HTTPBearer(auto_error=False, description="An API token from $CAPR_API_TOKENS or --token-file.")
 
@@ -197,7 +206,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     )
     app.state.holder = holder
     app.state.config = config
-    app.add_middleware(GuardMiddleware, max_body_bytes=config.max_body_bytes)
+    app.state.readiness = readiness
+    app.add_middleware(GuardMiddleware, max_body_bytes=config.max_body_bytes, hosts=HostPolicy(config.allowed_hosts))
 
     throttle = AuthThrottle.from_config(config)
     app.state.auth_throttle = throttle
@@ -208,30 +218,34 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                            headers={"WWW-Authenticate": "Bearer"})
         # per client address (behind a reverse proxy: the proxy's, unless uvicorn is told to trust it)
         client = request.client.host if request.client else "unknown"
-        wait = throttle.retry_after(client)
-        if wait > 0:  # decided before the token is looked at: a blocked client learns nothing
-            raise _too_many(wait)
+        blocked = throttle.retry_after(client) > 0
+        if creds is not None and tokens and tokens.matches(creds.credentials):
+            throttle.succeeded(client)  # a valid token is served even from a blocked address, and clears it
+            return
         if creds is None:
-            _failed_auth(client)
-            raise ApiError(401, "the Authorization header must use the Bearer scheme", "authorization",
-                           headers={"WWW-Authenticate": "Bearer"})
+            _refused(client, blocked, 401, "the Authorization header must use the Bearer scheme",
+                     {"WWW-Authenticate": "Bearer"})
         if not tokens:
             raise ApiError(403, "writes are disabled: the server has no API tokens (set CAPR_API_TOKENS or --token-file)",
                            "authorization")
-        if not tokens.matches(creds.credentials):
-            _failed_auth(client)
-            raise ApiError(403, "invalid token", "authorization")
-        throttle.succeeded(client)
+        _refused(client, blocked, 403, "invalid token")
 
-    def _failed_auth(client: str) -> None:
-        backoff = throttle.failed(client)
-        if backoff:
-            log.warning("client %s: too many failed token checks; refused for %.0f s", client, backoff)
+    def _refused(client: str, blocked: bool, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+        wait = throttle.failed(client)
+        if blocked:  # a try during a block lengthens it: Retry-After is the whole wait from now
+            raise _too_many(wait)
+        if wait:
+            log.warning("client %s: too many failed token checks; refused for %.0f s", client, wait)
+            headers = {**(headers or {}), "Retry-After": _seconds(wait)}
+        raise ApiError(status, detail, "authorization", headers=headers)
+
+    def _seconds(wait: float) -> str:
+        return str(max(1, math.ceil(wait)))
 
     def _too_many(wait: float) -> ApiError:
-        secs = max(1, math.ceil(wait))
+        secs = _seconds(wait)
         return ApiError(429, f"too many failed authentication attempts from this client; retry after {secs} s",
-                        "authorization", headers={"Retry-After": str(secs)})
+                        "authorization", headers={"Retry-After": secs})
 
     def require_write(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
         check_token(request, creds)
@@ -288,13 +302,18 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     # -- health, stats, vocabulary ----------------------------------------------------------
-    @app.get("/health", response_model=S.HealthResponse, tags=["service"])
-    def health() -> S.HealthResponse:
-        """Liveness and the generation served (no token needed, no content)."""
+    @app.get("/health", response_model=S.HealthResponse, tags=["service"],
+             responses={503: {"model": S.HealthResponse, "description": "Starting (models loading), or a model failed to load."}})
+    def health() -> JSONResponse:
+        """Readiness and the generation served (no token needed, no content): 200 once the models and caches searches
+        need are loaded and a query has been answered; 503 while starting (or when a model failed to load)."""
         index = holder.index
         c = index.stats()
-        return S.HealthResponse(status="ok", generation=index.generation_info()["generation"], documents=c["documents"],
+        body = S.HealthResponse(status=readiness.status, ready=readiness.ready, error=readiness.error,
+                                generation=index.generation_info()["generation"], documents=c["documents"],
                                 passages=c["passages"], auth_reads=config.auth_reads)
+        return JSONResponse(body.model_dump(), status_code=200 if readiness.ready else 503,
+                            headers=None if readiness.ready else {"Retry-After": "1"})
 
     @app.get("/stats", response_model=S.StatsResponse, dependencies=read_deps, responses=read_errors, tags=["service"])
     def stats() -> S.StatsResponse:
@@ -312,6 +331,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             passages=c["passages"], vocabulary=c.get("vocabulary", 0), segments=info["segments"], fields=index.fields(),
             aspects=len(holder.vocabulary(index, "aspect")), has_dense=index.has_dense, retrievers=retrievers,
             rerankers=list(dict.fromkeys([*config.rerankers, *filter(None, [recorded_reranker(index.dense_manifest())])])),
+            default_retriever=Searcher(index).default_retriever().value, default_reranker=recorded_reranker(index.dense_manifest()),
             auth_reads=config.auth_reads, writes_enabled=bool(tokens),
         )
 
@@ -330,7 +350,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         return S.VocabularyResponse(field=field, prefix=prefix, values=matched[:limit], total=len(matched))
 
     # -- search -----------------------------------------------------------------------------
-    rerankers: dict[str, Any] = {}
+    rerankers: dict[str, Any] = {}  # spec -> loaded model
+    app.state.rerankers = rerankers
     rerank_lock = threading.Lock()
 
     def get_reranker(spec: str, index: Any) -> Any:
@@ -367,7 +388,9 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         # at most search_slots searches compute at once; the others wait here, holding no thread (issue 19)
         return await anyio.to_thread.run_sync(_search, req, limiter=limiter)
 
-    def _search(req: S.SearchRequest) -> S.SearchResponse | JSONResponse:
+    def _search(req: S.SearchRequest, warming: bool = False) -> S.SearchResponse | JSONResponse:
+        if not warming:
+            readiness.wait()  # the warm-up loads the models once; a search during it waits rather than loading them again
         t0 = time.perf_counter()
         index = holder.index  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
@@ -496,6 +519,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     def add_document(doc: S.DocumentIn) -> S.AddResponse:
         """Add a document (an existing id is replaced). Returns once the new generation is committed
         to disk and served."""
+        readiness.wait()  # the new snapshot takes over the encoder the warm-up loads
 
         def write(writer) -> tuple[int, bool]:
             replaced = writer.base is not None and writer.base.has_document(doc.doc_id)
@@ -512,6 +536,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     def delete_document(doc_id: str) -> S.DeleteResponse:
         if not holder.index.has_document(doc_id):
             raise ApiError(404, f"no document with id {doc_id!r}", "doc_id")
+        readiness.wait()
         try:
             _, index = holder.write(lambda w: w.delete(doc_id))
         except QueryError:  # deleted by a concurrent request between the check and the write
@@ -536,6 +561,44 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    def warm_up() -> None:
+        """Loads what the default search needs — the query encoder, the index's recorded second stage, the entity
+        synonym table — and answers one query with it, so the first search after /health says ready is as fast as
+        the next (issue 35)."""
+        from capr.retrieve.rerank import recorded_reranker
+
+        try:
+            holder.load_encoder()
+            index = holder.index
+            spec = recorded_reranker(index.dense_manifest())
+            if spec:
+                get_reranker(spec, index)
+        except Exception as e:  # noqa: BLE001 - reported by /health (503), and logged
+            log.error("warm-up failed: cannot load a model: %s: %s", type(e).__name__, e)
+            readiness.finish(f"cannot load a model: {type(e).__name__}: {e}")
+            return
+        try:
+            from capr.labels.synonyms import entity_synonyms
+
+            entity_synonyms()
+        except Exception as e:  # noqa: BLE001 - ⟨entity, aspect⟩ searches report it themselves; the rest work
+            log.warning("warm-up: the entity synonym table did not load (%s: %s)", type(e).__name__, e)
+        try:
+            _search(S.SearchRequest(text=WARM_UP_QUERY), warming=True)
+        except (ApiError, CaprError) as e:  # e.g. an index with no live passage: loaded all the same
+            log.info("warm-up query not answered (%s); the models are loaded", type(e).__name__)
+        except Exception as e:  # noqa: BLE001
+            log.error("warm-up failed: %s", type(e).__name__)
+            readiness.finish(f"the warm-up search failed: {type(e).__name__}")
+            return
+        readiness.finish()
+        log.info("ready in %.1f s (models loaded, warm-up query answered)", readiness.took_s)
+
+    if config.warm_up:
+        threading.Thread(target=warm_up, name="capr-warm-up", daemon=True).start()
+    else:
+        readiness.finish()
     return app
 
 

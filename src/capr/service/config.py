@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import stat
@@ -27,6 +28,15 @@ class ServiceConfig:
     # repr=False: a config printed in a log line or a traceback must not reveal the tokens
     tokens: tuple[str, ...] = field(default=(), repr=False)
     auth_reads: bool = False  # require a token for search, documents, cases, stats and vocabulary too
+    # Host names (the Host header, port ignored) answered besides loopback ones (localhost, 127.0.0.0/8, [::1]);
+    # "*" answers any. A browser page of another site whose name an attacker re-points at this machine (DNS
+    # rebinding) sends that site's name: refusing unknown names keeps patient text from such pages.
+    allowed_hosts: tuple[str, ...] = ()
+    # Open reads of patient text on a non-loopback address, asked for in so many words (capr serve --public-reads)
+    public_reads: bool = False
+    # Load the query encoder, the index's recorded second stage and the synonym cache, and answer one query,
+    # before /health reports ready (False: load them at the first search that needs them)
+    warm_up: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     rerankers: tuple[str, ...] = ()  # re-ranker specs a request may name (each loads a model from disk)
     rerank_depth: int = DEFAULT_RERANK_DEPTH  # candidates passed to a re-ranker, as `capr search`
@@ -36,8 +46,9 @@ class ServiceConfig:
     # pipeline (needs an index with vectors); None keeps the lexical baseline
     # Back-off for clients that keep sending bad tokens (per client address, per process): after
     # auth_fail_limit failed token checks within auth_fail_window_s, every authenticated request from
-    # that address gets 429 with Retry-After for auth_backoff_s, doubled on each further block (at most
-    # auth_backoff_max_s). A valid token clears the record. auth_fail_limit = 0 turns it off.
+    # that address gets 429 with Retry-After for auth_backoff_s, doubled on each further failure (at most
+    # auth_backoff_max_s), a failure while blocked included. A valid token is accepted even while blocked and
+    # clears the record. auth_fail_limit = 0 turns it off.
     # Searches computed at once per worker process; more requests wait for a slot without holding a thread.
     # Searches are CPU-bound under one GIL: running 40 at once (the thread pool's size) gains no throughput and
     # makes a write — which must take the GIL back after each of its file operations — wait behind all of them.
@@ -64,17 +75,60 @@ class ServiceConfig:
             raise CaprError("search_concurrency and switch_interval_ms must be >= 0")
         if self.auth_reads and not self.tokens:
             raise CaprError(f"reads require a token (--auth-reads) but no tokens are configured; set {TOKENS_ENV} or --token-file")
+        if self.auth_reads and self.public_reads:
+            raise CaprError("--auth-reads and --public-reads contradict each other: reads either need a token or are open")
+        for name in self.allowed_hosts:
+            if not name or name != name.strip() or "/" in name:
+                raise CaprError(f"--allowed-hosts: {name!r} is not a host name (e.g. capr.example.org, 10.0.0.5 or *)")
 
     def public_dict(self) -> dict[str, Any]:
         """Everything but the tokens (for passing settings to worker processes)."""
         d = asdict(self)
         d.pop("tokens")
         d["rerankers"] = list(self.rerankers)
+        d["allowed_hosts"] = list(self.allowed_hosts)
         return d
 
     @classmethod
     def from_public_dict(cls, d: dict[str, Any], tokens: tuple[str, ...]) -> "ServiceConfig":
-        return cls(tokens=tokens, **{**d, "rerankers": tuple(d.get("rerankers", ()))})
+        return cls(tokens=tokens, **{**d, "rerankers": tuple(d.get("rerankers", ())),
+                                     "allowed_hosts": tuple(d.get("allowed_hosts", ()))})
+
+
+LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1), bracketed or not."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header without its port: ``[::1]:8000`` → ``::1``, ``Localhost.:80`` → ``localhost``."""
+    header = header.strip().lower()
+    if header.startswith("["):  # an IPv6 literal
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0].rstrip(".") if header.count(":") == 1 else header.rstrip(".")
+
+
+class HostPolicy:
+    """Which Host headers the service answers: loopback names always, the configured ones besides."""
+
+    def __init__(self, allowed: tuple[str, ...] = ()) -> None:
+        self.any = "*" in allowed
+        self.names = frozenset(host_name(a) for a in allowed if a != "*")
+
+    def allows(self, header: str | None) -> bool:
+        if header is None or self.any:  # no Host header: not a browser (every browser sends one)
+            return True
+        name = host_name(header)
+        return name in self.names or is_loopback(name)
 
 
 def _parse_tokens(raw: list[str], where: str) -> list[str]:
@@ -136,9 +190,12 @@ class AuthThrottle:
     """Failed-token bookkeeping per client address, with exponential back-off.
 
     Before this, a client could try tokens as fast as the server answered (1,700 refused requests in
-    5 s). Blocking is decided before the token is checked, so a blocked client learns nothing about
-    the tokens it sends while blocked. State is bounded: at most ``max_clients`` addresses are kept
-    (least recently seen dropped first). Thread-safe: sync routes run in a thread pool."""
+    5 s). A blocked address gets 429 for every token that is not valid, and each such try doubles the
+    block, so a client hammering through its block is held off longer and longer (Retry-After says
+    how long, to the second). A valid token is still accepted from a blocked address — another client
+    behind the same proxy or NAT is not locked out by a neighbour's bad tokens — and clears the record.
+    State is bounded: at most ``max_clients`` addresses are kept (least recently seen dropped first).
+    Thread-safe: sync routes run in a thread pool."""
 
     def __init__(self, limit: int, window_s: float, backoff_s: float, backoff_max_s: float,
                  clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000) -> None:
@@ -178,15 +235,16 @@ class AuthThrottle:
                 fails.popleft()
             backoff = 0.0
             # the first block after `limit` failures in the window; after that, every further failure
-            # (within a window of the last block) blocks again, twice as long: 1, 2, 4 ... s
+            # (within a window of the last block, or during the block) blocks again from now, twice as
+            # long: 1, 2, 4 ... s
             if len(fails) >= self.limit or blocks:
                 backoff = min(self.backoff_s * 2 ** blocks, self.backoff_max_s)
-                blocks, until = blocks + 1, now + backoff
+                blocks, until = blocks + 1, max(until, now + backoff)
                 fails.clear()
             self._clients[client] = (fails, blocks, until)
             while len(self._clients) > self.max_clients:
                 self._clients.popitem(last=False)
-            return backoff
+            return max(0.0, until - now) if backoff else 0.0
 
     def succeeded(self, client: str) -> None:
         if self.limit:
@@ -202,5 +260,5 @@ def config_to_env(index_dir: str | Path, config: ServiceConfig, token_file: str 
                        "config": config.public_dict()})
 
 
-__all__ = ["AuthThrottle", "CONFIG_ENV", "DEFAULT_MAX_BODY_BYTES", "MIN_TOKEN_LENGTH", "ServiceConfig", "TOKENS_ENV", "TokenSet",
-           "config_to_env", "load_tokens"]
+__all__ = ["AuthThrottle", "CONFIG_ENV", "DEFAULT_MAX_BODY_BYTES", "HostPolicy", "MIN_TOKEN_LENGTH", "ServiceConfig", "TOKENS_ENV",
+           "TokenSet", "config_to_env", "host_name", "is_loopback", "load_tokens"]

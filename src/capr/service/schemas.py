@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, StrictBool, StrictFloat, StrictInt, StringConstraints,
                       field_validator, model_validator)
@@ -274,7 +274,11 @@ class CaseResponse(BaseModel):
 
 # ------------------------------------------------------------------------------------------- other
 class HealthResponse(BaseModel):
-    status: str
+    status: Literal["starting", "ok", "failed"] = Field(description="starting: loading the models and caches searches "
+                                                       "need (HTTP 503); ok: ready (200); failed: a model could not be "
+                                                       "loaded (503, the reason in error).")
+    ready: bool
+    error: Optional[str] = None
     generation: str
     documents: int
     passages: int
@@ -293,6 +297,9 @@ class StatsResponse(BaseModel):
     has_dense: bool
     retrievers: list[str]
     rerankers: list[str]
+    default_retriever: str = Field(description="What a search that names no retriever uses (as `capr search`).")
+    default_reranker: Optional[str] = Field(description="The second stage a search that names no re-ranker uses: the one "
+                                            "the index records (capr adapt), else none.")
     auth_reads: bool
     writes_enabled: bool
 

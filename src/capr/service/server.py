@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import ipaddress
 import logging
 import logging.config
 import os
@@ -12,7 +11,7 @@ from typing import Any
 
 from capr.errors import CaprError
 from capr.index.directory import current_generation
-from capr.service.config import CONFIG_ENV, ServiceConfig, config_to_env
+from capr.service.config import CONFIG_ENV, ServiceConfig, config_to_env, is_loopback
 
 log = logging.getLogger("capr.service")
 
@@ -28,13 +27,11 @@ def log_config(level: str = "info") -> dict:
     return cfg
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def check_exposure(host: str, config: ServiceConfig) -> None:
+    """Refuses to serve patient text without a token to whoever can reach a non-loopback address, unless asked to."""
+    if not is_loopback(host) and not config.auth_reads and not config.public_reads:
+        raise CaprError(f"--host {host} is reachable from other machines and reads (patient text) would need no token: "
+                        "add --auth-reads (reads need a token), or --public-reads to serve them openly on purpose")
 
 
 def serve(
@@ -59,6 +56,7 @@ def serve(
         raise CaprError(f"--workers must be at least 1, got {workers}")
     if not 1 <= port <= 65535:  # the socket layer would refuse it with a traceback, after the startup log
         raise CaprError(f"--port {port}: a TCP port is 1..65535")
+    check_exposure(host, config)
     from capr.retrieve.rerank import check_reranker_spec
 
     for spec in config.rerankers:  # checked now (files only, no model loaded), not by each request naming it
@@ -68,8 +66,11 @@ def serve(
     if not config.tokens:
         auth = "no API tokens: writes are disabled, reads are open"
     log.info("serving %s on http://%s:%d (%d worker(s)); %s", index_dir, host, port, workers, auth)
-    if not _is_loopback(host):
+    if not is_loopback(host):
         log.warning("listening on %s: capr speaks plain HTTP; put a TLS-terminating proxy in front of it", host)
+        if not config.allowed_hosts:
+            log.warning("only requests naming localhost, 127.0.0.1 or [::1] in their Host header are answered: "
+                        "name the host names clients use with --allowed-hosts")
     if workers == 1:
         from capr.service.app import create_app
 

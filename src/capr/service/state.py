@@ -43,6 +43,30 @@ def warm(index: Index) -> Index:
     return index
 
 
+class Readiness:
+    """Whether the service has loaded what its searches need (``starting`` → ``ok``, or ``failed``).
+    Searches and writes wait for it, so none pays for a model load or loads a model a second time."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.status = "starting"
+        self.error: str | None = None
+        self.took_s: float | None = None
+        self._t0 = time.perf_counter()
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ok"
+
+    def finish(self, error: str | None = None) -> None:
+        self.took_s = round(time.perf_counter() - self._t0, 3)
+        self.status, self.error = ("failed", error) if error else ("ok", None)
+        self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
 def _pointer_signature(root: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(root / CURRENT)
@@ -96,6 +120,13 @@ class IndexHolder:
     @property
     def generation(self) -> str:
         return str(self._snap.manifest["generation"])
+
+    def load_encoder(self) -> None:
+        """Loads the query encoder of the snapshot served; snapshots installed later with the same model share it
+        (``_install``). Under the lock, so no snapshot without it is installed while it loads."""
+        with self._lock:
+            if self._snap.has_dense:
+                self._snap.encoder()
 
     def vocabulary(self, index: Index, field: str) -> list[str]:
         """Sorted distinct entities (document titles) or aspects of live passages, cached per generation."""
@@ -187,6 +218,11 @@ class StoreHolder:
     @property
     def generation(self) -> str:
         return self.store.generation_info()["generation"]
+
+    def load_encoder(self) -> None:
+        load = getattr(self.store, "encoder", None)  # a backend without one encodes queries elsewhere
+        if self.store.has_dense and load is not None:
+            load()
 
     def vocabulary(self, index: Any, field: str) -> list[str]:
         # aspects come from the collection; entities (distinct titles) would need a scan

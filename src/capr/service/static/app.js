@@ -48,7 +48,15 @@ function setStatus(text, isError = false) {
 // ---------------------------------------------------------------------------- index info
 async function loadInfo() {
   try {
-    const health = await api("/health");
+    // /health answers 503 while the server loads its models (or when one failed to load), with the same JSON
+    const res = await fetch("/health", { headers: { Accept: "application/json" } });
+    const health = await res.json();
+    if (health.status === "starting") {
+      $("index-info").textContent = "The server is starting (loading its models)…";
+      setTimeout(loadInfo, 1000);
+      return;
+    }
+    if (!health.ready) throw new Error(health.error || `server not ready (${res.status})`);
     state.authReads = health.auth_reads;
     $("token-row").hidden = !health.auth_reads;
     if (health.auth_reads && !token()) {
@@ -58,12 +66,21 @@ async function loadInfo() {
     const stats = await api("/stats");
     $("index-info").textContent =
       `${stats.documents} documents · ${stats.passages} passages · ${stats.aspects} aspects · ${stats.generation}`;
+    // The first choice sends no retriever: the server then searches exactly as `capr search` does by default
+    // (its default retriever, and the second stage the index records).
     const retr = $("retriever");
-    const names = { bm25: "BM25", tfidf: "TF-IDF", dense: "Dense", hybrid: "Hybrid" };
-    retr.replaceChildren(...stats.retrievers.map((r) => el("option", { value: r, text: names[r] || r })));
+    const names = { bm25: "BM25", tfidf: "TF-IDF", dense: "Dense", hybrid: "Hybrid (BM25 + dense)" };
+    const byDefault = (names[stats.default_retriever] || stats.default_retriever) +
+      (stats.default_reranker ? " + second stage" : "");
+    const defaultOption = el("option", { value: "", text: "Default — " + byDefault });
+    if (stats.default_reranker) defaultOption.title = "second stage: " + stats.default_reranker;
+    retr.replaceChildren(defaultOption, ...stats.retrievers.map((r) => el("option", { value: r, text: names[r] || r })));
+    retr.value = "";
+    // no field chosen until the person picks one: a filter is never added to a search by default
     const ff = $("filter-field");
-    ff.replaceChildren(...stats.fields.map((f) => el("option", { value: f, text: f })));
-    ff.value = stats.fields.includes("aspect") ? "aspect" : stats.fields[0];
+    ff.replaceChildren(el("option", { value: "", text: "choose a field" }),
+      ...stats.fields.map((f) => el("option", { value: f, text: f })));
+    ff.value = "";
   } catch (e) {
     $("index-info").textContent = "Could not reach the index: " + e.message;
   }
@@ -189,10 +206,10 @@ async function search(ev) {
   ev.preventDefault();
   const body = {
     k: Number($("k").value),
-    retriever: $("retriever").value,
     evidence: $("evidence").checked,
     filters: Object.fromEntries(state.filters),
   };
+  if ($("retriever").value) body.retriever = $("retriever").value;
   for (const f of ["entity", "aspect", "text"]) {
     const v = $(f).value.trim();
     if (v) body[f] = v;
@@ -209,7 +226,9 @@ async function search(ev) {
     const data = await api("/search", { method: "POST", body: JSON.stringify(body) });
     $("results").replaceChildren(...data.results.map(renderResult));
     setStatus(data.results.length
-      ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}${data.evidence_method ? ", " + data.evidence_method + " evidence" : ""})`
+      ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}` +
+        `${data.reranker ? " + second stage " + data.reranker : ""}` +
+        `${data.evidence_method ? ", " + data.evidence_method + " evidence" : ""})`
       : "No matching passages.");
   } catch (e) {
     $("results").replaceChildren();
