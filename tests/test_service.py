@@ -669,7 +669,7 @@ class _Clock:
         return self.t
 
 
-def test_a_valid_token_clears_a_block_and_retry_after_tells_the_real_wait(index_dir):
+def test_a_block_holds_whatever_the_token_and_retry_after_tells_the_real_wait(index_dir):
     app = create_app(index_dir, ServiceConfig(tokens=(TOKEN,)))
     clock = app.state.auth_throttle.clock = _Clock()
     c = TestClient(app)
@@ -688,7 +688,11 @@ def test_a_valid_token_clears_a_block_and_retry_after_tells_the_real_wait(index_
     clock.t += 100.4
     r = c.delete("/documents/x", headers={"Authorization": "Basic d3Jvbmc="})  # not even a bearer token
     assert r.status_code == 429 and r.headers["retry-after"] == "300"
-    # the README's promise: a valid token is served from the blocked address, and clears the block
+    # a valid token is refused like any other while blocked: the answer says nothing of the token (a guess that
+    # happens to be right must not stand out), and the wait grows
+    r = c.post("/documents", json={"doc_id": "n1", "text": "PLAN: rest."}, headers=AUTH)
+    assert r.status_code == 429 and r.headers["retry-after"] == "300"
+    clock.t += 300.5  # the block is over: a valid token is served and clears the record
     assert c.post("/documents", json={"doc_id": "n1", "text": "PLAN: rest."}, headers=AUTH).status_code == 201
     assert c.delete("/documents/x", headers=bad).status_code == 403  # no longer blocked: a fresh count
     assert c.delete("/documents/n1", headers=AUTH).status_code == 200
@@ -734,7 +738,9 @@ def test_health_says_starting_until_the_models_are_loaded(second_stage_index, mo
         assert answered[0]["retriever"] == "hybrid" and answered[0]["reranker"] == "bi:minilm"
         # everything the default search needs is loaded
         assert app.state.holder.index._encoder is not None
-        assert "bi:minilm" in app.state.rerankers
+        from capr.profile import _LOADED as loaded_rerankers
+
+        assert "bi:minilm" in loaded_rerankers
         assert synonyms._LOADED
         stats = httpx.get(s.url + "/stats").json()
         assert (stats["default_retriever"], stats["default_reranker"]) == ("hybrid", "bi:minilm")

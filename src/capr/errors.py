@@ -19,7 +19,18 @@ class BadInputError(CaprError):
 
 
 class QueryError(CaprError):
-    """A query that cannot be answered as asked (empty, unknown aspect or filter field)."""
+    """A query that cannot be answered as asked (empty, unknown aspect or filter field). ``field`` names the part of
+    the request at fault (``text``, ``aspect``, ``filters``, ``retriever``, ``evidence``, ``reranker``, …) when it is
+    known, so a caller (the service) reports it without checking the request first."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def about(self, field: str) -> "QueryError":
+        """This error, naming ``field`` unless it names one already."""
+        self.field = self.field or field
+        return self
 
 
 class IndexError_(CaprError):

@@ -9,10 +9,12 @@ fuses BM25 and dense, and its second stage — with where each came from (capr's
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Mapping
 
+from capr.errors import QueryError
 from capr.query import Retriever
 from capr.retrieve.fusion import FusionConfig, FusionMethod, recorded_fusion
 from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, NO_RERANKER
@@ -74,6 +76,14 @@ class SearchProfile:
                 "origins": {k: v.value for k, v in self.origins.items()}}
 
 
+def supported_retrievers(store: Store) -> list[Retriever]:
+    """The first stages ``store`` can run (what it lacks for the others: :meth:`capr.search.Searcher.check`)."""
+    caps = store.capabilities
+    needs = {Retriever.bm25: {Capability.bm25}, Retriever.tfidf: {Capability.tfidf}, Retriever.dense: {Capability.dense},
+             Retriever.hybrid: {Capability.bm25, Capability.dense}}
+    return [r for r in Retriever if needs[r] <= caps]
+
+
 def record_profile(dense_manifest: dict[str, Any], fusion: FusionConfig | Mapping[str, Any] | None = None,
                    reranker: str | None = None, rerank_depth: int | None = None,
                    adapted: Mapping[str, Any] | None = None) -> None:
@@ -90,16 +100,21 @@ def record_profile(dense_manifest: dict[str, Any], fusion: FusionConfig | Mappin
 
 
 _LOADED: dict[str, Any] = {}
+_LOADING = threading.Lock()
 
 
 def loaded_reranker(spec: str) -> Any:
     """The re-ranker ``spec`` names, loaded once per process (a service, a batch job and an evaluation search with the
-    same model many times)."""
-    if spec not in _LOADED:
-        from capr.retrieve.rerank import load_reranker
+    same model many times). A spec that cannot be loaded is a QueryError about ``reranker``."""
+    with _LOADING:
+        if spec not in _LOADED:
+            from capr.retrieve.rerank import load_reranker
 
-        _LOADED[spec] = load_reranker(spec)
-    return _LOADED[spec]
+            try:
+                _LOADED[spec] = load_reranker(spec)
+            except QueryError as e:
+                raise e.about("reranker") from None
+        return _LOADED[spec]
 
 
-__all__ = ["DEFAULT_FUSION", "Origin", "SearchProfile", "loaded_reranker", "record_profile"]
+__all__ = ["DEFAULT_FUSION", "Origin", "SearchProfile", "loaded_reranker", "record_profile", "supported_retrievers"]

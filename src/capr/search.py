@@ -101,14 +101,15 @@ class SearchOptions:
             self.fusion = FusionConfig(method=FusionMethod(self.fusion))
         check_template(self.template)
         if self.k <= 0:
-            raise QueryError(f"k must be positive, got {self.k}")
+            raise QueryError(f"k must be positive, got {self.k}", "k")
         if self.aspect_boost < 0 or self.mention_boost < 0:
             # a negative boost would push the asked aspect (or the entity's own passages) down
-            raise QueryError(f"boosts must be >= 0, got aspect boost {self.aspect_boost}, mention boost {self.mention_boost}")
+            raise QueryError(f"boosts must be >= 0, got aspect boost {self.aspect_boost}, mention boost {self.mention_boost}",
+                             "aspect_boost" if self.aspect_boost < 0 else "mention_boost")
         if self.rerank_share is not None and not 0.0 <= self.rerank_share <= 1.0:
-            raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}")
+            raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}", "rerank_share")
         if self.rerank_depth is not None and self.rerank_depth <= 0:
-            raise QueryError(f"the re-rank depth must be positive, got {self.rerank_depth}")
+            raise QueryError(f"the re-rank depth must be positive, got {self.rerank_depth}", "rerank_depth")
 
 
 @dataclass
@@ -200,9 +201,13 @@ class Searcher:
         aspect labels are given, skip it)."""
         # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions);
         # an aspect whose words the index holds is searched as words, as `capr search` does
-        if validate:
-            return parse_store_query(self.store, query, expand)
-        return parse_query(query, self.store.analyzer, expand, aspects=None)
+        try:
+            if validate:
+                return parse_store_query(self.store, query, expand)
+            return parse_query(query, self.store.analyzer, expand, aspects=None)
+        except QueryError as e:
+            asked = query.aspect if isinstance(query, Query) else None
+            raise e.about("aspect" if asked and "aspect" in str(e) else "text") from None
 
     def prior_aspect(self, aspect: str | None, inferred: bool = False) -> str | None:
         """The section aspect the aspect prior favours for a query asking about ``aspect``: itself when the
@@ -251,17 +256,17 @@ class Searcher:
         caps = self.store.capabilities
         if self.cdv is None:
             if r is Retriever.tfidf and Capability.tfidf not in caps:
-                raise QueryError("tfidf is only available on the embedded backend; use bm25, dense or hybrid")
+                raise QueryError("tfidf is only available on the embedded backend; use bm25, dense or hybrid", "retriever")
             if r in (Retriever.bm25, Retriever.hybrid) and Capability.bm25 not in caps:
                 raise QueryError(f"{self.store.name}: this index has no BM25 field ({self.store.backend.value} backend); "
-                                 "use --retriever dense")
+                                 "use --retriever dense", "retriever")
             if r in (Retriever.dense, Retriever.hybrid) and Capability.dense not in caps:
                 raise QueryError(f"retriever {r.value!r} needs an index built with vectors: {self.store.name}: "
-                                 "index has no vectors; build it without --lexical-only")
+                                 "index has no vectors; build it without --lexical-only", "retriever")
         if options.evidence is Evidence.dense and Capability.dense not in caps:
-            raise QueryError("dense evidence needs an index built with vectors (capr index without --lexical-only)")
+            raise QueryError("dense evidence needs an index built with vectors (capr index without --lexical-only)", "evidence")
         if options.evidence is Evidence.cdv and self.cdv is None:
-            raise QueryError("cdv evidence needs a CDV model (--cdv DIR)")
+            raise QueryError("cdv evidence needs a CDV model (--cdv DIR)", "evidence")
 
     # -- the pipeline -------------------------------------------------------------------------------
     def search(self, query: Query | str | ParsedQuery, options: SearchOptions | None = None,
@@ -273,7 +278,10 @@ class Searcher:
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
         self.check(options)
         if self.cdv is None:
-            check_searchable(self.store.analyzer, pq.query, options.retriever, pq.expand)
+            try:
+                check_searchable(self.store.analyzer, pq.query, options.retriever, pq.expand)
+            except QueryError as e:
+                raise e.about("text") from None
         if not self.store.live_count():
             # a valid query on an index whose documents were all deleted: no results, not an error (and no
             # filter to check: there is nothing to filter)
@@ -283,7 +291,10 @@ class Searcher:
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect and aspect != pq.aspect:
             notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
-        flt = self.store.compile_filter(options.filters)
+        try:
+            flt = self.store.compile_filter(options.filters)
+        except QueryError as e:
+            raise e.about("filters") from None
         # which documents are about the entity is decided over every passage a search may see (the candidate pool
         # under ``within``), never only over those a filter keeps: a filter narrows the answers, not the entity
         scope = None
@@ -304,7 +315,10 @@ class Searcher:
             first = self.entity_first_stage(pq, depth, options, flt, notices, tiers, scope) if options.entity_first and pq.entity \
                 else self.first_stage(pq, depth, options, flt)
         if not first and options.filters:
-            self.store.explain_empty(options.filters)  # a filter value no passage has: say so
+            try:
+                self.store.explain_empty(options.filters)  # a filter value no passage has: say so
+            except QueryError as e:
+                raise e.about("filters") from None
         if self.reranker is not None:
             first = self.rerank(pq, first, options, tiers, depth if options.group_by is GroupBy.doc else options.k)
         if options.group_by is GroupBy.doc:

@@ -31,9 +31,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from capr._version import __version__
 from capr.cases.baseline import rank_hypotheses
 from capr.errors import BadInputError, CaprError, QueryError
+from capr.profile import SearchProfile, supported_retrievers
 from capr.query import Retriever
 from capr.records import Document, Passage, Query
 from capr.retrieve.highlight import term_spans
+from capr.retrieve.rerank import NO_RERANKER
 from capr.search import Evidence, SearchOptions, Searcher
 from capr.store.protocol import Capability, Store
 from capr.service import schemas as S
@@ -218,22 +220,23 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                            headers={"WWW-Authenticate": "Bearer"})
         # per client address (behind a reverse proxy: the proxy's, unless uvicorn is told to trust it)
         client = request.client.host if request.client else "unknown"
-        blocked = throttle.retry_after(client) > 0
+        if throttle.retry_after(client) > 0:
+            # decided before the token is looked at, so a blocked client learns nothing of the tokens it sends
+            # (a valid one would otherwise stand out at full speed); each try lengthens the block, and Retry-After
+            # is the whole wait from now
+            raise _too_many(throttle.failed(client))
         if creds is not None and tokens and tokens.matches(creds.credentials):
-            throttle.succeeded(client)  # a valid token is served even from a blocked address, and clears it
+            throttle.succeeded(client)
             return
         if creds is None:
-            _refused(client, blocked, 401, "the Authorization header must use the Bearer scheme",
-                     {"WWW-Authenticate": "Bearer"})
+            _refused(client, 401, "the Authorization header must use the Bearer scheme", {"WWW-Authenticate": "Bearer"})
         if not tokens:
             raise ApiError(403, "writes are disabled: the server has no API tokens (set CAPR_API_TOKENS or --token-file)",
                            "authorization")
-        _refused(client, blocked, 403, "invalid token")
+        _refused(client, 403, "invalid token")
 
-    def _refused(client: str, blocked: bool, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+    def _refused(client: str, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
         wait = throttle.failed(client)
-        if blocked:  # a try during a block lengthens it: Retry-After is the whole wait from now
-            raise _too_many(wait)
         if wait:
             log.warning("client %s: too many failed token checks; refused for %.0f s", client, wait)
             headers = {**(headers or {}), "Retry-After": _seconds(wait)}
@@ -317,21 +320,17 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
 
     @app.get("/stats", response_model=S.StatsResponse, dependencies=read_deps, responses=read_errors, tags=["service"])
     def stats() -> S.StatsResponse:
-        from capr.retrieve.rerank import recorded_reranker
-
         index = holder.index
         c = index.stats()
         info = index.generation_info()
-        caps = index.capabilities
-        needs = {Retriever.bm25: {Capability.bm25}, Retriever.tfidf: {Capability.tfidf}, Retriever.dense: {Capability.dense},
-                 Retriever.hybrid: {Capability.bm25, Capability.dense}}
-        retrievers = [r.value for r in Retriever if needs[r] <= caps]
+        profile = SearchProfile.of(index)
         return S.StatsResponse(
             generation=info["generation"], created=info["created"], documents=c["documents"],
             passages=c["passages"], vocabulary=c.get("vocabulary", 0), segments=info["segments"], fields=index.fields(),
-            aspects=len(holder.vocabulary(index, "aspect")), has_dense=index.has_dense, retrievers=retrievers,
-            rerankers=list(dict.fromkeys([*config.rerankers, *filter(None, [recorded_reranker(index.dense_manifest())])])),
-            default_retriever=Searcher(index).default_retriever().value, default_reranker=recorded_reranker(index.dense_manifest()),
+            aspects=len(holder.vocabulary(index, "aspect")), has_dense=index.has_dense,
+            retrievers=[r.value for r in supported_retrievers(index)],
+            rerankers=list(dict.fromkeys([*config.rerankers, *filter(None, [profile.reranker])])),
+            default_retriever=profile.retriever.value, default_reranker=profile.reranker,
             auth_reads=config.auth_reads, writes_enabled=bool(tokens),
         )
 
@@ -350,25 +349,18 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         return S.VocabularyResponse(field=field, prefix=prefix, values=matched[:limit], total=len(matched))
 
     # -- search -----------------------------------------------------------------------------
-    rerankers: dict[str, Any] = {}  # spec -> loaded model
-    app.state.rerankers = rerankers
     rerank_lock = threading.Lock()
 
-    def get_reranker(spec: str, index: Any) -> Any:
-        from capr.retrieve.rerank import recorded_reranker
-
-        if spec not in config.rerankers and spec != recorded_reranker(index.dense_manifest()):
+    def open_searcher(index: Any, asked: str | None) -> Searcher:
+        """The Searcher `capr search` would use (the index's profile, its second stage loaded once per process), with
+        a second stage asked for by name only among those this server enables (a model folder is the operator's
+        choice, not a client's)."""
+        recorded = SearchProfile.of(index).reranker
+        if asked and asked != NO_RERANKER and asked not in config.rerankers and asked != recorded:
             enabled = f"enabled: {', '.join(config.rerankers)}" if config.rerankers else "none is enabled (capr serve --reranker SPEC)"
-            raise ApiError(400, f"re-ranker {spec!r} is not enabled on this server; {enabled}", "reranker")
-        with rerank_lock:
-            if spec not in rerankers:
-                from capr.retrieve.rerank import load_reranker
-
-                try:
-                    rerankers[spec] = load_reranker(spec)
-                except (CaprError, ValueError, OSError) as e:
-                    raise ApiError(400, f"cannot load re-ranker {spec!r}: {e}", "reranker") from None
-            return rerankers[spec]
+            raise ApiError(400, f"re-ranker {asked!r} is not enabled on this server; {enabled}", "reranker")
+        with rerank_lock:  # one load of a model, however many requests ask for it at once
+            return Searcher.open(index, reranker=asked)
 
     search_slots = config.search_concurrency or os.cpu_count() or 1
     limiters: dict[int, Any] = {}  # one CapacityLimiter per event loop (a TestClient runs its own)
@@ -394,40 +386,26 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         t0 = time.perf_counter()
         index = holder.index  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
-        searcher = Searcher(index)
-        try:
-            pq = searcher.parse(q, req.expand)
-        except QueryError as e:
-            raise ApiError(400, str(e), "aspect" if q.aspect and "aspect" in str(e) else "text") from None
         evidence = Evidence.none
         if req.evidence:
             # an explicitly dense retriever gets dense sentence scores; the default keeps the cheap lexical ones
             evidence = Evidence.dense if req.retriever in (Retriever.dense, Retriever.hybrid) else Evidence.lexical
-        options = searcher.resolve(SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None,
-                                                 expand=req.expand, aspect_boost=req.aspect_boost, group_by=req.group_by,
-                                                 entity_scope=req.entity_scope, entity_synonyms=req.entity_synonyms,
-                                                 rerank_depth=config.rerank_depth, rerank_share=req.rerank_share,
-                                                 evidence=evidence))
         try:
-            searcher.check(options)
-        except QueryError as e:
-            raise ApiError(400, str(e), "retriever") from None
-        try:
-            index.compile_filter(req.filters or None)
-        except QueryError as e:
-            raise ApiError(400, str(e), "filters") from None
-        from capr.retrieve.rerank import chosen_reranker
-
-        spec = chosen_reranker(req.reranker, index.dense_manifest())  # none asked: the index's own (capr adapt)
-        searcher.reranker = get_reranker(spec, index) if spec else None
-        if searcher.reranker is not None:
-            with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
-                result = searcher.search(pq, options)
-        else:
-            result = searcher.search(pq, options)
+            searcher = open_searcher(index, req.reranker)
+            options = SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None, expand=req.expand,
+                                    aspect_boost=req.aspect_boost, group_by=req.group_by, entity_scope=req.entity_scope,
+                                    entity_synonyms=req.entity_synonyms, rerank_depth=config.rerank_depth,
+                                    rerank_share=req.rerank_share, evidence=evidence)
+            if searcher.reranker is not None:
+                with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
+                    result = searcher.search(q, options)
+            else:
+                result = searcher.search(q, options)
+        except QueryError as e:  # the library names the field at fault
+            raise ApiError(400, str(e), e.field or "text") from None
         payload = {
-            "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": options.retriever.value,
-            "reranker": spec, "evidence_method": result.evidence_method if result.hits else None,
+            "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": result.options.retriever.value,
+            "reranker": result.reranker, "evidence_method": result.evidence_method if result.hits else None,
             "generation": index.generation_info()["generation"], "notices": result.notices,
             "results": [{**h.to_dict(), "document_url": _doc_url(h.passage.doc_id)} for h in result.hits],
         }
@@ -566,14 +544,9 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         """Loads what the default search needs — the query encoder, the index's recorded second stage, the entity
         synonym table — and answers one query with it, so the first search after /health says ready is as fast as
         the next (issue 35)."""
-        from capr.retrieve.rerank import recorded_reranker
-
         try:
             holder.load_encoder()
-            index = holder.index
-            spec = recorded_reranker(index.dense_manifest())
-            if spec:
-                get_reranker(spec, index)
+            open_searcher(holder.index, None)  # loads the index's recorded second stage, if any
         except Exception as e:  # noqa: BLE001 - reported by /health (503), and logged
             log.error("warm-up failed: cannot load a model: %s: %s", type(e).__name__, e)
             readiness.finish(f"cannot load a model: {type(e).__name__}: {e}")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from capr.errors import CaprError
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
 
 TOKENS_ENV = "CAPR_API_TOKENS"
 MIN_TOKEN_LENGTH = 16
@@ -39,7 +38,7 @@ class ServiceConfig:
     warm_up: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     rerankers: tuple[str, ...] = ()  # re-ranker specs a request may name (each loads a model from disk)
-    rerank_depth: int = DEFAULT_RERANK_DEPTH  # candidates passed to a re-ranker, as `capr search`
+    rerank_depth: int | None = None  # candidates passed to a re-ranker; None: the index's profile, as `capr search`
     watch_index: bool = True  # pick up generations committed by other processes (capr add, other workers)
     write_wait_s: float = 30.0  # how long a write waits for another process's writer before 503
     cases_model: str | None = None  # cross-encoder from `capr train cases`: POST /cases runs the similar-case
@@ -47,7 +46,7 @@ class ServiceConfig:
     # Back-off for clients that keep sending bad tokens (per client address, per process): after
     # auth_fail_limit failed token checks within auth_fail_window_s, every authenticated request from
     # that address gets 429 with Retry-After for auth_backoff_s, doubled on each further failure (at most
-    # auth_backoff_max_s), a failure while blocked included. A valid token is accepted even while blocked and
+    # auth_backoff_max_s), a try while blocked included (whatever its token). A valid token after a block
     # clears the record. auth_fail_limit = 0 turns it off.
     # Searches computed at once per worker process; more requests wait for a slot without holding a thread.
     # Searches are CPU-bound under one GIL: running 40 at once (the thread pool's size) gains no throughput and
@@ -190,10 +189,10 @@ class AuthThrottle:
     """Failed-token bookkeeping per client address, with exponential back-off.
 
     Before this, a client could try tokens as fast as the server answered (1,700 refused requests in
-    5 s). A blocked address gets 429 for every token that is not valid, and each such try doubles the
-    block, so a client hammering through its block is held off longer and longer (Retry-After says
-    how long, to the second). A valid token is still accepted from a blocked address — another client
-    behind the same proxy or NAT is not locked out by a neighbour's bad tokens — and clears the record.
+    5 s). A blocked address gets 429 whatever token it sends (blocking is decided before the token is
+    looked at, so a blocked client cannot tell a valid guess from an invalid one), and each try doubles
+    the block, so a client hammering through its block is held off longer and longer (Retry-After says
+    how long, to the second). A valid token after the block clears the record.
     State is bounded: at most ``max_clients`` addresses are kept (least recently seen dropped first).
     Thread-safe: sync routes run in a thread pool."""
 
