@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
-from capr.corpus.files import read_head, xml_root_name
+from capr.corpus.files import parse_json, read_head, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -193,7 +192,7 @@ def detect_format(source: Path) -> Format:
             return Format.fhir
         first = read_head(source, 65536).split(b"\n", 1)[0]
         try:
-            rec = json.loads(first)
+            rec = parse_json(first, one_line=True)
         except ValueError:
             return Format.jsonl  # the JSONL reader reports the bad line precisely
         if isinstance(rec, dict) and "medquad_file" in rec and "pid" in rec:

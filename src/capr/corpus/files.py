@@ -160,6 +160,20 @@ def read_text(path: Path) -> str:
         raise BadInputError(str(path), f"not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
+def parse_json(text: str | bytes, one_line: bool = False) -> Any:
+    """``json.loads``, whose failures are a ValueError with one user-facing reason: also JSON nested
+    deeper than the parser's recursion limit (a line of 100,000 "["), which json raises as a RecursionError.
+    ``one_line``: the text is one line of a file, named by the caller, so the reason gives only the column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = f"column {e.colno}" if one_line else f"line {e.lineno}, column {e.colno}"
+        raise ValueError(f"invalid JSON: {e.msg} ({where})") from None
+    except RecursionError:
+        raise ValueError("invalid JSON: nested too deeply (arrays or objects inside each other hundreds of levels "
+                         "deep)") from None
+
+
 def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
     """("line N", parsed object) for every non-blank line. Invalid JSON goes to ``report.bad``
     (which raises unless skipping) or, without a report, raises at once."""
@@ -171,11 +185,12 @@ def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
             if not line or line.isspace():  # not .strip(): a huge line is not copied
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
+                obj = parse_json(line, one_line=True)
+            except ValueError as e:
+                reason = str(e)
                 if report is None:
-                    raise BadInputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}") from None
-                report.bad(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}")
+                    raise BadInputError(str(path), reason, f"line {lineno}") from None
+                report.bad(str(path), reason, f"line {lineno}")
                 continue
             del line  # the parsed record holds what is needed; the raw line is freed before it is indexed
             yield f"line {lineno}", obj
