@@ -77,3 +77,43 @@ def test_deeply_nested_json_in_every_json_reader(tmp_path):
     assert detect_format(first) is Format.jsonl
     with pytest.raises(BadInputError, match=r"\[line 1\]: invalid JSON: nested too deeply"):
         list(read_documents(first))
+
+
+# ------------------------------------------------------------------ symbolic links in a corpus folder
+@pytest.fixture
+def linked_corpus(tmp_path) -> Path:
+    """A corpus folder of two notes, a link to a folder of seven notes outside it, a broken link, a link
+    back to the folder above it (a loop) and a second link to one of its own notes."""
+    shared = tmp_path / "shared_notes"
+    shared.mkdir()
+    for i in range(7):
+        (shared / f"n{i}.txt").write_text(f"MEDICATIONS:\nDrug{i} {i + 1} mg daily.\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("PLAN: rest.\n")
+    (corpus / "b.txt").write_text("PLAN: fluids.\n")
+    os.symlink(shared, corpus / "linked")
+    os.symlink(tmp_path / "nowhere.txt", corpus / "broken.txt")
+    os.symlink("..", corpus / "up")
+    os.symlink("a.txt", corpus / "same_as_a.txt")
+    return corpus
+
+
+@pytest.mark.parametrize("fmt", [Format.auto, Format.text])
+def test_symbolic_links_are_followed_and_bad_ones_reported(linked_corpus, fmt):
+    report = ReadReport(skip_bad=True)
+    ids = [d.doc_id for d in read_documents(linked_corpus, fmt, report)]
+    assert ids == ["a", "b"] + [f"linked/n{i}" for i in range(7)]
+    why = {Path(e.source).name: e.reason for e in report.skipped}
+    assert why.keys() == {"broken.txt", "up", "same_as_a.txt"}
+    assert why["broken.txt"].startswith("broken symbolic link") and "nowhere.txt" in why["broken.txt"]
+    assert why["up"].startswith("symbolic link loop")
+    assert why["same_as_a.txt"] == f"symbolic link to a file read already as {linked_corpus / 'a.txt'}"
+
+
+def test_symbolic_links_cli(linked_corpus, tmp_path):
+    out = tmp_path / "idx"
+    proc = capr_cli("index", "--lexical-only", str(linked_corpus), "--out", str(out), check=False)
+    _one_line_error(proc, f"{linked_corpus / 'broken.txt'}: broken symbolic link")
+    proc = capr_cli("index", "--lexical-only", str(linked_corpus), "--out", str(out), "--skip-bad")
+    assert "indexed 9 documents" in proc.stderr and "3 bad record(s) skipped" in proc.stderr, proc.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
-from capr.corpus.files import parse_json, read_head, xml_root_name
+from capr.corpus.files import folder_files, is_hidden, parse_json, read_head, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -101,12 +101,13 @@ def _file_format(path: Path) -> Format | str:
 
 
 def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
-    """Every file under a folder with its format (or why none), in path order. Files no reader takes
-    under hidden names (.DS_Store, .git/...) are system or tool litter, passed over without a word."""
+    """Every file under a folder with its format (or why none), in path order, symbolic links followed
+    (a broken or looping one is listed with why). Files no reader takes under hidden names (.DS_Store,
+    .git/...) are system or tool litter, passed over without a word."""
     out: list[tuple[Path, Format | str]] = []
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        fmt = _file_format(path)
-        if not isinstance(fmt, Format) and any(part.startswith(".") for part in path.relative_to(source).parts):
+    for path, why in folder_files(source):
+        fmt = why if why is not None else _file_format(path)
+        if not isinstance(fmt, Format) and is_hidden(path, source):
             continue
         out.append((path, fmt))
     return out
@@ -210,7 +211,7 @@ def _nothing_read(source: Path, fmt: Format, report: ReadReport, before: tuple[i
     if mine.skipped:
         why += f"; the first: {mine.skipped[0]}"
     elif not why:
-        if source.is_dir() and not any(p.is_file() for p in source.rglob("*")):
+        if source.is_dir() and not folder_files(source):
             why = "the folder holds no files"
         elif fmt is Format.fhir:
             why = "no DocumentReference, Composition or DiagnosticReport resource"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from capr.corpus.aspects import aspect_for_code
-from capr.corpus.files import json_lines, parse_json, read_text
+from capr.corpus.files import json_lines, parse_json, read_text, wanted_files
 from capr.corpus.narrative import xhtml_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
@@ -40,7 +40,7 @@ def is_fhir_file(name: str) -> bool:
 def read_fhir(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and is_fhir_file(p.name))
+        files = wanted_files(path, report, lambda p: is_fhir_file(p.name))
         if not files:
             report.bad(str(path), "no FHIR .json or .ndjson files in this folder")
             return

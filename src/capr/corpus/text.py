@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import read_text
+from capr.corpus.files import read_text, wanted_files
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -37,7 +37,7 @@ def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
     if source.is_file():
         files, root = [source], source.parent
     else:
-        files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+        files = wanted_files(source, report, lambda p: p.suffix.lower() in TEXT_SUFFIXES)
         root = source
         if not files:
             raise BadInputError(str(source), f"no text files ({', '.join(sorted(TEXT_SUFFIXES))}) found")
