@@ -8,12 +8,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from capr import load_index
 from capr.corpus import Format, ReadReport, detect_format, read_documents
-from capr.errors import BadInputError
+from capr.errors import BadInputError, QueryError
 from capr.index import build_index
+from capr.search import search
 
 from conftest import capr_cli, write_jsonl
 
@@ -117,3 +119,47 @@ def test_symbolic_links_cli(linked_corpus, tmp_path):
     _one_line_error(proc, f"{linked_corpus / 'broken.txt'}: broken symbolic link")
     proc = capr_cli("index", "--lexical-only", str(linked_corpus), "--out", str(out), "--skip-bad")
     assert "indexed 9 documents" in proc.stderr and "3 bad record(s) skipped" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------ filter values
+DATED = [
+    {"id": "n1", "text": "MEDICATIONS: apixaban 5 mg daily.", "date": "2150-01-03T10:00:00", "note_seq": 1, "category": "Discharge"},
+    {"id": "n2", "text": "MEDICATIONS: metformin 500 mg.", "date": "2151-05-01", "note_seq": 2, "category": "Radiology"},
+    {"id": "n3", "text": "MEDICATIONS: aspirin 81 mg.", "note_seq": 3},
+]
+
+
+@pytest.fixture(scope="module")
+def dated_index(tmp_path_factory):
+    from conftest import index_of_documents
+
+    return index_of_documents(tmp_path_factory, "dated", DATED)
+
+
+def _docs(index, filters) -> set[str]:
+    mask = index.compile_filter(filters)
+    return {p.doc_id for p in index.passages(np.flatnonzero(mask))}
+
+
+@pytest.mark.parametrize("clause,needles", [
+    ("date>=notadate", ["date holds dates", "'notadate' is not one"]),
+    ("date<2150/01/01", ["date holds dates", "'2150/01/01'"]),
+    ("date>=2150-13", ["date bound '2150-13' is not a valid date"]),
+    ("note_seq>abc", ["note_seq holds numbers and 'abc' is not one"]),
+])
+def test_range_bound_of_the_wrong_kind_is_an_error(dated_index, clause, needles):
+    with pytest.raises(QueryError) as e:
+        search(dated_index, "medications", filters=[clause])
+    assert all(n in str(e.value) for n in needles), str(e.value)
+
+
+def test_range_filters_that_are_answers(dated_index):
+    assert _docs(dated_index, ["date>=2151"]) == {"n2"}
+    assert _docs(dated_index, ["category>=R"]) == {"n2"}  # a column of words compares as strings
+    assert _docs(dated_index, ["note_seq<=2"]) == {"n1", "n2"}
+
+
+def test_not_equal_and_not_in_leave_out_documents_without_the_field(dated_index):
+    # SQL's NULL: n3 has no category, so no clause on category (!=, not in included) passes it
+    assert _docs(dated_index, ["category!=Radiology"]) == {"n1"}
+    assert _docs(dated_index, ["category not in (Radiology)"]) == {"n1"}
