@@ -163,3 +163,44 @@ def test_not_equal_and_not_in_leave_out_documents_without_the_field(dated_index)
     # SQL's NULL: n3 has no category, so no clause on category (!=, not in included) passes it
     assert _docs(dated_index, ["category!=Radiology"]) == {"n1"}
     assert _docs(dated_index, ["category not in (Radiology)"]) == {"n1"}
+
+
+# ------------------------------------------------------------------ a generic CSV; a FHIR file read as text
+def test_csv_of_documents_is_read_like_jsonl(tmp_path):
+    src = tmp_path / "docs.csv"
+    src.write_text('ID, Title ,text,date,ward\n'
+                   'd1,Gout,"MEDICATIONS: colchicine 0.5 mg, twice daily.",2150-01-01,\n'
+                   'd2,,"Wheeze at night, worse in winter.",2151-03-04,B\n'
+                   'd3,Empty,,,\n')
+    assert detect_format(src) is Format.csv
+    report = ReadReport()
+    docs = list(read_documents(src, report=report))
+    assert [(d.doc_id, d.title, d.metadata) for d in docs] == [
+        ("d1", "Gout", {"date": "2150-01-01"}), ("d2", "", {"date": "2151-03-04", "ward": "B"})]
+    assert docs[0].text == "MEDICATIONS: colchicine 0.5 mg, twice daily." and report.empty == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,text\nd1,ok\nd2,too,many\n")
+    with pytest.raises(BadInputError, match=r"\[line 3\]: row has more cells than the 2 columns"):
+        list(read_documents(bad))
+
+
+def test_csv_no_reader_takes_says_how_to_convert(tmp_path):
+    src = tmp_path / "notes.csv"
+    src.write_text("name,body\nx,chest pain\n")
+    with pytest.raises(BadInputError) as e:
+        detect_format(src)
+    assert "a CSV of documents has columns text and an id" in e.value.reason and "write JSONL" in e.value.reason
+
+
+def test_text_format_refuses_a_file_another_reader_takes(tmp_path):
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps({"resourceType": "Bundle", "type": "collection", "entry": []}))
+    with pytest.raises(BadInputError, match="looks like fhir input, not a plain-text note; use --format fhir"):
+        list(read_documents(bundle, Format.text))
+    plain = tmp_path / "data.json"
+    plain.write_text('{"a": 1}')
+    with pytest.raises(BadInputError, match="a JSON file, not a plain-text note"):
+        list(read_documents(plain, Format.text))
+    note = tmp_path / "note"  # no suffix, no other format: text, as asked
+    note.write_text("PLAN: rest.\n")
+    assert [d.doc_id for d in read_documents(note, Format.text)] == ["note"]
