@@ -204,3 +204,28 @@ def test_text_format_refuses_a_file_another_reader_takes(tmp_path):
     note = tmp_path / "note"  # no suffix, no other format: text, as asked
     note.write_text("PLAN: rest.\n")
     assert [d.doc_id for d in read_documents(note, Format.text)] == ["note"]
+
+
+# ------------------------------------------------------------------ an aspect filter reads as -a does
+@pytest.fixture(scope="module")
+def notes_index(tmp_path_factory, demo_dir):
+    notes = tmp_path_factory.mktemp("notes")
+    for note in demo_dir.glob("note_*.txt"):  # clinical notes only: no "symptoms" section among them
+        (notes / note.name).write_text(note.read_text())
+    return build_index(read_documents(notes), tmp_path_factory.mktemp("notes-idx") / "idx")
+
+
+def test_aspect_filter_reads_the_value_as_the_aspect_option_does(notes_index):
+    meds = notes_index.compile_filter({"aspect": "medications"})
+    assert meds.sum() > 0
+    for spelling in ("meds", "medication list", "Medications"):
+        assert (notes_index.compile_filter({"aspect": spelling}) == meds).all(), spelling
+    assert (notes_index.compile_filter(["aspect in (medication list)"]) == meds).all()
+
+
+def test_aspect_filter_no_passage_has_names_the_index_aspects(notes_index):
+    notes_index.check_aspect("symptoms")  # what `-a symptoms` is validated with: accepted
+    with pytest.raises(QueryError) as e:  # the notes have no symptoms section: said, with what they have
+        search(notes_index, "IgA nephropathy", k=3, retriever="bm25", filters={"aspect": "symptoms"})
+    assert "no passage has aspect='symptoms'; this index's aspects: " in str(e.value)
+    assert "history of present illness" in str(e.value) and "medications" in str(e.value)
