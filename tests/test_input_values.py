@@ -229,3 +229,44 @@ def test_aspect_filter_no_passage_has_names_the_index_aspects(notes_index):
         search(notes_index, "IgA nephropathy", k=3, retriever="bm25", filters={"aspect": "symptoms"})
     assert "no passage has aspect='symptoms'; this index's aspects: " in str(e.value)
     assert "history of present illness" in str(e.value) and "medications" in str(e.value)
+
+
+# ------------------------------------------------------------------ a plain-text note's title line
+CLINIC_NOTE = ("Cardiology clinic note\n\n"
+               "HISTORY OF PRESENT ILLNESS:\nPalpitations for two weeks; ECG shows atrial fibrillation.\n\n"
+               "MEDICATIONS:\nApixaban 5 mg twice daily. Metoprolol 25 mg daily.\n\n"
+               "PLAN:\nRecheck in a month.\n")
+
+
+@pytest.mark.parametrize("text,title", [
+    (CLINIC_NOTE, "Cardiology clinic note"),
+    ("Discharge summary – gout\nHOSPITAL COURSE:\nColchicine was started.\n", "Discharge summary – gout"),
+    ("# Markdown title\n\nPLAN: rest.\n", "Markdown title"),
+    ("MEDICATIONS:\nAspirin 81 mg.\n", "note x"),  # a heading, not a title
+    ("MEDICATIONS\nAspirin 81 mg.\n", "note x"),
+    ("Seen today for follow-up of her atrial fibrillation.\nShe is well.\n", "note x"),  # a sentence
+    ("Date: 2150-01-02\nPLAN: rest.\n", "note x"),  # a field
+    ("- aspirin 81 mg\n- metoprolol\n", "note x"),  # a list
+    ("Cardiology clinic note\n", "note x"),  # nothing after it: the note itself
+    ("A very long first line that goes on and on and on with far more words than any title has\nMore.\n", "note x"),
+])
+def test_short_first_line_is_the_title(tmp_path, text, title):
+    (tmp_path / "note_x.txt").write_text(text)
+    assert [d.title for d in read_documents(tmp_path)] == [title]
+
+
+def test_title_line_is_no_passage_and_does_not_outrank_sections(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "note01.txt").write_text(CLINIC_NOTE)
+    (notes / "note02.txt").write_text("Renal clinic note\n\nMEDICATIONS:\nLisinopril 10 mg daily.\n")
+    (notes / "note03.txt").write_text("Asthma review\n\nMEDICATIONS:\nSalbutamol as needed.\n")
+    from capr.corpus.segment import segment
+
+    docs = list(read_documents(notes))
+    assert docs[0].title == "Cardiology clinic note"
+    assert [p.heading for p in segment(docs[0])] == ["HISTORY OF PRESENT ILLNESS", "MEDICATIONS", "PLAN"]
+    index = build_index(iter(docs), tmp_path / "idx")
+    hits = search(index, "cardiology clinic note medications", k=5, retriever="bm25")
+    assert (hits[0].passage.doc_id, hits[0].passage.aspect) == ("note01", "medications")
+    assert all(h.passage.aspect for h in hits)
