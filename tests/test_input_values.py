@@ -270,3 +270,15 @@ def test_title_line_is_no_passage_and_does_not_outrank_sections(tmp_path):
     hits = search(index, "cardiology clinic note medications", k=5, retriever="bm25")
     assert (hits[0].passage.doc_id, hits[0].passage.aspect) == ("note01", "medications")
     assert all(h.passage.aspect for h in hits)
+
+
+def test_deeply_nested_labels_and_dev_set_lines(tmp_path):
+    from capr.adapt.checks import jsonl_check
+    from capr.labels.generate import read_labels
+
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(DEEP + "\n")
+    with pytest.raises(BadInputError, match="line 1 is not a label record: invalid JSON: nested too deeply"):
+        list(read_labels(deep))
+    with pytest.raises(BadInputError, match=r"\[line 1\]: expected .*nested too deeply"):
+        jsonl_check(deep)
