@@ -223,6 +223,17 @@ def test_aspect_filter_reads_the_value_as_the_aspect_option_does(notes_index):
     assert (notes_index.compile_filter(["aspect in (medication list)"]) == meds).all()
 
 
+def test_milvus_aspect_filter_reads_the_value_as_the_embedded_index_does():
+    from capr.index.analyzer import Analyzer, AnalyzerConfig
+    from capr.store.milvus_backend import MilvusStore
+
+    store = MilvusStore.__new__(MilvusStore)  # only filter_expr: no server needed
+    store.meta = {"fields": ["aspect", "doc_id"], "aspects": ["medications", "history of present illness", "plan"]}
+    store.analyzer = Analyzer(AnalyzerConfig())
+    assert store.filter_expr(["aspect in (medication list, HPI)"]) == \
+        'aspect in ["medications", "history of present illness"]'
+
+
 def test_aspect_filter_no_passage_has_names_the_index_aspects(notes_index):
     notes_index.check_aspect("symptoms")  # what `-a symptoms` is validated with: accepted
     with pytest.raises(QueryError) as e:  # the notes have no symptoms section: said, with what they have

@@ -459,9 +459,10 @@ class MilvusStore:
         if not any(c.field == "aspect" for c in clauses):
             return clauses
         counts = self.aspect_counts()
+        analyzer = self.analyzer if counts else None  # no aspects recorded: none for a value to read as
 
         def norm(v: object) -> str:
-            return filter_aspect(v, counts, self.analyzer)
+            return filter_aspect(v, counts, analyzer)
 
         return [FilterClause(c.field, c.op, tuple(norm(v) for v in c.value) if c.op in ("in", "not in")
                              else norm(c.value)) if c.field == "aspect" else c for c in clauses]
