@@ -13,6 +13,11 @@ date or a prefix of one (``2150``, ``2150-01``, ``2150-01-01``, ``2150-01-01T08`
 same-length prefix of an ISO timestamp, so ``charttime<=2150-01-01`` includes that whole day and
 ``charttime=2150-01`` means "in January 2150" — what a clinician means by a date bound.
 
+A passage whose document lacks the field passes no clause on it, ``!=`` and ``not in`` included: as
+SQL's NULL, ``category!=Radiology`` keeps the notes that have a category other than Radiology (Milvus'
+translation below keeps the same meaning). A range bound that is neither a number nor a date on a field
+that holds only dates (or numbers) is an error naming the field and the value, not an empty answer.
+
 A plain ``{field: value}`` dict (the older API) still means equality on each field.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
@@ -116,7 +122,21 @@ def parse_filter(text: str) -> FilterClause:
         # "date>>2150" or "n=>3": a mistyped operator, not a value starting with ">"
         raise QueryError(f"bad filter {text!r}: the value starts with {value.lstrip()[0]!r}; "
                          "operators are =, !=, >=, <=, >, < and in (...)")
+    if op in _RANGE_OPS and _ISO_PREFIX_RE.match(value.strip()) and not _valid_date(value.strip()):
+        raise QueryError(f"bad filter {text!r}: {m.group('field')} bound {value.strip()!r} is not a valid date")
     return FilterClause(m.group("field"), op, value)
+
+
+def _valid_date(bound: str) -> bool:
+    """Whether an ISO date (or a leading part of one) names a real time: 2150-02-30 and 2150-13 do not."""
+    full = bound.replace(" ", "T")
+    # the parts the bound leaves out are filled with the first month, day, hour, ... to be parsed
+    full += "0001-01-01T00:00:00"[len(full):] if len(full) < 19 else ""
+    try:
+        datetime.fromisoformat(full)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_filters(texts: Iterable[str]) -> list[FilterClause]:
@@ -264,6 +284,8 @@ def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
     if normalize is not None:
         clause = FilterClause(clause.field, clause.op,
                               tuple(normalize(v) for v in clause.value) if clause.op in ("in", "not in") else normalize(clause.value))
+    if clause.op in _RANGE_OPS:
+        check_range_bound(clause, table() if table is not None else ValueTable(values))
     iso_eq = [w for w in clause.values if _ISO_PREFIX_RE.match(str(w).strip())] if clause.op in ("=", "!=", "in", "not in") else []
     if lookup is not None and clause.op in ("=", "!=", "in", "not in") and (not iso_eq or table is not None):
         good = np.zeros(len(values), dtype=bool)
@@ -282,6 +304,21 @@ def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
     if not good.any():
         return np.zeros(len(codes), dtype=bool)
     return good[np.asarray(codes)]
+
+
+def check_range_bound(clause: FilterClause, table: ValueTable) -> None:
+    """A range bound that is neither a number nor a date, on a column that holds only dates (or only
+    numbers), compares with nothing there: a QueryError naming the field and the value, not an empty answer.
+    A column of words (category>=R) is compared as strings."""
+    bound = str(clause.value).strip()
+    if _number(bound) is not None or _ISO_PREFIX_RE.match(bound):
+        return
+    present = int(table.present.sum())
+    if present and len(table.iso_keys) == present:
+        raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds dates (e.g. {table.iso_keys[0]}) and "
+                         f"{bound!r} is not one; give a date or its start: 2150, 2150-01, 2150-01-31, 2150-01-31T08:30")
+    if present and int(np.isfinite(table.nums).sum()) == present:
+        raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds numbers and {bound!r} is not one")
 
 
 def is_range(clause: FilterClause) -> bool:
@@ -367,5 +404,5 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
     return " and ".join(parts)
 
 
-__all__ = ["FilterClause", "Filters", "ValueTable", "as_clauses", "column_mask", "is_range", "milvus_expr", "parse_filter",
+__all__ = ["FilterClause", "Filters", "ValueTable", "as_clauses", "check_range_bound", "column_mask", "is_range", "milvus_expr", "parse_filter",
            "parse_filters", "value_matches"]

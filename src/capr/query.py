@@ -191,6 +191,30 @@ def nearest_aspect(aspect: str, corpus_aspects: Mapping[str, int | None] | Itera
     return scored[0][1]
 
 
+def filter_aspect(value: object, corpus_aspects: Mapping[str, int | None] | Iterable[str],
+                  analyzer: Callable[[str], list[str]] | None = None) -> str:
+    """The corpus aspect an ``aspect`` filter value selects, read as ``-a`` reads an aspect: its canonical
+    name ("meds" → medications) when the corpus has it, else the corpus aspect it reads as
+    (:func:`nearest_aspect`: "medication list" → medications), else its canonical name (which no passage has)."""
+    canonical = normalize_aspect(str(value))
+    if analyzer is None:
+        return canonical
+    return nearest_aspect(str(value), corpus_aspects, analyzer) or canonical
+
+
+def no_aspect_message(value: object, shown: str, corpus_aspects: Mapping[str, int | None] | Iterable[str],
+                      n: int = 8) -> str:
+    """The error for an aspect filter no passage passes: the index's aspects close to ``value`` (a typo), else
+    the aspects it has, most frequent first."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    close = difflib.get_close_matches(str(value), list(counts), n=5, cutoff=0.6)
+    if close:
+        return f"no passage has {shown} (close: {', '.join(close)})"
+    names = sorted(counts, key=lambda a: -(counts[a] or 0))
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return f"no passage has {shown}; this index's aspects: {', '.join(names[:n])}{more}"
+
+
 KnownTerms = Callable[[list[str]], Iterable[str]]  # the given analysed terms that occur in an index
 
 
@@ -337,5 +361,6 @@ def parse_store_query(store: object, query: Query | str, expand: bool = True) ->
                        known_terms=store_known_terms(store))
 
 
-__all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect", "nearest_aspect",
+__all__ = ["DEFAULT_TEMPLATE", "LEXICAL", "ParsedQuery", "Retriever", "TEMPLATES", "as_query", "check_aspect", "filter_aspect",
+           "nearest_aspect", "no_aspect_message",
            "check_searchable", "check_template", "dense_query_text", "parse_query", "parse_store_query", "searchable_as_words", "store_known_terms", "searchable_terms", "query_aspect", "query_text", "query_tokens"]

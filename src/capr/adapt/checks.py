@@ -5,7 +5,6 @@ queries and passages (capr's Encoder: markers, document context from the model c
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from capr.corpus.files import parse_json
 from capr.errors import BadInputError
 from capr.eval.metrics import candidate_metrics, per_query
 from capr.labels.generate import LabeledPassage
@@ -334,7 +334,7 @@ def jsonl_check(path: str | Path) -> DevCheck:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = parse_json(line, one_line=True)
             answers = [(str(a["text"]), float(a.get("relevance", 0))) for a in rec["answers"]]
             question = str(rec["question"])
         except (ValueError, KeyError, TypeError) as e:

@@ -91,7 +91,7 @@ def search_cmd(
     entity: Optional[str] = typer.Option(None, "--entity", "-e", help="Entity of a structured question."),
     aspect: Optional[str] = typer.Option(None, "--aspect", "-a", help="Aspect of a structured question."),
     k: int = typer.Option(10, "-k", help="Number of passages."),
-    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable, ANDed); also !=, >=, <=, >, < and 'FIELD in (A, B)', e.g. aspect=symptoms, \"charttime>=2150-01-01\"."),
+    filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable, ANDed); also !=, >=, <=, >, < and 'FIELD in (A, B)', e.g. aspect=symptoms, \"charttime>=2150-01-01\". A passage whose note lacks FIELD passes no clause on it, != and 'not in' included (as SQL's NULL)."),
     retriever: Optional[Retriever] = typer.Option(None, "--retriever", "-r", help="Default: hybrid (BM25 + dense) when "
                                                   "the index has vectors, else bm25."),
     expand: bool = typer.Option(True, help="Expand the aspect with its synonyms."),

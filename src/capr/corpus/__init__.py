@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
-from capr.corpus.files import read_head, xml_root_name
+from capr.corpus.csv_docs import COLUMNS_HELP, is_documents_header
+from capr.corpus.files import folder_files, is_hidden, parse_json, read_head, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -28,6 +28,7 @@ class Format(str, Enum):
     mimic4 = "mimic4"
     fhir = "fhir"
     ccda = "ccda"
+    csv = "csv"  # a CSV of documents: id, title, text and metadata columns
     # a folder of files in different formats: each file is read by its own (detected) format
     mixed = "mixed"
 
@@ -48,6 +49,8 @@ def _sniff_csv(source: Path) -> Format | None:
         return Format.mimic3  # MIMIC-III NOTEEVENTS
     if {"note_id", "subject_id", "note_type", "text"} <= cols:
         return Format.mimic4  # MIMIC-IV-Note discharge / radiology
+    if is_documents_header(cols):
+        return Format.csv
     return None
 
 
@@ -102,12 +105,13 @@ def _file_format(path: Path) -> Format | str:
 
 
 def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
-    """Every file under a folder with its format (or why none), in path order. Files no reader takes
-    under hidden names (.DS_Store, .git/...) are system or tool litter, passed over without a word."""
+    """Every file under a folder with its format (or why none), in path order, symbolic links followed
+    (a broken or looping one is listed with why). Files no reader takes under hidden names (.DS_Store,
+    .git/...) are system or tool litter, passed over without a word."""
     out: list[tuple[Path, Format | str]] = []
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        fmt = _file_format(path)
-        if not isinstance(fmt, Format) and any(part.startswith(".") for part in path.relative_to(source).parts):
+    for path, why in folder_files(source):
+        fmt = why if why is not None else _file_format(path)
+        if not isinstance(fmt, Format) and is_hidden(path, source):
             continue
         out.append((path, fmt))
     return out
@@ -138,7 +142,7 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
 
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
-    from capr.corpus import beir, ccda, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
+    from capr.corpus import beir, ccda, csv_docs, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
 
     return {
         Format.text: text.read_text_dir,
@@ -152,6 +156,7 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
         Format.mimic4: mimic.read_mimic4,
         Format.fhir: fhir.read_fhir,
         Format.ccda: ccda.read_ccda,
+        Format.csv: csv_docs.read_csv_documents,
         Format.mixed: _read_folder,
     }
 
@@ -184,8 +189,10 @@ def detect_format(source: Path) -> Format:
             return Format.mtsamples
         if b"section_header" in header:
             return Format.mts_dialog
-        raise BadInputError(str(source), "CSV is neither MTSamples (transcription column), MTS-Dialog, MIMIC-III NOTEEVENTS "
-                            "(ROW_ID, SUBJECT_ID, CATEGORY, TEXT) nor MIMIC-IV-Note (note_id, subject_id, note_type, text)")
+        raise BadInputError(str(source), f"CSV columns fit no reader: a CSV of documents has {COLUMNS_HELP}; also read "
+                            "are MTSamples (transcription column), MTS-Dialog, MIMIC-III NOTEEVENTS (ROW_ID, SUBJECT_ID, "
+                            "CATEGORY, TEXT) and MIMIC-IV-Note (note_id, subject_id, note_type, text); rename its columns "
+                            'or write JSONL, one {"id": ..., "title": ..., "text": ...} per line')
     if name.endswith((".json", ".json.gz")) and _sniff_json(source) is Format.fhir:
         return Format.fhir
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
@@ -193,13 +200,31 @@ def detect_format(source: Path) -> Format:
             return Format.fhir
         first = read_head(source, 65536).split(b"\n", 1)[0]
         try:
-            rec = json.loads(first)
+            rec = parse_json(first, one_line=True)
         except ValueError:
             return Format.jsonl  # the JSONL reader reports the bad line precisely
         if isinstance(rec, dict) and "medquad_file" in rec and "pid" in rec:
             return Format.medquad_cdv
         return Format.jsonl
-    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
+    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, csv, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
+
+
+def _check_text_format(source: Path) -> None:
+    """``--format text`` on a file another reader takes (a FHIR Bundle, JSONL, C-CDA) would index its raw
+    markup as one note: refused, naming the format it has. A file with a text suffix, or one no format is
+    detected for, is read as text, as asked."""
+    if source.name.lower().endswith(_TEXT_NAMES):
+        return
+    try:
+        other = detect_format(source)
+    except BadInputError:
+        if source.name.lower().endswith((".json", ".json.gz")):
+            raise BadInputError(str(source), "a JSON file, not a plain-text note: documents go in JSONL, one "
+                                "per line (--format jsonl); FHIR resources are read with --format fhir") from None
+        return
+    if other is not Format.text:
+        raise BadInputError(str(source), f"the file looks like {other.value} input, not a plain-text note; "
+                            f"use --format {other.value} (or auto)")
 
 
 def _nothing_read(source: Path, fmt: Format, report: ReadReport, before: tuple[int, int, int, int]) -> BadInputError:
@@ -211,7 +236,7 @@ def _nothing_read(source: Path, fmt: Format, report: ReadReport, before: tuple[i
     if mine.skipped:
         why += f"; the first: {mine.skipped[0]}"
     elif not why:
-        if source.is_dir() and not any(p.is_file() for p in source.rglob("*")):
+        if source.is_dir() and not folder_files(source):
             why = "the folder holds no files"
         elif fmt is Format.fhir:
             why = "no DocumentReference, Composition or DiagnosticReport resource"
@@ -243,6 +268,8 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
         raise BadInputError(str(source), "no such file or directory")
     if fmt is Format.mixed and not source.is_dir():
         fmt = detect_format(source)
+    if fmt is Format.text and source.is_file():
+        _check_text_format(source)
     before = report.counts()
     report.location = None
     limit = report.max_doc_chars

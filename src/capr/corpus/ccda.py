@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import aspect_for_code
-from capr.corpus.files import check_text_file, read_head, xml_declared_encoding
+from capr.corpus.files import check_text_file, read_head, wanted_files, xml_declared_encoding
 from capr.corpus.narrative import element_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
@@ -52,7 +52,7 @@ def hl7_time(value: str | None) -> str:
 def read_ccda(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.xml") if p.is_file())
+        files = wanted_files(path, report, lambda p: p.suffix.lower() == ".xml")
         if not files:
             report.bad(str(path), "no .xml files in this folder")
             return

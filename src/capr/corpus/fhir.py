@@ -17,12 +17,11 @@ document type), ``category``, ``author_role``, ``resource_type``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
 from capr.corpus.aspects import aspect_for_code
-from capr.corpus.files import json_lines, read_text
+from capr.corpus.files import json_lines, parse_json, read_text, wanted_files
 from capr.corpus.narrative import xhtml_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
@@ -41,7 +40,7 @@ def is_fhir_file(name: str) -> bool:
 def read_fhir(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and is_fhir_file(p.name))
+        files = wanted_files(path, report, lambda p: is_fhir_file(p.name))
         if not files:
             report.bad(str(path), "no FHIR .json or .ndjson files in this folder")
             return
@@ -72,9 +71,9 @@ def read_fhir_file(path: Path, report: ReadReport, context: dict[str, dict] | No
             yield from _resource(obj, path, record, report, context or {})
         return
     try:
-        obj = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        report.bad(str(path), f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
+        obj = parse_json(read_text(path))
+    except ValueError as e:
+        report.bad(str(path), str(e))
         return
     except BadInputError as e:
         report.bad(e.source, e.reason, e.record)

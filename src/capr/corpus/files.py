@@ -10,6 +10,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import re
 import tarfile
 import zlib
@@ -80,6 +81,70 @@ def csv_header(path: Path, reader: "csv.DictReader") -> list[str]:
         return list(reader.fieldnames or [])
     except READ_ERRORS as e:
         raise BadInputError(str(path), read_error_reason(e), "line 1") from None
+
+
+def folder_files(root: Path) -> list[tuple[Path, str | None]]:
+    """Every file under a folder, in path order, with None or why it cannot be read: symbolic links are
+    followed (a linked folder of notes is part of the corpus), a broken link, a link back into a folder
+    that contains it (a loop) and a second path to a file or folder already listed (by its real path) are
+    reported rather than read. The first path of a file or folder is the one that reaches it without a link."""
+    root = Path(root)
+    # what the folder holds without following a link: a link to one of these is a second path to it
+    owner: dict[str, Path] = {os.path.realpath(root): root}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            if not p.is_symlink():
+                owner.setdefault(os.path.realpath(p), p)
+    out: list[tuple[Path, str | None]] = []
+
+    def walk(folder: Path, ancestors: frozenset[str]) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as e:
+            out.append((folder, f"cannot read folder: {e.strerror or e}"))
+            return
+        for entry in entries:
+            path = Path(entry.path)
+            real = os.path.realpath(path)
+            first = owner.setdefault(real, path)
+            if entry.is_symlink():
+                target = os.readlink(path)
+                if not os.path.exists(real):
+                    out.append((path, f"broken symbolic link (its target {target} does not exist)"))
+                    continue
+                if any(a == real or a.startswith(real + os.sep) for a in ancestors):
+                    out.append((path, f"symbolic link loop (its target {target} is a folder that contains it)"))
+                    continue
+                if first != path:
+                    what = "folder" if os.path.isdir(real) else "file"
+                    out.append((path, f"symbolic link to a {what} read already as {first}"))
+                    continue
+            if os.path.isdir(real):
+                walk(path, ancestors | {real})
+            elif os.path.isfile(real):
+                out.append((path, None))
+
+    walk(root, frozenset({os.path.realpath(root)}))
+    return out
+
+
+def is_hidden(path: Path, root: Path) -> bool:
+    """Under a hidden name (.DS_Store, .git/...): system or tool litter, not part of a corpus."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def wanted_files(root: Path, report: "ReadReport", wanted: Callable[[Path], bool]) -> list[Path]:
+    """The files under a folder that ``wanted`` takes (see :func:`folder_files`); a broken or looping
+    link goes to ``report.bad`` (an error unless skipping), as an unreadable file does."""
+    out = []
+    for path, why in folder_files(root):
+        if why is not None:
+            if not is_hidden(path, root):
+                report.bad(str(path), why)
+        elif wanted(path):
+            out.append(path)
+    return out
 
 
 def read_head(path: Path, n: int = 8192) -> bytes:
@@ -160,6 +225,20 @@ def read_text(path: Path) -> str:
         raise BadInputError(str(path), f"not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
+def parse_json(text: str | bytes, one_line: bool = False) -> Any:
+    """``json.loads``, whose failures are a ValueError with one user-facing reason: also JSON nested
+    deeper than the parser's recursion limit (a line of 100,000 "["), which json raises as a RecursionError.
+    ``one_line``: the text is one line of a file, named by the caller, so the reason gives only the column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = f"column {e.colno}" if one_line else f"line {e.lineno}, column {e.colno}"
+        raise ValueError(f"invalid JSON: {e.msg} ({where})") from None
+    except RecursionError:
+        raise ValueError("invalid JSON: nested too deeply (arrays or objects inside each other hundreds of levels "
+                         "deep)") from None
+
+
 def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
     """("line N", parsed object) for every non-blank line. Invalid JSON goes to ``report.bad``
     (which raises unless skipping) or, without a report, raises at once."""
@@ -171,11 +250,12 @@ def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
             if not line or line.isspace():  # not .strip(): a huge line is not copied
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
+                obj = parse_json(line, one_line=True)
+            except ValueError as e:
+                reason = str(e)
                 if report is None:
-                    raise BadInputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}") from None
-                report.bad(str(path), f"invalid JSON: {e.msg} (column {e.colno})", f"line {lineno}")
+                    raise BadInputError(str(path), reason, f"line {lineno}") from None
+                report.bad(str(path), reason, f"line {lineno}")
                 continue
             del line  # the parsed record holds what is needed; the raw line is freed before it is indexed
             yield f"line {lineno}", obj

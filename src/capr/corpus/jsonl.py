@@ -9,8 +9,8 @@ from capr.corpus.files import json_lines
 from capr.corpus.report import ReadReport
 from capr.records import Document, check_doc_id
 
-_ID_KEYS = ("doc_id", "id", "_id", "docid")
-_RESERVED = {"text", "title", "metadata", "sections", *_ID_KEYS}
+ID_KEYS = ("doc_id", "id", "_id", "docid")
+_RESERVED = {"text", "title", "metadata", "sections", *ID_KEYS}
 
 
 def parse_document_json(obj: object, source: str, record: str, report: ReadReport) -> Document | None:
@@ -21,9 +21,9 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
     if not isinstance(text, str):
         report.bad(source, "missing string field 'text'", record)
         return None
-    key = next((k for k in _ID_KEYS if obj.get(k) not in (None, "")), None)
+    key = next((k for k in ID_KEYS if obj.get(k) not in (None, "")), None)
     if key is None:
-        report.bad(source, f"missing document id (one of {', '.join(_ID_KEYS)})", record)
+        report.bad(source, f"missing document id (one of {', '.join(ID_KEYS)})", record)
         return None
     try:
         doc_id = check_doc_id(obj[key])  # ["x"] used to be stored as the id "['x']"

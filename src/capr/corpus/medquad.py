@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import normalize_aspect
-from capr.corpus.files import READ_ERRORS, json_lines, read_error_reason
+from capr.corpus.files import READ_ERRORS, json_lines, read_error_reason, wanted_files
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, Qrel, Query, Section
@@ -88,7 +88,7 @@ def read_medquad_file(path: Path, report: ReadReport, subset: str = "") -> Docum
 def read_medquad(source: Path, report: ReadReport) -> Iterator[Document]:
     source = Path(source)
     if source.is_dir():
-        for path in sorted(source.rglob("*.xml")):
+        for path in wanted_files(source, report, lambda p: p.suffix.lower() == ".xml"):
             doc = read_medquad_file(path, report, subset=path.parent.name)
             if doc is not None:
                 yield doc

@@ -212,6 +212,12 @@ def section_passages(doc: Document, section: Section, index: int, config: Segmen
     return out
 
 
+def _is_title_only(text: str, section: Section, title: str) -> bool:
+    """Whether an untitled section holds nothing but the document's title (its case and spacing aside)."""
+    return section.end - section.start <= 2 * len(title) + 8 and \
+        " ".join(text[section.start:section.end].split()).lower() == " ".join(title.split())
+
+
 def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences: bool = False) -> list[Passage]:
     """Passages of a document: its given sections, else detected headings, else paragraphs.
 
@@ -226,6 +232,11 @@ def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences
         for sec in sections:
             if title and sec.heading.strip().lower() == title:  # the document's own title line is not an aspect
                 sec.aspect = ""
+        first = sections[0] if sections else None
+        if title and first is not None and not first.heading and _is_title_only(doc.text, first, title):
+            # the title line alone: every passage carries the title already, and a passage of nothing but it (no
+            # aspect, a few words) would outrank the sections it names
+            sections = sections[1:]
     passages: list[Passage] = []
     for i, s in enumerate(sections):
         passages.extend(section_passages(doc, s, i, config, lazy_sentences))

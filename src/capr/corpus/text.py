@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import read_text
+from capr.corpus.aspects import is_known_heading
+from capr.corpus.files import read_text, wanted_files
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -13,11 +15,31 @@ from capr.records import Document
 TEXT_SUFFIXES = {".txt", ".md", ".text", ".markdown"}
 
 
+# A first line is the note's title when it reads as one: a few words ("Cardiology clinic note",
+# "Discharge summary – gout"), not a sentence (no closing punctuation), a field ("Date: 2150-01-02"), a list
+# item or a section heading, with the note's text after it. MTSamples' sample names and MedQuAD's
+# document titles are short lines of this kind.
+TITLE_MAX_WORDS = 12
+TITLE_MAX_CHARS = 120
+_NOT_TITLE_RE = re.compile(r"[.?!,;:]$|:\s|^[-*•+>|]|^\d{1,3}[.)]\s")
+
+
+def first_line_title(text: str) -> str | None:
+    """The first line of a plain-text note when it is the note's title (see above), else None."""
+    first, _, rest = text.lstrip().partition("\n")
+    first = first.strip()
+    if not first or not rest.strip() or len(first) > TITLE_MAX_CHARS or len(first.split()) > TITLE_MAX_WORDS:
+        return None
+    if _NOT_TITLE_RE.search(first) or is_known_heading(first):
+        return None
+    return first
+
+
 def _title(path: Path, text: str) -> str:
     first = text.lstrip().split("\n", 1)[0].strip()
     if first.startswith("# "):
         return first[2:].strip()
-    return path.stem.replace("_", " ").replace("-", " ")
+    return first_line_title(text) or path.stem.replace("_", " ").replace("-", " ")
 
 
 def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | None:
@@ -37,7 +59,7 @@ def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
     if source.is_file():
         files, root = [source], source.parent
     else:
-        files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+        files = wanted_files(source, report, lambda p: p.suffix.lower() in TEXT_SUFFIXES)
         root = source
         if not files:
             raise BadInputError(str(source), f"no text files ({', '.join(sorted(TEXT_SUFFIXES))}) found")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from capr._version import __version__
-from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
@@ -28,7 +27,7 @@ from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_s
 from capr.index.reading import damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
-from capr.query import LEXICAL, Retriever, check_aspect
+from capr.query import LEXICAL, Retriever, check_aspect, filter_aspect, no_aspect_message
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id
 from capr.store.protocol import Backend, Capability
 
@@ -975,7 +974,7 @@ class Index:
         for c in clauses:
             if c.field not in fields:
                 raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(fields))}")
-            norm = (lambda v: normalize_aspect(str(v))) if c.field == "aspect" else None
+            norm = (lambda v: filter_aspect(v, self.aspect_counts(), self.analyzer)) if c.field == "aspect" else None
             parts = []
             for seg in self.segments:  # decided per segment's distinct values: no merged column per generation
                 if c.field not in seg.fields:  # the field is missing on all its passages: no clause matches
@@ -986,11 +985,13 @@ class Index:
                                          lambda seg=seg, col=col, f=c.field: seg.value_table(f)))
             m = (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
             if not m.any() and c.op in ("=", "in"):
+                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
+                if c.field == "aspect":
+                    raise QueryError(no_aspect_message(c.values[0], shown, self.aspect_counts()))
                 values = list(dict.fromkeys(str(v) for seg in self.segments if c.field in seg.fields
                                             for v in seg.column(c.field).values if v is not None))
                 close = difflib.get_close_matches(str(c.values[0]), values, n=5, cutoff=0.6)
                 hint = f" (close: {', '.join(close)})" if close else ""
-                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
                 raise QueryError(f"no passage has {shown}{hint}")
             mask &= m
         return mask

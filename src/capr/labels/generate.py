@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from capr.corpus.deid import mask_placeholders
+from capr.corpus.files import parse_json
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import BadInputError
 from capr.labels.gazetteer import Gazetteer, Mention, normalize_name
@@ -274,9 +275,9 @@ def read_labels(path: str | Path) -> Iterator[LabeledPassage]:
             if not line.strip():
                 continue
             try:
-                d = json.loads(line)
+                d = parse_json(line, one_line=True)
                 lp = LabeledPassage.from_dict(d)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError) as e:
                 raise BadInputError(str(path), f"line {lineno} is not a label record: {e}") from None
             if not lp.entities or not lp.aspect:
                 raise BadInputError(str(path), f"line {lineno}: a label record needs entities and an aspect")

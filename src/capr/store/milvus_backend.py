@@ -24,7 +24,6 @@ number (``seq``) so that ties break in insertion order, as they do in the embedd
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
@@ -34,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from capr._version import __version__
-from capr.corpus.aspects import normalize_aspect
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
@@ -42,7 +40,7 @@ from capr.filters import FilterClause, as_clauses, milvus_expr
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
-from capr.query import Retriever, check_aspect
+from capr.query import Retriever, check_aspect, filter_aspect, no_aspect_message
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section
 from capr.store.protocol import Backend, Capability
 
@@ -448,10 +446,18 @@ class MilvusStore:
 
     filter_expr = compile_filter
 
-    @staticmethod
-    def _normalized(clauses: list[FilterClause]) -> list[FilterClause]:
-        return [FilterClause(c.field, c.op, tuple(normalize_aspect(str(v)) for v in c.value) if c.op in ("in", "not in")
-                             else normalize_aspect(str(c.value))) if c.field == "aspect" else c for c in clauses]
+    def _normalized(self, clauses: list[FilterClause]) -> list[FilterClause]:
+        """Aspect values as the corpus aspects they select (capr.query.filter_aspect), as the embedded index reads them."""
+        if not any(c.field == "aspect" for c in clauses):
+            return clauses
+        counts = self.aspect_counts()
+        analyzer = self.analyzer if counts else None  # no aspects recorded: none for a value to read as
+
+        def norm(v: object) -> str:
+            return filter_aspect(v, counts, analyzer)
+
+        return [FilterClause(c.field, c.op, tuple(norm(v) for v in c.value) if c.op in ("in", "not in")
+                             else norm(c.value)) if c.field == "aspect" else c for c in clauses]
 
     def explain_empty(self, filters: Any) -> None:
         """The embedded backend's error for a filter value no passage has, found only when a filtered
@@ -461,11 +467,10 @@ class MilvusStore:
                 continue  # an empty range is an answer, not a typo
             res = self.client.query(self.name, filter=milvus_expr(self._normalized([c]), BUILTIN), output_fields=["count(*)"])
             if int(res[0]["count(*)"]) == 0:
-                value = c.values[0]
-                close = difflib.get_close_matches(str(value), self.aspects(), n=5, cutoff=0.6) if c.field == "aspect" else []
-                hint = f" (close: {', '.join(close)})" if close else ""
                 shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
-                raise QueryError(f"no passage has {shown}{hint}")
+                if c.field == "aspect":
+                    raise QueryError(no_aspect_message(c.values[0], shown, self.aspect_counts()))
+                raise QueryError(f"no passage has {shown}")
 
     def aspect_counts(self) -> dict[str, int | None]:
         """Aspects with passage counts unknown (None): capr's meta row keeps the list, not the counts."""
