@@ -228,3 +228,27 @@ def test_what_a_killed_writer_leaves_is_harmless(tmp_path):
     assert time.monotonic() - t0 < 30
     assert not _leftovers(root)
     assert load_index(root).counts["documents"] == 6
+
+
+def test_an_index_built_again_under_the_same_path_is_pinned_afresh(tmp_path):
+    """A snapshot of a deleted index folder still alive in this process must not stand in for a pin of the new
+    index's generation of the same name: another process reading that one keeps it through this process's
+    compaction."""
+    import shutil
+
+    root = tmp_path / "idx"
+    build_index(_docs(10), root)
+    old = load_index(root)  # kept alive across the rebuild
+    shutil.rmtree(root)
+    build_index(_docs(10, 10), root)  # gen-000001 again: the old snapshot's pin names a deleted file
+    reader = subprocess.Popen([sys.executable, "-c", _HOLDING_READER, str(root)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    held = reader.stdout.readline().strip()
+    assert held == old.gen.name
+    with IndexWriter(root, mode="update") as w:
+        w.add(_docs(1, 20)[0])
+    compact_index(root)
+    assert (root / held).is_dir()
+    out, err = reader.communicate("go\n", timeout=120)
+    assert reader.returncode == 0 and len(out.split()) == 3, err
+    old.close()

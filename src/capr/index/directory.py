@@ -104,7 +104,7 @@ def pin_generation(gen: Path) -> Callable[[], None] | None:
     flock for the first reader of a generation in a process."""
     key = str(gen)
     with _pins_lock:
-        pin = _pins.get(key)
+        pin = _own_pin(gen)
         if pin is not None:
             pin.count += 1
         else:
@@ -137,11 +137,27 @@ def pin_generation(gen: Path) -> Callable[[], None] | None:
     return release
 
 
+def _own_pin(gen: Path) -> _Pin | None:
+    """This process's pin of ``gen``, unless its file is no longer the one at that path (an index folder deleted
+    and built again under the same name while an old snapshot was still alive): one stat. Call under _pins_lock."""
+    pin = _pins.get(str(gen))
+    if pin is None:
+        return None
+    try:
+        same = os.stat(gen / "manifest.json").st_ino == os.fstat(pin.fh.fileno()).st_ino
+    except OSError:
+        same = False
+    if not same:
+        del _pins[str(gen)]  # its holders still release (and close) it
+        return None
+    return pin
+
+
 def _lock_for_deletion(gen: Path):
     """Exclusively locks an obsolete generation's manifest when no other process pins it: returns a function
     that ends the lock (after the folder is renamed away), or None when another process reads it."""
     with _pins_lock:
-        own = _pins.get(str(gen))
+        own = _own_pin(gen)
         if own is not None:
             try:
                 fcntl.flock(own.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
