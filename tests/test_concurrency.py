@@ -252,3 +252,35 @@ def test_an_index_built_again_under_the_same_path_is_pinned_afresh(tmp_path):
     out, err = reader.communicate("go\n", timeout=120)
     assert reader.returncode == 0 and len(out.split()) == 3, err
     old.close()
+
+
+@pytest.mark.parametrize("cut", [KeyboardInterrupt, PermissionError])
+def test_a_commit_cut_short_after_current_moved_keeps_its_segments(tmp_path, monkeypatch, cut):
+    """Ctrl-C or SIGTERM (or a failed unlink) while a commit deletes what it made obsolete: CURRENT already names
+    the new generation, so the write stands — its new and merged segments are not removed as an aborted
+    write's would be (the soak found `segments/seg-…: missing` after a SIGTERM there)."""
+    from capr.index import directory as dirs
+
+    root = tmp_path / "idx"
+    build_index(_docs(5), root)
+    with IndexWriter(root, mode="update") as w:
+        w.add(_docs(1, 5)[0])
+
+    def interrupted(*args, **kwargs):
+        raise cut()
+
+    writer = IndexWriter(root, mode="update")  # opened before the clean-up breaks
+    writer.add(_docs(1, 6)[0])
+    monkeypatch.setattr(dirs, "remove_stale", interrupted)
+    if cut is KeyboardInterrupt:
+        with pytest.raises(KeyboardInterrupt):
+            writer.commit()
+    else:
+        writer.commit()  # the write is committed: said so, not reported as failed
+    monkeypatch.undo()
+    index = load_index(root)
+    index.check_files()
+    assert index.counts["documents"] == 7 and search(index, "gout")
+    with IndexWriter(root, mode="update") as w:  # and the lock was let go
+        w.add(_docs(1, 7)[0])
+    assert not _leftovers(root)

@@ -412,16 +412,32 @@ class IndexWriter:
             fsync_dir(gen_tmp / "live")
             final = dirs.commit_generation(self.root, gen_tmp, name, self._background_cleanup)
         except BaseException as e:
-            if gen_tmp is not None:
-                shutil.rmtree(gen_tmp, ignore_errors=True)
-            self.abort()
-            if isinstance(e, OSError):
-                raise self._write_error(e) from None
-            raise
+            if gen_tmp is not None and _names_current(self.root, name):
+                # CURRENT already names the new generation: the write is committed and only the clean-up after
+                # it was cut short (Ctrl-C, SIGTERM, a failed unlink). Aborting now would delete its segments.
+                if not isinstance(e, Exception):
+                    self._closed = True
+                    self._lock.__exit__(None, None, None)
+                    raise
+                final = self.root / name
+            else:
+                if gen_tmp is not None:
+                    shutil.rmtree(gen_tmp, ignore_errors=True)
+                self.abort()
+                if isinstance(e, OSError):
+                    raise self._write_error(e) from None
+                raise
         self._closed = True
         self._lock.__exit__(None, None, None)
         reuse = {e[0]: e[1] for e in entries if e[1] is not None}
         return Index(self.root, final, previous=self.base, reuse=reuse)
+
+
+def _names_current(root: Path, name: str) -> bool:
+    try:
+        return dirs.current_name(root) == name
+    except CaprError:
+        return False
 
 
 def _missing(root: Path) -> list[Path]:
