@@ -474,7 +474,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # what the killed writers left is deleted by the next writer; no reader is left to pin an old generation
     leftovers_before = [p.name for d in (root, root / "segments") for p in d.iterdir() if ".tmp-" in p.name]
-    subprocess.run([*CAPR, "compact", str(root), "--wait", str(args.wait)], check=True, capture_output=True, env=_env())
+    final = subprocess.run([*CAPR, "compact", str(root), "--wait", str(args.wait)], capture_output=True, text=True,
+                           env=_env())
+    if final.returncode != 0:  # the index the writers left is broken: that is the finding, said without a traceback
+        print(f"| the final `capr compact` failed | {final.stderr.strip().splitlines()[-1:]} |\n| violations | 1 |")
+        print(f"index kept for inspection: {root}")
+        return 1
     leftovers_after = [p.name for d in (root, root / "segments") for p in d.iterdir()
                        if ".tmp-" in p.name or p.name.startswith(".trash-")]
     generations = sorted(p.name for p in root.iterdir() if p.name.startswith("gen-"))
