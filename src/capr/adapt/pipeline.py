@@ -363,6 +363,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
           index_progress: Any = None) -> AdaptReport:
     """Runs the whole adaptation and returns its report (also written to OUT.adapt/adapt.json and recorded in the
     index manifest and the kept model's card)."""
+    from capr.index.directory import DEFAULT_LOCK_WAIT_S
     from capr.index.index import IndexWriter
     from capr.labels.generate import read_labels
     from capr.models.encoder import EncoderConfig
@@ -522,7 +523,8 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     log(f"building the index with {report.kept_model}")
     dense = EncoderConfig(model=report.kept_model)
     writer = IndexWriter(config.out, SegmenterConfig(max_tokens=config.max_tokens), dense=dense,
-                         report=ReadReport(skip_bad=config.skip_bad), progress=index_progress)
+                         report=ReadReport(skip_bad=config.skip_bad), progress=index_progress,
+                         lock_wait_s=DEFAULT_LOCK_WAIT_S)  # a server of OUT may be writing it
     # `capr search`, the service and `capr eval --model OUT` search with what the gate kept unless told otherwise
     kept_second = report.second_stage.get("kept")
     record_profile(writer.dense_info, fusion={"method": "rrf", "weights": report.fusion["weights"]} if report.fusion else None,

@@ -8,7 +8,7 @@ import sys
 # the command groups register themselves on import; this order is the order of `capr --help`
 from capr.cli import index_cmds, search_cmds, eval_cmds, train_cmds, adapt_cmd, cases_cmds, serve_cmd  # noqa: F401
 # isort: on
-from capr.cli.common import app, split_backend  # noqa: F401 - the app, and what tests and scripts import
+from capr.cli.common import app, split_backend, terminate_cleanly  # noqa: F401 - the app, and what tests and scripts import
 from capr.demo import demo_corpus_dir  # noqa: F401
 
 _VARIADIC = ("--options",)
@@ -40,6 +40,7 @@ def main() -> None:
     # fails with EFBIG instead and the index writer reports it in one line, like a full disk.
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    terminate_cleanly()
     app(args=expand_variadic(sys.argv[1:]), prog_name="capr")
 
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from capr.corpus import ReadReport
 from capr.errors import CaprError, QueryError
+from capr.index.directory import DEFAULT_LOCK_WAIT_S, WriterBusy
 from capr.index.index import DEFAULT_MAX_DOC_CHARS
 from capr.models.encoder import EncoderConfig, parse_backend
 from capr.store import BackendOptions, Capability
@@ -26,6 +27,26 @@ out = Console(soft_wrap=True)
 
 
 err = Console(stderr=True, soft_wrap=True)
+
+
+WAIT_OPTION = typer.Option(DEFAULT_LOCK_WAIT_S, "--wait", min=0, metavar="SECONDS",
+                           help="How long to wait while another process writes this index (0: give up at once).")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is so that a writer aborts as on Ctrl-C: no LOCK or temporary folder
+    is left behind, and the index keeps its current generation."""
+
+
+def terminate_cleanly() -> None:
+    """SIGTERM unwinds like SIGINT; a second SIGTERM during that cleanup ends the process at once."""
+    import signal
+
+    def handler(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -68,8 +89,12 @@ def _run_guarded(fn):
     """Runs a command body; user errors become one clean line, never a traceback."""
     try:
         return fn()
+    except WriterBusy as e:
+        _fail(f"{e} (--wait SECONDS waits longer)")
     except CaprError as e:
         _fail(str(e))
+    except Terminated:
+        _fail("terminated", 143)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
 
@@ -161,10 +186,10 @@ def split_backend(backend: str, encoder_backend: Optional[str]) -> tuple[str, st
 
 
 def backend_options(backend: str, uri: Optional[str], token: Optional[str], tls_ca: Optional[Path],
-                    encoder_backend: Optional[str] = None) -> BackendOptions:
+                    encoder_backend: Optional[str] = None, lock_wait_s: float = 0.0) -> BackendOptions:
     """The connection options every command shares (the encoder backend rides along for the old spelling)."""
     store_backend, enc_backend = split_backend(backend, encoder_backend)
-    opts = BackendOptions(backend=store_backend, uri=uri, token=token, tls_ca=tls_ca)
+    opts = BackendOptions(backend=store_backend, uri=uri, token=token, tls_ca=tls_ca, lock_wait_s=lock_wait_s)
     opts.encoder_backend = enc_backend
     return opts
 

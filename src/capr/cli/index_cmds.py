@@ -19,6 +19,7 @@ from capr.cli.common import (
     TLS_CA_OPTION,
     TOKEN_OPTION,
     URI_OPTION,
+    WAIT_OPTION,
     _encoder_config,
     _print_write_summary,
     _run_guarded,
@@ -60,6 +61,7 @@ def index_cmd(
     tls_ca: Optional[Path] = TLS_CA_OPTION,
     milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
     max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
+    wait: float = WAIT_OPTION,
 ) -> None:
     """Read SOURCE, split it into passages and build a persistent index: BM25/TF-IDF and dense vectors (MiniLM)
     unless --lexical-only."""
@@ -69,6 +71,7 @@ def index_cmd(
             raise CaprError("--max-tokens and --overlap must be >= 0")
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
         opts.index_type = milvus_index
+        opts.lock_wait_s = wait
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
@@ -93,12 +96,13 @@ def add_cmd(
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
     max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
+    wait: float = WAIT_OPTION,
 ) -> None:
     """Add documents to an index without rebuilding it; a document with an existing id replaces it."""
 
     def body() -> None:
         report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
-        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        store = backend_options(backend, uri, token, tls_ca, lock_wait_s=wait).open(index_dir)
         # nothing to add is said as an error, and no generation is written for it
         docs = read_documents(source, fmt, report, require_documents=True)
         before = store.stats()["documents"]
@@ -125,11 +129,12 @@ def delete_cmd(
     uri: Optional[str] = URI_OPTION,
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
+    wait: float = WAIT_OPTION,
 ) -> None:
     """Delete documents (all their passages) from an index without rebuilding it."""
 
     def body() -> None:
-        store = backend_options(backend, uri, token, tls_ca).open(index_dir)
+        store = backend_options(backend, uri, token, tls_ca, lock_wait_s=wait).open(index_dir)
         t0 = time.time()
         # the store's count: an id given twice (--doc-id d1 --doc-id d1) deletes one document
         n = store.delete(doc_ids)
@@ -141,6 +146,7 @@ def delete_cmd(
 @app.command("compact")
 def compact_cmd(
     index_dir: Path = typer.Argument(..., help="Existing index directory."),
+    wait: float = WAIT_OPTION,
 ) -> None:
     """Merge all segments of an index into one, dropping deleted passages; search results do not change
     (commits already merge small segments as they go; this is for a final, single-segment index)."""
@@ -150,12 +156,12 @@ def compact_cmd(
 
         from capr.cli.common import err
         from capr.index import Index, compact_index
-        from capr.index.directory import current_generation
 
-        before = Index(Path(index_dir), current_generation(index_dir))
+        before = Index.load(Path(index_dir))
         n_before, rows_before = len(before.segments), len(before)
+        before.close()
         t0 = time.time()
-        idx = compact_index(index_dir, progress=lambda what: err.print(f"  {escape(what)}"))
+        idx = compact_index(index_dir, progress=lambda what: err.print(f"  {escape(what)}"), lock_wait_s=wait)
         err.print(f"compacted {escape(str(index_dir))}: {n_before} segment(s), {rows_before} rows → {len(idx.segments)} segment(s), "
                   f"{len(idx)} rows ({idx.counts['documents']} documents, {idx.counts['passages']} passages) "
                   f"in {time.time() - t0:.1f}s")

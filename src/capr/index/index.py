@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import time
+import weakref
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -24,7 +25,7 @@ from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import BM25Params, TermMatrix, TfidfScorer
 from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_segments
-from capr.index.reading import damaged, load_npy, read_json
+from capr.index.reading import DamagedIndexError, damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.query import LEXICAL, Retriever, check_aspect, filter_aspect, no_aspect_message
@@ -76,12 +77,14 @@ class IndexWriter:
         base: "Index | None" = None,
         merge_policy: MergePolicy | None = DEFAULT_MERGE_POLICY,
         background_cleanup: bool = False,
+        lock_wait_s: float = 0.0,
     ) -> None:
         """``base``: a loaded generation of ``root`` to update (the service passes the one it serves): used
         when it is still the current generation, so a one-document write reuses its segments' loaded id maps
         instead of opening the index again. ``merge_policy``: which segments each commit merges (None: none).
         ``background_cleanup``: folders the commit makes obsolete are deleted by a daemon thread (a long-running
-        process such as the service; a CLI process must not exit before they are gone)."""
+        process such as the service; a CLI process must not exit before they are gone). ``lock_wait_s``: how long to
+        wait for another process's write to end (then WriterBusy)."""
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
@@ -116,7 +119,7 @@ class IndexWriter:
                 self._created = _missing(self.root)
                 dirs.prepare_root(self.root)
             # Lock before reading the base generation: a concurrent writer's commit must not be lost.
-            self._lock = dirs.write_lock(self.root)
+            self._lock = dirs.write_lock(self.root, lock_wait_s)
             self._lock.__enter__()
         except OSError as e:  # e.g. a parent folder that cannot be created, a read-only file system
             raise self._write_error(e) from None
@@ -396,16 +399,32 @@ class IndexWriter:
             fsync_dir(gen_tmp / "live")
             final = dirs.commit_generation(self.root, gen_tmp, name, self._background_cleanup)
         except BaseException as e:
-            if gen_tmp is not None:
-                shutil.rmtree(gen_tmp, ignore_errors=True)
-            self.abort()
-            if isinstance(e, OSError):
-                raise self._write_error(e) from None
-            raise
+            if gen_tmp is not None and _names_current(self.root, name):
+                # CURRENT already names the new generation: the write is committed and only the clean-up after
+                # it was cut short (Ctrl-C, SIGTERM, a failed unlink). Aborting now would delete its segments.
+                if not isinstance(e, Exception):
+                    self._closed = True
+                    self._lock.__exit__(None, None, None)
+                    raise
+                final = self.root / name
+            else:
+                if gen_tmp is not None:
+                    shutil.rmtree(gen_tmp, ignore_errors=True)
+                self.abort()
+                if isinstance(e, OSError):
+                    raise self._write_error(e) from None
+                raise
         self._closed = True
         self._lock.__exit__(None, None, None)
         reuse = {e[0]: e[1] for e in entries if e[1] is not None}
         return Index(self.root, final, previous=self.base, reuse=reuse)
+
+
+def _names_current(root: Path, name: str) -> bool:
+    try:
+        return dirs.current_name(root) == name
+    except CaprError:
+        return False
 
 
 def _missing(root: Path) -> list[Path]:
@@ -420,6 +439,11 @@ def _missing(root: Path) -> list[Path]:
 
 
 _UNLOADED = object()
+_OPEN_ATTEMPTS = 100  # generations a reader may see come and go while opening one (each is a full commit)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _live_terms(m: TermMatrix, live: np.ndarray, chunk: int = 1 << 20) -> set[str]:
@@ -572,6 +596,8 @@ class Index:
         self.root = root
         self.gen = gen
         manifest_path = gen / "manifest.json"
+        # pinned before anything of it is read: no writer deletes it until this snapshot is closed or dropped
+        self._unpin = weakref.finalize(self, dirs.pin_generation(gen) or _nothing)
         self.manifest = read_json(manifest_path)
         if not isinstance(self.manifest, dict):
             raise damaged(manifest_path, f"not a JSON object (a {type(self.manifest).__name__})")
@@ -621,8 +647,26 @@ class Index:
 
     @classmethod
     def load(cls, root: str | Path, previous: "Index | None" = None) -> "Index":
+        """The generation CURRENT names. A writer may make it obsolete and delete it between reading CURRENT and
+        pinning it: a generation that vanishes while CURRENT has moved on is opened again at the new name; one
+        that is broken while CURRENT still names it is damage, and said so."""
         root = Path(root)
-        return cls(root, dirs.current_generation(root), previous=previous)
+        name = dirs.current_name(root)
+        for _ in range(_OPEN_ATTEMPTS):
+            try:
+                return cls(root, root / name, previous=previous)
+            except IndexError_ as e:
+                if not isinstance(e, (DamagedIndexError, dirs.GenerationGone)):
+                    raise
+                now = dirs.current_name(root)
+                if now == name:
+                    if not (root / name / "manifest.json").is_file():
+                        raise dirs.missing_generation(root, name) from None
+                    if isinstance(e, DamagedIndexError):
+                        raise
+                    time.sleep(0.01)  # CURRENT names a generation being deleted: a writer is mid-commit
+                name = now
+        raise IndexError_(f"{root}: the index changed {_OPEN_ATTEMPTS} times while it was being opened; try again")
 
     def check_files(self) -> None:
         """Raises DamagedIndexError when a segment file is missing or cut short (headers only, see
@@ -633,6 +677,7 @@ class Index:
     def close(self) -> None:
         for s in self.segments:
             s.close()
+        self._unpin()
 
     def __len__(self) -> int:
         """Rows, including deleted passages still present in segments (see ``live``)."""
@@ -1023,10 +1068,10 @@ def load_index(root: str | Path, previous: Index | None = None) -> Index:
     return Index.load(root, previous=previous)
 
 
-def compact_index(root: str | Path, progress: Any = None) -> Index:
+def compact_index(root: str | Path, progress: Any = None, lock_wait_s: float = 0.0) -> Index:
     """Merge every segment of the index at ``root`` into one, dropping deleted rows, in one commit (readers keep
     the previous generation until then). The result equals a fresh rebuild of the live documents in their
     current order: same rows, vocabulary, statistics and scores."""
-    writer = IndexWriter(root, mode="update", progress=progress)
+    writer = IndexWriter(root, mode="update", progress=progress, lock_wait_s=lock_wait_s)
     writer.compact()
     return writer.commit()

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from capr.errors import CaprError, IndexError_
+from capr.errors import CaprError
 from capr.index import Index, IndexWriter
-from capr.index.directory import CURRENT
+from capr.index.directory import CURRENT, WriterBusy
 from capr.records import Document
 
 log = logging.getLogger("capr.service")
@@ -145,20 +145,12 @@ class IndexHolder:
 
     # -- writing --------------------------------------------------------------------------
     def _open_writer(self) -> IndexWriter:
-        deadline = time.monotonic() + self.write_wait_s
-        delay = 0.05
-        while True:
-            try:
-                return IndexWriter(self.root, mode="update", base=self._snap, background_cleanup=True)
-            except IndexError_ as e:
-                # capr's writer lock is non-blocking; another process (a second worker, `capr add`)
-                # holding it is worth waiting for, any other index error is not
-                if "another process is writing" not in str(e):
-                    raise
-                if time.monotonic() > deadline:
-                    raise WriteBusy(f"the index is being written by another process for more than {self.write_wait_s:.0f} s") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        # another process (a second worker, `capr add`) holding the writer lock is worth waiting for
+        try:
+            return IndexWriter(self.root, mode="update", base=self._snap, background_cleanup=True,
+                               lock_wait_s=self.write_wait_s)
+        except WriterBusy:
+            raise WriteBusy(f"the index is being written by another process for more than {self.write_wait_s:.0f} s") from None
 
     def write(self, fn: Callable[[IndexWriter], T]) -> tuple[T, Index]:
         """Runs ``fn(writer)`` and commits; returns fn's result and the new snapshot, now current."""

@@ -40,6 +40,7 @@ class BackendOptions:
     token: str | None = None
     tls_ca: Path | None = None
     index_type: str = "FLAT"  # Milvus vector index of a new collection
+    lock_wait_s: float = 0.0  # embedded: how long a write waits for another process's write to end
 
     def __post_init__(self) -> None:
         self.backend = parse_backend(self.backend)
@@ -54,12 +55,13 @@ class BackendOptions:
         return {"secure": True, "ca_pem_path": str(self.tls_ca)}
 
     def open(self, name: str | Path) -> "Store":
-        return open_store(name, self.backend, uri=self.uri, token=self.token, **self.milvus_options())
+        return open_store(name, self.backend, uri=self.uri, token=self.token, lock_wait_s=self.lock_wait_s,
+                          **self.milvus_options())
 
     def create(self, name: str | Path, **settings: Any) -> "Store":
         extra = {"index_type": self.index_type} if self.backend is Backend.milvus else {}
         return create_store(name, self.backend, uri=self.uri, token=self.token, **settings, **extra,
-                            **self.milvus_options())
+                            lock_wait_s=self.lock_wait_s, **self.milvus_options())
 
 
 def parse_backend(value: str | Backend) -> Backend:
@@ -70,15 +72,16 @@ def parse_backend(value: str | Backend) -> Backend:
 
 
 def open_store(name: str | Path, backend: str | Backend = Backend.embedded, uri: str | None = None,
-               token: str | None = None, **milvus_options: Any) -> Store:
-    """An existing index: a directory (embedded) or a collection on the Milvus at ``uri``."""
+               token: str | None = None, lock_wait_s: float = 0.0, **milvus_options: Any) -> Store:
+    """An existing index: a directory (embedded) or a collection on the Milvus at ``uri``. ``lock_wait_s``
+    (embedded): how long a write waits for another process's write to end."""
     b = parse_backend(backend)
     if b is Backend.embedded:
         if uri:
             raise CaprError("--uri is for --backend milvus; the embedded backend takes an index directory")
         from capr.store.embedded import EmbeddedStore
 
-        return EmbeddedStore(Path(name))
+        return EmbeddedStore(Path(name), lock_wait_s=lock_wait_s)
     from capr.store.milvus_backend import MilvusStore
 
     return MilvusStore.open(_require_uri(uri), str(name), token=token, **milvus_options)
@@ -87,7 +90,7 @@ def open_store(name: str | Path, backend: str | Backend = Backend.embedded, uri:
 def create_store(name: str | Path, backend: str | Backend = Backend.embedded, uri: str | None = None,
                  token: str | None = None, segmenter: "SegmenterConfig | None" = None,
                  analyzer: "AnalyzerConfig | None" = None, bm25: "BM25Params | None" = None,
-                 dense: "EncoderConfig | None" = None, **milvus_options: Any) -> Store:
+                 dense: "EncoderConfig | None" = None, lock_wait_s: float = 0.0, **milvus_options: Any) -> Store:
     """A new, empty index (replacing one of the same name) with these analysis and encoder settings."""
     b = parse_backend(backend)
     if b is Backend.embedded:
@@ -95,7 +98,8 @@ def create_store(name: str | Path, backend: str | Backend = Backend.embedded, ur
             raise CaprError("--uri is for --backend milvus; the embedded backend takes an index directory")
         from capr.store.embedded import EmbeddedStore
 
-        return EmbeddedStore.create(Path(name), segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense)
+        return EmbeddedStore.create(Path(name), segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense,
+                                    lock_wait_s=lock_wait_s)
     from capr.store.milvus_backend import MilvusStore
 
     return MilvusStore.create(_require_uri(uri), str(name), token=token, segmenter=segmenter, analyzer=analyzer,

@@ -23,20 +23,24 @@ if TYPE_CHECKING:
 class EmbeddedStore:
     backend = Backend.embedded
 
-    def __init__(self, root: Path, index: Index | None = None) -> None:
+    def __init__(self, root: Path, index: Index | None = None, lock_wait_s: float = 0.0) -> None:
+        """``lock_wait_s``: how long a write waits for another process's write to end (see IndexWriter)."""
         self.root = Path(root)
         self.name = str(root)
         self._index = index if index is not None else Index.load(self.root)
         self._create_args: dict[str, Any] | None = None
+        self.lock_wait_s = lock_wait_s
 
     @classmethod
     def create(cls, root: Path, segmenter: "SegmenterConfig | None" = None, analyzer: "AnalyzerConfig | None" = None,
-               bm25: "BM25Params | None" = None, dense: "EncoderConfig | None" = None) -> "EmbeddedStore":
+               bm25: "BM25Params | None" = None, dense: "EncoderConfig | None" = None,
+               lock_wait_s: float = 0.0) -> "EmbeddedStore":
         # Nothing is written until the first add: the first generation is the whole first batch, exactly
         # as `capr index` has always written it (an empty generation before it would be pointless).
         store = cls.__new__(cls)
         store.root, store.name, store._index = Path(root), str(root), None
         store._create_args = dict(segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense)
+        store.lock_wait_s = lock_wait_s
         return store
 
     @property
@@ -58,7 +62,8 @@ class EmbeddedStore:
     def _writer(self, progress: Any = None, report: Any = None, max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> IndexWriter:
         mode = "create" if self._create_args is not None else "update"
         return IndexWriter(self.root, mode=mode, progress=progress, report=report, max_doc_chars=max_doc_chars,
-                           base=self._index if mode == "update" else None, **(self._create_args or {}))
+                           base=self._index if mode == "update" else None, lock_wait_s=self.lock_wait_s,
+                           **(self._create_args or {}))
 
     def add(self, documents: Iterable[Document], progress: Any = None, report: Any = None,
             max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> int:
@@ -95,7 +100,7 @@ class EmbeddedStore:
     def compact(self, progress: Any = None) -> dict[str, int]:
         """Merge all segments into one (see capr.index.compact_index); returns segments before and after."""
         before = len(self.index.segments)
-        writer = IndexWriter(self.root, mode="update", progress=progress, base=self._index)
+        writer = IndexWriter(self.root, mode="update", progress=progress, base=self._index, lock_wait_s=self.lock_wait_s)
         try:
             writer.compact()
             self._replace(writer.commit())
