@@ -293,3 +293,13 @@ def test_deeply_nested_labels_and_dev_set_lines(tmp_path):
         list(read_labels(deep))
     with pytest.raises(BadInputError, match=r"\[line 1\]: expected .*nested too deeply"):
         jsonl_check(deep)
+
+
+def test_a_document_of_nothing_but_its_title_keeps_it():
+    """The title line is dropped as a passage only where other sections follow: a document whose whole text is its
+    title is still a passage (it would otherwise be refused as empty)."""
+    from capr.corpus.segment import segment
+    from capr.records import Document
+
+    only = segment(Document("d", "Purple rash since 1997", "Purple rash since 1997"))
+    assert [p.text for p in only] == ["Purple rash since 1997"]

@@ -232,10 +232,9 @@ def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences
         for sec in sections:
             if title and sec.heading.strip().lower() == title:  # the document's own title line is not an aspect
                 sec.aspect = ""
-        first = sections[0] if sections else None
-        if title and first is not None and not first.heading and _is_title_only(doc.text, first, title):
+        if title and len(sections) > 1 and not sections[0].heading and _is_title_only(doc.text, sections[0], title):
             # the title line alone: every passage carries the title already, and a passage of nothing but it (no
-            # aspect, a few words) would outrank the sections it names
+            # aspect, a few words) would outrank the sections it names; a document of nothing but its title keeps it
             sections = sections[1:]
     passages: list[Passage] = []
     for i, s in enumerate(sections):
