@@ -29,16 +29,22 @@ def case_index_cmd(
     model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
     max_length: int = typer.Option(256, help="Encoder max tokens."),
     mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
+    sources: List[str] = typer.Option([], "--source", help="Only these local sources (repeatable): medquad, mtsamples, "
+                                      "pubmedqa, medmcqa, e3c, codiesp, openstax (default: all)."),
+    codiesp_splits: List[str] = typer.Option(["train", "background"], "--codiesp-split", help="CodiEsp splits indexed "
+                                             "(repeatable; dev is held out for measuring similar cases)."),
 ) -> None:
     """Index the local case corpus: MedQuAD answers (test documents excluded), MTSamples notes, PubMedQA
-    abstracts, MedMCQA explanations, plus any --add corpus."""
+    abstracts, MedMCQA explanations, E3C case narratives, CodiEsp coded cases, OpenStax sections, plus any
+    --add corpus."""
 
     def body() -> None:
         import itertools
 
-        from capr.cases.data import case_corpus
+        from capr.cases.data import CASE_SOURCES, case_corpus
 
-        docs = itertools.chain(case_corpus(data_dir, mtsamples_notes=mtsamples_notes),
+        docs = itertools.chain(case_corpus(data_dir, tuple(sources) or CASE_SOURCES, mtsamples_notes=mtsamples_notes,
+                                           codiesp_splits=tuple(codiesp_splits)),
                                *(read_documents(p, Format.auto) for p in extra))
         store = BackendOptions().create(out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
                                         dense=_encoder_config(dense, model, None, "torch", max_length))

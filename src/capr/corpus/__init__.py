@@ -28,6 +28,9 @@ class Format(str, Enum):
     mimic4 = "mimic4"
     fhir = "fhir"
     ccda = "ccda"
+    e3c = "e3c"  # E3C clinical case narratives (JSONL)
+    codiesp = "codiesp"  # CodiEsp coded clinical cases (JSONL)
+    openstax = "openstax"  # OpenStax textbook sections (JSONL)
     # a folder of files in different formats: each file is read by its own (detected) format
     mixed = "mixed"
 
@@ -138,7 +141,7 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
 
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
-    from capr.corpus import beir, ccda, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
+    from capr.corpus import beir, casereports, ccda, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
 
     return {
         Format.text: text.read_text_dir,
@@ -152,6 +155,9 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
         Format.mimic4: mimic.read_mimic4,
         Format.fhir: fhir.read_fhir,
         Format.ccda: ccda.read_ccda,
+        Format.e3c: casereports.read_e3c,
+        Format.codiesp: casereports.read_codiesp,
+        Format.openstax: casereports.read_openstax,
         Format.mixed: _read_folder,
     }
 
@@ -198,8 +204,12 @@ def detect_format(source: Path) -> Format:
             return Format.jsonl  # the JSONL reader reports the bad line precisely
         if isinstance(rec, dict) and "medquad_file" in rec and "pid" in rec:
             return Format.medquad_cdv
+        from capr.corpus.casereports import sniff_case_report
+
+        if (kind := sniff_case_report(rec)) is not None:
+            return Format(kind)
         return Format.jsonl
-    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
+    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda, e3c, codiesp, openstax)")
 
 
 def _nothing_read(source: Path, fmt: Format, report: ReadReport, before: tuple[int, int, int, int]) -> BadInputError:
