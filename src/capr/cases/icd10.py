@@ -4,11 +4,11 @@ Names come from PyPI `simple-icd-10-cm` (the CDC tabular list; names ~98.5 % of 
 code it does not know is named by its category (first three characters) when that is known.
 
 Mentions are dictionary matches of ICD-10-CM names in the text: each code's name lower-cased, without
-parenthesised qualifiers ("Essential (primary) hypertension" → "essential hypertension"), without
-"unspecified", and cut at its first comma ("Fever, unspecified" → "fever"); names starting with "other" or
-shorter than four letters are left out (they name nothing on their own). Longest match first; a name shared by
-several codes is read as the most general one. A mention right after a negation ("no", "without", "denies",
-"negative for", "ruled out") is not a diagnosis of the case and is skipped."""
+parenthesised qualifiers ("Essential (primary) hypertension" → "essential hypertension") and "unspecified", also
+cut at a comma that only qualifies it ("Hepatomegaly, not elsewhere classified" → "hepatomegaly"); names
+starting with "other" or shorter than four letters are left out, and so are external causes and factors (V-Z).
+Longest match first; a name shared by several codes is read as the most general one. A mention right after a
+negation ("no", "without", "denies", "negative for", "ruled out") is not a diagnosis of the case and is skipped."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ _WORD_RE = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 _PAREN_RE = re.compile(r"\s*\([^()]*\)")
 _NEGATIONS = ("no", "not", "without", "denies", "denied", "negative for", "ruled out", "absence of", "free of")
 _MAX_WORDS = 8
+# what follows a comma in a name that only qualifies it ("Hepatomegaly, not elsewhere classified"); a comma that
+# lists ("Blood, injection, injury type phobia") does not end the name
+_QUALIFIER_RE = re.compile(r"(not elsewhere classified|without|with|uncomplicated|initial|subsequent|sequela|"
+                           r"site not specified|unilateral|bilateral|acute|chronic|primary|secondary)\b")
+# external causes (V-Y) and factors of health status (Z) are not what a case is diagnosed with
+_MENTION_CHAPTERS = tuple("ABCDEFGHIJKLMNOPQRST")
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,7 +79,8 @@ def name_forms(name: str) -> list[str]:
     """The surface forms under which a code name is searched in text (see the module docstring)."""
     base = _PAREN_RE.sub("", name).lower()
     base = re.sub(r",?\s*unspecified\b", "", base).strip(" ,")
-    forms = [base, base.split(",")[0].strip()]
+    head, _, rest = base.partition(",")
+    forms = [base, head.strip()] if _QUALIFIER_RE.match(rest.strip()) else [base]
     out = []
     for f in forms:
         words = _words(f)
@@ -90,7 +97,7 @@ def mention_table() -> dict[str, str]:
     icd = _icd()
     table: dict[str, str] = {}
     for code in icd.get_all_codes(with_dots=True):
-        if icd.is_chapter_or_block(code):
+        if icd.is_chapter_or_block(code) or not code.startswith(_MENTION_CHAPTERS):
             continue
         for form in name_forms(str(icd.get_description(code))):
             old = table.get(form)

@@ -1,4 +1,4 @@
-"""capr case-index / cases: similar-case retrieval."""
+"""capr case-index / cases / cases similar: similar-case retrieval."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from capr.cli.common import _encoder_config, _print_write_summary, _run_guarded, app, out, write_to_store
+from capr.cli.common import _encoder_config, _fail, _print_write_summary, _run_guarded, app, out, write_to_store
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
@@ -55,17 +55,24 @@ def case_index_cmd(
 
 
 def _read_description(text: str) -> str:
-    p = Path(text)
-    if len(text) < 4096 and "\n" not in text and p.is_file():
-        return p.read_text(encoding="utf-8")
-    return text
+    try:
+        is_file = len(text) < 4096 and "\n" not in text and Path(text).is_file()
+    except OSError:  # a description longer than a file name can be
+        is_file = False
+    return Path(text).read_text(encoding="utf-8") if is_file else text
 
 
-@app.command("cases")
+cases_app = typer.Typer(help="Similar cases: rank hypotheses by their most similar case (no subcommand), or find "
+                        "the patients most like a description (`capr cases similar`).")
+app.add_typer(cases_app, name="cases")
+
+
+@cases_app.callback(invoke_without_command=True)
 def cases_cmd(
-    index_dir: Path = typer.Option(..., "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
-    description: str = typer.Option(..., "--description", "-d", help="Patient description: text, or a file holding it."),
-    options: List[str] = typer.Option(..., "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
+    ctx: typer.Context,
+    index_dir: Optional[Path] = typer.Option(None, "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
+    description: Optional[str] = typer.Option(None, "--description", "-d", help="Patient description: text, or a file holding it."),
+    options: List[str] = typer.Option([], "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Cross-encoder from `capr train cases` (scorer cross)."),
     scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross (default: cross with --model, else dense "
                                          "when the index has vectors, else bm25)."),
@@ -77,6 +84,12 @@ def cases_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Rank hypotheses for a patient description by their most similar case in the corpus."""
+
+    if ctx.invoked_subcommand is not None:
+        return
+    for flag, value in (("--index", index_dir), ("--description", description), ("--options", options)):
+        if not value:
+            _fail(f"missing option {flag} (or a subcommand: capr cases similar \"DESCRIPTION\" --index DIR)")
 
     def body() -> None:
         from capr.cases import CaseConfig, CasePipeline, CaseScorer
@@ -109,5 +122,46 @@ def cases_cmd(
                 for s in h.supports[:10]:
                     out.print(f"  {s.passage.pid}  bm25 {s.bm25:.2f}  dense {s.dense if s.dense is None else round(s.dense, 3)}"
                               f"  cross {s.cross if s.cross is None else round(s.cross, 3)}")
+
+    _run_guarded(body)
+
+
+@cases_app.command("similar")
+def similar_cmd(
+    description: str = typer.Argument(..., help="Patient description: text, or a file holding it."),
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Case index (`capr case-index`, or any index of notes)."),
+    k: int = typer.Option(10, "--k", "-k", help="Cases to return."),
+    retriever: str = typer.Option("auto", "--retriever", "-r", help="auto (hybrid with vectors, else bm25) | bm25 | "
+                                  "dense | hybrid."),
+    sources: List[str] = typer.Option([], "--source", help="Only cases of these sources (repeatable; default: the "
+                                      "patient descriptions: codiesp, e3c, mtsamples)."),
+    labelled: bool = typer.Option(False, "--labelled", help="Only cases that carry diagnosis codes."),
+    evidence: int = typer.Option(2, "--evidence", help="Sentences per case that make it similar."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Patients like this one: the most similar cases, their diagnoses (ICD-10-CM codes and names where labelled,
+    the ICD-10-CM names the text mentions otherwise) and the sentences that make them similar."""
+
+    def body() -> None:
+        from capr.cases.similar import CaseFinder
+
+        finder = CaseFinder(Index.load(index_dir), tuple(sources) or None)
+        res = finder.similar(_read_description(description), k=k, retriever=retriever, evidence=evidence,
+                             labelled_only=labelled)
+        if as_json:
+            sys.stdout.write(json.dumps(res.to_dict(), ensure_ascii=False, indent=1) + "\n")
+            return
+        for note in res.notices:
+            out.print(f"note: {escape(note)}")
+        if not res.cases:
+            out.print("no similar case found")
+        for c in res.cases:
+            out.print(f"[bold]{c.rank}. {escape(c.doc_id)}[/] ({escape(c.source or 'case')}, score {c.score:.3f})")
+            head = "diagnoses" if c.labelled else "mentions"
+            dx = "; ".join(f"{d.code} {d.name}" if d.code else d.name for d in c.diagnoses) or "none found"
+            out.print(f"   {head}: {escape(dx)}")
+            for e in c.evidence:
+                out.print(f"   ≈ {escape(e.sentence[:300])}")
+                out.print(f"     [dim]matches: {escape(e.query_sentence[:200])} (shared: {escape(', '.join(e.shared[:8]))})[/]")
 
     _run_guarded(body)
