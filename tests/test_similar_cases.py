@@ -8,6 +8,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from capr.cases.icd10 import code_name, find_mentions
@@ -140,3 +141,17 @@ def test_service_similar(case_index):
     assert client.post("/cases/similar", json={"description": " "}).status_code == 422
     assert client.post("/cases/similar", json={"description": query, "k": 0}).status_code == 422
     assert client.post("/cases/similar", json={"description": query, "retriever": "dense"}).status_code == 400
+
+
+def test_similar_case_metrics():
+    from capr.cases.similar_eval import average_precision_of, category_precision, rrf, score_case_ranking, vote
+
+    cases = [["N45.3", "R50.9"], ["A23.9"], ["N45.9", "A23.9"]]
+    assert vote(cases) == ["N45.3", "R50.9", "A23.9", "N45.9"]  # 1, 1, 1/2 + 1/3, 1/3
+    assert vote(cases, level="category") == ["N45", "R50", "A23"]
+    assert category_precision(["N45.1"], cases, k=3) == pytest.approx(2 / 3)
+    assert average_precision_of(["a", "x", "b"], {"a", "b", "c"}) == pytest.approx((1 + 2 / 3) / 3)  # c never ranked
+    q = score_case_ranking("q", ["A23.9", "Z99.9"], cases)
+    assert q.ap == pytest.approx((1 / 3) / 2) and q.precision == pytest.approx(2 / 10)
+    fused = rrf({"a": np.array([3.0, 2.0, 1.0]), "b": np.array([1.0, 2.0, 3.0])}, {"a": 1.0, "b": 4.0})
+    assert int(np.argmax(fused)) == 2

@@ -88,7 +88,7 @@ def cases_cmd(
     if ctx.invoked_subcommand is not None:
         return
     for flag, value in (("--index", index_dir), ("--description", description), ("--options", options)):
-        if not value:
+        if value is None or value == []:
             _fail(f"missing option {flag} (or a subcommand: capr cases similar \"DESCRIPTION\" --index DIR)")
 
     def body() -> None:
