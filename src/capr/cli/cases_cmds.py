@@ -80,6 +80,8 @@ def cases_cmd(
     cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
     match: str = typer.Option("phrase", "--match", help="A passage mentions a hypothesis as a phrase, or by all its "
                               "words anywhere (words: finds long options that are rarely written verbatim)."),
+    fallback: str = typer.Option("related", "--fallback", help="A hypothesis no passage mentions is scored on the "
+                                 "passages closest to its words (related) or on its own text (text)."),
     explain: bool = typer.Option(False, "--explain", help="Show the variants searched and every scored support."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -101,7 +103,7 @@ def cases_cmd(
         except ValueError:
             raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
         cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k,
-                         match=match)
+                         match=match, fallback=fallback)
         text = _read_description(description)
         res = CasePipeline(index, cfg).rank(text, [o for o in options])
         if as_json:
@@ -111,8 +113,9 @@ def cases_cmd(
         for col in ("rank", "hypothesis", "score", "found", "supporting case"):
             table.add_column(col, overflow="fold")
         for h in res.hypotheses:
-            sup = "(no passage mentions it: scored on its own text)" if h.passage is None else \
-                f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}"
+            sup = f"({h.notice})" if h.passage is None else \
+                f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}" + \
+                (f" ({h.notice})" if h.notice else "")
             table.add_row(str(h.rank), escape(h.hypothesis), f"{h.score:.3f}", f"{h.candidates}" if h.found else "no",
                           escape(sup))
         out.print(table)
