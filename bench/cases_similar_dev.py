@@ -9,7 +9,7 @@ Runs, side by side:
   hybrid         both fused by reciprocal rank, BM25 : dense = 1 : 4 (capr's default weights; ranks among coded cases)
   names-bm25     no similar cases: the ICD-10-CM names of the 1,767 train codes ranked by BM25 against the case text
   names-minilm   the same names ranked by MiniLM cosine
-  --model DIR    a fine-tuned encoder, as `minilm` (optional)
+  --model NAME=DIR  a fine-tuned encoder: NAME (as minilm), hybrid-NAME (as hybrid) and names-NAME (as names-minilm)
 Paired randomisation test (capr.adapt.checks.paired_p, 10,000 sign flips) of every run against bm25.
 Queries are the whole dev case texts, unmasked: case reports usually name their final diagnosis.
 
@@ -63,21 +63,26 @@ def main() -> None:
         by_id = {finder.doc_id(int(k)): float(s) for k, s in zip(keys, scores)}
         return np.array([by_id.get(i, 0.0) for i in train_ids])
 
-    def dense_scores(model: str) -> np.ndarray:
+    def dense_scores(model: str) -> tuple[np.ndarray, np.ndarray]:
+        """(dev × train cosines, dev × code-name cosines)."""
         enc = Encoder(EncoderConfig(model=model, max_length=256))
         tv = enc.encode_passages([d.text for d in train])
         qv = enc.encode_passages([d.text for d in dev])
-        return qv @ tv.T
+        return qv @ tv.T, qv @ enc.encode_passages(names).T
 
     scores: dict[str, np.ndarray] = {"bm25": np.stack([bm25_scores(d.text) for d in dev])}
     print(f"bm25 done ({time.time() - t0:.0f}s)", flush=True)
-    scores["minilm"] = dense_scores("minilm")
+    name_scores: dict[str, np.ndarray] = {}
+    scores["minilm"], name_scores["names-minilm"] = dense_scores("minilm")
     print(f"minilm done ({time.time() - t0:.0f}s)", flush=True)
     scores["hybrid"] = np.stack([rrf({"bm25": b, "dense": m}, RRF_WEIGHTS, RRF_K)
                                  for b, m in zip(scores["bm25"], scores["minilm"])])
     for spec in args.model:
         name, _, path = spec.partition("=")
-        scores[name] = dense_scores(path)
+        scores[name], name_scores[f"names-{name}"] = dense_scores(path)
+        scores[f"hybrid-{name}"] = np.stack([rrf({"bm25": b, "dense": m}, RRF_WEIGHTS, RRF_K)
+                                             for b, m in zip(scores["bm25"], scores[name])])
+        print(f"{name} done ({time.time() - t0:.0f}s)", flush=True)
 
     results: dict[str, list[QueryScores]] = {}
     for run, mat in scores.items():
@@ -101,12 +106,10 @@ def main() -> None:
         return [label_space[j] for j in np.lexsort((np.arange(len(names)), -s))]
 
     results["names-bm25"] = [score_code_ranking(d.doc_id, d.metadata["diagnoses"], names_bm25(d.text)) for d in dev]
-    enc = Encoder(EncoderConfig(model="minilm", max_length=256))
-    nv = enc.encode_passages(names)
-    qv = enc.encode_passages([d.text for d in dev])
-    results["names-minilm"] = [score_code_ranking(d.doc_id, d.metadata["diagnoses"],
-                                                  [label_space[j] for j in np.lexsort((np.arange(len(names)), -row))])
-                               for d, row in zip(dev, qv @ nv.T)]
+    for run, mat in name_scores.items():
+        results[run] = [score_code_ranking(d.doc_id, d.metadata["diagnoses"],
+                                           [label_space[j] for j in np.lexsort((np.arange(len(names)), -row))])
+                        for d, row in zip(dev, mat)]
     print(f"all runs done ({time.time() - t0:.0f}s)\n", flush=True)
 
     base = results["bm25"]
@@ -124,13 +127,17 @@ def main() -> None:
             ps = " / ".join([p_prec, f"{paired_p(np.array([r.ap for r in res]), np.array([b.ap for b in base])):.4f}",
                              f"{paired_p(np.array([r.category_ap for r in res]), np.array([b.category_ap for b in base])):.4f}"])
         print(f"| {run} | {' | '.join(cells)} | {ps} |")
-    if "hybrid" in results:
-        for other in ("minilm",):
-            a, b = results["hybrid"], results[other]
-            print(f"\nhybrid vs {other}: p (P@10) {paired_p(np.array([r.precision for r in a]), np.array([r.precision for r in b])):.4f}, "
+    pairs = [("hybrid", "minilm")] + [(run, other) for run in results if run.startswith("hybrid-")
+                                      for other in ("hybrid", "minilm")]
+    for run, other in pairs:
+        if run in results and other in results:
+            a, b = results[run], results[other]
+            print(f"\n{run} vs {other}: p (P@10) {paired_p(np.array([r.precision for r in a]), np.array([r.precision for r in b])):.4f}, "
                   f"p (MAP) {paired_p(np.array([r.ap for r in a]), np.array([r.ap for r in b])):.4f}")
     if args.examples:
-        _examples(args.examples, dev, train, scores["hybrid"], results["hybrid"], finder)
+        best = next((r for r in results if r.startswith("hybrid-")), "hybrid")
+        print(f"\n## Worked examples ({best})")
+        _examples(args.examples, dev, train, scores[best], results[best], finder)
     if args.out:
         args.out.write_text(json.dumps({run: [{"qid": r.qid, "precision": r.precision, "ap": r.ap,
                                                "category_ap": r.category_ap} for r in res]
