@@ -155,3 +155,18 @@ def test_similar_case_metrics():
     assert q.ap == pytest.approx((1 / 3) / 2) and q.precision == pytest.approx(2 / 10)
     fused = rrf({"a": np.array([3.0, 2.0, 1.0]), "b": np.array([1.0, 2.0, 3.0])}, {"a": 1.0, "b": 4.0})
     assert int(np.argmax(fused)) == 2
+
+
+def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
+    from capr.cases.train_diagnoses import MASK, diagnosis_pairs
+    from capr.records import Document
+
+    coded = Document("codiesp:a", "", "Fever and epididymo-orchitis.", {"split": "train", "diagnoses": ["N45.3", "R50.9"]})
+    uncoded = Document("e3c:b", "", "A man with Nephrotic syndrome and ascites.", {"source": "e3c"})
+    pairs, counts = diagnosis_pairs([coded, uncoded])
+    assert counts == {"codes": 2, "mentions": 2}
+    assert ("Fever and epididymo-orchitis.", "Epididymo-orchitis") in pairs
+    masked = next(t for t, n in pairs if n == "Nephrotic syndrome")
+    assert "nephrotic" not in masked.lower() and MASK in masked and "ascites" in masked
+    with pytest.raises(BadInputError, match="dev case"):
+        diagnosis_pairs([Document("codiesp:c", "", "Fever.", {"split": "dev", "diagnoses": ["R50.9"]})])

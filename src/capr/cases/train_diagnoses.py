@@ -71,6 +71,7 @@ def diagnosis_pairs(docs: Iterable[Document], mentions_per_case: int = 3,
 def train_diagnosis_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, args: DiagnosisArgs | None = None,
                             progress: bool = True, source: dict[str, Any] | None = None) -> Any:
     """Fine-tunes ``args.base_model`` on the pairs (see the module docstring); returns the loop's TrainResult."""
+    from capr.cases.train import cycle_batches
     from capr.models.loading import local_path, quiet_transformers, resolve_model
     from capr.train.loop import LoopArgs, TrainingLoop
 
@@ -88,9 +89,7 @@ def train_diagnosis_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Pat
     device = loop.device
     model = SentenceTransformer(local_path(resolve_model(args.base_model)), device=str(device))
     model.max_seq_length = args.max_length
-    order = list(range(len(pairs)))
-    rng = random.Random(args.seed)
-    pos = 0
+    batches = cycle_batches(len(pairs), args.batch_size, random.Random(args.seed))
 
     def embed(texts: list[str]) -> "torch.Tensor":
         feats = model.tokenize(texts)
@@ -98,12 +97,7 @@ def train_diagnosis_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Pat
         return torch.nn.functional.normalize(model(feats)["sentence_embedding"], dim=-1)
 
     def step() -> Any:
-        nonlocal pos
-        if pos + args.batch_size > len(order):
-            rng.shuffle(order)
-            pos = 0
-        batch = [pairs[i] for i in order[pos: pos + args.batch_size]]
-        pos += args.batch_size
+        batch = [pairs[i] for i in next(batches)]
         cases, names = embed([b[0] for b in batch]), embed([b[1] for b in batch])
         logits = args.scale * cases @ names.T
         same = torch.tensor([[a[1] == b[1] and i != j for j, b in enumerate(batch)] for i, a in enumerate(batch)],

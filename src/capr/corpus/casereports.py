@@ -61,12 +61,18 @@ def _doc_id(prefix: str, value: object, path: Path, record: str, report: ReadRep
         return None
 
 
+def _records(path: Path, report: ReadReport, required: frozenset[str],
+             prefix: str) -> Iterator[tuple[str, dict, str]]:
+    """(record, fields, document id) of every record that has the required fields and a valid id."""
+    for record, obj in json_lines(path, report):
+        r = _fields(obj, path, record, report, required)
+        if r is not None and (doc_id := _doc_id(prefix, r["id"], path, record, report)) is not None:
+            yield record, r, doc_id
+
+
 def read_e3c(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
-    for record, obj in json_lines(path, report):
-        r = _fields(obj, path, record, report, E3C_KEYS)
-        if r is None or (doc_id := _doc_id("e3c", r["id"], path, record, report)) is None:
-            continue
+    for record, r, doc_id in _records(path, report, E3C_KEYS, "e3c"):
         meta: dict[str, Any] = {"source": "e3c", "journal": str(r.get("source") or ""), "doi": str(r.get("doi") or ""),
                                 "licence": str(r.get("licence") or ""), "layer": str(r.get("layer") or ""),
                                 "published": str(r.get("publication_date") or "")}
@@ -85,10 +91,7 @@ def _codes(value: object, field: str, path: Path, record: str, report: ReadRepor
 
 def read_codiesp(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
-    for record, obj in json_lines(path, report):
-        r = _fields(obj, path, record, report, CODIESP_KEYS)
-        if r is None or (doc_id := _doc_id("codiesp", r["id"], path, record, report)) is None:
-            continue
+    for record, r, doc_id in _records(path, report, CODIESP_KEYS, "codiesp"):
         if r["split"] not in CODIESP_SPLITS:
             report.bad(str(path), f"field 'split' is {r['split']!r}; expected one of {', '.join(CODIESP_SPLITS)}", record)
             continue
@@ -106,10 +109,7 @@ def read_codiesp(path: Path, report: ReadReport) -> Iterator[Document]:
 def read_openstax(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
     book = path.name.split(".")[0]
-    for record, obj in json_lines(path, report):
-        r = _fields(obj, path, record, report, OPENSTAX_KEYS)
-        if r is None or (doc_id := _doc_id(f"openstax:{book}", r["id"], path, record, report)) is None:
-            continue
+    for record, r, doc_id in _records(path, report, OPENSTAX_KEYS, f"openstax:{book}"):
         title = " — ".join(t for t in (str(r["title"]).strip(), str(r["section"] or "").strip()) if t)
         report.at(str(path), record)
         yield Document(doc_id=doc_id, title=title, text=r["text"],
