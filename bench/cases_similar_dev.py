@@ -135,9 +135,8 @@ def main() -> None:
             print(f"\n{run} vs {other}: p (P@10) {paired_p(np.array([r.precision for r in a]), np.array([r.precision for r in b])):.4f}, "
                   f"p (MAP) {paired_p(np.array([r.ap for r in a]), np.array([r.ap for r in b])):.4f}")
     if args.examples:
-        best = next((r for r in results if r.startswith("hybrid-")), "hybrid")
-        print(f"\n## Worked examples ({best})")
-        _examples(args.examples, dev, train, scores[best], results[best], finder)
+        print("\n## Worked examples (hybrid, what `capr cases similar` runs on an index with vectors)")
+        _examples(args.examples, dev, train, scores["hybrid"], results["hybrid"], finder)
     if args.out:
         args.out.write_text(json.dumps({run: [{"qid": r.qid, "precision": r.precision, "ap": r.ap,
                                                "category_ap": r.category_ap} for r in res]

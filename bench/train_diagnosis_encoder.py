@@ -21,14 +21,16 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--minutes", type=float, default=15.0)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=3e-5)
+    ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--codes-only", action="store_true", help="no mention pairs")
     args = ap.parse_args()
     sources = ("codiesp",) if args.codes_only else ("codiesp", "e3c")
     docs = case_corpus(args.data_dir, sources, codiesp_splits=("train",) if args.codes_only else ("train", "background"))
     pairs, counts = diagnosis_pairs(docs)
     print(f"{len(pairs)} pairs {counts}", flush=True)
-    res = train_diagnosis_encoder(pairs, args.out, DiagnosisArgs(time_budget_min=args.minutes,
-                                                                 batch_size=args.batch_size),
+    res = train_diagnosis_encoder(pairs, args.out, DiagnosisArgs(time_budget_min=args.minutes, lr=args.lr,
+                                                                 batch_size=args.batch_size, max_length=args.max_length),
                                   progress=False, source=counts)
     print(json.dumps({"steps": res.steps, "seconds": round(res.seconds), "stopped": res.stopped,
                       "loss_first": res.losses[0], "loss_last20": sum(res.losses[-20:]) / len(res.losses[-20:])}))
