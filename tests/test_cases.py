@@ -115,6 +115,24 @@ def test_words_match_finds_options_not_written_verbatim(planted_index):
         CaseConfig(scorer=CaseScorer.bm25, match="fuzzy")
 
 
+def test_fallback_related_scores_unmentioned_options_on_passages_and_says_so(planted_index):
+    # neither option is written anywhere; "meningitis, bacterial" has all its words in the case note, "purulent
+    # meningitis" only one of them
+    opts = ["meningitis, bacterial", "purulent meningitis", "xylophone"]
+    plain = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25)).rank(DESCRIPTION, opts)
+    assert all(h.passage is None and h.notice.endswith("its own text") for h in plain.hypotheses)
+    res = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25, fallback="related")).rank(DESCRIPTION, opts)
+    by = {h.hypothesis: h for h in res.hypotheses}
+    assert not any(h.found for h in res.hypotheses)  # coverage still counts mentions only
+    words, related, none = by["meningitis, bacterial"], by["purulent meningitis"], by["xylophone"]
+    assert words.fallback == "words" and words.passage.doc_id == "case_men" and "all its words" in words.notice
+    assert related.fallback == "related" and related.passage.doc_id == "case_men" and related.score > 0
+    assert none.fallback is None and none.passage is None and none.score == 0.0
+    assert words.to_dict()["notice"] and res.answer.hypothesis in ("meningitis, bacterial", "purulent meningitis")
+    with pytest.raises(QueryError, match="unknown fallback"):
+        CaseConfig(scorer=CaseScorer.bm25, fallback="guess")
+
+
 def test_excluded_documents_never_support(planted_index):
     pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
     res = pipe.rank(DESCRIPTION, ["meningitis"], exclude_docs=["case_men"])

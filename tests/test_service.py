@@ -583,7 +583,7 @@ def test_openapi_fuzz_no_server_errors(api_schema):
 
     checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
     operations = [r.ok() for r in api_schema.get_all_operations()]
-    assert len(operations) == 8
+    assert len(operations) == 9
     for operation in operations:
         @given(case=operation.as_strategy())
         @settings(max_examples=15, deadline=None, derandomize=True, database=None,

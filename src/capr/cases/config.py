@@ -32,6 +32,17 @@ class MentionMatch(str, Enum):
     words = "words"
 
 
+class Fallback(str, Enum):
+    """How a hypothesis that no passage mentions is scored.
+
+    text: against its own text (C_H = H, the paper's; nothing to show as evidence); related: on the passages that
+    hold all its words anywhere, else on the passages closest to its words (BM25 of the hypothesis, then ordered by
+    the description as in step 1) — scored by the same stages, so its score comes with a passage to read."""
+
+    text = "text"
+    related = "related"
+
+
 @dataclass(slots=True)
 class CaseConfig:
     scorer: CaseScorer = CaseScorer.cross
@@ -42,14 +53,20 @@ class CaseConfig:
     cross_k: int = 50  # step 3: of those, scored by the cross-encoder (lower on CPU to trade accuracy for time)
     cross_batch_size: int = 32
     match: MentionMatch = MentionMatch.phrase
+    fallback: Fallback = Fallback.text
+    related_k: int = 50  # fallback related: passages closest to the hypothesis' words
 
     def __post_init__(self) -> None:
         self.scorer = CaseScorer(self.scorer)
         try:
+            self.fallback = Fallback(self.fallback)
+        except ValueError:
+            raise QueryError(f"unknown fallback {self.fallback!r}; choose text or related") from None
+        try:
             self.match = MentionMatch(self.match)
         except ValueError:
             raise QueryError(f"unknown mention match {self.match!r}; choose phrase or words") from None
-        for name in ("lexical_k", "max_checked", "dense_k", "cross_k"):
+        for name in ("lexical_k", "max_checked", "dense_k", "cross_k", "related_k"):
             if getattr(self, name) < 1:
                 raise QueryError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.scorer is CaseScorer.cross and not self.cross_model:
@@ -59,6 +76,7 @@ class CaseConfig:
         d = asdict(self)
         d["scorer"] = self.scorer.value
         d["match"] = self.match.value
+        d["fallback"] = self.fallback.value
         return d
 
 
@@ -83,6 +101,18 @@ class HypothesisResult:
     candidates: int = 0  # passages that mention the hypothesis (capped at lexical_k)
     variants: list[str] = field(default_factory=list)  # the surface forms searched
     supports: list[Support] = field(default_factory=list)  # what step 3 saw, best first (for --explain)
+    fallback: str | None = None  # not mentioned: what it was scored on instead ("words", "related"; None: its text)
+
+    @property
+    def notice(self) -> str | None:
+        """What a reader should know about this score: said when no passage mentions the hypothesis."""
+        if self.found:
+            return None
+        if self.fallback == "words":
+            return "no passage mentions it as a phrase: scored on passages that hold all its words"
+        if self.fallback == "related":
+            return "no passage mentions it: scored on the passages closest to its words"
+        return "no passage mentions it: scored on its own text"
 
     @property
     def support_text(self) -> str:
@@ -91,7 +121,7 @@ class HypothesisResult:
     def to_dict(self, explain: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
             "hypothesis": self.hypothesis, "rank": self.rank, "score": round(float(self.score), 4),
-            "found": self.found, "candidates": self.candidates,
+            "found": self.found, "candidates": self.candidates, "notice": self.notice,
             "support": None if self.passage is None else {
                 "pid": self.passage.pid, "doc_id": self.passage.doc_id, "title": self.passage.title,
                 "aspect": self.passage.aspect, "text": self.passage.text,
@@ -120,4 +150,4 @@ class CaseResult:
                 "hypotheses": [h.to_dict(explain) for h in self.hypotheses]}
 
 
-__all__ = ["CaseConfig", "CaseResult", "CaseScorer", "MentionMatch", "HypothesisResult", "Support"]
+__all__ = ["CaseConfig", "CaseResult", "CaseScorer", "Fallback", "MentionMatch", "HypothesisResult", "Support"]

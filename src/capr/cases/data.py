@@ -180,14 +180,28 @@ def read_similarity_pairs(data_dir: str | Path) -> list[tuple[str, str, float]]:
 
 
 # --------------------------------------------------------------------------- corpus
-def case_corpus(data_dir: str | Path, include: tuple[str, ...] = ("medquad", "mtsamples", "pubmedqa", "medmcqa"),
-                mtsamples_notes: int | None = None) -> Iterator[Document]:
+CASE_SOURCES = ("medquad", "mtsamples", "pubmedqa", "medmcqa", "e3c", "codiesp", "openstax")
+E3C_FILE = "e3c_english/cases.jsonl.gz"
+CODIESP_FILE = "codiesp/cases.jsonl.gz"
+OPENSTAX_FILES = ("openstax/ap2e.jsonl.gz", "openstax/microbiology.jsonl.gz")
+# the CodiEsp split that measures "patients like this one": never in a corpus a model is trained or tuned with
+CODIESP_HELDOUT_SPLIT = "dev"
+
+
+def case_corpus(data_dir: str | Path, include: tuple[str, ...] = CASE_SOURCES,
+                mtsamples_notes: int | None = None,
+                codiesp_splits: tuple[str, ...] = ("train", "background")) -> Iterator[Document]:
     """See :func:`_case_corpus`; a document id seen before (MedQuAD repeats a few) is skipped.
     ``mtsamples_notes``: only the first N MTSamples notes in file order (encoding them all takes most of an hour
-    on a shared 2-core CPU)."""
+    on a shared 2-core CPU). ``codiesp_splits``: the CodiEsp cases kept (the dev split is held out by default)."""
+    unknown = sorted(set(include) - set(CASE_SOURCES))
+    if unknown:
+        raise CaprError(f"unknown case source(s) {', '.join(unknown)}; choose from {', '.join(CASE_SOURCES)}")
     seen: set[str] = set()
     n_mts = 0
     for doc in _case_corpus(data_dir, include):
+        if doc.metadata.get("source") == "codiesp" and doc.metadata.get("split") not in codiesp_splits:
+            continue
         if doc.metadata.get("_src") == "mtsamples":
             n_mts += 1
             if mtsamples_notes is not None and n_mts > mtsamples_notes:
@@ -200,8 +214,9 @@ def case_corpus(data_dir: str | Path, include: tuple[str, ...] = ("medquad", "mt
 
 def _case_corpus(data_dir: str | Path, include: tuple[str, ...]) -> Iterator[Document]:
     """Every local text source as documents: MedQuAD answers (minus the medquad-cdv test documents, which must
-    stay unseen by anything trained), MTSamples notes, PubMedQA abstracts and MedMCQA explanations (one
-    document per question, ``medmcqa-exp:ID``, so a question's own explanation can be excluded)."""
+    stay unseen by anything trained), MTSamples notes, PubMedQA abstracts, MedMCQA explanations (one
+    document per question, ``medmcqa-exp:ID``, so a question's own explanation can be excluded), E3C case
+    narratives, CodiEsp cases (with their codes) and OpenStax textbook sections."""
     from capr.corpus import Format, read_documents
 
     d = Path(data_dir)
@@ -228,8 +243,15 @@ def _case_corpus(data_dir: str | Path, include: tuple[str, ...]) -> Iterator[Doc
                 if len(exp.split()) >= 8:
                     yield Document(medmcqa_doc_id(r["id"]), r.get("topic_name") or r.get("subject_name") or "", exp,
                                    {"source": "medmcqa"})
+    if "e3c" in include:
+        yield from read_documents(_need(d / E3C_FILE), Format.e3c)
+    if "codiesp" in include:
+        yield from read_documents(_need(d / CODIESP_FILE), Format.codiesp)
+    if "openstax" in include:
+        for name in OPENSTAX_FILES:
+            yield from read_documents(_need(d / name), Format.openstax)
 
 
-__all__ = ["MCQuestion", "MEDQA_HELDOUT_SHARE", "MEDQA_SPLIT_SALT", "QuestionSet", "case_corpus", "load_questions",
+__all__ = ["CASE_SOURCES", "CODIESP_HELDOUT_SPLIT", "MCQuestion", "MEDQA_HELDOUT_SHARE", "MEDQA_SPLIT_SALT", "QuestionSet", "case_corpus", "load_questions",
            "medmcqa_doc_id", "medmcqa_part", "medqa_part", "read_headqa", "read_medmcqa", "read_medqa", "read_similarity_pairs",
            "subsample"]

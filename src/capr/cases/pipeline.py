@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from capr.cases.config import CaseConfig, CaseResult, CaseScorer, HypothesisResult, MentionMatch, Support
+from capr.cases.config import CaseConfig, CaseResult, CaseScorer, Fallback, HypothesisResult, MentionMatch, Support
 from capr.cases.mentions import candidate_rows, hypothesis_variants, mention_regex
 from capr.errors import QueryError
 
@@ -78,6 +78,31 @@ class CasePipeline:
                 break
         return variants, out
 
+    def related(self, hypothesis: str, variants: list[str], base_scores: np.ndarray, allowed: np.ndarray,
+                exclude_docs: set[str]) -> tuple[str | None, list[Support]]:
+        """Fallback ``related`` for a hypothesis no passage mentions: passages holding all the words of one of its
+        forms ("words"), else the ``related_k`` best BM25 passages for its words ("related"); either way ordered by
+        BM25 for the description, like step 1."""
+        index, cfg = self.index, self.config
+        rows = candidate_rows(index, variants, allowed) if cfg.match is MentionMatch.phrase else np.zeros(0, np.int64)
+        kind = "words"
+        if not len(rows):
+            kind = "related"
+            terms = index.analyzer(hypothesis)
+            if not terms:
+                return None, []
+            from capr.query import Retriever
+
+            own = index.scorer(Retriever.bm25).scores(terms)
+            own = np.where(allowed, own, 0.0)
+            rows = np.flatnonzero(own > 0)
+            rows = rows[np.lexsort((rows, -own[rows]))][: cfg.related_k]
+        order = np.lexsort((rows, -base_scores[rows]))[: cfg.lexical_k]
+        out = [Support(row=int(rows[j]), passage=index.passage(int(rows[j])), bm25=float(base_scores[rows[j]]))
+               for j in order]
+        out = [s for s in out if s.passage.doc_id not in exclude_docs]
+        return (kind if out else None), out
+
     def rank(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
              exclude_docs: Iterable[str] = ()) -> CaseResult:
         """Hypotheses ranked by their best supporting case. ``exclude_docs``: documents that must not serve
@@ -98,6 +123,8 @@ class CasePipeline:
         for hyp in hypotheses:
             variants, sups = self.mentions(hyp, base, allowed, excluded)
             res = HypothesisResult(hypothesis=hyp, score=0.0, found=bool(sups), candidates=len(sups), variants=variants)
+            if not sups and cfg.fallback is Fallback.related and index.matrix is not None:
+                res.fallback, sups = self.related(hyp, variants, base, allowed, excluded)
             if qvec is not None and sups:
                 dense = index.dense_scores(qvec, np.array([s.row for s in sups], dtype=np.int64))
                 for s, d in zip(sups, dense):

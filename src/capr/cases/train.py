@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from capr._version import __version__
 from capr.errors import BadInputError, CaprError
@@ -123,6 +123,20 @@ def delete_noise(text: str, ratio: float, rng: random.Random) -> str:
     return " ".join(kept or [rng.choice(words)]) if words else text
 
 
+def cycle_batches(n: int, batch_size: int, rng: random.Random) -> Iterator[list[int]]:
+    """Batches of indices into ``n`` items in a shuffled order, shuffled again when the next batch would run past
+    the end (every trainer here owns its data order this way)."""
+    order = list(range(n))
+    rng.shuffle(order)
+    pos = 0
+    while True:
+        if pos + batch_size > n:
+            rng.shuffle(order)
+            pos = 0
+        yield order[pos : pos + batch_size]
+        pos += batch_size
+
+
 def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs | None = None, progress: bool = True,
                 log: Log | None = None, source: str = "") -> TrainReport:
     """Adapt a sentence encoder to a corpus with TSDAE (Wang et al. 2021): encode a noisy sentence, decode the
@@ -146,17 +160,10 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
     model.max_seq_length = args.max_length
     loss_fn = DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True).to(device)
     rng = random.Random(args.seed)
-    order = list(range(len(sentences)))
-    rng.shuffle(order)
-    pos = 0
+    batches = cycle_batches(len(sentences), args.batch_size, rng)
 
     def step() -> Any:
-        nonlocal pos
-        if pos + args.batch_size > len(order):
-            rng.shuffle(order)
-            pos = 0
-        batch = [sentences[i] for i in order[pos : pos + args.batch_size]]
-        pos += args.batch_size
+        batch = [sentences[i] for i in next(batches)]
         noisy = [delete_noise(s, args.del_ratio, rng) for s in batch]
         feats = [model.tokenize(noisy), model.tokenize(batch)]
         feats = [{k: (v.to(device) if hasattr(v, "to") else v) for k, v in f.items()} for f in feats]
@@ -213,18 +220,10 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
     ce = CrossEncoder(src, num_labels=1, max_length=args.max_length, device=str(device))
     model = ce.model
     bce = torch.nn.BCEWithLogitsLoss()
-    rng = random.Random(args.seed)
-    order = list(range(len(pairs)))
-    rng.shuffle(order)
-    pos = 0
+    batches = cycle_batches(len(pairs), args.batch_size, random.Random(args.seed))
 
     def step() -> Any:
-        nonlocal pos
-        if pos + args.batch_size > len(order):
-            rng.shuffle(order)
-            pos = 0
-        batch = [pairs[i] for i in order[pos : pos + args.batch_size]]
-        pos += args.batch_size
+        batch = [pairs[i] for i in next(batches)]
         enc = ce.tokenizer([b[0] for b in batch], [b[1] for b in batch], padding=True, truncation="longest_first",
                            max_length=args.max_length, return_tensors="pt")
         enc = {k: v.to(device) for k, v in enc.items()}

@@ -1,4 +1,4 @@
-"""capr case-index / cases: similar-case retrieval."""
+"""capr case-index / cases / cases similar: similar-case retrieval."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from capr.cli.common import _encoder_config, _print_write_summary, _run_guarded, app, out, write_to_store
+from capr.cli.common import _encoder_config, _fail, _print_write_summary, _run_guarded, app, out, write_to_store
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
@@ -29,16 +29,22 @@ def case_index_cmd(
     model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
     max_length: int = typer.Option(256, help="Encoder max tokens."),
     mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
+    sources: List[str] = typer.Option([], "--source", help="Only these local sources (repeatable): medquad, mtsamples, "
+                                      "pubmedqa, medmcqa, e3c, codiesp, openstax (default: all)."),
+    codiesp_splits: List[str] = typer.Option(["train", "background"], "--codiesp-split", help="CodiEsp splits indexed "
+                                             "(repeatable; dev is held out for measuring similar cases)."),
 ) -> None:
     """Index the local case corpus: MedQuAD answers (test documents excluded), MTSamples notes, PubMedQA
-    abstracts, MedMCQA explanations, plus any --add corpus."""
+    abstracts, MedMCQA explanations, E3C case narratives, CodiEsp coded cases, OpenStax sections, plus any
+    --add corpus."""
 
     def body() -> None:
         import itertools
 
-        from capr.cases.data import case_corpus
+        from capr.cases.data import CASE_SOURCES, case_corpus
 
-        docs = itertools.chain(case_corpus(data_dir, mtsamples_notes=mtsamples_notes),
+        docs = itertools.chain(case_corpus(data_dir, tuple(sources) or CASE_SOURCES, mtsamples_notes=mtsamples_notes,
+                                           codiesp_splits=tuple(codiesp_splits)),
                                *(read_documents(p, Format.auto) for p in extra))
         store = BackendOptions().create(out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
                                         dense=_encoder_config(dense, model, None, "torch", max_length))
@@ -49,17 +55,24 @@ def case_index_cmd(
 
 
 def _read_description(text: str) -> str:
-    p = Path(text)
-    if len(text) < 4096 and "\n" not in text and p.is_file():
-        return p.read_text(encoding="utf-8")
-    return text
+    try:
+        is_file = len(text) < 4096 and "\n" not in text and Path(text).is_file()
+    except OSError:  # a description longer than a file name can be
+        is_file = False
+    return Path(text).read_text(encoding="utf-8") if is_file else text
 
 
-@app.command("cases")
+cases_app = typer.Typer(help="Similar cases: rank hypotheses by their most similar case (no subcommand), or find "
+                        "the patients most like a description (`capr cases similar`).")
+app.add_typer(cases_app, name="cases")
+
+
+@cases_app.callback(invoke_without_command=True)
 def cases_cmd(
-    index_dir: Path = typer.Option(..., "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
-    description: str = typer.Option(..., "--description", "-d", help="Patient description: text, or a file holding it."),
-    options: List[str] = typer.Option(..., "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
+    ctx: typer.Context,
+    index_dir: Optional[Path] = typer.Option(None, "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
+    description: Optional[str] = typer.Option(None, "--description", "-d", help="Patient description: text, or a file holding it."),
+    options: List[str] = typer.Option([], "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Cross-encoder from `capr train cases` (scorer cross)."),
     scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross (default: cross with --model, else dense "
                                          "when the index has vectors, else bm25)."),
@@ -67,10 +80,18 @@ def cases_cmd(
     cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
     match: str = typer.Option("phrase", "--match", help="A passage mentions a hypothesis as a phrase, or by all its "
                               "words anywhere (words: finds long options that are rarely written verbatim)."),
+    fallback: str = typer.Option("related", "--fallback", help="A hypothesis no passage mentions is scored on the "
+                                 "passages closest to its words (related) or on its own text (text)."),
     explain: bool = typer.Option(False, "--explain", help="Show the variants searched and every scored support."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Rank hypotheses for a patient description by their most similar case in the corpus."""
+
+    if ctx.invoked_subcommand is not None:
+        return
+    for flag, value in (("--index", index_dir), ("--description", description), ("--options", options)):
+        if value is None or value == []:
+            _fail(f"missing option {flag} (or a subcommand: capr cases similar \"DESCRIPTION\" --index DIR)")
 
     def body() -> None:
         from capr.cases import CaseConfig, CasePipeline, CaseScorer
@@ -82,7 +103,7 @@ def cases_cmd(
         except ValueError:
             raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
         cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k,
-                         match=match)
+                         match=match, fallback=fallback)
         text = _read_description(description)
         res = CasePipeline(index, cfg).rank(text, [o for o in options])
         if as_json:
@@ -92,8 +113,9 @@ def cases_cmd(
         for col in ("rank", "hypothesis", "score", "found", "supporting case"):
             table.add_column(col, overflow="fold")
         for h in res.hypotheses:
-            sup = "(no passage mentions it: scored on its own text)" if h.passage is None else \
-                f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}"
+            sup = f"({h.notice})" if h.passage is None else \
+                f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}" + \
+                (f" ({h.notice})" if h.notice else "")
             table.add_row(str(h.rank), escape(h.hypothesis), f"{h.score:.3f}", f"{h.candidates}" if h.found else "no",
                           escape(sup))
         out.print(table)
@@ -103,5 +125,46 @@ def cases_cmd(
                 for s in h.supports[:10]:
                     out.print(f"  {s.passage.pid}  bm25 {s.bm25:.2f}  dense {s.dense if s.dense is None else round(s.dense, 3)}"
                               f"  cross {s.cross if s.cross is None else round(s.cross, 3)}")
+
+    _run_guarded(body)
+
+
+@cases_app.command("similar")
+def similar_cmd(
+    description: str = typer.Argument(..., help="Patient description: text, or a file holding it."),
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Case index (`capr case-index`, or any index of notes)."),
+    k: int = typer.Option(10, "--k", "-k", help="Cases to return."),
+    retriever: str = typer.Option("auto", "--retriever", "-r", help="auto (hybrid with vectors, else bm25) | bm25 | "
+                                  "dense | hybrid."),
+    sources: List[str] = typer.Option([], "--source", help="Only cases of these sources (repeatable; default: the "
+                                      "patient descriptions: codiesp, e3c, mtsamples)."),
+    labelled: bool = typer.Option(False, "--labelled", help="Only cases that carry diagnosis codes."),
+    evidence: int = typer.Option(2, "--evidence", help="Sentences per case that make it similar."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Patients like this one: the most similar cases, their diagnoses (ICD-10-CM codes and names where labelled,
+    the ICD-10-CM names the text mentions otherwise) and the sentences that make them similar."""
+
+    def body() -> None:
+        from capr.cases.similar import CaseFinder
+
+        finder = CaseFinder(Index.load(index_dir), tuple(sources) or None)
+        res = finder.similar(_read_description(description), k=k, retriever=retriever, evidence=evidence,
+                             labelled_only=labelled)
+        if as_json:
+            sys.stdout.write(json.dumps(res.to_dict(), ensure_ascii=False, indent=1) + "\n")
+            return
+        for note in res.notices:
+            out.print(f"note: {escape(note)}")
+        if not res.cases:
+            out.print("no similar case found")
+        for c in res.cases:
+            out.print(f"[bold]{c.rank}. {escape(c.doc_id)}[/] ({escape(c.source or 'case')}, score {c.score:.3f})")
+            head = "diagnoses" if c.labelled else "mentions"
+            dx = "; ".join(f"{d.code} {d.name}" if d.code else d.name for d in c.diagnoses) or "none found"
+            out.print(f"   {head}: {escape(dx)}")
+            for e in c.evidence:
+                out.print(f"   ≈ {escape(e.sentence[:300])}")
+                out.print(f"     [dim]matches: {escape(e.query_sentence[:200])} (shared: {escape(', '.join(e.shared[:8]))})[/]")
 
     _run_guarded(body)

@@ -79,6 +79,8 @@ def eval_cmd(
     dense_k: int = typer.Option(50, "--dense-k", help="Case benchmarks: supports per option kept by the encoder."),
     match: str = typer.Option("phrase", "--match", help="Case benchmarks: an option is mentioned as a phrase, or by "
                               "all its words (words)."),
+    fallback: str = typer.Option("text", "--fallback", help="Case benchmarks: an option no passage mentions is scored on "
+                                 "its own text (text), or on the passages closest to its words (related)."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
     benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
@@ -90,7 +92,7 @@ def eval_cmd(
 
         if benchmark in {b.value for b in CaseBenchmark}:
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
-                               as_json, run_out, match)
+                               as_json, run_out, match, fallback)
         if benchmark not in BENCHMARKS:
             raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(BENCHMARKS)}, "
                             f"{', '.join(b.value for b in CaseBenchmark)}")
@@ -141,7 +143,7 @@ def eval_cmd(
 
 def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Retriever, reranker: Optional[str],
                 rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool,
-                run_out: Optional[Path] = None, match: str = "phrase") -> None:
+                run_out: Optional[Path] = None, match: str = "phrase", fallback: str = "text") -> None:
     from capr.cases import CaseConfig, CasePipeline, CaseScorer
     from capr.cases.bench import benchmark_questions, evaluate_cases, write_outcomes
 
@@ -156,7 +158,7 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
     else:
         raise CaprError(f"{benchmark}: use --retriever bm25 or dense, or --reranker cross:DIR")
     cfg = CaseConfig(scorer=sc, cross_model=reranker[len("cross:"):] if reranker else None, dense_k=dense_k,
-                     cross_k=min(rerank_depth, dense_k), match=match)
+                     cross_k=min(rerank_depth, dense_k), match=match, fallback=fallback)
     qs = benchmark_questions(data_dir, benchmark, limit, seed)
     pipe = CasePipeline(Index.load(index_dir), cfg)
 

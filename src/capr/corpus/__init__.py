@@ -29,6 +29,9 @@ class Format(str, Enum):
     fhir = "fhir"
     ccda = "ccda"
     csv = "csv"  # a CSV of documents: id, title, text and metadata columns
+    e3c = "e3c"  # E3C clinical case narratives (JSONL)
+    codiesp = "codiesp"  # CodiEsp coded clinical cases (JSONL)
+    openstax = "openstax"  # OpenStax textbook sections (JSONL)
     # a folder of files in different formats: each file is read by its own (detected) format
     mixed = "mixed"
 
@@ -142,7 +145,7 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
 
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
-    from capr.corpus import beir, ccda, csv_docs, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
+    from capr.corpus import beir, casereports, ccda, csv_docs, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
 
     return {
         Format.text: text.read_text_dir,
@@ -157,6 +160,9 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
         Format.fhir: fhir.read_fhir,
         Format.ccda: ccda.read_ccda,
         Format.csv: csv_docs.read_csv_documents,
+        Format.e3c: casereports.read_e3c,
+        Format.codiesp: casereports.read_codiesp,
+        Format.openstax: casereports.read_openstax,
         Format.mixed: _read_folder,
     }
 
@@ -205,8 +211,12 @@ def detect_format(source: Path) -> Format:
             return Format.jsonl  # the JSONL reader reports the bad line precisely
         if isinstance(rec, dict) and "medquad_file" in rec and "pid" in rec:
             return Format.medquad_cdv
+        from capr.corpus.casereports import sniff_case_report
+
+        if (kind := sniff_case_report(rec)) is not None:
+            return Format(kind)
         return Format.jsonl
-    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, csv, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda)")
+    raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, csv, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda, e3c, codiesp, openstax)")
 
 
 def _check_text_format(source: Path) -> None:

@@ -480,6 +480,34 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         return S.CaseResponse(method="bm25-mention-baseline", generation=index.generation_info()["generation"],
                               took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
 
+    case_finders: dict[int, Any] = {}  # one finder (document maps, patient mask) per index snapshot
+
+    @app.post("/cases/similar", response_model=S.SimilarCasesResponse, dependencies=read_deps, responses=read_errors,
+              tags=["cases"])
+    def cases_similar(req: S.SimilarCasesRequest) -> S.SimilarCasesResponse:
+        """Patients like this one: the most similar cases, the diagnoses they carry (ICD-10-CM codes and names
+        where labelled, ICD-10-CM names their text mentions otherwise) and the sentences that make them similar."""
+        from capr.cases.similar import CaseFinder
+
+        t0 = time.perf_counter()
+        index = holder.index
+        if Capability.postings not in index.capabilities:
+            raise ApiError(400, f"similar cases need the '{Capability.postings.value}' capability (capr's term "
+                                f"matrix), which the {index.backend.value} backend does not have", "description")
+        finder = case_finders.get(id(index))
+        if finder is None:
+            case_finders.clear()
+            finder = case_finders[id(index)] = CaseFinder(index)
+        try:
+            res = finder.similar(req.description, k=req.k, retriever=req.retriever, evidence=req.evidence,
+                                 labelled_only=req.labelled_only)
+        except QueryError as e:
+            raise ApiError(400, str(e), "retriever") from None
+        return S.SimilarCasesResponse(
+            retriever=res.retriever, generation=index.generation_info()["generation"],
+            took_ms=round((time.perf_counter() - t0) * 1e3, 2), notices=res.notices,
+            cases=[S.SimilarCaseOut(**c.to_dict(), document_url=_doc_url(c.doc_id)) for c in res.cases])
+
     # -- documents --------------------------------------------------------------------------
     @app.get("/documents/{doc_id:path}", response_model=S.DocumentOut, dependencies=read_deps,
              responses={**read_errors, **NOT_FOUND}, tags=["documents"])

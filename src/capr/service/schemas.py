@@ -272,6 +272,57 @@ class CaseResponse(BaseModel):
     hypotheses: list[HypothesisOut]
 
 
+class SimilarCasesRequest(_Strict):
+    description: Annotated[str, StringConstraints(min_length=1, max_length=20_000), AfterValidator(_valid_text)] = Field(
+        description="Patient description.", examples=["37-year-old man with fever, joint pain and a swollen testicle"])
+    k: Count = Field(10, ge=1, le=50, description="Cases to return.")
+    retriever: Literal["auto", "bm25", "dense", "hybrid"] = Field(
+        "auto", description="auto: hybrid when the index has vectors, else bm25.")
+    labelled_only: StrictBool = Field(False, description="Only cases that carry diagnosis codes.")
+    evidence: Count = Field(2, ge=0, le=10, description="Sentences per case that make it similar.")
+
+    @model_validator(mode="after")
+    def _not_blank(self) -> "SimilarCasesRequest":
+        if not self.description.strip():
+            raise ValueError("description is blank")
+        return self
+
+
+class DiagnosisOut(BaseModel):
+    code: Optional[str] = Field(description="ICD-10-CM code; null for a mention no code names.")
+    name: str = Field(description="English ICD-10-CM name (empty when the code is not in ICD-10-CM).")
+    kind: Literal["label", "mention"] = Field(description="label: the case's own code; mention: an ICD-10-CM name found in its text.")
+    category: Optional[str] = Field(description="ICD-10 category: the code's first three characters.")
+    mention: Optional[str] = None
+
+
+class CaseEvidenceOut(BaseModel):
+    sentence: str
+    query_sentence: str
+    score: float
+    shared: list[str]
+
+
+class SimilarCaseOut(BaseModel):
+    doc_id: str
+    rank: int
+    score: float
+    source: str
+    labelled: bool
+    diagnoses: list[DiagnosisOut]
+    evidence: list[CaseEvidenceOut]
+    text: str
+    document_url: str
+
+
+class SimilarCasesResponse(BaseModel):
+    retriever: str
+    generation: str
+    took_ms: float
+    notices: list[str]
+    cases: list[SimilarCaseOut]
+
+
 # ------------------------------------------------------------------------------------------- other
 class HealthResponse(BaseModel):
     status: Literal["starting", "ok", "failed"] = Field(description="starting: loading the models and caches searches "

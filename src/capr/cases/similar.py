@@ -1,0 +1,234 @@
+""""Patients like this one": the cases of an index most similar to a patient description, with the diagnoses
+they carry and the sentences that make them similar.
+
+A case is a document. Its score is its best passage's score for the description: BM25, the cosine of the index's
+encoder, or both fused by reciprocal rank (BM25 : dense = 1 : 4, the weights of capr's default search). In an index
+with a ``source`` column (`capr case-index`) only patient descriptions are cases — case reports and notes, not
+textbook sections or question-answer pages; any other index treats every document as a case.
+
+Diagnoses: the ICD-10-CM codes a case is labelled with (``metadata["diagnoses"]``, CodiEsp), named in English
+(`simple-icd-10-cm`); an unlabelled case gets the ICD-10-CM names its text mentions instead (`capr.cases.icd10`).
+Evidence: each case sentence is matched with the description sentence it shares the most rare words with
+(idf-weighted overlap of analysed terms) and the best few are kept, each with the words they share."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import numpy as np
+
+from capr.cases.icd10 import Diagnosis, diagnoses_of
+from capr.errors import QueryError
+
+if TYPE_CHECKING:
+    from capr.index.index import Index
+
+# the `source` values of patient descriptions in a case index (capr.cases.data.case_corpus)
+PATIENT_SOURCES = ("codiesp", "e3c", "mtsamples")
+RRF_K = 60
+RRF_WEIGHTS = {"bm25": 1.0, "dense": 4.0}
+RETRIEVERS = ("auto", "bm25", "dense", "hybrid")
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])|\n+")
+
+
+@dataclass(slots=True)
+class Evidence:
+    """A sentence of the similar case and the description sentence it matches best."""
+
+    sentence: str
+    query_sentence: str
+    score: float
+    shared: list[str] = field(default_factory=list)  # the analysed words both hold, rarest first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sentence": self.sentence, "query_sentence": self.query_sentence, "score": round(self.score, 4),
+                "shared": self.shared}
+
+
+@dataclass(slots=True)
+class SimilarCase:
+    doc_id: str
+    rank: int
+    score: float
+    source: str
+    labelled: bool  # the diagnoses are the case's own codes, not mentions found in its text
+    diagnoses: list[Diagnosis]
+    evidence: list[Evidence]
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"doc_id": self.doc_id, "rank": self.rank, "score": round(float(self.score), 6), "source": self.source,
+                "labelled": self.labelled, "diagnoses": [d.to_dict() for d in self.diagnoses],
+                "evidence": [e.to_dict() for e in self.evidence], "text": self.text}
+
+
+@dataclass(slots=True)
+class SimilarCases:
+    description: str
+    retriever: str
+    cases: list[SimilarCase]
+    notices: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"retriever": self.retriever, "notices": self.notices, "cases": [c.to_dict() for c in self.cases]}
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_RE.split(text) if s and len(s.split()) >= 3]
+
+
+class CaseFinder:
+    """Similar-case search over one index. Load once, call :meth:`similar` many times; per-document row maps
+    and the patient mask are built on first use."""
+
+    def __init__(self, index: "Index", sources: Sequence[str] | None = None) -> None:
+        self.index = index
+        self._sources = tuple(sources) if sources is not None else None
+        self._doc_keys: np.ndarray | None = None
+        self._doc_names: list[tuple[int, int]] = []
+        self._key_of: dict[str, int] = {}
+        self._mask: np.ndarray | None = None
+        self.notices: list[str] = []
+
+    # -- structure ----------------------------------------------------------------------------
+    def doc_keys(self) -> np.ndarray:
+        """Row → a document number unique across segments."""
+        if self._doc_keys is None:
+            parts, base = [], 0
+            for si, seg in enumerate(self.index.segments):
+                parts.append(np.asarray(seg.passage_doc_rows, dtype=np.int64) + base)
+                self._doc_names += [(si, i) for i in range(len(seg.doc_ids))]
+                base += len(seg.doc_ids)
+            self._doc_keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            self._key_of = {self.doc_id(k): k for k in range(len(self._doc_names))}
+        return self._doc_keys
+
+    def doc_id(self, key: int) -> str:
+        si, i = self._doc_names[key]
+        return self.index.segments[si].doc_ids[i]
+
+    def patient_mask(self) -> np.ndarray:
+        """Live rows of patient descriptions (see the module docstring)."""
+        if self._mask is None:
+            index = self.index
+            mask = index.live.copy()
+            if "source" in index.fields():
+                present = {str(v) for v in index.live_values("source")}
+                wanted = sorted(present & set(self._sources or PATIENT_SOURCES))
+                if self._sources is not None and not wanted:
+                    raise QueryError(f"no case of source {', '.join(self._sources)} in {index.root}; sources: "
+                                     f"{', '.join(sorted(present))}")
+                if wanted:
+                    mask &= index.compile_filter([f"source in ({', '.join(wanted)})"])
+                else:
+                    self.notices.append("no patient descriptions (case reports, notes) in this index: every document "
+                                        "counts as a case")
+            self._mask = mask
+        return self._mask
+
+    # -- scores -------------------------------------------------------------------------------
+    def _doc_best(self, rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(document keys, best score) ordered best first, ties by key."""
+        keys = self.doc_keys()[rows]
+        order = np.lexsort((-scores, keys))
+        keys, scores = keys[order], scores[order]
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        keys, scores = keys[first], scores[first]
+        best = np.lexsort((keys, -scores))
+        return keys[best], scores[best]
+
+    def document_scores(self, description: str, retriever: str, exclude: set[str]) -> tuple[np.ndarray, np.ndarray]:
+        index = self.index
+        rows = np.flatnonzero(self.patient_mask())
+        runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if retriever in ("bm25", "hybrid"):
+            from capr.query import Retriever
+
+            bm25 = index.scorer(Retriever.bm25).scores(index.analyzer(description))[rows]
+            runs["bm25"] = self._doc_best(rows, np.asarray(bm25, dtype=np.float64))
+        if retriever in ("dense", "hybrid"):
+            qvec = index.encoder().encode_queries([description])[0]
+            runs["dense"] = self._doc_best(rows, index.dense_scores(qvec, rows).astype(np.float64))
+        drop = [self._key_of[d] for d in exclude if d in self._key_of]
+        if drop:
+            runs = {n: (k[keep], s[keep]) for n, (k, s) in runs.items() if (keep := ~np.isin(k, drop)) is not None}
+        if len(runs) == 1:
+            return next(iter(runs.values()))
+        fused: dict[int, float] = {}
+        for name, (keys, _) in runs.items():
+            for r, k in enumerate(keys[:1000].tolist(), 1):
+                fused[k] = fused.get(k, 0.0) + RRF_WEIGHTS[name] / (RRF_K + r)
+        keys = np.fromiter(fused, dtype=np.int64, count=len(fused))
+        scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
+        order = np.lexsort((keys, -scores))
+        return keys[order], scores[order]
+
+    # -- evidence -----------------------------------------------------------------------------
+    def evidence(self, description: str, text: str, n: int = 2) -> list[Evidence]:
+        analyze = self.index.analyzer
+        q_sents = split_sentences(description) or [description]
+        q_terms = [set(analyze(s)) for s in q_sents]
+        sents = split_sentences(text)
+        vocab = set().union(*q_terms)
+        idf = self.index.term_idf(sorted(vocab)) if vocab else {}
+        out: list[Evidence] = []
+        for s in sents:
+            terms = set(analyze(s)) & vocab
+            if not terms:
+                continue
+            best_j, best, shared = 0, 0.0, []
+            for j, qt in enumerate(q_terms):
+                common = terms & qt
+                score = sum(float(idf.get(t, 0.0)) for t in common)
+                if score > best:
+                    best_j, best, shared = j, score, sorted(common, key=lambda t: -float(idf.get(t, 0.0)))
+            if best > 0:
+                out.append(Evidence(s, q_sents[best_j], best, shared))
+        out.sort(key=lambda e: -e.score)
+        return out[:n]
+
+    # -- the search ---------------------------------------------------------------------------
+    def similar(self, description: str, k: int = 10, retriever: str = "auto", exclude_docs: Iterable[str] = (),
+                evidence: int = 2, labelled_only: bool = False) -> SimilarCases:
+        """The ``k`` cases most similar to ``description``. ``retriever``: auto (hybrid when the index has vectors,
+        else bm25), bm25, dense or hybrid. ``labelled_only``: only cases that carry diagnosis codes."""
+        if not isinstance(description, str) or not description.strip():
+            raise QueryError("empty patient description: give the case as text or a file")
+        if retriever not in RETRIEVERS:
+            raise QueryError(f"unknown retriever {retriever!r}; choose {', '.join(RETRIEVERS)}")
+        if k < 1:
+            raise QueryError(f"k must be at least 1, got {k}")
+        index = self.index
+        if retriever == "auto":
+            retriever = "hybrid" if index.has_dense else "bm25"
+        if retriever in ("dense", "hybrid") and not index.has_dense:
+            raise QueryError(f"{index.root}: the {retriever} retriever needs passage vectors; build the index with "
+                             "--dense")
+        if index.is_empty:
+            return SimilarCases(description, retriever, [], ["the index is empty"])
+        keys, scores = self.document_scores(description, retriever, set(exclude_docs))
+        cases: list[SimilarCase] = []
+        for key, score in zip(keys.tolist(), scores.tolist()):
+            doc = index.document(self.doc_id(key))
+            labelled, dx = diagnoses_of(doc.metadata, doc.text)
+            if labelled_only and not labelled:
+                continue
+            cases.append(SimilarCase(doc.doc_id, len(cases) + 1, score, str(doc.metadata.get("source") or ""),
+                                     labelled, dx, self.evidence(description, doc.text, evidence) if evidence else [],
+                                     doc.text))
+            if len(cases) >= k:
+                break
+        return SimilarCases(description, retriever, cases, list(self.notices))
+
+
+def similar_cases(index: "Index", description: str, k: int = 10, retriever: str = "auto",
+                  sources: Sequence[str] | None = None, labelled_only: bool = False) -> SimilarCases:
+    """One-shot convenience over :class:`CaseFinder`."""
+    return CaseFinder(index, sources).similar(description, k=k, retriever=retriever, labelled_only=labelled_only)
+
+
+__all__ = ["CaseFinder", "Evidence", "PATIENT_SOURCES", "SimilarCase", "SimilarCases", "similar_cases",
+           "split_sentences"]

@@ -1,0 +1,88 @@
+"""Measuring "patients like this one" on coded cases (CodiEsp dev as queries, coded train cases as the cases that
+count):
+
+- **category precision@10**: the share of the 10 best coded cases that share an ICD-10 category (first three
+  characters) with a diagnosis of the query case;
+- **MAP of the diagnoses**: the query's diagnosis codes ranked by similar-case voting — each of the ``vote_k``
+  (20) best coded cases gives each of its codes 1/rank — and scored by average precision over all the query's
+  codes (a code no case carries counts as missed). Category MAP does the same with categories.
+
+A baseline that ranks codes directly (ICD-10-CM names against the case text) gives the code ranking itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from capr.cases.icd10 import category
+
+VOTE_K = 20
+PRECISION_K = 10
+
+
+def average_precision_of(ranked: Sequence[str], gold: set[str]) -> float:
+    """AP of a ranked list against every relevant item (those never ranked count as missed)."""
+    if not gold:
+        return 0.0
+    hits, total = 0, 0.0
+    for i, item in enumerate(ranked, 1):
+        if item in gold:
+            hits += 1
+            total += hits / i
+    return total / len(gold)
+
+
+def category_precision(query_codes: Sequence[str], case_codes: Sequence[Sequence[str]], k: int = PRECISION_K) -> float:
+    """Share of the first ``k`` cases (best first) sharing an ICD-10 category with the query."""
+    want = {category(c) for c in query_codes}
+    top = list(case_codes)[:k]
+    return sum(bool(want & {category(c) for c in codes}) for codes in top) / k
+
+
+def vote(case_codes: Sequence[Sequence[str]], k: int = VOTE_K, level: str = "code") -> list[str]:
+    """Codes (or categories) ranked by the 1/rank votes of the first ``k`` cases; ties: first seen first."""
+    votes: dict[str, float] = {}
+    for rank, codes in enumerate(list(case_codes)[:k], 1):
+        for c in dict.fromkeys(category(c) if level == "category" else c for c in codes):
+            votes[c] = votes.get(c, 0.0) + 1.0 / rank
+    return sorted(votes, key=lambda c: -votes[c])
+
+
+@dataclass(slots=True)
+class QueryScores:
+    qid: str
+    precision: float | None  # None for a run that ranks codes, not cases
+    ap: float
+    category_ap: float
+    ranked_codes: list[str]
+
+
+def score_case_ranking(qid: str, gold: Sequence[str], ranked_cases_codes: Sequence[Sequence[str]]) -> QueryScores:
+    codes = vote(ranked_cases_codes)
+    cats = vote(ranked_cases_codes, level="category")
+    return QueryScores(qid, category_precision(gold, ranked_cases_codes), average_precision_of(codes, set(gold)),
+                       average_precision_of(cats, {category(c) for c in gold}), codes)
+
+
+def score_code_ranking(qid: str, gold: Sequence[str], ranked_codes: Sequence[str]) -> QueryScores:
+    cats = list(dict.fromkeys(category(c) for c in ranked_codes))
+    return QueryScores(qid, None, average_precision_of(ranked_codes, set(gold)),
+                       average_precision_of(cats, {category(c) for c in gold}), list(ranked_codes))
+
+
+def rrf(rankings: dict[str, np.ndarray], weights: dict[str, float], k: int = 60) -> np.ndarray:
+    """Weighted reciprocal-rank fusion of score vectors over the same items: the fused score per item."""
+    n = len(next(iter(rankings.values())))
+    fused = np.zeros(n, dtype=np.float64)
+    for name, scores in rankings.items():
+        order = np.lexsort((np.arange(n), -np.asarray(scores)))
+        ranks = np.empty(n, dtype=np.int64)
+        ranks[order] = np.arange(1, n + 1)
+        fused += weights[name] / (k + ranks)
+    return fused
+
+
+__all__ = ["PRECISION_K", "QueryScores", "VOTE_K", "average_precision_of", "category_precision", "rrf",
+           "score_case_ranking", "score_code_ranking", "vote"]

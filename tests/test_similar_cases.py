@@ -1,0 +1,172 @@
+"""Case-report readers (E3C, CodiEsp, OpenStax) and "patients like this one" (capr cases similar, CaseFinder,
+POST /cases/similar) on small slices of the real corpora; skipped when the data is absent."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capr.cases.icd10 import code_name, find_mentions
+from capr.corpus import Format, detect_format, read_documents
+from capr.errors import BadInputError, QueryError
+
+from conftest import capr_cli, need_data
+
+CODIESP = ("codiesp", "cases.jsonl.gz")
+E3C = ("e3c_english", "cases.jsonl.gz")
+
+
+def _slice(path: Path, out: Path, n: int, keep=lambda r: True) -> Path:
+    """The first ``n`` records of a real JSONL file that ``keep`` accepts, as a small file of the same format."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = list(itertools.islice((r for r in map(json.loads, fh) if keep(r)), n))
+    with gzip.open(out, "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    return out
+
+
+def test_readers_detect_and_read_the_real_files():
+    expected = {E3C: (Format.e3c, 10_034), CODIESP: (Format.codiesp, 3_500),
+                ("openstax", "ap2e.jsonl.gz"): (Format.openstax, 1_205),
+                ("openstax", "microbiology.jsonl.gz"): (Format.openstax, 912)}
+    for parts, (fmt, n) in expected.items():
+        path = need_data(*parts)
+        assert detect_format(path) is fmt
+        docs = list(read_documents(path))
+        assert len(docs) == n and len({d.doc_id for d in docs}) == n
+    codiesp = list(read_documents(need_data(*CODIESP)))
+    splits = {s: sum(d.metadata["split"] == s for d in codiesp) for s in ("train", "dev", "background")}
+    assert splits == {"train": 500, "dev": 250, "background": 2750}
+    first = codiesp[0]
+    assert first.doc_id.startswith("codiesp:") and first.metadata["source"] == "codiesp"
+    assert all(c == c.upper() and "." in c or len(c) == 3 for c in first.metadata["diagnoses"])
+    assert "\n" not in first.text  # one sentence per line in the release; a paragraph here
+    assert all(not d.metadata["diagnoses"] for d in codiesp if d.metadata["split"] == "background")
+
+
+def test_a_bad_codiesp_record_names_line_and_field(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    good = {"id": "a", "split": "train", "text": "Fever.", "diagnoses": ["r50.9"], "procedures": []}
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", "split": "test"}) + "\n")
+    assert detect_format(path) is Format.codiesp
+    with pytest.raises(BadInputError) as e:
+        list(read_documents(path))
+    assert "line 2" in str(e.value) and "split" in str(e.value)
+    path.write_text(json.dumps({**good, "diagnoses": "r50.9"}) + "\n")
+    with pytest.raises(BadInputError, match="diagnoses"):
+        list(read_documents(path, Format.codiesp))
+
+
+def test_icd10_names_and_mentions():
+    assert code_name("n45.3") == "Epididymo-orchitis"
+    assert code_name("N45.39") == "Orchitis and epididymitis"  # unknown code: its category's name
+    found = {d.code: d for d in find_mentions("Ascites and tender hepatomegaly; no malaria. Final diagnosis: "
+                                              "nephrotic syndrome.")}
+    assert {"R18", "R16.0", "N04"} <= set(found) and not any(c.startswith("B5") for c in found)  # malaria negated
+    assert found["R16.0"].mention == "hepatomegaly" and found["R16.0"].kind == "mention"
+
+
+@pytest.fixture(scope="module")
+def case_index(tmp_path_factory):
+    """150 labelled CodiEsp train cases and 150 E3C narratives, lexical index."""
+    import capr
+
+    tmp = tmp_path_factory.mktemp("similar")
+    codiesp = _slice(need_data(*CODIESP), tmp / "codiesp.jsonl.gz", 150, lambda r: r["split"] == "train")
+    e3c = _slice(need_data(*E3C), tmp / "e3c.jsonl.gz", 150)
+    docs = itertools.chain(read_documents(codiesp), read_documents(e3c))
+    return capr.build_index(docs, tmp / "idx")
+
+
+def _query_case(index):
+    doc = index.document(next(d for d in index.document_ids() if d.startswith("codiesp:")))
+    return doc, " ".join(doc.text.split()[:80])
+
+
+def test_similar_finds_the_case_itself_with_its_named_codes(case_index):
+    from capr.cases.similar import CaseFinder
+
+    finder = CaseFinder(case_index)
+    doc, query = _query_case(case_index)
+    res = finder.similar(query, k=5)
+    top = res.cases[0]
+    assert res.retriever == "bm25" and top.doc_id == doc.doc_id and top.labelled
+    assert [d.code for d in top.diagnoses] == doc.metadata["diagnoses"]
+    assert all(d.kind == "label" for d in top.diagnoses) and any(d.name for d in top.diagnoses)
+    assert top.evidence and all(e.sentence in top.text and e.shared for e in top.evidence)
+    assert top.evidence[0].query_sentence in query
+    # the case held out: it is gone, and labelled_only keeps only coded cases
+    others = finder.similar(query, k=5, exclude_docs=[doc.doc_id])
+    assert doc.doc_id not in [c.doc_id for c in others.cases] and len(others.cases) == 5
+    labelled = finder.similar(query, k=20, labelled_only=True)
+    assert len(labelled.cases) == 20 and all(c.source == "codiesp" and c.labelled for c in labelled.cases)
+    # an E3C case carries the ICD-10-CM names its own text mentions
+    e3c = [c for c in finder.similar(query, k=50).cases if c.source == "e3c"]
+    assert e3c and all(d.kind == "mention" and d.mention in c.text.lower() for c in e3c for d in c.diagnoses)
+    with pytest.raises(QueryError, match="empty patient description"):
+        finder.similar("  ")
+    with pytest.raises(QueryError, match="needs passage vectors"):
+        finder.similar(query, retriever="dense")
+
+
+def test_cli_similar(case_index):
+    doc, query = _query_case(case_index)
+    proc = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "3", "--json")
+    data = json.loads(proc.stdout)
+    assert data["cases"][0]["doc_id"] == doc.doc_id and len(data["cases"]) == 3
+    assert data["cases"][0]["diagnoses"][0]["code"] == doc.metadata["diagnoses"][0]
+    text = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "1").stdout
+    assert doc.doc_id in text and "diagnoses:" in text
+    bad = capr_cli("cases", "similar", " ", "--index", str(case_index.root), check=False)
+    assert bad.returncode == 2 and "empty patient description" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_service_similar(case_index):
+    from fastapi.testclient import TestClient
+
+    from capr.service import ServiceConfig, create_app
+
+    doc, query = _query_case(case_index)
+    client = TestClient(create_app(case_index.root, ServiceConfig()))
+    r = client.post("/cases/similar", json={"description": query, "k": 2})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert [c["rank"] for c in data["cases"]] == [1, 2] and data["cases"][0]["doc_id"] == doc.doc_id
+    assert data["cases"][0]["diagnoses"][0]["kind"] == "label" and data["cases"][0]["document_url"]
+    assert client.post("/cases/similar", json={"description": " "}).status_code == 422
+    assert client.post("/cases/similar", json={"description": query, "k": 0}).status_code == 422
+    assert client.post("/cases/similar", json={"description": query, "retriever": "dense"}).status_code == 400
+
+
+def test_similar_case_metrics():
+    from capr.cases.similar_eval import average_precision_of, category_precision, rrf, score_case_ranking, vote
+
+    cases = [["N45.3", "R50.9"], ["A23.9"], ["N45.9", "A23.9"]]
+    assert vote(cases) == ["N45.3", "R50.9", "A23.9", "N45.9"]  # 1, 1, 1/2 + 1/3, 1/3
+    assert vote(cases, level="category") == ["N45", "R50", "A23"]
+    assert category_precision(["N45.1"], cases, k=3) == pytest.approx(2 / 3)
+    assert average_precision_of(["a", "x", "b"], {"a", "b", "c"}) == pytest.approx((1 + 2 / 3) / 3)  # c never ranked
+    q = score_case_ranking("q", ["A23.9", "Z99.9"], cases)
+    assert q.ap == pytest.approx((1 / 3) / 2) and q.precision == pytest.approx(2 / 10)
+    fused = rrf({"a": np.array([3.0, 2.0, 1.0]), "b": np.array([1.0, 2.0, 3.0])}, {"a": 1.0, "b": 4.0})
+    assert int(np.argmax(fused)) == 2
+
+
+def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
+    from capr.cases.train_diagnoses import MASK, diagnosis_pairs
+    from capr.records import Document
+
+    coded = Document("codiesp:a", "", "Fever and epididymo-orchitis.", {"split": "train", "diagnoses": ["N45.3", "R50.9"]})
+    uncoded = Document("e3c:b", "", "A man with Nephrotic syndrome and ascites.", {"source": "e3c"})
+    pairs, counts = diagnosis_pairs([coded, uncoded])
+    assert counts == {"codes": 2, "mentions": 2}
+    assert ("Fever and epididymo-orchitis.", "Epididymo-orchitis") in pairs
+    masked = next(t for t, n in pairs if n == "Nephrotic syndrome")
+    assert "nephrotic" not in masked.lower() and MASK in masked and "ascites" in masked
+    with pytest.raises(BadInputError, match="dev case"):
+        diagnosis_pairs([Document("codiesp:c", "", "Fever.", {"split": "dev", "diagnoses": ["R50.9"]})])
