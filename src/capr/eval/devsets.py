@@ -197,7 +197,8 @@ def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Ana
     answers come from any MedQuAD document outside the medquad-cdv test split whose focus is the FAQ's entity and
     whose question type is the FAQ's; distractors are the dev sample's answers."""
     from capr.corpus.report import ReadReport
-    from capr.eval.benchmarks import BenchmarkData, _benchmark_index
+    from capr.eval.beir import BEIR_METRICS
+    from capr.eval.benchmarks import BenchmarkData, _benchmark_index, document_of_rows
     from capr.labels.gazetteer import normalize_name
     from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, text_key
 
@@ -239,7 +240,8 @@ def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Ana
     index = _benchmark_index(index_dir, lambda: list(whole.values()), analyzer, dense, SegmenterConfig(include_title=titled),
                              progress)
     return BenchmarkData("consumer-dev-titled" if titled else "consumer-dev", index, queries, qrels,
-                         {"documents": list(whole.values()), "document_level": True})
+                         {"documents": list(whole.values()), "document_level": True,
+                          "document_of_row": document_of_rows(index), "metrics": BEIR_METRICS})
 
 
 def document_run(hits_by_query: dict[str, list[str]]) -> dict[str, dict[str, float]]:
