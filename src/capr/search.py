@@ -21,6 +21,7 @@ from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHA
 from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query, parse_store_query)
+from capr.question_focus import wording_prior_rows
 from capr.records import Passage, Query, ScoredPassage
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse, recorded_fusion
 from capr.retrieve.highlight import snippet, term_spans
@@ -51,6 +52,13 @@ class EntityScope(str, Enum):
 
     passage = "passage"  # the passage (or its document's title): first; then its document's other passages; then the rest
     document = "document"  # the passage or any passage of its document: first; then the rest
+
+
+class WordingPrior(str, Enum):
+    """Where the aspect prior applies when the aspect was read from a question's wording."""
+
+    named = "named"  # passages of documents whose title the question names
+    everywhere = "everywhere"
 
 
 class Evidence(str, Enum):
@@ -90,9 +98,13 @@ class SearchOptions:
     # the entity's other names count as mentions ("Increased body weight" ← "weight gain"; capr.labels.synonyms)
     entity_synonyms: bool = True
     group_by: GroupBy = GroupBy.passage
+    # an aspect read from a question's wording favours its sections only in documents whose title the question
+    # names (capr.question_focus); everywhere: in every document
+    wording_prior: WordingPrior = WordingPrior.named
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None
+        self.wording_prior = WordingPrior(self.wording_prior)
         self.group_by = GroupBy(self.group_by or "passage")
         self.entity_scope = EntityScope(self.entity_scope)
         self.evidence = Evidence(self.evidence or "none")
@@ -320,7 +332,10 @@ class Searcher:
             else:  # each list as deep as the fusion reads it
                 keys, vals = fuse([(lex[0][: cfg.depth], lex[1][: cfg.depth]), (den[0][: cfg.depth], den[1][: cfg.depth])], cfg)
         if boost and len(keys):
-            vals = vals * np.where(store.aspect_flags(keys, aspect), 1.0 + boost, 1.0).astype(np.float32)
+            favoured = store.aspect_flags(keys, aspect)
+            if options.wording_prior is WordingPrior.named and favoured.any():
+                favoured &= wording_prior_rows(store, pq, keys)
+            vals = vals * np.where(favoured, 1.0 + boost, 1.0).astype(np.float32)
         if named is not None and len(keys):
             vals = vals * np.where(named[keys], 1.0 + options.mention_boost, 1.0).astype(np.float32)
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
@@ -406,7 +421,11 @@ class Searcher:
         value = 1.0 / (options.fusion.rrf_k + rank)
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect:
-            value *= np.where(self.store.aspect_flags(self.store.keys_of([h.pid for h in hits]), aspect), 1.0 + options.aspect_boost, 1.0)
+            keys = self.store.keys_of([h.pid for h in hits])
+            favoured = self.store.aspect_flags(keys, aspect)
+            if options.wording_prior is WordingPrior.named and favoured.any():
+                favoured &= wording_prior_rows(self.store, pq, keys, [h.passage.title for h in hits])
+            value *= np.where(favoured, 1.0 + options.aspect_boost, 1.0)
         level, named = (np.asarray(column) for column in zip(*(tiers.get(h.pid, (0, False)) for h in hits)))
         if options.mention_boost and options.entity_scope is EntityScope.document:
             value *= np.where(named, 1.0 + options.mention_boost, 1.0)
@@ -552,4 +571,4 @@ def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> lis
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "WordingPrior", "search"]

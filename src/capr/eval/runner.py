@@ -65,10 +65,11 @@ BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
     # (its text is the original release's: lower-cased, stop words removed; data/nfcorpus_dev/SOURCE.md)
     "consumer-dev": _titles_fixed(load_consumer_dev, False),
     "consumer-dev-titled": _titles_fixed(load_consumer_dev, True),
+    "consumer-dev-sections": _titles_fixed(partial(load_consumer_dev, sections=True), True),
     "nfcorpus-dev": _beir_dataset("nfcorpus_dev", "nfcorpus-dev"),
 }
 FREE_TEXT = (QueryField.question,)
-DOCUMENT_JUDGED = ("consumer-dev", "consumer-dev-titled", "nfcorpus-dev")  # no candidate pools: --protocol full
+DOCUMENT_JUDGED = ("consumer-dev", "consumer-dev-titled", "consumer-dev-sections", "nfcorpus-dev")  # no candidate pools: --protocol full
 QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "medquad-cdv": (QueryField.tuple, QueryField.question),
     "mtsamples-capr": (QueryField.tuple,),
@@ -78,6 +79,7 @@ QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "mtsamples-dev": (QueryField.tuple,),
     "consumer-dev": FREE_TEXT,
     "consumer-dev-titled": FREE_TEXT,
+    "consumer-dev-sections": FREE_TEXT,
     "nfcorpus-dev": FREE_TEXT,
 }
 
