@@ -101,6 +101,9 @@ class SearchOptions:
     # an aspect read from a question's wording favours its sections only in documents whose title the question
     # names (capr.question_focus); everywhere: in every document
     wording_prior: WordingPrior = WordingPrior.named
+    # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.query_weights)
+    # when the fusion is left to the store
+    fusion_by_question: bool = True
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None
@@ -233,6 +236,16 @@ class Searcher:
             options = replace(options, fusion=self.default_fusion())
         return options
 
+    def question_options(self, given: SearchOptions, resolved: SearchOptions, pq: ParsedQuery) -> SearchOptions:
+        """``resolved`` with the fusion weights of a free-text question (capr.query_weights) when the fusion was
+        left to the store and the store records none."""
+        if (not given.fusion_by_question or given.fusion is not None or resolved.retriever is not Retriever.hybrid
+                or pq.structured or self.store.dense_manifest().get("fusion")):
+            return resolved
+        from capr.query_weights import question_fusion
+
+        return replace(resolved, fusion=question_fusion(self.store, pq, resolved.fusion))
+
     def check(self, options: SearchOptions) -> None:
         """Refuses what this store cannot do, naming the capability it lacks."""
         r = self.resolve(options).retriever
@@ -256,9 +269,11 @@ class Searcher:
                within: np.ndarray | None = None, **kw: Any) -> SearchResult:
         """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields. ``within``: only
         these passages (store keys) may be returned — how ``capr eval`` runs this pipeline on a candidate pool."""
-        options = self.resolve(options or SearchOptions(**kw))
+        given = options or SearchOptions(**kw)
+        options = self.resolve(given)
         notices: list[str] = []
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
+        options = self.question_options(given, options, pq)
         self.check(options)
         if self.cdv is None:
             check_searchable(self.store.analyzer, pq.query, options.retriever, pq.expand)

@@ -1,0 +1,52 @@
+"""BM25's share in the hybrid fusion of a free-text question, from how informative its words are in this index
+(issue 36). A question whose words are rare here ("ddt", "turmeric curcumin") is one BM25 answers well: its share
+rises to dense's. A question of words common here (a consumer's long "my mother has ... what should she do") is
+one where BM25 matches the wrong passages: its share falls. Informativeness is the mean IDF of the question's
+distinct terms over the largest IDF the index can give (log of its passage count, a clarity-like ratio in 0..1).
+
+⟨entity, aspect⟩ queries, an index that records its own fusion (`capr adapt`) and a fusion the caller chose keep
+theirs. The thresholds and shares were chosen on the free-text dev sets only (bench/free_text_dev.py,
+docs/incoming/freetext36.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from capr.retrieve.fusion import FusionConfig
+
+RARE_WORDS = 0.6  # informativeness at or above this: BM25 : dense = 1 : 1
+COMMON_WORDS = 0.35  # below this: BM25 : dense = 1 : 9
+RARE_SHARES = (0.5, 0.5)
+COMMON_SHARES = (0.1, 0.9)
+
+
+def informativeness(store: Any, terms: list[str]) -> float | None:
+    """Mean IDF of the distinct ``terms`` over log(passages); None when the index cannot tell (no statistics)."""
+    distinct = list(dict.fromkeys(terms))
+    passages = int(store.live_count())
+    if not distinct or passages < 2:
+        return None
+    idf = store.term_idf(distinct)
+    if not idf:
+        return None
+    return sum(max(0.0, idf.get(t, 0.0)) for t in distinct) / len(distinct) / math.log(passages)
+
+
+def question_fusion(store: Any, pq: Any, fusion: FusionConfig) -> FusionConfig:
+    """The fusion for the free-text question ``pq``: ``fusion`` with BM25's share from :func:`informativeness`."""
+    if pq.structured or len(fusion.weights) != 2:
+        return fusion
+    score = informativeness(store, pq.terms)
+    if score is None:
+        return fusion
+    if score >= RARE_WORDS:
+        return replace(fusion, weights=RARE_SHARES)
+    if score < COMMON_WORDS:
+        return replace(fusion, weights=COMMON_SHARES)
+    return fusion
+
+
+__all__ = ["COMMON_WORDS", "RARE_WORDS", "informativeness", "question_fusion"]
