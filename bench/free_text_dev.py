@@ -53,12 +53,15 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--variants", default="default", help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_argument("--protocol", default=None, help="full or rerank64 (default: the benchmark's own)")
+    ap.add_argument("--query-field", default="question", help="question, or tuple (⟨entity, aspect⟩ benchmarks)")
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
     args = ap.parse_args()
     rows, dump = [], {}
     for name in args.sets.split(","):
-        config = EvalConfig(benchmark=name, data_dir=args.data_dir, pipeline="default", query_field="question")
+        config = EvalConfig(benchmark=name, data_dir=args.data_dir, pipeline="default", query_field=args.query_field,
+                            protocol=args.protocol)
         t = time.time()
         data = load_benchmark(config)
         qrels = qrels_as_dict(data.qrels)
