@@ -40,9 +40,8 @@ METRICS = ("nDCG@10", "P@1")
 VARIANTS = {
     "default": {},
     "prior off": {"aspect_boost": 0.0},
-    "prior everywhere": {"wording_prior": "everywhere"},
-    "fixed 1:4": {"fusion_by_question": False},
-    "before": {"fusion_by_question": False, "wording_prior": "everywhere"},  # the default before issue 36
+    "fusion by question": {"fusion_by_question": True},
+    "before": {"wording_prior": "everywhere"},  # the default before issue 36
     "rrf 1:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5))},
     "rrf 1:9": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.1, 0.9))},
     "rrf 0:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.0, 1.0))},

@@ -5,6 +5,9 @@ terms over the largest IDF the index can give (the log of its passage count): a 
 (Lowering BM25's share for questions of common words helped the consumer dev set but cost MEDIQA training set 2,
 so it is not done.)
 
+Off by default (SearchOptions.fusion_by_question): the ratio is larger on a small index, where it gave a paraphrase
+to BM25's literal match (tests/test_default_pipeline.py's demo corpus).
+
 ⟨entity, aspect⟩ queries, an index that records its own fusion (`capr adapt`) and a fusion the caller chose keep
 theirs. The threshold was chosen on the free-text dev sets only (bench/free_text_dev.py,
 docs/incoming/freetext36.md).
