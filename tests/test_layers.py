@@ -76,7 +76,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("capr.store", "capr.retrieve", "capr.labels"),
     ("capr.train",),
     ("capr.cdv",),
-    ("capr.search", "capr.profile", "capr.cases"),
+    ("capr.search", "capr.profile", "capr.question_focus", "capr.query_weights", "capr.cases"),
     ("capr.eval",),
     ("capr.adapt", "capr.batch"),
     ("capr.service",),

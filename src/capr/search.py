@@ -22,8 +22,9 @@ from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHA
 from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query, parse_store_query)
+from capr.question_focus import wording_prior_rows
 from capr.records import Passage, Query, ScoredPassage
-from capr.profile import DEFAULT_FUSION, SearchProfile, loaded_reranker
+from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
 from capr.retrieve.highlight import snippet, term_spans
 from capr.store.protocol import Capability, Store
@@ -50,6 +51,13 @@ class EntityScope(str, Enum):
 
     passage = "passage"  # the passage (or its document's title): first; then its document's other passages; then the rest
     document = "document"  # the passage or any passage of its document: first; then the rest
+
+
+class WordingPrior(str, Enum):
+    """Where the aspect prior applies when the aspect was read from a question's wording."""
+
+    named = "named"  # passages of documents whose title the question names
+    everywhere = "everywhere"
 
 
 class Evidence(str, Enum):
@@ -91,9 +99,17 @@ class SearchOptions:
     # the entity's other names count as mentions ("Increased body weight" ← "weight gain"; capr.labels.synonyms)
     entity_synonyms: bool = True
     group_by: GroupBy = GroupBy.passage
+    # an aspect read from a question's wording favours its sections only in documents whose title the question
+    # names (capr.question_focus); everywhere: in every document
+    wording_prior: WordingPrior = WordingPrior.named
+    # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.query_weights)
+    # when the fusion is left to the store. Off by default: it helped every dev set but moves a paraphrase ("blood
+    # thinner for an irregular heartbeat") to BM25's literal match on a small index, where every word looks rare
+    fusion_by_question: bool = False
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None
+        self.wording_prior = WordingPrior(self.wording_prior)
         self.group_by = GroupBy(self.group_by or "passage")
         self.entity_scope = EntityScope(self.entity_scope)
         self.evidence = Evidence(self.evidence or "none")
@@ -250,6 +266,16 @@ class Searcher:
             options = replace(options, rerank_depth=self.profile.rerank_depth)
         return options
 
+    def question_options(self, given: SearchOptions, resolved: SearchOptions, pq: ParsedQuery) -> SearchOptions:
+        """``resolved`` with the fusion weights of a free-text question (capr.query_weights) when the fusion was
+        left to the store and the store records none."""
+        if (not given.fusion_by_question or given.fusion is not None or resolved.retriever is not Retriever.hybrid
+                or pq.structured or self.profile.origins.get("fusion") is Origin.adapted):
+            return resolved
+        from capr.query_weights import question_fusion
+
+        return replace(resolved, fusion=question_fusion(self.store, pq, resolved.fusion))
+
     def check(self, options: SearchOptions) -> None:
         """Refuses what this store cannot do, naming the capability it lacks."""
         r = self.resolve(options).retriever
@@ -273,9 +299,11 @@ class Searcher:
                within: np.ndarray | None = None, **kw: Any) -> SearchResult:
         """The whole pipeline for one query. Keyword arguments are :class:`SearchOptions` fields. ``within``: only
         these passages (store keys) may be returned — how ``capr eval`` runs this pipeline on a candidate pool."""
-        options = self.resolve(options or SearchOptions(**kw))
+        given = options or SearchOptions(**kw)
+        options = self.resolve(given)
         notices: list[str] = []
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
+        options = self.question_options(given, options, pq)
         self.check(options)
         if self.cdv is None:
             try:
@@ -377,7 +405,10 @@ class Searcher:
             else:  # each list as deep as the fusion reads it
                 keys, vals = fuse([(lex[0][: cfg.depth], lex[1][: cfg.depth]), (den[0][: cfg.depth], den[1][: cfg.depth])], cfg)
         if boost and len(keys):
-            vals = vals * np.where(store.aspect_flags(keys, aspect), 1.0 + boost, 1.0).astype(np.float32)
+            favoured = store.aspect_flags(keys, aspect)
+            if options.wording_prior is WordingPrior.named and favoured.any():
+                favoured &= wording_prior_rows(store, pq, keys)
+            vals = vals * np.where(favoured, 1.0 + boost, 1.0).astype(np.float32)
         if named is not None and len(keys):
             vals = vals * np.where(named[keys], 1.0 + options.mention_boost, 1.0).astype(np.float32)
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
@@ -477,7 +508,11 @@ class Searcher:
         value = 1.0 / (options.fusion.rrf_k + rank)
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect:
-            value *= np.where(self.store.aspect_flags(self.store.keys_of([h.pid for h in hits]), aspect), 1.0 + options.aspect_boost, 1.0)
+            keys = self.store.keys_of([h.pid for h in hits])
+            favoured = self.store.aspect_flags(keys, aspect)
+            if options.wording_prior is WordingPrior.named and favoured.any():
+                favoured &= wording_prior_rows(self.store, pq, keys, [h.passage.title for h in hits])
+            value *= np.where(favoured, 1.0 + options.aspect_boost, 1.0)
         level, named = (np.asarray(column) for column in zip(*(tiers.get(h.pid, (0, False)) for h in hits)))
         if options.mention_boost and options.entity_scope is EntityScope.document:
             value *= np.where(named, 1.0 + options.mention_boost, 1.0)
@@ -632,4 +667,4 @@ def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> lis
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "WordingPrior", "search"]

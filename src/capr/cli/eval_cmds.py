@@ -37,8 +37,10 @@ def eval_cmd(
     benchmark: str = typer.Option("medquad-cdv", help="Benchmark name."),
     data_dir: Path = typer.Option(Path("../shared/data"), help="Folder holding the benchmark data sets."),
     retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
-    protocol: str = typer.Option("rerank64", help="rerank64 (CDV/CAPR) or full."),
-    query_field: str = typer.Option("tuple", help="tuple (entity + aspect) or question."),
+    protocol: Optional[str] = typer.Option(None, help="rerank64 (CDV/CAPR) or full (default: rerank64; full for "
+                                           "BEIR folders and the consumer dev sets)."),
+    query_field: Optional[str] = typer.Option(None, help="tuple (entity + aspect) or question (default: tuple "
+                                              "where the benchmark has it)."),
     run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file (case benchmarks: one JSON "
                                            "line per question: option scores, answer, supporting pids)."),
     cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
@@ -72,6 +74,10 @@ def eval_cmd(
                                           "--pipeline default only; the papers' protocol reads passage text)."),
     entity_synonyms: bool = typer.Option(True, "--entity-synonyms/--no-entity-synonyms", help="--pipeline default: "
                                          "a passage names the entity by any of its names, as in capr search."),
+    split: Optional[str] = typer.Option(None, "--split", help="BEIR benchmarks: the judgements, qrels/SPLIT.tsv "
+                                        "(default: test, else dev)."),
+    compare: Optional[Path] = typer.Option(None, "--compare", help="A TREC run of the same benchmark (e.g. another "
+                                           "--run-out): each metric side by side, with a paired randomisation test."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Case benchmarks (medqa-dev, headqa, medmcqa-dev, headqa-dev): the case index."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Case benchmarks: a fixed random subset of N questions."),
@@ -82,27 +88,31 @@ def eval_cmd(
     fallback: str = typer.Option("text", "--fallback", help="Case benchmarks: an option no passage mentions is scored on "
                                  "its own text (text), or on the passages closest to its words (related)."),
 ) -> None:
-    """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). The similar-case
-    benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
+    """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). A BEIR-layout folder
+    (--benchmark beir:PATH, or nfcorpus-dev) is judged by document: nDCG@10, P@1, MRR@10, R@100, MAP. The
+    similar-case benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
     from capr.eval.runs import write_run
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark
-        from capr.eval.runner import BENCHMARKS, EvalConfig, load_benchmark, run_eval
+        from capr.eval.beir import BEIR_PREFIX
+        from capr.eval.runner import BENCHMARKS, EvalConfig, compare_runs, load_benchmark, run_eval
 
         if benchmark in {b.value for b in CaseBenchmark}:
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match, fallback)
-        if benchmark not in BENCHMARKS:
+        if benchmark not in BENCHMARKS and not benchmark.startswith(BEIR_PREFIX):
             raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(BENCHMARKS)}, "
-                            f"{', '.join(b.value for b in CaseBenchmark)}")
+                            f"{', '.join(b.value for b in CaseBenchmark)}, beir:PATH (a BEIR folder)")
+        if compare is not None and not compare.is_file():
+            raise CaprError(f"{compare}: no such run file (--compare)")
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
         config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever, protocol=protocol,
                             query_field=query_field, model=model, query_model=query_model,
                             encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
                             cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
-                            titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms)
+                            titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms, split=split)
         for warning in config.warnings():
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         with _progress() as p:
@@ -122,6 +132,12 @@ def eval_cmd(
                                store_progress=store_progress)
         if run_out:
             write_run(run_out, run)
+        if compare is not None:
+            from capr.eval.runs import read_run
+            from capr.eval.metrics import ALL_METRICS
+
+            result["compare"] = compare_runs(run, read_run(compare), data, [m for m in result["metrics"] if m in ALL_METRICS])
+            result["compare"]["file"] = str(compare)
         if as_json:
             sys.stdout.write(json.dumps(result) + "\n")
             return
@@ -131,6 +147,12 @@ def eval_cmd(
         for m in metrics:
             table.add_column(m, justify="right")
         table.add_row(*(f"{v:.2f}" for v in metrics.values()))
+        if "compare" in result:
+            c = result["compare"]
+            table.add_row(*(f"{c[m]['compared']:.2f}" for m in metrics if m in c))
+            table.add_row(*(f"p={c[m]['p']:.3f}" for m in metrics if m in c))
+            table.caption = (f"rows: this run; {c['file']}; paired randomisation test (two-sided, 10,000 sign flips) "
+                             f"over {c['queries']} queries")
         out.print(table)
         if "boundaries" in result:
             b = result["boundaries"]

@@ -23,7 +23,7 @@ from capr.corpus import Format, read_documents
 from capr.corpus.medquad import read_medquad_cdv_queries
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
-from capr.eval.metrics import evaluate
+from capr.eval.metrics import METRICS, evaluate
 from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.models.encoder import EncoderConfig
 from capr.query import Retriever
@@ -413,21 +413,36 @@ def run_benchmark(
     pid_of = [None] * len(index)
     for pid, r in index.pid_rows().items():
         pid_of[r] = pid
+    document_of_row = data.extra.get("document_of_row")
     for q in queries:
         rows = pools[q.qid] if pools is not None else all_rows
         s = np.asarray(scorer(as_query(q, field), rows), dtype=np.float64)
         order = np.argsort(-s, kind="stable")  # stable: ties keep the (shuffled) pool order
+        if document_of_row is not None:
+            ids = best_passage_documents([document_of_row[rows[i]] for i in order])
+        else:
+            ids = [pid_of[rows[i]] for i in order]
         if pools is None:
-            order = order[:FULL_DEPTH]
+            ids = ids[:FULL_DEPTH]
         # Scores for the TREC run encode the rank so ties cannot be reordered by evaluators.
-        n = len(order)
-        run.results[q.qid] = [ScoredPassage(pid=pid_of[rows[i]], score=float(n - rank), rank=rank + 1) for rank, i in enumerate(order)]
-    metrics = evaluate(run.as_scores(), qrels_as_dict(data.qrels))
+        n = len(ids)
+        run.results[q.qid] = [ScoredPassage(pid=pid, score=float(n - rank), rank=rank + 1) for rank, pid in enumerate(ids)]
+    metrics = evaluate(run.as_scores(), qrels_as_dict(data.qrels), data.extra.get("metrics", METRICS))
     if data.extra.get("precision_at_1"):
         rel = qrels_as_dict(data.qrels)
         hits = [rel.get(qid, {}).get(res[0].pid, 0) > 0 for qid, res in run.results.items() if res]
         metrics["P@1"] = round(100 * sum(hits) / max(1, len(hits)), 2)
     return metrics, run
+
+
+def document_of_rows(index: Index) -> list[str]:
+    """The document id of every row: a benchmark judged by document ranks each document at its best passage."""
+    return [index.passage(row).doc_id for row in range(len(index))]
+
+
+def best_passage_documents(ranked_documents: Sequence[str]) -> list[str]:
+    """Each document once, where its best passage ranks (``ranked_documents``: the document of each ranked passage)."""
+    return list(dict.fromkeys(ranked_documents))
 
 
 def cdv_query_vectors(data: BenchmarkData, store) -> dict[str, np.ndarray]:

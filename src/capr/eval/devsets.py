@@ -192,12 +192,16 @@ def consumer_questions(data_dir: str | Path) -> list[tuple[str, str]]:
 
 
 def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,
-                      dense: EncoderConfig | None = None, progress: Any = None, titled: bool = False):
+                      dense: EncoderConfig | None = None, progress: Any = None, titled: bool = False,
+                      sections: bool = False):
     """Consumer questions over whole MedQuAD answers (documents; ranked and judged at the document level). Gold
     answers come from any MedQuAD document outside the medquad-cdv test split whose focus is the FAQ's entity and
-    whose question type is the FAQ's; distractors are the dev sample's answers."""
+    whose question type is the FAQ's; distractors are the dev sample's answers. ``sections``: the answers stay in
+    their MedQuAD documents (titled with the focus, one section per answer, headed by its question, as a health
+    article has headings); each answer is still judged on its own (a passage counts for its section's answer)."""
     from capr.corpus.report import ReadReport
-    from capr.eval.benchmarks import BenchmarkData, _benchmark_index
+    from capr.eval.beir import BEIR_METRICS
+    from capr.eval.benchmarks import BenchmarkData, _benchmark_index, document_of_rows
     from capr.labels.gazetteer import normalize_name
     from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, text_key
 
@@ -212,13 +216,19 @@ def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Ana
             by_target.setdefault((focus, s.aspect), []).append((d, s))
     whole: dict[str, Document] = {}
     first_of: dict[str, str] = {}
+    answer_of: dict[str, str] = {}  # sections: each section's answer (its text's first section)
 
     def add(d: Document, s: Section) -> str:
         key = text_key(d.text[s.start:s.end])
         if key not in first_of:  # one document per distinct answer text
             first_of[key] = s.section_id
-            whole[s.section_id] = Document(doc_id=s.section_id, title=(d.metadata.get("focus") or d.title) if titled else "",
-                                           text=d.text[s.start:s.end])
+            if not sections:
+                whole[s.section_id] = Document(doc_id=s.section_id, text=d.text[s.start:s.end],
+                                               title=(d.metadata.get("focus") or d.title) if titled else "")
+        if sections and d.doc_id not in whole:
+            whole[d.doc_id] = d
+            for other in d.sections or []:
+                answer_of[other.section_id] = first_of.setdefault(text_key(d.text[other.start:other.end]), other.section_id)
         return first_of[key]
 
     queries, qrels = [], []
@@ -238,8 +248,12 @@ def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Ana
         add(d, s)
     index = _benchmark_index(index_dir, lambda: list(whole.values()), analyzer, dense, SegmenterConfig(include_title=titled),
                              progress)
-    return BenchmarkData("consumer-dev-titled" if titled else "consumer-dev", index, queries, qrels,
-                         {"documents": list(whole.values()), "document_level": True})
+    judged = document_of_rows(index)
+    if sections:  # a passage is judged as its section's answer
+        judged = [answer_of.get(index.passage(row).pid.split("#p")[0], "") for row in range(len(index))]
+    name = "consumer-dev-sections" if sections else "consumer-dev-titled" if titled else "consumer-dev"
+    return BenchmarkData(name, index, queries, qrels, {"documents": list(whole.values()), "document_level": True,
+                                                       "document_of_row": judged, "metrics": BEIR_METRICS})
 
 
 def document_run(hits_by_query: dict[str, list[str]]) -> dict[str, dict[str, float]]:

@@ -62,12 +62,21 @@ def per_query(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mappin
     return {qid: query_metrics(ranking(run.get(qid, {})), rel) for qid, rel in qrels.items()}
 
 
-def evaluate(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
-    """Mean metrics (percent, :data:`METRICS`) over all queries in ``qrels``; ``run`` maps qid → {pid: score}."""
+def per_query_metrics(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
+                      names: Sequence[str] = METRICS) -> dict[str, list[float]]:
+    """metric → its value (percent) for each query of ``qrels``, in sorted qid order (paired tests read these)."""
+    scores = per_query(run, qrels)
+    return {m: [100.0 * scores[qid][m] for qid in sorted(qrels)] for m in names}
+
+
+def evaluate(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
+             names: Sequence[str] = METRICS) -> dict[str, float]:
+    """Mean metrics (percent, :data:`METRICS` or ``names``) over all queries in ``qrels``; ``run`` maps qid →
+    {pid: score}."""
     if not qrels:
         raise ValueError("no queries to evaluate")
     scores = per_query(run, qrels)
-    return {m: round(100.0 * sum(s[m] for s in scores.values()) / len(qrels), 2) for m in METRICS}
+    return {m: round(100.0 * sum(s[m] for s in scores.values()) / len(qrels), 2) for m in names}
 
 
 def candidate_metrics(scores: Sequence[np.ndarray], relevance: Sequence[Sequence[float]],

@@ -14,22 +14,45 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from capr.errors import CaprError
 from capr.eval.benchmarks import (
     BenchmarkData, BenchmarkSearcher, Protocol, QueryField, load_mediqa2019, load_medquad_cdv, load_mtsamples_capr,
     run_benchmark,
 )
-from capr.eval.devsets import load_medquad_dev
+from capr.eval.beir import BEIR_PREFIX, corpus_stamp, load_beir
+from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.profile import Origin, SearchProfile
 from capr.query import DEFAULT_TEMPLATE, Retriever
-from capr.records import Run
+from capr.records import Run, qrels_as_dict
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.store import Backend, BackendOptions
 
-# name → loader(data_dir, index_dir, dense=..., progress=...) and the query fields its questions have
+def _beir_dataset(folder: str, name: str) -> Callable[..., BenchmarkData]:
+    """A BEIR-layout folder under the data directory, registered by name."""
+
+    def load(data_dir: str | Path, index_dir: str | Path, **kw: Any) -> BenchmarkData:
+        return load_beir(Path(data_dir) / folder, data_dir, index_dir, name=name, **kw)
+
+    return load
+
+
+def _titles_fixed(loader: Callable[..., BenchmarkData], titled: bool) -> Callable[..., BenchmarkData]:
+    """A benchmark whose titles are part of its definition (consumer-dev without, consumer-dev-titled with)."""
+
+    def load(data_dir: str | Path, index_dir: str | Path, titled: Any = None, split: Any = None, **kw: Any) -> BenchmarkData:
+        return loader(data_dir, index_dir, titled=fixed, **kw)
+
+    fixed = titled
+    return load
+
+
+# name → loader(data_dir, index_dir, dense=..., progress=...) and the query fields its questions have;
+# "beir:PATH" names any BEIR-layout folder (capr.eval.beir)
 BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
     "medquad-cdv": load_medquad_cdv,
     "mtsamples-capr": load_mtsamples_capr,
@@ -38,7 +61,15 @@ BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
     # dev sets (settings are chosen on these, never on the test splits above): capr.eval.devsets
     "medquad-dev": load_medquad_dev,
     "mtsamples-dev": partial(load_mtsamples_capr, split="train", max_notes=600, n_queries=600, name="mtsamples-dev"),
+    # free-text dev sets: consumer questions over whole MedQuAD answers (capr.eval.devsets), and NFCorpus's dev split
+    # (its text is the original release's: lower-cased, stop words removed; data/nfcorpus_dev/SOURCE.md)
+    "consumer-dev": _titles_fixed(load_consumer_dev, False),
+    "consumer-dev-titled": _titles_fixed(load_consumer_dev, True),
+    "consumer-dev-sections": _titles_fixed(partial(load_consumer_dev, sections=True), True),
+    "nfcorpus-dev": _beir_dataset("nfcorpus_dev", "nfcorpus-dev"),
 }
+FREE_TEXT = (QueryField.question,)
+DOCUMENT_JUDGED = ("consumer-dev", "consumer-dev-titled", "consumer-dev-sections", "nfcorpus-dev")  # no candidate pools: --protocol full
 QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "medquad-cdv": (QueryField.tuple, QueryField.question),
     "mtsamples-capr": (QueryField.tuple,),
@@ -46,7 +77,24 @@ QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "mediqa2019-train": (QueryField.question,),
     "medquad-dev": (QueryField.tuple, QueryField.question),
     "mtsamples-dev": (QueryField.tuple,),
+    "consumer-dev": FREE_TEXT,
+    "consumer-dev-titled": FREE_TEXT,
+    "consumer-dev-sections": FREE_TEXT,
+    "nfcorpus-dev": FREE_TEXT,
 }
+
+
+def benchmark_loader(name: str) -> Callable[..., BenchmarkData]:
+    """The registry's loader of ``name``; ``beir:PATH`` reads the BEIR folder at PATH."""
+    if name.startswith(BEIR_PREFIX):
+        return partial(load_beir, name[len(BEIR_PREFIX):])
+    if name not in BENCHMARKS:
+        raise CaprError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}, beir:PATH (a BEIR folder)")
+    return BENCHMARKS[name]
+
+
+def query_fields(name: str) -> tuple[QueryField, ...]:
+    return FREE_TEXT if name.startswith(BEIR_PREFIX) else QUERY_FIELDS[name]
 _FIELD_HINT = {QueryField.tuple: "⟨entity, aspect⟩ queries only", QueryField.question: "free-text questions only"}
 
 
@@ -55,8 +103,8 @@ class EvalConfig:
     benchmark: str = "medquad-cdv"
     data_dir: Path = Path("../shared/data")
     retriever: Retriever = Retriever.bm25
-    protocol: Protocol = Protocol.rerank64
-    query_field: QueryField = QueryField.tuple
+    protocol: Protocol | None = None  # None: full for benchmarks judged by document, else rerank64
+    query_field: QueryField | None = None  # None: the benchmark's first (tuple where it has them)
     model: str = "minilm"
     query_model: str | None = None
     encoder_backend: str = "torch"
@@ -78,11 +126,21 @@ class EvalConfig:
     cdv: Path | None = None  # rank with this CDV model instead of the retriever
     boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
     thetas: tuple[float, float] = (0.8, 0.4)
+    split: str | None = None  # a BEIR benchmark's judgements: qrels/<split>.tsv (default: test, else dev)
 
     def __post_init__(self) -> None:
-        if self.benchmark not in BENCHMARKS:
-            raise CaprError(f"unknown benchmark {self.benchmark!r}; available: {', '.join(BENCHMARKS)}")
+        benchmark_loader(self.benchmark)  # an unknown name: the error lists the known ones
+        if self.benchmark.startswith(BEIR_PREFIX):
+            from capr.eval.beir import beir_folder
+
+            beir_folder(self.benchmark[len(BEIR_PREFIX):])
+        if self.split is not None and not self.is_beir:
+            raise CaprError(f"--split is for BEIR benchmarks; {self.benchmark} has one set of judgements")
         self.retriever = Retriever(self.retriever)
+        if self.protocol is None:
+            self.protocol = Protocol.full if self.is_beir or self.benchmark in DOCUMENT_JUDGED else Protocol.rerank64
+        if self.query_field is None:
+            self.query_field = query_fields(self.benchmark)[0]
         try:
             self.protocol = Protocol(self.protocol)
         except ValueError:
@@ -92,7 +150,7 @@ class EvalConfig:
         except ValueError:
             raise CaprError(f"unknown query field {self.query_field!r}; choose tuple or question") from None
         self.fusion = FusionMethod(self.fusion)
-        allowed = QUERY_FIELDS[self.benchmark]
+        allowed = query_fields(self.benchmark)
         if self.query_field not in allowed:
             raise CaprError(f"{self.benchmark} has {_FIELD_HINT[allowed[0]]}; use --query-field {allowed[0].value}")
         if self.backend.backend is Backend.milvus and self.retriever is Retriever.tfidf:
@@ -107,6 +165,10 @@ class EvalConfig:
             raise CaprError("--boundaries free needs a CDV model: add --cdv DIR")
         if self.cdv is not None and self.backend.backend is not Backend.embedded:
             raise CaprError("--cdv needs the embedded index (--backend embedded)")
+
+    @property
+    def is_beir(self) -> bool:
+        return self.benchmark.startswith(BEIR_PREFIX) or self.benchmark == "nfcorpus-dev"
 
     @property
     def effective_rerank_depth(self) -> int:
@@ -191,7 +253,11 @@ class EvalConfig:
         """Where the benchmark's index is kept between runs: one folder per benchmark and encoder."""
         enc = self.encoder()
         folder = (encoder_slug(enc) if enc else "lexical") + ("-titled" if self.titled else "")
-        return self.cache_dir or cache_root() / "bench" / self.benchmark / folder
+        benchmark = self.benchmark
+        if benchmark.startswith(BEIR_PREFIX):  # one folder per corpus file (a changed file: a new index)
+            path = Path(benchmark[len(BEIR_PREFIX):])
+            benchmark = f"beir-{re.sub(r'[^A-Za-z0-9_.-]', '_', path.resolve().name)}-{corpus_stamp(path)}"
+        return self.cache_dir or cache_root() / "bench" / benchmark / folder
 
     def collection_name(self) -> str:
         enc = self.encoder()
@@ -205,8 +271,9 @@ def encoder_slug(enc: EncoderConfig) -> str:
 
 
 def load_benchmark(config: EvalConfig, progress: Any = None) -> BenchmarkData:
-    return BENCHMARKS[config.benchmark](config.data_dir, config.index_dir(), dense=config.encoder(), progress=progress,
-                                        titled=config.titled)
+    extra = {"split": config.split} if config.is_beir else {}
+    return benchmark_loader(config.benchmark)(config.data_dir, config.index_dir(), dense=config.encoder(),
+                                              progress=progress, titled=config.titled, **extra)
 
 
 def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = None, store_progress: Any = None,
@@ -243,6 +310,24 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
 
         scorer = rerank_scorer(data, scorer, load_reranker(config.effective_reranker), config.effective_rerank_depth)
     return scorer
+
+
+def compare_runs(run: Run, other: Run, data: BenchmarkData, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Each metric of ``run`` and ``other`` (e.g. a TREC run file read back) on ``data``'s judgements, per query,
+    with the two-sided paired randomisation test (capr.eval.significance)."""
+    from capr.eval.metrics import METRICS, per_query_metrics
+    from capr.eval.significance import paired_randomisation_p as paired_p
+
+    qrels = qrels_as_dict(data.qrels)
+    missing = sorted(set(qrels) - set(other.results))
+    names = names or data.extra.get("metrics", METRICS)
+    ours, theirs = per_query_metrics(run.as_scores(), qrels, names), per_query_metrics(other.as_scores(), qrels, names)
+    out: dict[str, Any] = {"run": other.name, "queries": len(qrels), "queries_missing_in_run": len(missing)}
+    for m in names:
+        a, b = np.asarray(ours[m]), np.asarray(theirs[m])
+        out[m] = {"this": round(float(a.mean()), 2), "compared": round(float(b.mean()), 2),
+                  "p": round(paired_p(a, b), 4), "better": int((a > b + 1e-9).sum()), "worse": int((a < b - 1e-9).sum())}
+    return out
 
 
 def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: Any = None, index_progress: Any = None,
@@ -297,4 +382,4 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     return result, run
 
 
-__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_scorer", "encoder_slug", "load_benchmark", "run_eval"]
+__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug", "load_benchmark", "run_eval"]

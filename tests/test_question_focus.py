@@ -1,0 +1,64 @@
+"""An aspect read from a question's wording ("how is X treated" → treatment) favours the treatment sections of the
+documents the question names (their title), not every document's: the wording of a question about joint flares
+must not put another disease's treatment section first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capr.records import Query
+from capr.search import SearchOptions, Searcher
+
+
+@pytest.fixture(scope="module")
+def articles(tmp_path_factory):
+    from capr.corpus import read_documents
+    from capr.index import build_index
+
+    docs = [
+        {"doc_id": "gout", "title": "Gout", "text": "Overview:\nGout causes painful joint flares; joint flares come at "
+         "night and joint flares last days.\n\nTreatment:\nGout treatment: rest and medicines.\n"},
+        {"doc_id": "asthma", "title": "Asthma", "text": "Overview:\nAsthma narrows the airways.\n\nTreatment:\nAsthma "
+         "treatment: inhalers. Some people with asthma have gout and joint flares too.\n"},
+        {"doc_id": "eczema", "title": "Eczema", "text": "Overview:\nEczema is dry itchy skin.\n\nTreatment:\nEczema "
+         "treatment: creams.\n"},
+    ]
+    tmp = tmp_path_factory.mktemp("focus")
+    (tmp / "a.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    return Searcher(build_index(read_documents(tmp / "a.jsonl"), tmp / "idx"))
+
+
+def top(searcher: Searcher, query, **options) -> list[tuple[str, str, float]]:
+    return [(h.passage.doc_id, h.passage.aspect, h.score) for h in searcher.search(query, SearchOptions(k=6, **options)).hits]
+
+
+def test_wording_prior_only_inside_the_documents_the_question_names(articles):
+    q = "how are joint flares treated"  # names no document: the wording favours nothing
+    assert top(articles, q)[0][:2] == ("gout", "information")
+    assert top(articles, q, wording_prior="everywhere")[0][:2] == ("asthma", "treatment")  # what it did before
+    assert [h[:2] for h in top(articles, q)] == [h[:2] for h in top(articles, q, aspect_boost=0)]
+
+    named = {h[:2]: h[2] for h in top(articles, "how is gout treated")}
+    plain = {h[:2]: h[2] for h in top(articles, "how is gout treated", aspect_boost=0)}
+    assert named[("gout", "treatment")] == pytest.approx(3 * plain[("gout", "treatment")])  # the named title's section
+    assert named[("asthma", "treatment")] == pytest.approx(plain[("asthma", "treatment")])  # not another disease's
+    assert top(articles, "how is gout treated")[0][:2] == ("gout", "treatment")
+
+    # an explicit ⟨entity, aspect⟩ query keeps its prior wherever the entity's tier reaches
+    explicit = top(articles, Query("q", entity="joint flares", aspect="treatment"))
+    assert explicit == top(articles, Query("q", entity="joint flares", aspect="treatment"), wording_prior="everywhere")
+
+
+def test_fusion_shares_follow_how_rare_the_question_words_are(articles):
+    from capr.query_weights import RARE_SHARES, informativeness, question_fusion
+    from capr.retrieve.fusion import FusionConfig
+
+    store, base = articles.store, FusionConfig(weights=(0.2, 0.8))
+    rare, common = articles.parse("inhalers creams"), articles.parse("treatment overview")
+    assert informativeness(store, rare.terms) > informativeness(store, common.terms)
+    assert question_fusion(store, rare, base).weights == RARE_SHARES  # words one passage each has: BM25 as dense
+    assert question_fusion(store, common, base) == base  # words in half the passages: the default shares
+    structured = articles.parse(Query("q", entity="eczema", aspect="treatment"))
+    assert question_fusion(store, structured, base) == base  # ⟨entity, aspect⟩ keeps the fusion it has
