@@ -75,11 +75,17 @@ def export(model_path: str, target: Path, quantize: bool) -> Path:
     return _quantized(fp32, target / "model_int8.onnx") if quantize else fp32
 
 
-def _session(onnx_file: Path) -> Any:
+def _session(onnx_file: Path, quick_start: bool = False) -> Any:
+    """``quick_start``: weights used as stored (no pre-packed copies), one thread, no memory arena — a session
+    starts in a quarter of the time (0.1 s for MiniLM), which is what a process that encodes one query needs."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if quick_start:
+        opts.add_session_config_entry("session.disable_prepacking", "1")
+        opts.intra_op_num_threads = 1
+        opts.enable_cpu_mem_arena = False
     return ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
 
 
@@ -105,8 +111,8 @@ def _feed(encodings: Sequence[Any], inputs: set[str]) -> dict[str, np.ndarray]:
 
 
 class OnnxEncoder:
-    def __init__(self, onnx_file: Path, max_length: int) -> None:
-        self.session = _session(onnx_file)
+    def __init__(self, onnx_file: Path, max_length: int, quick_start: bool = False) -> None:
+        self.session = _session(onnx_file, quick_start)
         self.tokenizer = load_tokenizer(onnx_file.parent, max_length)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.max_length = max_length

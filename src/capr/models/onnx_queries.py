@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,7 @@ def _export_checked(st_model: Any, target: Path, max_length: int) -> str | None:
         st_model.tokenizer.backend_tokenizer.save(str(tmp / "tokenizer.json"))
         pooling = _pooling(next(m for m in st_model if type(m).__name__ == "Pooling"))
         (tmp / "pooling.txt").write_text(pooling)
-        twin = OnnxEncoder(tmp / "model.onnx", max_length)
+        twin = OnnxEncoder(tmp / "model.onnx", max_length, quick_start=True)  # as load() will run it
         want = st_model.encode(list(PROBES), convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
         got = normalised(twin.encode(list(PROBES)))
         worst = float(1.0 - (np.asarray(want, dtype=np.float64) * got).sum(1).min())
@@ -174,12 +175,20 @@ def _weights_apart(source: Path, target: Path) -> None:
     source.unlink()
 
 
+_LOADED: dict[Path, Any] = {}
+_LOAD_LOCK = threading.Lock()
+
+
 def load(folder: Path) -> Any:
-    """The export as an OnnxEncoder (ONNX Runtime + tokenizers)."""
+    """The export as an OnnxEncoder (ONNX Runtime + tokenizers), one per process: the index's encoder and a second
+    stage of the same model (`bi:minilm`) share its session."""
     from capr.models.onnx_backend import OnnxEncoder
 
-    meta = json.loads((folder / "meta.json").read_text())
-    return OnnxEncoder(folder / "model.onnx", int(meta["max_length"]))
+    with _LOAD_LOCK:
+        if folder not in _LOADED:
+            meta = json.loads((folder / "meta.json").read_text())
+            _LOADED[folder] = OnnxEncoder(folder / "model.onnx", int(meta["max_length"]), quick_start=True)
+        return _LOADED[folder]
 
 
 def normalised(vectors: np.ndarray) -> np.ndarray:
