@@ -95,6 +95,7 @@ def test_onnx_query_vectors_equal_torch_on_real_questions():
                                    for a in read_task3(task3_path(data, name))))
     assert len(questions) > 100
     enc = Encoder(EncoderConfig(), cache=False)
+    assert enc.prepare_queries() is None
     assert enc.query_side._query_encoder() is not None  # the ONNX export answers, not torch
     got = enc.encode_queries(questions)
     st = SentenceTransformer(resolve_model("minilm"), device="cpu")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -179,7 +180,8 @@ class _Side:
             return None
         folder, reason = onnx_queries.find_export(self.models_dir, self.query_export_key)
         if folder is None and reason is None:
-            folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir, self.query_export_key)
+            folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir, self.query_export_key,
+                                                 self.config.query_prefix)
         return reason
 
     def _query_encoder(self) -> Any:
@@ -192,13 +194,17 @@ class _Side:
             if self._query_onnx is _UNSET:
                 encoder = None
                 if self.backend is Backend.torch and not onnx_queries.torch_forced():
-                    reason = self.prepare_queries()
-                    folder, _ = onnx_queries.find_export(self.models_dir, self.query_export_key)
+                    folder, reason = onnx_queries.find_export(self.models_dir, self.query_export_key)
+                    # never exported (an index built before exports, a model named only at search time): made once,
+                    # now — unless this process has torch loaded already, where the export would save nothing
+                    if folder is None and reason is None and "torch" not in sys.modules:
+                        folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir,
+                                                             self.query_export_key, self.config.query_prefix)
                     try:
                         encoder = onnx_queries.load(folder) if folder is not None else None
                     except Exception as e:  # a damaged export: torch still answers
                         reason = f"its ONNX export cannot be loaded: {type(e).__name__}: {e}"
-                    if encoder is None:
+                    if encoder is None and reason:
                         logger.warning("capr: queries for %s are encoded with torch (slower to start): %s", self.name, reason)
                 self._query_onnx = encoder
         return self._query_onnx

@@ -112,10 +112,10 @@ def unsupported(st_model: Any, folder: Path) -> str | None:
     return None
 
 
-def export(st_model: Any, folder: Path, models_dir: Path, key: str) -> tuple[Path | None, str | None]:
+def export(st_model: Any, folder: Path, models_dir: Path, key: str, prefix: str = "") -> tuple[Path | None, str | None]:
     """Exports (or finds, by content hash) the ONNX query encoder of ``st_model`` (loaded from ``folder``),
-    checks it against the torch model on PROBES and records the outcome under ``key``: (export folder, None) or
-    (None, why not)."""
+    checks it against the torch model on PROBES (each after the model's query ``prefix``, a marker token for some)
+    and records the outcome under ``key``: (export folder, None) or (None, why not)."""
     try:
         reason = unsupported(st_model, folder)
         target = None
@@ -123,14 +123,14 @@ def export(st_model: Any, folder: Path, models_dir: Path, key: str) -> tuple[Pat
             max_length = int(st_model.max_seq_length)
             target = models_dir / f"query-onnx-{content_hash(folder)[:24]}-L{max_length}"
             if not (target / "meta.json").is_file():
-                reason = _export_checked(st_model, target, max_length)
+                reason = _export_checked(st_model, target, max_length, [prefix + p for p in PROBES])
     except Exception as e:  # the torch exporter's and ONNX Runtime's errors are many and varied
         reason, target = f"export failed: {type(e).__name__}: {e}".splitlines()[0], None
     _record(models_dir, key, {"failed": reason} if reason else {"folder": target.name})
     return (None, reason) if reason else (target, None)
 
 
-def _export_checked(st_model: Any, target: Path, max_length: int) -> str | None:
+def _export_checked(st_model: Any, target: Path, max_length: int, probes: list[str]) -> str | None:
     from capr.models.onnx_backend import OnnxEncoder, _export_graph
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -145,8 +145,8 @@ def _export_checked(st_model: Any, target: Path, max_length: int) -> str | None:
         pooling = _pooling(next(m for m in st_model if type(m).__name__ == "Pooling"))
         (tmp / "pooling.txt").write_text(pooling)
         twin = OnnxEncoder(tmp / "model.onnx", max_length, quick_start=True)  # as load() will run it
-        want = st_model.encode(list(PROBES), convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
-        got = normalised(twin.encode(list(PROBES)))
+        want = st_model.encode(probes, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+        got = normalised(twin.encode(probes))
         worst = float(1.0 - (np.asarray(want, dtype=np.float64) * got).sum(1).min())
         if worst > QUERY_TOLERANCE:
             return f"its ONNX export differs from torch (cosine distance {worst:.1e} on a probe text)"
