@@ -171,18 +171,21 @@ class _Side:
     def query_export_key(self) -> str:
         return f"{self.path}{_weights_stamp(self.path)}|{self.config.max_length}"
 
+    def _query_export(self, make: bool) -> tuple[Path | None, str | None]:
+        """(folder, None) of this model's ONNX query export, made now when there is none and ``make``; (None, why
+        there is none); (None, None) when none was made yet."""
+        from capr.models import onnx_queries
+
+        folder, reason = onnx_queries.find_export(self.models_dir, self.query_export_key)
+        if folder is None and reason is None and make:
+            folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir, self.query_export_key,
+                                                 self.config.query_prefix)
+        return folder, reason
+
     def prepare_queries(self) -> str | None:
         """Makes (once per model) the ONNX export that encodes this model's queries without torch
         (capr.models.onnx_queries); returns why there is none, or None."""
-        from capr.models import onnx_queries
-
-        if self.backend is not Backend.torch:
-            return None
-        folder, reason = onnx_queries.find_export(self.models_dir, self.query_export_key)
-        if folder is None and reason is None:
-            folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir, self.query_export_key,
-                                                 self.config.query_prefix)
-        return reason
+        return self._query_export(make=True)[1] if self.backend is Backend.torch else None
 
     def _query_encoder(self) -> Any:
         """The ONNX export of a torch model's query side, or None: queries are then encoded with torch."""
@@ -194,12 +197,9 @@ class _Side:
             if self._query_onnx is _UNSET:
                 encoder = None
                 if self.backend is Backend.torch and not onnx_queries.torch_forced():
-                    folder, reason = onnx_queries.find_export(self.models_dir, self.query_export_key)
                     # never exported (an index built before exports, a model named only at search time): made once,
                     # now — unless this process has torch loaded already, where the export would save nothing
-                    if folder is None and reason is None and "torch" not in sys.modules:
-                        folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir,
-                                                             self.query_export_key, self.config.query_prefix)
+                    folder, reason = self._query_export(make="torch" not in sys.modules)
                     try:
                         encoder = onnx_queries.load(folder) if folder is not None else None
                     except Exception as e:  # a damaged export: torch still answers
