@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from capr.cli.common import (
@@ -81,8 +82,20 @@ def index_cmd(
         docs = read_documents(source, fmt, report, require_documents=True)
         secs = write_to_store(store, docs, f"indexing {source.name}", report, max_doc_chars=max_doc_chars)
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
+        _prepare_entity_synonyms()
 
     _run_guarded(body)
+
+
+def _prepare_entity_synonyms() -> None:
+    """The entity synonym table is built by the first `capr index` on a machine, not by a user's first
+    ⟨entity, aspect⟩ search. The index is written by then: a table that cannot be built is a note, not a failure."""
+    from capr.labels.synonyms import prepare_entity_synonyms
+
+    try:
+        prepare_entity_synonyms()
+    except (ImportError, OSError, ValueError) as e:
+        err.print(f"[yellow]note: the entity synonym table was not built ({type(e).__name__}: {escape(str(e))})[/]")
 
 
 @app.command("add")

@@ -144,6 +144,7 @@ class IndexWriter:
         self._source_pids: set[str] = set()
         self._delete: set[str] = set()  # documents of earlier segments to tombstone
         self._t0 = time.time()
+        self._queries_prepared = False
 
     def _configure(self, mode, segmenter, analyzer, bm25, dense, hnsw_threshold) -> None:
         if mode == "update":
@@ -193,7 +194,17 @@ class IndexWriter:
             vectors = self._dense_encoder.encode_passages(self.builder.texts,
                                                           progress=getattr(self.progress, "advance_encoding", None))
             self.dense_info = {**self.dense_info, "dim": int(vectors.shape[1])}
+            self._prepare_queries()
         return self.builder.finish(vectors, self.hnsw_threshold, self._note)
+
+    def _prepare_queries(self) -> None:
+        """The encoder's torch-free query side is exported here, once per model, while torch is loaded for the
+        passages: a first search would otherwise pay for it (capr.models.onnx_queries)."""
+        if not self._queries_prepared:
+            self._queries_prepared = True
+            reason = self._dense_encoder.prepare_queries()
+            if reason:
+                self._note(f"queries will be encoded with torch: {reason}")
 
     def _flush(self, more: bool = True) -> None:
         """A long write is cut into segments of ``segment_passages``: the writer holds one segment's postings at a

@@ -6,7 +6,9 @@ or a static model distilled locally with model2vec. Any Hugging Face model id or
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -23,6 +25,10 @@ from capr.models.loading import local_path, pick_device, quiet_transformers, res
 
 if TYPE_CHECKING:
     from capr.records import Passage
+
+logger = logging.getLogger(__name__)
+_UNSET = object()
+
 
 class Backend(str, Enum):
     torch = "torch"
@@ -89,6 +95,8 @@ class _Side:
         self.backend = Backend(config.backend)
         self.models_dir = models_dir
         self._model: Any = None
+        self._query_onnx: Any = _UNSET
+        self._query_lock = threading.Lock()
 
     @property
     def key(self) -> str:
@@ -159,6 +167,58 @@ class _Side:
     def dim(self) -> int:
         return int(self.encode(["x"], "").shape[1])
 
+    @property
+    def query_export_key(self) -> str:
+        return f"{self.path}{_weights_stamp(self.path)}|{self.config.max_length}"
+
+    def _query_export(self, make: bool) -> tuple[Path | None, str | None]:
+        """(folder, None) of this model's ONNX query export, made now when there is none and ``make``; (None, why
+        there is none); (None, None) when none was made yet."""
+        from capr.models import onnx_queries
+
+        folder, reason = onnx_queries.find_export(self.models_dir, self.query_export_key)
+        if folder is None and reason is None and make:
+            folder, reason = onnx_queries.export(self._load(), Path(self.path), self.models_dir, self.query_export_key,
+                                                 self.config.query_prefix)
+        return folder, reason
+
+    def prepare_queries(self) -> str | None:
+        """Makes (once per model) the ONNX export that encodes this model's queries without torch
+        (capr.models.onnx_queries); returns why there is none, or None."""
+        return self._query_export(make=True)[1] if self.backend is Backend.torch else None
+
+    def _query_encoder(self) -> Any:
+        """The ONNX export of a torch model's query side, or None: queries are then encoded with torch."""
+        if self._query_onnx is not _UNSET:
+            return self._query_onnx
+        from capr.models import onnx_queries
+
+        with self._query_lock:
+            if self._query_onnx is _UNSET:
+                encoder = None
+                if self.backend is Backend.torch and not onnx_queries.torch_forced():
+                    # never exported (an index built before exports, a model named only at search time): made once,
+                    # now — unless this process has torch loaded already, where the export would save nothing
+                    folder, reason = self._query_export(make="torch" not in sys.modules)
+                    try:
+                        encoder = onnx_queries.load(folder) if folder is not None else None
+                    except Exception as e:  # a damaged export: torch still answers
+                        reason = f"its ONNX export cannot be loaded: {type(e).__name__}: {e}"
+                    if encoder is None and reason:
+                        logger.warning("capr: queries for %s are encoded with torch (slower to start): %s", self.name, reason)
+                self._query_onnx = encoder
+        return self._query_onnx
+
+    def encode_queries(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        """Like encode; a torch model's queries go through its ONNX export when it has one (same vectors to
+        QUERY_TOLERANCE, without importing torch)."""
+        onnx = self._query_encoder() if texts else None
+        if onnx is None:
+            return self.encode(texts, prefix)
+        from capr.models.onnx_queries import normalised
+
+        return normalised(onnx.encode([prefix + t for t in texts], batch_size=self.config.batch_size))
+
 
 # A passage longer than the encoder reads (max_length 256 word pieces ≈ 190 words) can be scored by its best window
 # (MaxP: capr.retrieve.rerank.BiReranker): windows of WINDOW_WORDS words (≈ 200 word pieces, room left for a title),
@@ -222,7 +282,7 @@ class Encoder:
             found = {t: cache[t] for t in texts if t in cache}
         missing = list(dict.fromkeys(t for t in texts if t not in found))
         if missing:
-            fresh = self.query_side.encode(missing, self.config.query_prefix)
+            fresh = self.query_side.encode_queries(missing, self.config.query_prefix)
             with self._query_lock:
                 for t, v in zip(missing, fresh):
                     found[t] = cache[t] = np.asarray(v, dtype=np.float32)
@@ -256,6 +316,11 @@ class Encoder:
             if progress:
                 progress(len(batch))
         return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+
+    def prepare_queries(self) -> str | None:
+        """The query side's ONNX export, made now (where torch is loaded anyway) rather than by a first search;
+        returns why there is none, or None."""
+        return self.query_side.prepare_queries()
 
     def describe(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "passage_key": self.passage_side.key, "query_key": self.query_side.key}

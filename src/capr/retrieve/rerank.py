@@ -129,7 +129,6 @@ class CrossReranker:
     """backend "torch", "onnx" or "onnx-int8" (exported once into capr's model cache)."""
 
     def __init__(self, path: str | Path, batch_size: int = 64, device: str | None = None, backend: str = "torch") -> None:
-        quiet_transformers()
         path = Path(path)
         check_model_folder("cross-int8" if backend == "onnx-int8" else "cross", path)
         card = read_card(path)
@@ -142,6 +141,7 @@ class CrossReranker:
         if backend == "torch":
             from sentence_transformers import CrossEncoder
 
+            quiet_transformers()
             self.model = CrossEncoder(local_path(str(path)), num_labels=1, max_length=self.max_length,
                                       device=str(pick_device(device)))
         elif backend in ("onnx", "onnx-int8"):
@@ -381,10 +381,14 @@ def warm_passage_vectors(reranker: Reranker, index, progress: Callable[[int], No
     """Encodes every live passage of ``index`` (a capr Index) with each bi-encoder in ``reranker`` (itself or an
     ensemble's members), as that model reads it, into the embedding cache: the index build fills the cache for the
     index's own model only, and a second stage that encodes its 20 candidates at query time takes ~1.5 s where
-    cached vectors take ~30 ms (bench/bench_second_stage.py). Returns the passages read per model."""
+    cached vectors take ~30 ms (bench/bench_second_stage.py). Each bi-encoder's query side is exported to ONNX here
+    too (capr.models.onnx_queries), so a search with this second stage needs no torch. Returns the passages read
+    per model."""
     from capr.index.segment import passage_index_text
 
     bis = [m for m in getattr(reranker, "members", [reranker]) if isinstance(m, BiReranker)]
+    for m in bis:
+        m.encoder.prepare_queries()
     rows = np.flatnonzero(index.live)
     titles = index.includes_titles()
     for lo in range(0, len(rows), chunk):
