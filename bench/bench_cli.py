@@ -3,7 +3,7 @@ index a small folder (the demo corpus), search it lexical / hybrid / ⟨entity, 
 stage, add one document, stats. Every run is a fresh `python -m capr` process (nothing loaded, files in the page
 cache), the two checkouts alternating run by run so that load from other processes falls on both alike.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_cli.py [--base da3168e] [--runs 5]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_cli [--base da3168e] [--runs 5]
 
 Each checkout gets a fresh CAPR_CACHE, as on a new machine: the first `capr index` fills it (embeddings, and at
 this checkout the ONNX query encoder and the entity synonym table). The index with a second stage records
@@ -27,14 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds every process on the machine has used since boot (/proc/stat: all but idle and iowait)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+from bench.common import REPO, busy_cpu_seconds
 
 
 def own_children_cpu_seconds() -> float:

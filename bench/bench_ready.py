@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`capr serve` from process start to ready, and the first search after it says ready (issue 35).
 
-    .venv/bin/python bench/bench_ready.py                          # this checkout vs --baseline, 3 fresh starts each
-    .venv/bin/python bench/bench_ready.py --starts 5 --baseline da3168e
+    .venv/bin/python python -m bench.bench_ready                          # this checkout vs --baseline, 3 fresh starts each
+    .venv/bin/python python -m bench.bench_ready --starts 5 --baseline da3168e
 
 For each version (this checkout's src/, and --baseline's src/ taken from git), each index (the demo corpus with
 MiniLM vectors; the same with a recorded second stage, as `capr adapt` records one) and each of --starts fresh
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+from bench.common import REPO
+
 OUT = REPO / "bench" / "out" / "ready"
 QUESTIONS = [
     "how is gout treated", "what causes migraine attacks", "symptoms of iga nephropathy", "which inhaler for asthma",
@@ -48,8 +49,13 @@ def free_port() -> int:
 
 
 def build_indexes(work: Path) -> dict[str, Path]:
-    sys.path.insert(0, str(REPO / "tests"))
-    from service_support import build_dense_demo_index  # the tests' index: first documents of the demo corpus
+    import importlib.util
+
+    # the tests' index (first documents of the demo corpus), read from their helper module
+    spec = importlib.util.spec_from_file_location("service_support", REPO / "tests" / "service_support.py")
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    build_dense_demo_index = support.build_dense_demo_index
 
     from capr.cli import demo_corpus_dir
 
@@ -117,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((name, label, med, runs))
                 print(f"  {name} · {label}: " + ", ".join(f"{r['ready_s']:.1f}s/{r['first_ms']:.0f}ms" for r in runs),
                       flush=True)
-        print(f"\n| version | default search | start → /health 200, p50 | first /search after it, p50 | second /search, p50 "
-              f"| start → first answer, p50 |\n|---|---|---|---|---|---|")
+        print("\n| version | default search | start → /health 200, p50 | first /search after it, p50 | second /search, p50 "
+              "| start → first answer, p50 |\n|---|---|---|---|---|---|")
         for name, label, med, runs in rows:
             print(f"| {name} | {label} | {med['ready_s']:.2f} s | {med['first_ms']:.0f} ms | {med['second_ms']:.0f} ms "
                   f"| {med['first_answer_s']:.2f} s |")

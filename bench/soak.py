@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Soak and fault run of an embedded index: readers beside writers that are killed at random, then an audit.
 
-    .venv/bin/python bench/soak.py                       # release: 10 minutes
-    .venv/bin/python bench/soak.py --seconds 60          # CI (tests/test_soak.py)
+    .venv/bin/python python -m bench.soak                       # release: 10 minutes
+    .venv/bin/python python -m bench.soak --seconds 60          # CI (tests/test_soak.py)
 
 What runs at once, for --seconds (longer, up to twice, until --min-kills writers were killed):
   * readers: --cli-readers lanes each running `capr search` processes one after another, and --api-readers
@@ -43,8 +43,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-SRC = REPO / "src"
+from bench.common import REPO
+
+SRC = REPO / "src"  # the writers and readers it starts run this checkout
 CAPR = [sys.executable, "-m", "capr"]
 CONDITIONS = ["gout", "atrial fibrillation", "asthma", "heart failure", "pneumonia", "migraine", "anemia"]
 DRUGS = ["colchicine", "apixaban", "albuterol", "furosemide", "amoxicillin", "sumatriptan", "ferrous sulfate"]
@@ -413,7 +414,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=None, help="where the index lives (default: a temporary folder)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(SRC))
     from capr.index import load_index
 
     work = Path(tempfile.mkdtemp(prefix="capr-soak-", dir=args.workdir))

@@ -1,4 +1,4 @@
-"""The short soak and fault run (bench/soak.py): readers beside two writers killed at random, then the audit.
+"""The short soak and fault run (python -m bench.soak): readers beside two writers killed at random, then the audit.
 
 About 60-100 s: four readers (two lanes of `capr search` processes, two processes opening and searching the
 index in a loop), two writer lanes adding, replacing and deleting documents and compacting, at least 20
@@ -19,9 +19,10 @@ pytestmark = pytest.mark.soak
 
 def test_short_soak_has_no_false_errors_lost_writes_or_duplicates(tmp_path):
     out = tmp_path / "soak.json"
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "soak.py"),
+    proc = subprocess.run([sys.executable, "-m", "bench.soak",
                            "--seconds", "45", "--min-kills", "20", "--kill-rate", "0.8", "--workdir", str(tmp_path),
-                           "--json", str(out)], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                           "--json", str(out)], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          cwd=Path(__file__).resolve().parents[1])
     assert out.exists(), proc.stderr[-2000:]
     result = json.loads(out.read_text())
     rows = dict(result["rows"])
