@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capr.eval.reproduce import command_argv, load_conditions
+from capr.eval.reproduce import Check, Condition, Outcome, command_argv, load_conditions, summary
 from conftest import DATA_DIR, REPO, need_data
 
 CONDITIONS = REPO / "reproduce" / "conditions.toml"
@@ -42,6 +42,16 @@ def test_data_dir_replaces_the_commands_data_dir():
     argv = command_argv(MEDIQA_BM25, Path("/elsewhere/data"))
     assert argv[:3] == [sys.executable, "-m", "capr"]
     assert argv[argv.index("--data-dir") + 1] == "/elsewhere/data"
+
+
+def test_the_summary_has_one_row_per_condition_with_its_largest_difference():
+    cond = Condition("c", "capr eval --json", {"R@1": 1.0, "MAP": 2.0})
+    same = Outcome(cond, [Check("c", "R@1", 1.0, 1.0, 0.0), Check("c", "MAP", 2.0, 2.0, 0.0)], seconds=3.0)
+    off = Outcome(Condition("d", "capr eval --json", {"R@1": 1.0}), [Check("d", "R@1", 1.0, 1.25, 0.0)], seconds=1.5)
+    failed = Outcome(Condition("e", "capr eval --json", {"R@1": 1.0}), error="exit 2: unknown benchmark")
+    rows = summary([same, off, failed]).splitlines()[2:]
+    assert rows == ["| c | 2 | 0 | yes | 3 |", "| d | 1 | 0.25 | **NO** | 1.5 |",
+                    "| e | 0 | — | **error**: exit 2: unknown benchmark | 0 |"]
 
 
 def test_a_failing_command_is_a_mismatch_with_its_reason(tmp_path):

@@ -181,6 +181,17 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def summary(outcomes: list[Outcome]) -> str:
+    """One row per condition: how many metrics were compared, the largest difference, the verdict and the time."""
+    lines = ["| condition | metrics | largest \\|delta\\| | ok | seconds |", "|---|---:|---:|---|---:|"]
+    for o in outcomes:
+        deltas = [abs(c.delta) for c in o.checks if c.delta is not None]
+        largest = "—" if o.error or not deltas else f"{max(deltas):g}"
+        verdict = f"**error**: {o.error.replace('|', '/')}" if o.error else "yes" if o.ok else "**NO**"
+        lines.append(f"| {o.condition.name} | {len(o.checks)} | {largest} | {verdict} | {o.seconds:g} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m capr.reproduce",
                                      description="Re-run the published conditions and compare every metric.")
@@ -190,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="List the conditions and exit.")
     parser.add_argument("--data-dir", type=Path, help="Replaces the --data-dir of every command.")
     parser.add_argument("--json-out", type=Path, help="Also write every outcome as JSON lines here.")
+    parser.add_argument("--summary", action="store_true", help="One row per condition instead of one per metric.")
     args = parser.parse_args(argv)
     try:
         chosen = select(load_conditions(args.conditions), args.only, args.quick)
@@ -210,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 o = outcomes[-1]
                 f.write(json.dumps({"condition": c.name, "error": o.error, "seconds": o.seconds,
                                     "got": {k.metric: k.got for k in o.checks}}) + "\n")
-    print(table(outcomes))
+    print(summary(outcomes) if args.summary else table(outcomes))
     bad = [o.condition.name for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
     print(f"\n{len(outcomes) - len(bad)} of {len(outcomes)} conditions reproduce ({total:.0f} s)"
@@ -218,4 +230,5 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad else 0
 
 
-__all__ = ["Check", "Condition", "Outcome", "command_argv", "load_conditions", "main", "run_condition", "select", "table"]
+__all__ = ["Check", "Condition", "Outcome", "command_argv", "load_conditions", "main", "run_condition", "select", "summary",
+           "table"]
