@@ -11,7 +11,7 @@ MILVUS_VENV := .venv-milvus
 MILVUS_STAMP := $(MILVUS_VENV)/.installed
 MILVUS_SERVERS := milvus==2.3.5 milvus-lite==2.5.1 setuptools<70
 
-.PHONY: demo test bench install milvus-venv clean
+.PHONY: demo test bench reproduce reproduce-quick install milvus-venv clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,14 @@ bench: $(STAMP) $(MILVUS_STAMP)
 	$(BIN)/python -m bench.bench_dense
 	$(BIN)/python -m bench.bench_service
 	$(BIN)/python -m bench.bench_milvus
+
+# Every published evaluation re-run and compared with reproduce/conditions.toml (needs ../shared/data);
+# ONLY=NAME runs one condition.
+reproduce: $(STAMP)
+	$(BIN)/python -m capr.reproduce $(if $(ONLY),--only $(ONLY))
+
+reproduce-quick: $(STAMP)
+	$(BIN)/python -m capr.reproduce --quick
 
 clean:
 	rm -rf $(VENV) $(MILVUS_VENV) build *.egg-info src/*.egg-info

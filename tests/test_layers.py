@@ -80,7 +80,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("capr.eval",),
     ("capr.adapt", "capr.batch"),
     ("capr.service",),
-    ("capr", "capr.cli", "capr.demo", "capr.__main__"),  # the fronts: the package's public names and commands
+    ("capr", "capr.cli", "capr.demo", "capr.__main__", "capr.reproduce"),  # the fronts: the package's public names and commands
 ]
 
 
