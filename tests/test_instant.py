@@ -16,7 +16,7 @@ import pytest
 
 from conftest import capr_cli, need_data
 
-# never needed by a search or by --help; each is seconds of import (docs/incoming/instant35.md)
+# never needed by a search or by --help; each is seconds of import (docs/RESULTS.md, instant search)
 HEAVY = {"torch", "transformers", "sentence_transformers", "sklearn", "spacy", "medspacy", "scispacy", "pyhpo",
          "drug_named_entity_recognition", "fhir", "pymilvus", "ray", "matplotlib", "model2vec", "fastapi", "uvicorn"}
 QUERY_ENCODER = {"onnxruntime", "tokenizers"}  # what a dense search loads instead

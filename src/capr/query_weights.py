@@ -10,7 +10,7 @@ to BM25's literal match (tests/test_default_pipeline.py's demo corpus).
 
 ⟨entity, aspect⟩ queries, an index that records its own fusion (`capr adapt`) and a fusion the caller chose keep
 theirs. The threshold was chosen on the free-text dev sets only (experiments/free_text_dev.py,
-docs/incoming/freetext36.md).
+docs/RESULTS.md, free-text dev sets).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ of documents whose title the question names (every analysed word of the title is
 the index itself knows. A question that names no title of the index gets no wording-derived prior. An aspect given
 explicitly (⟨entity, aspect⟩ queries, ``--aspect``) is not affected.
 
-Chosen on the free-text dev sets only (experiments/free_text_dev.py, docs/incoming/freetext36.md).
+Chosen on the free-text dev sets only (experiments/free_text_dev.py, docs/RESULTS.md, free-text dev sets).
 """
 
 from __future__ import annotations
