@@ -100,3 +100,16 @@ def test_the_quick_set_reproduces():
     need_data()
     proc = reproduce("--quick", "--data-dir", str(DATA_DIR))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+
+
+def test_quick_and_only_select_together_and_nothing_selected_is_an_error():
+    from capr.errors import CaprError
+    from capr.eval.reproduce import Condition, select
+
+    made = [Condition(name=n, command="capr --help", expected={"m": 1.0}, quick=q)
+            for n, q in (("a", True), ("b", False), ("c", False))]
+    assert [c.name for c in select(made, ["c"], quick=True)] == ["a", "c"]
+    assert [c.name for c in select(made, ["b"])] == ["b"]
+    assert [c.name for c in select(made)] == ["a", "b", "c"]
+    with pytest.raises(CaprError, match="no condition selected"):
+        select([m for m in made if not m.quick], quick=True)

@@ -121,12 +121,18 @@ def load_conditions(path: Path) -> list[Condition]:
 
 
 def select(conditions: list[Condition], only: list[str] | None = None, quick: bool = False) -> list[Condition]:
-    """--only NAME (each must exist) and/or --quick, in the file's order."""
+    """The conditions --only NAME (each must exist) and --quick name together, in the file's order: every condition
+    when neither is given. A selection of nothing is an error, not a run that checks nothing and passes."""
     names = {c.name for c in conditions}
     missing = [n for n in only or [] if n not in names]
     if missing:
         raise CaprError(f"no condition named {missing[0]!r}; --list shows the names")
-    return [c for c in conditions if (not only or c.name in only) and (not quick or c.quick)]
+    if not only and not quick:
+        return list(conditions)
+    chosen = [c for c in conditions if c.name in (only or ()) or (quick and c.quick)]
+    if not chosen:
+        raise CaprError("no condition selected (--quick: none is marked quick)")
+    return chosen
 
 
 def command_argv(command: str, data_dir: Path | None = None) -> list[str]:
@@ -197,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Re-run the published conditions and compare every metric.")
     parser.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS, help="TOML file of conditions.")
     parser.add_argument("--only", action="append", metavar="NAME", help="Run this condition (repeatable).")
-    parser.add_argument("--quick", action="store_true", help="Only the conditions marked quick (CI).")
+    parser.add_argument("--quick", action="store_true", help="The conditions marked quick (CI), and any --only.")
     parser.add_argument("--list", action="store_true", help="List the conditions and exit.")
     parser.add_argument("--data-dir", type=Path, help="Replaces the --data-dir of every command.")
     parser.add_argument("--json-out", type=Path, help="Also write every outcome as JSON lines here.")
