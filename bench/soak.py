@@ -5,8 +5,9 @@
     .venv/bin/python python -m bench.soak --seconds 60          # CI (tests/test_soak.py)
 
 What runs at once, for --seconds (longer, up to twice, until --min-kills writers were killed):
-  * readers: --cli-readers lanes each running `capr search` processes one after another, and --api-readers
-    processes each opening the index (load_index), searching and reading stored passages in a loop;
+  * readers: --cli-readers lanes each running `capr search` processes one after another, --api-readers
+    processes each opening the index (load_index), searching and reading stored passages in a loop, and
+    --http-readers lanes posting searches to a `capr serve` of the index (a real server on loopback);
   * two writer lanes, each one `capr` process at a time: add new documents, replace documents, delete
     documents, `capr compact`, and now and then an add under a file-size limit (RLIMIT_FSIZE, as `ulimit -f`:
     a full disk without root); commits merge segments as they go. Each lane owns its own document ids, so
@@ -22,7 +23,6 @@ and the final index equal to a rebuild of the surviving documents (the same ids;
 for a few queries equal to 1e-6). It prints a table and exits 1 on any violation.
 
 The index is lexical only (--lexical-only): a CLI search then starts in ~1 s instead of loading a model.
-HTTP readers (capr serve) are not part of this run.
 """
 
 from __future__ import annotations
@@ -318,6 +318,61 @@ class CliReaderLane(threading.Thread):
             time.sleep(self.pause)
 
 
+class HttpReaderLane(CliReaderLane):
+    """Searches through `capr serve` (POST /search), which follows the generations the writers commit."""
+
+    def __init__(self, url: str, stop: threading.Event, seed: int, pause: float) -> None:
+        super().__init__(Path(), stop, seed, pause)
+        self.url = url
+
+    def run(self) -> None:
+        import urllib.error
+        import urllib.request
+
+        while not self.stop.is_set():
+            body = json.dumps({"text": self.rng.choice(QUERIES), "k": 5}).encode()
+            request = urllib.request.Request(self.url + "/search", data=body, headers={"content-type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=120) as response:
+                    if json.loads(response.read())["results"]:
+                        self.answered += 1
+                    else:
+                        self.other_failures.append("200 with no results")
+            except urllib.error.HTTPError as e:
+                line = f"{e.code} {e.read().decode(errors='replace')[:300]}"
+                (self.false_damage if any(w in line for w in FALSE_DAMAGE) else self.other_failures).append(line)
+            except OSError as e:  # the server gone or not answering: a failure, never an answer
+                self.other_failures.append(f"{type(e).__name__}: {e}")
+            time.sleep(self.pause)
+
+
+def start_server(root: Path, work: Path) -> tuple[subprocess.Popen, str]:
+    """`capr serve` of the index on a free loopback port, once /health says ready."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (work / "serve.log").open("w")
+    proc = subprocess.Popen([*CAPR, "serve", "--index", str(root), "--port", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT, env=_env())
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"capr serve exited {proc.returncode}: see {work / 'serve.log'}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return proc, url
+        except OSError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("capr serve did not say ready within 180 s")
+
+
 _API_WRITER = textwrap.dedent("""
     import json, sys
     from capr.cli.common import terminate_cleanly
@@ -402,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-kills", type=int, default=20, help="run on (up to twice --seconds) until this many writer kills")
     ap.add_argument("--cli-readers", type=int, default=2, help="lanes of `capr search` processes")
     ap.add_argument("--api-readers", type=int, default=2, help="processes searching through load_index in a loop")
+    ap.add_argument("--http-readers", type=int, default=2, help="lanes searching through a `capr serve` of the index")
     ap.add_argument("--reader-pause", type=float, default=0.2, help="seconds a CLI reader lane waits between searches")
     ap.add_argument("--kill-rate", type=float, default=0.5, help="share of writer operations killed (SIGKILL or SIGTERM)")
     ap.add_argument("--initial-docs", type=int, default=60)
@@ -447,13 +503,15 @@ def main(argv: list[str] | None = None) -> int:
 
     stop_readers = threading.Event()
     stop_file = work / "stop-readers"
-    cli_readers = [CliReaderLane(root, stop_readers, args.seed * 1000 + i, args.reader_pause) for i in range(args.cli_readers)]
+    reader_lanes = [CliReaderLane(root, stop_readers, args.seed * 1000 + i, args.reader_pause) for i in range(args.cli_readers)]
     api_readers = [subprocess.Popen([sys.executable, "-c", _API_READER, str(root), str(stop_file), json.dumps(QUERIES),
                                      str(args.seed * 2000 + i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, env=_env()) for i in range(args.api_readers)]
+    server, url = start_server(root, work) if args.http_readers else (None, "")
+    reader_lanes += [HttpReaderLane(url, stop_readers, args.seed * 3000 + i, args.reader_pause) for i in range(args.http_readers)]
     t_start = time.monotonic()
     deadline, hard_deadline = t_start + args.seconds, t_start + 2 * args.seconds
-    for t in [*cli_readers, *lanes]:
+    for t in [*reader_lanes, *lanes]:
         t.start()
     for lane in lanes:
         lane.join()
@@ -463,8 +521,11 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait()
     stop_readers.set()
     stop_file.touch()
-    for t in cli_readers:
+    for t in reader_lanes:
         t.join()
+    if server is not None:  # its pins on generations go with it, before the final writer cleans up
+        server.terminate()
+        server.wait(60)
     api_results = []
     for p in api_readers:
         out, err = p.communicate(timeout=300)
@@ -497,13 +558,14 @@ def main(argv: list[str] | None = None) -> int:
     index.close()
     equal, worst, why = _rebuild_equal(root, survivors, work)
 
-    answered = sum(r.answered for r in cli_readers) + sum(r["answered"] for r in api_results)
-    false_damage = [m for r in cli_readers for m in r.false_damage] + [m for r in api_results for m in r["false_damage"]]
-    other_fail = [m for r in cli_readers for m in r.other_failures] + [m for r in api_results for m in r["other_failures"]]
+    answered = sum(r.answered for r in reader_lanes) + sum(r["answered"] for r in api_results)
+    false_damage = [m for r in reader_lanes for m in r.false_damage] + [m for r in api_results for m in r["false_damage"]]
+    other_fail = [m for r in reader_lanes for m in r.other_failures] + [m for r in api_results for m in r["other_failures"]]
     rows = [
         ("run (s)", f"{elapsed:.0f}"),
-        ("readers (CLI lanes + API processes)", f"{args.cli_readers} + {args.api_readers}"),
+        ("readers (CLI lanes + API processes + HTTP lanes)", f"{args.cli_readers} + {args.api_readers} + {args.http_readers}"),
         ("searches answered", answered),
+        ("  of which through capr serve (HTTP)", sum(r.answered for r in reader_lanes if isinstance(r, HttpReaderLane))),
         ("searches failed: false 'damaged'", len(false_damage)),
         ("searches failed: other", len(other_fail)),
         ("writer operations", sum(stats.ops.values())),
