@@ -18,16 +18,11 @@ import sys
 import numpy as np
 
 from capr.cases.bench import read_outcomes
+from capr.eval.significance import paired_randomisation_p
 
 
 def load(path: str) -> dict[str, float]:
     return {o.qid: o.credit for o in read_outcomes(path)}
-
-
-def randomization_p(diff: list[float], rounds: int = 20_000) -> float:
-    d = np.asarray(diff)
-    signs = np.random.default_rng(0).choice((-1.0, 1.0), size=(rounds, len(d)))
-    return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
 
 
 def main(a_path: str, b_path: str) -> None:
@@ -43,7 +38,7 @@ def main(a_path: str, b_path: str) -> None:
     acc_a, acc_b = 100 * sum(a.values()) / len(a), 100 * sum(b.values()) / len(b)
     print(f"{len(qs)} questions: accuracy {acc_a:.2f} -> {acc_b:.2f} ({acc_b - acc_a:+.2f}; 95% CI "
           f"{100 * lo:+.2f} .. {100 * hi:+.2f}); more/less credit {wins}/{losses}; paired randomization "
-          f"p={randomization_p(diff):.3f}")
+          f"p={paired_randomisation_p(np.asarray(diff), np.zeros(len(diff)), rounds=20_000):.3f}")
 
 
 if __name__ == "__main__":
