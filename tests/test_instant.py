@@ -43,8 +43,9 @@ def test_index_exports_the_query_encoder_and_the_synonym_table(hybrid_index):
     from capr.labels.synonyms import EntitySynonyms
     from capr.models.encoder import cache_root
 
-    exports = list((cache_root() / "models").glob("query-onnx-*/meta.json"))
-    assert exports and json.loads(exports[0].read_text())["max_length"] == 256
+    # the session's cache may hold other exports (an index read at another max length): this index's is at 256
+    lengths = [json.loads(m.read_text())["max_length"] for m in (cache_root() / "models").glob("query-onnx-*/meta.json")]
+    assert 256 in lengths, lengths
     assert EntitySynonyms.cache_path().is_file()
 
 
