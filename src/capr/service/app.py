@@ -359,8 +359,9 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         if asked and asked != NO_RERANKER and asked not in config.rerankers and asked != recorded:
             enabled = f"enabled: {', '.join(config.rerankers)}" if config.rerankers else "none is enabled (capr serve --reranker SPEC)"
             raise ApiError(400, f"re-ranker {asked!r} is not enabled on this server; {enabled}", "reranker")
-        with rerank_lock:  # one load of a model, however many requests ask for it at once
-            return Searcher.open(index, reranker=asked)
+        # (capr.profile.loaded_reranker loads a model once under its own lock; rerank_lock guards inference only,
+        # so a search without a second stage never waits behind another request's re-ranking)
+        return Searcher.open(index, reranker=asked)
 
     search_slots = config.search_concurrency or os.cpu_count() or 1
     limiters: dict[int, Any] = {}  # one CapacityLimiter per event loop (a TestClient runs its own)
