@@ -38,7 +38,8 @@ VARIANTS = {
     "default": {},
     "prior off": {"aspect_boost": 0.0},
     "fusion by question": {"fusion_by_question": True},
-    "before": {"wording_prior": "everywhere"},  # the default before issue 36
+    "before": {"wording_prior": "everywhere", "question_focus": False},  # the default before issue 36
+    "focus off": {"question_focus": False},
     "rrf 1:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5))},
     "rrf 1:9": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.1, 0.9))},
     "rrf 0:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.0, 1.0))},

@@ -62,3 +62,36 @@ def test_fusion_shares_follow_how_rare_the_question_words_are(articles):
     assert question_fusion(store, common, base) == base  # words in half the passages: the default shares
     structured = articles.parse(Query("q", entity="eczema", aspect="treatment"))
     assert question_fusion(store, structured, base) == base  # ⟨entity, aspect⟩ keeps the fusion it has
+
+
+def test_a_question_naming_a_title_is_searched_as_about_it(articles):
+    q = "can eczema come with joint flares"  # BM25 alone prefers the passage that repeats "joint flares"
+    unfocused = articles.search(q, SearchOptions(k=6, question_focus=False))
+    assert unfocused.hits[0].passage.doc_id == "gout" and unfocused.query.entity is None
+    focused = articles.search(q, SearchOptions(k=6))
+    assert focused.query.entity == "Eczema" and focused.to_dict()["query"]["entity"] == "Eczema"
+    assert focused.hits[0].passage.doc_id == "eczema"
+    # passages of the named document's tier come before every other passage
+    docs = [h.passage.doc_id for h in focused.hits]
+    assert docs[: docs.count("eczema")] == ["eczema"] * docs.count("eczema")
+
+
+def test_no_focus_when_the_question_names_several_titles_or_the_filter_hides_it(articles):
+    both = "eczema or asthma with joint flares"
+    assert articles.search(both, SearchOptions(k=6)).query.entity is None
+    assert top(articles, both) == top(articles, both, question_focus=False)
+    # the focus is read under the filter: a document the filter hides never becomes the question's entity
+    hidden = articles.search("can eczema come with joint flares", SearchOptions(k=6, filters={"doc_id": "gout"}))
+    assert hidden.query.entity is None and {h.passage.doc_id for h in hidden.hits} == {"gout"}
+
+
+def test_focus_among_titles():
+    from capr.index.analyzer import Analyzer
+    from capr.question_focus import focus_among
+
+    an = Analyzer()
+    ask = an("what is the treatment for type 2 diabetes in children")
+    assert focus_among(an, ask, ["Diabetes", "Type 2 Diabetes", "Children"]) is None  # two outer titles
+    assert focus_among(an, ask, ["Diabetes", "Type 2 Diabetes", "Asthma"]) == "Type 2 Diabetes"
+    assert focus_among(an, ask, ["Type 2 diabetes", "type 2 Diabetes"]) == "Type 2 diabetes"  # read alike
+    assert focus_among(an, ask, ["Asthma", ""]) is None

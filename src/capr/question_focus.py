@@ -1,4 +1,15 @@
-"""Where the aspect a question's wording asks about may count (issue 36). "How is gout treated?" reads as the
+"""What a free-text question is about, read from the index's own titles (issue 36).
+
+**The question's focus.** A question that names the title of a document the search may return ("how is gout
+treated?" over an index with a document titled "Gout") is searched as about that entity: the same entity tiers an
+⟨entity, aspect⟩ query gets (passages of documents naming the entity first), so another disease's answer cannot
+come first. The focus is looked for among the titles of the question's best BM25 passages (``FOCUS_DEPTH``), under
+the search's own filter, so it is never the title of a document the caller may not read. Only an unambiguous focus
+counts: the named titles, after dropping those whose words lie inside another named title, must read alike.
+
+**The wording-derived aspect prior.** "How is gout treated?" reads as the
+treatment aspect; favouring every document's treatment section would put the treatment of *other* diseases above
+gout's own answer. "How is gout treated?" reads as the
 treatment aspect; favouring every document's treatment section would put the treatment of *other* diseases above
 gout's own answer. The wording-derived aspect prior therefore applies only inside the entity's tier: to passages
 of documents whose title the question names (every analysed word of the title is among the question's), an entity
@@ -11,9 +22,16 @@ Chosen on the free-text dev sets only (experiments/free_text_dev.py, docs/RESULT
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
+
+from capr.store.protocol import Capability
+
+if TYPE_CHECKING:
+    from capr.query import ParsedQuery
+
+FOCUS_DEPTH = 100  # BM25 passages whose titles may be the question's focus
 
 _TITLE_TERMS: "weakref.WeakKeyDictionary[Any, dict[str, frozenset[str]]]" = weakref.WeakKeyDictionary()
 _TITLE_CACHE_SIZE = 100_000  # analysed titles kept per analyser (an index's distinct titles, usually far fewer)
@@ -54,4 +72,29 @@ def wording_prior_rows(store: Any, pq: Any, keys: np.ndarray, titles: Sequence[s
     return titles_named(store.analyzer, pq.terms, titles)
 
 
-__all__ = ["titles_named", "wording_prior_rows"]
+def focus_among(analyzer: Callable[[str], list[str]], question_terms: Sequence[str], titles: Sequence[str]) -> str | None:
+    """The one title of ``titles`` that the question names, if the question names exactly one (titles whose words
+    all lie inside another named title's do not count; titles that read alike count once); else None."""
+    named = [t for t, ok in zip(titles, titles_named(analyzer, question_terms, titles)) if ok]
+    if not named:
+        return None
+    terms = {t: _title_terms(analyzer, t) for t in named}
+    outer = [t for t in named if not any(terms[t] < terms[o] for o in named)]
+    return outer[0] if len({terms[t] for t in outer}) == 1 else None
+
+
+def question_focus(searcher: Any, pq: "ParsedQuery", flt: Any) -> str | None:
+    """The entity a free-text question is about, as the index knows it: the title of a document among the
+    question's best BM25 passages under the filter ``flt`` that the question names (see :func:`focus_among`).
+    None for a structured query, a store without titles or BM25, or a question naming no title or several."""
+    store = searcher.store
+    if pq.structured or not pq.terms or Capability.bm25 not in store.capabilities:
+        return None
+    keys, _ = searcher.lexical_top(pq, FOCUS_DEPTH, flt)
+    if not len(keys):
+        return None
+    titles = list(dict.fromkeys(p.title for p in store.passages(keys) if p.title))
+    return focus_among(store.analyzer, pq.terms, titles)
+
+
+__all__ = ["FOCUS_DEPTH", "focus_among", "question_focus", "titles_named", "wording_prior_rows"]

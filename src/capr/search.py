@@ -22,7 +22,7 @@ from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHA
 from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query, parse_store_query)
-from capr.question_focus import wording_prior_rows
+from capr.question_focus import question_focus, wording_prior_rows
 from capr.records import Passage, Query, ScoredPassage
 from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
@@ -102,6 +102,9 @@ class SearchOptions:
     # an aspect read from a question's wording favours its sections only in documents whose title the question
     # names (capr.question_focus); everywhere: in every document
     wording_prior: WordingPrior = WordingPrior.named
+    # a free-text question that names the title of a document it may find is searched as about that entity (its
+    # tiers, as for an ⟨entity, aspect⟩ query; capr.question_focus)
+    question_focus: bool = True
     # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.query_weights)
     # when the fusion is left to the store. Off by default: it helped every dev set but moves a paraphrase ("blood
     # thinner for an irregular heartbeat") to BM25's literal match on a small index, where every word looks rare
@@ -329,6 +332,11 @@ class Searcher:
         if within is not None:
             scope = self.store.restrict(None, np.asarray(within, dtype=np.int64))
             flt = self.store.restrict(flt, np.asarray(within, dtype=np.int64))
+        if options.question_focus and options.entity_first and self.cdv is None and not pq.structured:
+            # the focus is read under the filter: never a title the caller may not see
+            focus = question_focus(self, pq, flt)
+            if focus:
+                pq = self.parse(Query(pq.qid, text=pq.text, entity=focus), pq.expand, validate=False)
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if options.group_by is GroupBy.doc:
             depth = max(depth * GROUP_DEPTH_FACTOR, PRIOR_DEPTH)  # enough passages for k distinct documents
