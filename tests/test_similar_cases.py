@@ -170,3 +170,54 @@ def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
     assert "nephrotic" not in masked.lower() and MASK in masked and "ascites" in masked
     with pytest.raises(BadInputError, match="dev case"):
         diagnosis_pairs([Document("codiesp:c", "", "Fever.", {"split": "dev", "diagnoses": ["R50.9"]})])
+
+
+def _tiny_case_data(root: Path) -> Path:
+    """A data folder in the shipped formats: 8 coded CodiEsp train cases, 2 dev cases that must stay unread, 2
+    uncoded background cases and 2 E3C narratives that mention a diagnosis."""
+    (root / "codiesp").mkdir(parents=True)
+    (root / "e3c_english").mkdir()
+    coded = [("Fever and a swollen tender testis; epididymo-orchitis.", ["N45.3", "R50.9"]),
+             ("Haematuria and flank pain from a kidney stone.", ["R31.9", "N20.0"]),
+             ("Ascites and oedema in a child; nephrotic syndrome.", ["N04.9", "R18.8"]),
+             ("Chronic cough and night sweats; pulmonary tuberculosis.", ["A15.0", "R05"]),
+             ("Essential hypertension treated for years; now chest pain.", ["I10", "R07.9"]),
+             ("Type 2 diabetes with a foot ulcer.", ["E11.9", "L97.509"]),
+             ("Anaemia with fatigue after heavy bleeding.", ["D64.9", "R53.83"]),
+             ("Seizures in a young man with a brain tumour.", ["R56.9", "D49.6"])]
+    rows = [{"id": f"t{i}", "split": "train", "text": t, "diagnoses": c, "procedures": []} for i, (t, c) in enumerate(coded)]
+    rows += [{"id": f"d{i}", "split": "dev", "text": "Dev case: fever.", "diagnoses": ["R50.9"], "procedures": []}
+             for i in range(2)]
+    rows += [{"id": f"b{i}", "split": "background", "text": "A woman with pneumonia and fever.", "diagnoses": [],
+              "procedures": []} for i in range(2)]
+    with gzip.open(root / "codiesp" / "cases.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    e3c = [{"id": f"EN{i}", "doi": "", "licence": "CC BY 4.0", "text": "A man presented with ascites and hepatomegaly."}
+           for i in range(2)]
+    with gzip.open(root / "e3c_english" / "cases.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in e3c)
+    return root
+
+
+def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
+    from capr.models.encoder import Encoder, EncoderConfig
+
+    data = _tiny_case_data(tmp_path / "data")
+    out = tmp_path / "enc"
+    proc = capr_cli("train", "diagnoses", "--data-dir", str(data), "--out", str(out), "--max-steps", "3",
+                    "--batch-size", "4", "--time-budget", "5", "--device", "cpu", "--json")
+    summary = json.loads(proc.stdout)
+    assert summary["steps"] == 3 and summary["stopped"] == "max_steps" and summary["device"] == "cpu"
+    assert summary["source"]["codes"] == 16 and summary["source"]["mentions"] >= 4  # dev cases unread
+    assert "pairs" in proc.stderr and "training diagnosis encoder" in proc.stderr  # the count and the progress bar
+    card = json.loads((out / "capr.json").read_text())
+    assert card["kind"] == "diagnosis-encoder" and card["steps"] == 3 and card["args"]["time_budget_min"] == 5
+    vecs = Encoder(EncoderConfig(model=str(out), max_length=64)).encode_passages(["fever", "kidney stone"])
+    assert vecs.shape == (2, 384)
+    codes = capr_cli("train", "diagnoses", "--data-dir", str(data), "--out", str(tmp_path / "codes"), "--codes-only",
+                     "--max-steps", "1", "--batch-size", "4", "--json")
+    assert json.loads(codes.stdout)["source"] == {"codes": 16, "mentions": 0}
+    bad = capr_cli("train", "diagnoses", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x"),
+                   check=False)
+    assert bad.returncode != 0 and "cases.jsonl.gz: not found" in bad.stderr
+    assert "Traceback" not in bad.stderr and not (tmp_path / "x").exists()
