@@ -15,6 +15,7 @@ from capr.cases.icd10 import code_name, find_mentions
 from capr.corpus import Format, detect_format, read_documents
 from capr.errors import BadInputError, QueryError
 
+from case_support import write_tiny_case_data
 from conftest import capr_cli, need_data
 
 CODIESP = ("codiesp", "cases.jsonl.gz")
@@ -144,7 +145,15 @@ def test_service_similar(case_index):
 
 
 def test_similar_case_metrics():
-    from capr.cases.similar_eval import average_precision_of, category_precision, rrf, score_case_ranking, vote
+    from capr.cases.similar_eval import (
+        average_precision_of,
+        category_precision,
+        fuse_rankings,
+        rrf,
+        score_case_ranking,
+        score_code_ranking,
+        vote,
+    )
 
     cases = [["N45.3", "R50.9"], ["A23.9"], ["N45.9", "A23.9"]]
     assert vote(cases) == ["N45.3", "R50.9", "A23.9", "N45.9"]  # 1, 1, 1/2 + 1/3, 1/3
@@ -155,6 +164,13 @@ def test_similar_case_metrics():
     assert q.ap == pytest.approx((1 / 3) / 2) and q.precision == pytest.approx(2 / 10)
     fused = rrf({"a": np.array([3.0, 2.0, 1.0]), "b": np.array([1.0, 2.0, 3.0])}, {"a": 1.0, "b": 4.0})
     assert int(np.argmax(fused)) == 2
+    # votes fused with a direct ranking: a code both rank high wins; a weight of 0 leaves a ranking out
+    votes, names = ["A23.9", "N45.3", "R50.9"], ["N45.3", "Z99.9", "A23.9"]
+    assert fuse_rankings({"votes": votes, "names": names}, {"votes": 1.0, "names": 1.0}, k=1) == \
+        ["N45.3", "A23.9", "Z99.9", "R50.9"]  # 1/3 + 1/2, 1/2 + 1/4, 1/3, 1/4
+    assert fuse_rankings({"votes": votes, "names": names}, {"votes": 1.0, "names": 0.0}) == votes
+    q = score_code_ranking("q", ["N45.3"], ["N45.3", "A23.9"], cases)
+    assert q.ap == 1.0 and q.precision == pytest.approx(2 / 10)
 
 
 def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
@@ -172,37 +188,10 @@ def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
         diagnosis_pairs([Document("codiesp:c", "", "Fever.", {"split": "dev", "diagnoses": ["R50.9"]})])
 
 
-def _tiny_case_data(root: Path) -> Path:
-    """A data folder in the shipped formats: 8 coded CodiEsp train cases, 2 dev cases that must stay unread, 2
-    uncoded background cases and 2 E3C narratives that mention a diagnosis."""
-    (root / "codiesp").mkdir(parents=True)
-    (root / "e3c_english").mkdir()
-    coded = [("Fever and a swollen tender testis; epididymo-orchitis.", ["N45.3", "R50.9"]),
-             ("Haematuria and flank pain from a kidney stone.", ["R31.9", "N20.0"]),
-             ("Ascites and oedema in a child; nephrotic syndrome.", ["N04.9", "R18.8"]),
-             ("Chronic cough and night sweats; pulmonary tuberculosis.", ["A15.0", "R05"]),
-             ("Essential hypertension treated for years; now chest pain.", ["I10", "R07.9"]),
-             ("Type 2 diabetes with a foot ulcer.", ["E11.9", "L97.509"]),
-             ("Anaemia with fatigue after heavy bleeding.", ["D64.9", "R53.83"]),
-             ("Seizures in a young man with a brain tumour.", ["R56.9", "D49.6"])]
-    rows = [{"id": f"t{i}", "split": "train", "text": t, "diagnoses": c, "procedures": []} for i, (t, c) in enumerate(coded)]
-    rows += [{"id": f"d{i}", "split": "dev", "text": "Dev case: fever.", "diagnoses": ["R50.9"], "procedures": []}
-             for i in range(2)]
-    rows += [{"id": f"b{i}", "split": "background", "text": "A woman with pneumonia and fever.", "diagnoses": [],
-              "procedures": []} for i in range(2)]
-    with gzip.open(root / "codiesp" / "cases.jsonl.gz", "wt", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in rows)
-    e3c = [{"id": f"EN{i}", "doi": "", "licence": "CC BY 4.0", "text": "A man presented with ascites and hepatomegaly."}
-           for i in range(2)]
-    with gzip.open(root / "e3c_english" / "cases.jsonl.gz", "wt", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in e3c)
-    return root
-
-
 def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
     from capr.models.encoder import Encoder, EncoderConfig
 
-    data = _tiny_case_data(tmp_path / "data")
+    data = write_tiny_case_data(tmp_path / "data")
     out = tmp_path / "enc"
     proc = capr_cli("train", "diagnoses", "--data-dir", str(data), "--out", str(out), "--max-steps", "3",
                     "--batch-size", "4", "--time-budget", "5", "--device", "cpu", "--json")
