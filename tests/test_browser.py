@@ -237,6 +237,9 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         assert page.locator("#cases li.case").count() == 0
         page.fill("#token", TOKEN)
         page.click("#cases-button")
+        # (the first request loads the ICD-10-CM names: allow it time on a loaded machine)
+        expect(page.locator("#cases-status")).not_to_have_text("Searching…", timeout=120_000)
+        assert page.locator("#cases-status.error").count() == 0, page.inner_text("#cases-status")
         expect(page.locator("#cases li.case")).to_have_count(5)
         assert "5 similar cases" in page.inner_text("#cases-status") and "(bm25)" in page.inner_text("#cases-status")
         shown = page.locator("#cases li.case")
