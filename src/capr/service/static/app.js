@@ -38,8 +38,8 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-function setStatus(text, isError = false) {
-  const s = $("status");
+function setStatus(text, isError = false, id = "status") {
+  const s = $(id);
   s.textContent = text;
   s.classList.toggle("error", isError);
   s.setAttribute("role", isError ? "alert" : "status");
@@ -290,12 +290,7 @@ function renderCase(c) {
       ...(c.evidence.length ? [el("h4", { text: "Why it is similar" }), evidence] : [])));
 }
 
-function setCasesStatus(text, isError = false) {
-  const s = $("cases-status");
-  s.textContent = text;
-  s.classList.toggle("error", isError);
-  s.setAttribute("role", isError ? "alert" : "status");
-}
+const setCasesStatus = (text, isError = false) => setStatus(text, isError, "cases-status");
 
 async function findCases(ev) {
   ev.preventDefault();
