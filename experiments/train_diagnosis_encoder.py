@@ -1,5 +1,8 @@
-"""Trains the diagnosis encoder (capr.cases.train_diagnoses) on CodiEsp train codes + mentions in E3C and CodiEsp
-background — never CodiEsp dev — for a fixed time budget, then `python -m experiments.cases_similar_dev --model trained=DIR`.
+"""Trains the diagnosis encoder (capr.cases.train_diagnoses, the library function behind `capr train diagnoses`) on
+CodiEsp train codes + mentions in E3C and CodiEsp background — never CodiEsp dev — for a fixed time budget, then
+`python -m experiments.cases_similar_dev --model trained=DIR`. The same run from the CLI:
+
+    capr train diagnoses --out DIR --time-budget 15 --max-steps 100000 [--codes-only]
 
     PYTHONPATH=src CAPR_CACHE=/work/cache-cases/capr-cache OMP_NUM_THREADS=1 nice -n 10 \\
       python -m experiments.train_diagnosis_encoder --out /work/cache-cases/diag-enc --minutes 15
@@ -11,8 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from capr.cases.data import case_corpus
-from capr.cases.train_diagnoses import DiagnosisArgs, diagnosis_pairs, train_diagnosis_encoder
+from capr.cases.train_diagnoses import DiagnosisArgs, train_diagnoses
 
 
 def main() -> None:
@@ -25,13 +27,9 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--codes-only", action="store_true", help="no mention pairs")
     args = ap.parse_args()
-    sources = ("codiesp",) if args.codes_only else ("codiesp", "e3c")
-    docs = case_corpus(args.data_dir, sources, codiesp_splits=("train",) if args.codes_only else ("train", "background"))
-    pairs, counts = diagnosis_pairs(docs)
-    print(f"{len(pairs)} pairs {counts}", flush=True)
-    res = train_diagnosis_encoder(pairs, args.out, DiagnosisArgs(time_budget_min=args.minutes, lr=args.lr,
+    res = train_diagnoses(args.data_dir, args.out, DiagnosisArgs(time_budget_min=args.minutes, lr=args.lr,
                                                                  batch_size=args.batch_size, max_length=args.max_length),
-                                  progress=False, source=counts)
+                          codes_only=args.codes_only, progress=False, log=lambda m: print(m, flush=True))
     print(json.dumps({"steps": res.steps, "seconds": round(res.seconds), "stopped": res.stopped,
                       "loss_first": res.losses[0], "loss_last20": sum(res.losses[-20:]) / len(res.losses[-20:])}))
 

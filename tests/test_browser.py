@@ -196,3 +196,83 @@ def test_page_searches_with_the_cli_default_and_no_filter(browser, tmp_path, dem
         expect(page.locator("#status")).to_contain_text("(bm25")
         assert sent[-1]["retriever"] == "bm25"
         context.close()
+
+
+def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
+    """The page's similar-cases view on a small case index (`capr case-index`): the cases, their diagnoses and the
+    highlighted sentences equal `capr cases similar --json`; on a server whose reads need a token, the view shows
+    nothing without one."""
+    import json
+    import subprocess
+    import sys
+
+    from case_support import write_tiny_case_data
+
+    data = write_tiny_case_data(tmp_path / "data")
+    idx = tmp_path / "idx"
+
+    def capr(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "capr", *args], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    capr("case-index", "--data-dir", str(data), "--out", str(idx), "--source", "codiesp", "--source", "e3c", "--no-dense")
+    description = ("A 37-year-old man came with fever and a painful swollen testis. Ultrasound of the epididymis "
+                   "showed increased flow.")
+    expected = json.loads(capr("cases", "similar", description, "--index", str(idx), "-k", "5", "--json"))["cases"]
+    assert len(expected) == 5 and expected[0]["labelled"] and any(not c["labelled"] for c in expected)
+    with LiveServer(create_app(idx, ServiceConfig(tokens=(TOKEN,), auth_reads=True))) as s:
+        context = browser.new_context(viewport={"width": 1200, "height": 1000})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(s.url + "/")
+        page.click("#tab-cases")
+        expect(page.locator("#cases-view")).to_be_visible()
+        expect(page.locator("#search-view")).to_be_hidden()
+        page.fill("#case-description", description)
+        page.select_option("#case-k", "5")
+        page.click("#cases-button")  # no token: the server refuses and the page shows no case
+        expect(page.locator("#cases-status.error")).to_contain_text("missing bearer token")
+        assert page.locator("#cases li.case").count() == 0
+        page.fill("#token", TOKEN)
+        page.click("#cases-button")
+        # (the first request loads the ICD-10-CM names: allow it time on a loaded machine)
+        expect(page.locator("#cases-status")).not_to_have_text("Searching…", timeout=120_000)
+        assert page.locator("#cases-status.error").count() == 0, page.inner_text("#cases-status")
+        expect(page.locator("#cases li.case")).to_have_count(5)
+        assert "5 similar cases" in page.inner_text("#cases-status") and "(bm25)" in page.inner_text("#cases-status")
+        shown = page.locator("#cases li.case")
+        assert [shown.nth(i).get_attribute("data-doc-id") for i in range(5)] == [c["doc_id"] for c in expected]
+        for i, case in enumerate(expected):
+            item = shown.nth(i)
+            assert item.locator("h3 a").inner_text() == case["doc_id"]
+            dx = item.locator("li.diagnosis")
+            assert dx.locator(".name").all_inner_texts() == [d["name"] for d in case["diagnoses"]]
+            assert item.locator("li.diagnosis .code").all_inner_texts() == [d["code"] for d in case["diagnoses"] if d["code"]]
+            assert set(item.locator("li.diagnosis").evaluate_all("els => els.map(e => e.dataset.kind)")) <= \
+                {"label" if case["labelled"] else "mention"}
+            pairs = item.locator("li.pair")
+            assert pairs.count() == len(case["evidence"])
+            for j, e in enumerate(case["evidence"]):
+                pair = pairs.nth(j)
+                assert pair.locator(".case-sentence").inner_text() == e["sentence"]
+                assert pair.locator(".query-sentence .text").inner_text() == e["query_sentence"]
+                assert pair.locator(".case-sentence mark.shared").all_inner_texts() == \
+                    [e["sentence"][a:b] for a, b in e["highlights"]]
+                assert pair.locator(".query-sentence mark.shared").all_inner_texts() == \
+                    [e["query_sentence"][a:b] for a, b in e["query_highlights"]]
+        top = expected[0]
+        assert top["diagnoses"][0]["code"] == "N45.3" and shown.first.locator(".code").first.inner_text() == "N45.3"
+        assert "Epididymo-orchitis" in shown.first.locator("li.diagnosis").first.inner_text()
+        assert {m.lower() for m in shown.first.locator("mark.shared").all_inner_texts()} >= {"testis", "ultrasound"}
+        # the case's link opens the whole case with its best evidence sentence marked
+        shown.first.locator("h3 a").click()
+        page.wait_for_selector("#document:not([hidden])")
+        assert page.inner_text("#doc-passage") == top["evidence"][0]["sentence"]
+        context.close()
+        assert not errors, errors
+        # a host the server was not told to answer gets no patient text
+        r = httpx.post(s.url + "/cases/similar", json={"description": description},
+                       headers={**AUTH, "Host": "attacker.example"})
+        assert r.status_code == 421 and "epididym" not in r.text.lower()

@@ -15,6 +15,7 @@ from capr.cases.icd10 import code_name, find_mentions
 from capr.corpus import Format, detect_format, read_documents
 from capr.errors import BadInputError, QueryError
 
+from case_support import write_tiny_case_data
 from conftest import capr_cli, need_data
 
 CODIESP = ("codiesp", "cases.jsonl.gz")
@@ -144,7 +145,15 @@ def test_service_similar(case_index):
 
 
 def test_similar_case_metrics():
-    from capr.cases.similar_eval import average_precision_of, category_precision, rrf, score_case_ranking, vote
+    from capr.cases.similar_eval import (
+        average_precision_of,
+        category_precision,
+        fuse_rankings,
+        rrf,
+        score_case_ranking,
+        score_code_ranking,
+        vote,
+    )
 
     cases = [["N45.3", "R50.9"], ["A23.9"], ["N45.9", "A23.9"]]
     assert vote(cases) == ["N45.3", "R50.9", "A23.9", "N45.9"]  # 1, 1, 1/2 + 1/3, 1/3
@@ -155,6 +164,13 @@ def test_similar_case_metrics():
     assert q.ap == pytest.approx((1 / 3) / 2) and q.precision == pytest.approx(2 / 10)
     fused = rrf({"a": np.array([3.0, 2.0, 1.0]), "b": np.array([1.0, 2.0, 3.0])}, {"a": 1.0, "b": 4.0})
     assert int(np.argmax(fused)) == 2
+    # votes fused with a direct ranking: a code both rank high wins; a weight of 0 leaves a ranking out
+    votes, names = ["A23.9", "N45.3", "R50.9"], ["N45.3", "Z99.9", "A23.9"]
+    assert fuse_rankings({"votes": votes, "names": names}, {"votes": 1.0, "names": 1.0}, k=1) == \
+        ["N45.3", "A23.9", "Z99.9", "R50.9"]  # 1/3 + 1/2, 1/2 + 1/4, 1/3, 1/4
+    assert fuse_rankings({"votes": votes, "names": names}, {"votes": 1.0, "names": 0.0}) == votes
+    q = score_code_ranking("q", ["N45.3"], ["N45.3", "A23.9"], cases)
+    assert q.ap == 1.0 and q.precision == pytest.approx(2 / 10)
 
 
 def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
@@ -170,3 +186,28 @@ def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
     assert "nephrotic" not in masked.lower() and MASK in masked and "ascites" in masked
     with pytest.raises(BadInputError, match="dev case"):
         diagnosis_pairs([Document("codiesp:c", "", "Fever.", {"split": "dev", "diagnoses": ["R50.9"]})])
+
+
+def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
+    from capr.models.encoder import Encoder, EncoderConfig
+
+    data = write_tiny_case_data(tmp_path / "data")
+    out = tmp_path / "enc"
+    proc = capr_cli("train", "diagnoses", "--data-dir", str(data), "--out", str(out), "--max-steps", "3",
+                    "--batch-size", "4", "--time-budget", "5", "--device", "cpu", "--json")
+    summary = json.loads(proc.stdout)
+    assert summary["steps"] == 3 and summary["stopped"] == "max_steps" and summary["device"] == "cpu"
+    assert summary["source"]["codes"] == 16 and summary["source"]["mentions"] >= 4  # dev cases unread
+    assert "pairs" in proc.stderr and "training diagnosis encoder" in proc.stderr  # the count and the progress bar
+    card = json.loads((out / "capr.json").read_text())
+    assert card["kind"] == "diagnosis-encoder" and card["steps"] == 3 and card["args"]["time_budget_min"] == 5
+    vecs = Encoder(EncoderConfig(model=str(out), max_length=64)).encode_passages(["fever", "kidney stone"])
+    assert vecs.shape == (2, 384)
+    from capr.cases.train_diagnoses import corpus_pairs
+
+    pairs, counts = corpus_pairs(data, codes_only=True)
+    assert counts == {"codes": 16, "mentions": 0} and not any("Dev case" in t for t, _ in pairs)
+    bad = capr_cli("train", "diagnoses", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x"),
+                   check=False)
+    assert bad.returncode != 0 and "cases.jsonl.gz: not found" in bad.stderr
+    assert "Traceback" not in bad.stderr and not (tmp_path / "x").exists()

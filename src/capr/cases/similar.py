@@ -21,6 +21,7 @@ import numpy as np
 
 from capr.cases.icd10 import Diagnosis, diagnoses_of
 from capr.errors import QueryError
+from capr.retrieve.highlight import term_spans
 
 if TYPE_CHECKING:
     from capr.index.index import Index
@@ -41,10 +42,14 @@ class Evidence:
     query_sentence: str
     score: float
     shared: list[str] = field(default_factory=list)  # the analysed words both hold, rarest first
+    # [start, end) of the words holding a shared term, in `sentence` and in `query_sentence` (for highlighting)
+    highlights: list[tuple[int, int]] = field(default_factory=list)
+    query_highlights: list[tuple[int, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "query_sentence": self.query_sentence, "score": round(self.score, 4),
-                "shared": self.shared}
+                "shared": self.shared, "highlights": [list(h) for h in self.highlights],
+                "query_highlights": [list(h) for h in self.query_highlights]}
 
 
 @dataclass(slots=True)
@@ -188,6 +193,9 @@ class CaseFinder:
             if best > 0:
                 out.append(Evidence(s, q_sents[best_j], best, shared))
         out.sort(key=lambda e: -e.score)
+        for e in out[:n]:
+            e.highlights = term_spans(e.sentence, set(e.shared), analyze)
+            e.query_highlights = term_spans(e.query_sentence, set(e.shared), analyze)
         return out[:n]
 
     # -- the search ---------------------------------------------------------------------------

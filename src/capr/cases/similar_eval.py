@@ -7,7 +7,9 @@ count):
   (20) best coded cases gives each of its codes 1/rank — and scored by average precision over all the query's
   codes (a code no case carries counts as missed). Category MAP does the same with categories.
 
-A baseline that ranks codes directly (ICD-10-CM names against the case text) gives the code ranking itself."""
+A baseline that ranks codes directly (ICD-10-CM names against the case text) gives the code ranking itself; the
+two combine by weighted reciprocal rank (:func:`fuse_rankings`): the similar cases' votes and the direct name
+rankings, each a ranked list of codes."""
 
 from __future__ import annotations
 
@@ -66,10 +68,26 @@ def score_case_ranking(qid: str, gold: Sequence[str], ranked_cases_codes: Sequen
                        average_precision_of(cats, {category(c) for c in gold}), codes)
 
 
-def score_code_ranking(qid: str, gold: Sequence[str], ranked_codes: Sequence[str]) -> QueryScores:
+def score_code_ranking(qid: str, gold: Sequence[str], ranked_codes: Sequence[str],
+                       ranked_cases_codes: Sequence[Sequence[str]] | None = None) -> QueryScores:
+    """A run that ranks codes itself; with ``ranked_cases_codes`` (the cases it found, best first) its category
+    precision@10 is measured too."""
     cats = list(dict.fromkeys(category(c) for c in ranked_codes))
-    return QueryScores(qid, None, average_precision_of(ranked_codes, set(gold)),
+    precision = None if ranked_cases_codes is None else category_precision(gold, ranked_cases_codes)
+    return QueryScores(qid, precision, average_precision_of(ranked_codes, set(gold)),
                        average_precision_of(cats, {category(c) for c in gold}), list(ranked_codes))
+
+
+def fuse_rankings(rankings: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> list[str]:
+    """Items of several rankings ordered by weighted reciprocal rank (an item a ranking lacks gets nothing from
+    it; a ranking without a weight, or weighted 0, is left out); ties keep the order items were first seen."""
+    fused: dict[str, float] = {}
+    for name, ranked in rankings.items():
+        w = weights.get(name, 0.0)
+        if w:
+            for r, item in enumerate(ranked, 1):
+                fused[item] = fused.get(item, 0.0) + w / (k + r)
+    return sorted(fused, key=lambda c: -fused[c])
 
 
 def rrf(rankings: dict[str, np.ndarray], weights: dict[str, float], k: int = 60) -> np.ndarray:
@@ -84,5 +102,5 @@ def rrf(rankings: dict[str, np.ndarray], weights: dict[str, float], k: int = 60)
     return fused
 
 
-__all__ = ["PRECISION_K", "QueryScores", "VOTE_K", "average_precision_of", "category_precision", "rrf",
+__all__ = ["PRECISION_K", "QueryScores", "VOTE_K", "average_precision_of", "category_precision", "fuse_rankings", "rrf",
            "score_case_ranking", "score_code_ranking", "vote"]

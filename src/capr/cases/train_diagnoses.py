@@ -17,12 +17,14 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from capr._version import __version__
 from capr.cases.icd10 import code_name, find_mentions
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError
 from capr.records import Document
+
+Log = Callable[[str], None]
 
 MASK = "[MASK]"
 
@@ -123,4 +125,35 @@ def train_diagnosis_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Pat
     return loop.run(params, step, card=card, readme=readme, write=write, module=model)
 
 
-__all__ = ["DiagnosisArgs", "MASK", "diagnosis_pairs", "train_diagnosis_encoder"]
+def corpus_pairs(data_dir: str | Path, codes_only: bool = False, mentions_per_case: int = 3,
+                 seed: int = 13) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """The training pairs of the local case corpus in ``data_dir``: the coded CodiEsp train cases and, unless
+    ``codes_only``, the masked mentions of the uncoded CodiEsp background and E3C cases. CodiEsp dev is never read
+    (it measures the model)."""
+    from capr.cases.data import case_corpus
+
+    sources = ("codiesp",) if codes_only else ("codiesp", "e3c")
+    splits = ("train",) if codes_only else ("train", "background")
+    pairs, counts = diagnosis_pairs(case_corpus(data_dir, sources, codiesp_splits=splits), mentions_per_case, seed)
+    if not counts["codes"]:
+        raise BadInputError(str(Path(data_dir) / "codiesp"), "no coded CodiEsp train case with a named diagnosis")
+    return pairs, counts
+
+
+def train_diagnoses(data_dir: str | Path, out_dir: str | Path, args: DiagnosisArgs | None = None, *,
+                    codes_only: bool = False, progress: bool = True, log: Log | None = None) -> Any:
+    """The diagnosis encoder trained on :func:`corpus_pairs` of ``data_dir``. Returns the loop's TrainResult; its
+    card's ``source`` holds the pair counts."""
+    args = args or DiagnosisArgs()
+    if args.max_steps < 1:
+        raise CaprError("--max-steps must be at least 1")
+    if args.time_budget_min is not None and args.time_budget_min <= 0:
+        raise CaprError("--time-budget must be a positive number of minutes")
+    pairs, counts = corpus_pairs(data_dir, codes_only, args.mentions_per_case, args.seed)
+    if log is not None:
+        log(f"{len(pairs):,} (case, diagnosis name) pairs: {counts['codes']:,} from codes, "
+            f"{counts['mentions']:,} from masked mentions")
+    return train_diagnosis_encoder(pairs, out_dir, args, progress=progress, source=counts)
+
+
+__all__ = ["DiagnosisArgs", "MASK", "corpus_pairs", "diagnosis_pairs", "train_diagnoses", "train_diagnosis_encoder"]

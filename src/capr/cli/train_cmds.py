@@ -90,7 +90,8 @@ def labels_cmd(
 
 @app.command("train")
 def train_cmd(
-    kind: str = typer.Argument(..., help="bi | poly | cross | cdv (from labels) | tsdae (corpus) | cases (distant supervision)"),
+    kind: str = typer.Argument(..., help="bi | poly | cross | cdv (from labels) | tsdae (corpus) | cases (distant supervision) | "
+                      "diagnoses (case encoder from coded and mentioned diagnoses)"),
     source: Optional[str] = typer.Argument(None, help="tsdae: the corpus (file, folder, or cases:DATA_DIR for the local case corpus)."),
     labels: Optional[Path] = typer.Option(None, "--labels", "-l", help="Labels JSONL from `capr labels` (bi, poly, cross, cdv)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the trained model (replaced atomically)."),
@@ -123,7 +124,10 @@ def train_cmd(
                                         help="cdv: backend of the frozen sentence encoder (torch | onnx | onnx-int8 | static)."),
     as_json: bool = typer.Option(False, "--json"),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="cases: the case index (built with --dense on the TSDAE encoder)."),
-    data_dir: Path = typer.Option(Path("../shared/data"), "--data-dir", help="cases: folder with rqe, headqa_en, medmcqa_dev, medqa_usmle."),
+    data_dir: Path = typer.Option(Path("../shared/data"), "--data-dir", help="cases: folder with rqe, headqa_en, medmcqa_dev, "
+                                  "medqa_usmle; diagnoses: folder with codiesp and e3c_english."),
+    codes_only: bool = typer.Option(False, "--codes-only", help="diagnoses: only the coded CodiEsp train cases, no "
+                                    "masked mentions from uncoded cases."),
     stage: str = typer.Option("all", "--stage", help="cases: pretrain (RQE) | distant (S+/S- fine-tuning) | all."),
     pretrained: Optional[Path] = typer.Option(None, "--pretrained", help="cases --stage distant: the RQE cross-encoder."),
     questions: int = typer.Option(600, "--questions", help="cases: training questions sampled for S+/S-."),
@@ -132,10 +136,15 @@ def train_cmd(
     sentences: int = typer.Option(100_000, "--sentences", help="tsdae: most corpus sentences used."),
 ) -> None:
     """Train a bi-, poly- or cross-encoder or a CDV model from self-supervised labels (no annotation); `tsdae`:
-    adapt the encoder to a corpus; `cases`: the similar-case cross-encoder (RQE pre-training, then distant supervision)."""
+    adapt the encoder to a corpus; `cases`: the similar-case cross-encoder (RQE pre-training, then distant supervision);
+    `diagnoses`: the case encoder of `capr cases similar` (a case near the names of its diagnoses; CodiEsp dev unread)."""
 
     def run() -> None:
         from capr.train import ModelKind, TrainArgs, train
+
+        if kind == "diagnoses":
+            return _train_diagnoses(data_dir, out_dir, base_model or "minilm", codes_only, max_steps, time_budget,
+                                    batch_size, lr, max_length, seed, device, as_json)
 
         if kind in ("tsdae", "cases"):
             return _train_cases(kind, source, out_dir, base_model or "minilm", max_steps, time_budget, batch_size, lr, max_length,
@@ -149,7 +158,7 @@ def train_cmd(
         try:
             mk = ModelKind(kind)
         except ValueError:
-            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae or cases") from None
+            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae, cases or diagnoses") from None
         if max_steps < 1:
             raise CaprError("--max-steps must be at least 1")
         if first_stage is not None and mk is not ModelKind.cross:
@@ -195,6 +204,29 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
                    device=device)
     result = train_cdv(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
     _print_train_summary("cdv", out_dir, result, as_json)
+
+
+def _train_diagnoses(data_dir: Path, out_dir: Path, base_model: str, codes_only: bool, max_steps: int,
+                     time_budget: Optional[float], batch_size: Optional[int], lr: Optional[float],
+                     max_length: Optional[int], seed: int, device: Optional[str], as_json: bool) -> None:
+    from capr.cases.train_diagnoses import DiagnosisArgs, train_diagnoses
+
+    defaults = DiagnosisArgs()
+    args = DiagnosisArgs(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
+                         batch_size=batch_size or defaults.batch_size, lr=lr or defaults.lr,
+                         max_length=max_length or defaults.max_length, seed=seed, device=device)
+    result = train_diagnoses(data_dir, out_dir, args, codes_only=codes_only, progress=True,
+                             log=lambda m: err.print(escape(m)))
+    summary = {"out": str(out_dir), "steps": result.steps, "minutes": round(result.seconds / 60, 2),
+               "stopped": result.stopped, "device": result.card.get("device"), "pairs": result.card.get("pairs"),
+               "source": result.card.get("source"), "first_loss": result.losses[0],
+               "last_loss": float(np.mean(result.losses[-20:]))}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        out.print(f"[bold]diagnosis encoder[/] -> {escape(str(out_dir))}: {summary['steps']} steps in "
+                  f"{summary['minutes']} min on {summary['device']} ({summary['stopped']}), {summary['pairs']:,} pairs; "
+                  f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} (mean of the last 20 steps)")
 
 
 def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length, seed, device,

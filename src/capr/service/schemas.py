@@ -297,10 +297,12 @@ class DiagnosisOut(BaseModel):
 
 
 class CaseEvidenceOut(BaseModel):
-    sentence: str
-    query_sentence: str
+    sentence: str = Field(description="A sentence of the similar case.")
+    query_sentence: str = Field(description="The description's sentence it shares the most rare words with.")
     score: float
-    shared: list[str]
+    shared: list[str] = Field(description="The analysed words both sentences hold, rarest first.")
+    highlights: list[tuple[int, int]] = Field(description="[start, end) of the shared words in sentence.")
+    query_highlights: list[tuple[int, int]] = Field(description="[start, end) of the shared words in query_sentence.")
 
 
 class SimilarCaseOut(BaseModel):

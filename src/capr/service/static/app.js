@@ -38,8 +38,8 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-function setStatus(text, isError = false) {
-  const s = $("status");
+function setStatus(text, isError = false, id = "status") {
+  const s = $(id);
   s.textContent = text;
   s.classList.toggle("error", isError);
   s.setAttribute("role", isError ? "alert" : "status");
@@ -238,6 +238,96 @@ async function search(ev) {
   }
 }
 
+// ---------------------------------------------------------------------------- similar cases
+// `text` with its [start, end) spans wrapped in <mark class="shared">.
+function highlighted(text, spans) {
+  const nodes = [];
+  let at = 0;
+  for (const [a, b] of [...spans].sort((x, y) => x[0] - y[0])) {
+    if (a < at || b > text.length) continue;
+    if (a > at) nodes.push(document.createTextNode(text.slice(at, a)));
+    nodes.push(el("mark", { class: "shared", text: text.slice(a, b) }));
+    at = b;
+  }
+  if (at < text.length) nodes.push(document.createTextNode(text.slice(at)));
+  return nodes;
+}
+
+function renderDiagnosis(d) {
+  const item = el("li", { class: "diagnosis", "data-kind": d.kind });
+  if (d.code) item.append(el("span", { class: "code", text: d.code }), " ");
+  item.append(el("span", { class: "name", text: d.name || "(no ICD-10-CM name)" }));
+  if (d.kind === "mention" && d.mention && d.mention.toLowerCase() !== d.name.toLowerCase()) {
+    item.append(el("span", { class: "mention muted", text: ` (“${d.mention}” in the text)` }));
+  }
+  return item;
+}
+
+function renderCase(c) {
+  const first = c.evidence.length ? c.text.indexOf(c.evidence[0].sentence) : -1;
+  const link = el("a", { href: c.document_url, class: "doc-link", text: c.doc_id });
+  link.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    // the document opens with the case's best evidence sentence marked
+    openDocument(c.doc_id, Math.max(first, 0), first >= 0 ? first + c.evidence[0].sentence.length : 0);
+  });
+  const meta = el("p", { class: "meta" },
+    el("span", { class: "badge source", text: c.source || "case" }),
+    el("span", { class: "badge", text: c.labelled ? "coded" : "not coded" }),
+    el("span", { class: "score", text: `score ${c.score.toFixed(3)}` }));
+  const dxHead = c.labelled ? "Diagnoses (the case's codes)" : "Diagnoses its text mentions";
+  const dx = c.diagnoses.length
+    ? el("ul", { class: "diagnoses", "aria-label": dxHead }, ...c.diagnoses.map(renderDiagnosis))
+    : el("p", { class: "muted", text: "No diagnosis found." });
+  const evidence = el("ul", { class: "case-evidence", "aria-label": "Why it is similar" },
+    ...c.evidence.map((e) => el("li", { class: "pair" },
+      el("p", { class: "case-sentence" }, ...highlighted(e.sentence, e.highlights)),
+      el("p", { class: "query-sentence" }, el("span", { class: "muted", text: "your description: " }),
+        el("span", { class: "text" }, ...highlighted(e.query_sentence, e.query_highlights))))));
+  return el("li", { class: "case", "data-doc-id": c.doc_id },
+    el("article", { "aria-label": `Case ${c.rank}: ${c.doc_id}` }, el("h3", {}, link), meta,
+      el("h4", { text: dxHead }), dx,
+      ...(c.evidence.length ? [el("h4", { text: "Why it is similar" }), evidence] : [])));
+}
+
+const setCasesStatus = (text, isError = false) => setStatus(text, isError, "cases-status");
+
+async function findCases(ev) {
+  ev.preventDefault();
+  const description = $("case-description").value.trim();
+  if (!description) {
+    setCasesStatus("Describe the patient first.", true);
+    $("case-description").focus();
+    return;
+  }
+  if ($("token").value.trim()) sessionStorage.setItem("capr-token", $("token").value.trim());
+  const body = { description, k: Number($("case-k").value), labelled_only: $("case-labelled").checked };
+  setCasesStatus("Searching…");
+  $("cases-button").disabled = true;
+  try {
+    const data = await api("/cases/similar", { method: "POST", body: JSON.stringify(body) });
+    $("cases").replaceChildren(...data.cases.map(renderCase));
+    const notes = data.notices.length ? " — " + data.notices.join("; ") : "";
+    setCasesStatus((data.cases.length
+      ? `${data.cases.length} similar cases in ${data.took_ms.toFixed(0)} ms (${data.retriever})`
+      : "No similar case found.") + notes);
+  } catch (e) {
+    $("cases").replaceChildren();
+    setCasesStatus(e.message, true);
+  } finally {
+    $("cases-button").disabled = false;
+  }
+}
+
+function showView(name) {
+  for (const [tab, view] of [["tab-search", "search-view"], ["tab-cases", "cases-view"]]) {
+    const on = view === name;
+    $(view).hidden = !on;
+    $(tab).setAttribute("aria-selected", String(on));
+    $(tab).tabIndex = on ? 0 : -1;
+  }
+}
+
 // ---------------------------------------------------------------------------- document view
 async function openDocument(docId, start, end) {
   try {
@@ -261,6 +351,9 @@ async function openDocument(docId, start, end) {
 // ---------------------------------------------------------------------------- wiring
 document.addEventListener("DOMContentLoaded", () => {
   $("search-form").addEventListener("submit", search);
+  $("cases-form").addEventListener("submit", findCases);
+  $("tab-search").addEventListener("click", () => showView("search-view"));
+  $("tab-cases").addEventListener("click", () => showView("cases-view"));
   $("add-filter").addEventListener("click", addFilter);
   $("filter-value").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); addFilter(); } });
   $("close-doc").addEventListener("click", () => { $("document").hidden = true; $("results").focus(); });
