@@ -568,6 +568,11 @@ def api_schema(demo_index, tmp_path_factory):
     import schemathesis
 
     app = create_app(copy_index(demo_index, tmp_path_factory.mktemp("st") / "idx"), ServiceConfig(tokens=(TOKEN,)))
+    # /health is a documented 503 while the models load: fuzz the service once it says it is ready
+    client, deadline = TestClient(app), time.monotonic() + 300
+    while client.get("/health").json()["status"] == "starting":
+        assert time.monotonic() < deadline, "the service did not get ready in 300 s"
+        time.sleep(0.05)
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
