@@ -27,6 +27,7 @@ from capr.records import Passage, Query, ScoredPassage
 from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
 from capr.retrieve.highlight import snippet, term_spans
+from capr.store import as_store
 from capr.store.protocol import Capability, Store
 
 if TYPE_CHECKING:
@@ -183,8 +184,8 @@ class Searcher:
     second stage) and ``cdv`` (a CDV store: CDV ranks the first stage, and gives ``cdv`` evidence) are optional;
     :meth:`open` gives the searcher ``capr search`` uses — the store's profile with its second stage loaded."""
 
-    def __init__(self, store: Store, reranker: Any = None, cdv: Any = None, profile: SearchProfile | None = None) -> None:
-        self.store = store
+    def __init__(self, store: Store | Any, reranker: Any = None, cdv: Any = None, profile: SearchProfile | None = None) -> None:
+        self.store = as_store(store)  # an Index is searched through its embedded adapter
         self.reranker = reranker
         self.cdv = cdv
         self._profile = profile
@@ -195,6 +196,7 @@ class Searcher:
         """A ready searcher: the store's :class:`~capr.profile.SearchProfile` (what the index records, over capr's
         defaults) with its second stage loaded (once per process). ``reranker``: a spec to use instead, or
         ``none`` for no second stage."""
+        store = as_store(store)
         profile = SearchProfile.of(store).with_reranker(reranker)
         return cls(store, loaded_reranker(profile.reranker) if profile.reranker else None, cdv, profile)
 
