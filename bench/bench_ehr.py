@@ -154,8 +154,10 @@ def latency(index_dir: Path, patients: dict[str, list[str]], n_queries: int, see
     from capr.index import Index
     from capr.records import Query
     from capr.search import search
+    from capr.store.embedded import EmbeddedStore
 
     index = Index.load(index_dir)
+    store = EmbeddedStore.of(index)  # the store front compiles (and checks) filters
     rng = random.Random(seed)
     subjects = sorted(patients)
     aspects = ["medications", "history of present illness", "plan", "past medical history", "assessment"]
@@ -170,7 +172,7 @@ def latency(index_dir: Path, patients: dict[str, list[str]], n_queries: int, see
     scoped, unscoped, masks, n_hits = [], [], [], 0
     for s, q in queries:
         t = time.perf_counter()
-        index.filter_mask([f"subject_id={s}"])
+        store.compile_filter([f"subject_id={s}"])
         masks.append(time.perf_counter() - t)
         t = time.perf_counter()
         hits = search(index, q, k=10, filters=[f"subject_id={s}"])

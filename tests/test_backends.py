@@ -133,6 +133,22 @@ def test_filters(stores, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_filter_membership_and_passage_lookup_agree_with_embedded(stores, backend):
+    """What CDV's first stage reads through the protocol: which passages pass a filter (``passing``) and whether a
+    passage exists (``has_passage``), the same on every backend, by passage id."""
+    import numpy as np
+
+    st, ref = stores[backend], stores["embedded"]
+    pids = [p.pid for p in ref.passages(np.arange(296))]
+    for filters in ({"kind": "note"}, {"aspect": "treatment", "kind": "article"}, None):
+        want = ref.passing(ref.compile_filter(filters), ref.keys_of(pids))
+        got = st.passing(st.compile_filter(filters), st.keys_of(pids))
+        assert got.tolist() == want.tolist(), filters
+        assert 0 < want.sum() < len(pids) or filters is None
+    assert st.has_passage(pids[3]) and not st.has_passage("no-such-doc#s0")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_add_replace_delete(servers, demo_dir, tmp_path, backend):
     """Writes through the interface: replace by doc_id, delete, unknown ids; results follow the data."""
     docs = _docs(demo_dir)[:6]

@@ -229,7 +229,9 @@ def test_unknown_aspect_suggests_canonical_and_frequent_headings_only(junk_headi
     from capr.errors import QueryError
     from capr.records import Query
 
-    index = load_index(junk_heading_index)
+    from capr.store.embedded import EmbeddedStore
+
+    index = EmbeddedStore.of(load_index(junk_heading_index))  # the store front owns the aspect check
     assert {"a 21-day-old with", "a-1 womac score", "wound care"} <= set(index.aspects())  # the corpus has the junk
     with pytest.raises(QueryError) as e:
         index.check_aspect("zzqqxx")

@@ -137,7 +137,9 @@ def dated_index(tmp_path_factory):
 
 
 def _docs(index, filters) -> set[str]:
-    mask = index.compile_filter(filters)
+    from capr.store.embedded import EmbeddedStore
+
+    mask = EmbeddedStore.of(index).compile_filter(filters)
     return {p.doc_id for p in index.passages(np.flatnonzero(mask))}
 
 
@@ -216,11 +218,14 @@ def notes_index(tmp_path_factory, demo_dir):
 
 
 def test_aspect_filter_reads_the_value_as_the_aspect_option_does(notes_index):
-    meds = notes_index.compile_filter({"aspect": "medications"})
+    from capr.store.embedded import EmbeddedStore
+
+    store = EmbeddedStore.of(notes_index)
+    meds = store.compile_filter({"aspect": "medications"})
     assert meds.sum() > 0
     for spelling in ("meds", "medication list", "Medications"):
-        assert (notes_index.compile_filter({"aspect": spelling}) == meds).all(), spelling
-    assert (notes_index.compile_filter(["aspect in (medication list)"]) == meds).all()
+        assert (store.compile_filter({"aspect": spelling}) == meds).all(), spelling
+    assert (store.compile_filter(["aspect in (medication list)"]) == meds).all()
 
 
 def test_milvus_aspect_filter_reads_the_value_as_the_embedded_index_does():
@@ -235,7 +240,9 @@ def test_milvus_aspect_filter_reads_the_value_as_the_embedded_index_does():
 
 
 def test_aspect_filter_no_passage_has_names_the_index_aspects(notes_index):
-    notes_index.check_aspect("symptoms")  # what `-a symptoms` is validated with: accepted
+    from capr.store.embedded import EmbeddedStore
+
+    EmbeddedStore.of(notes_index).check_aspect("symptoms")  # what `-a symptoms` is validated with: accepted
     with pytest.raises(QueryError) as e:  # the notes have no symptoms section: said, with what they have
         search(notes_index, "IgA nephropathy", k=3, retriever="bm25", filters={"aspect": "symptoms"})
     assert "no passage has aspect='symptoms'; this index's aspects: " in str(e.value)

@@ -197,3 +197,21 @@ def test_the_library_never_imports_the_measurement_code():
     bad = [f"{path.relative_to(SRC.parent)}:{line} imports {module}" for path in sorted(SRC.rglob("*.py"))
            for line, module in imported_modules(path, SRC) if module.split(".")[0] in ("bench", "experiments")]
     assert bad == []
+
+
+def test_the_embedded_store_is_an_explicit_adapter_and_the_index_has_no_store_front():
+    """Every read of the Store protocol is written out on EmbeddedStore (no forwarding through __getattr__, which
+    would let callers reach any Index internal through a store), and the user-facing checks and messages live on
+    the adapter, not on Index (storage and scoring primitives)."""
+    from capr.index.index import Index
+    from capr.store.embedded import EmbeddedStore
+    from capr.store.milvus_backend import MilvusStore
+    from capr.store.protocol import Store
+
+    assert "__getattr__" not in vars(EmbeddedStore)
+    members = [n for n in dir(Store) if not n.startswith("_")] + list(Store.__annotations__)
+    instance_attributes = {"name"}  # set in __init__
+    assert [n for n in members if n not in vars(EmbeddedStore) and n not in instance_attributes] == []
+    assert [n for n in members if not hasattr(MilvusStore, n) and n not in ("name", "analyzer", "bm25_params")] == []
+    front = ("compile_filter", "filter_mask", "check_aspect", "explain_empty", "capabilities", "backend")
+    assert [n for n in front if hasattr(Index, n)] == []

@@ -113,3 +113,45 @@ def test_quick_and_only_select_together_and_nothing_selected_is_an_error():
     assert [c.name for c in select(made)] == ["a", "b", "c"]
     with pytest.raises(CaprError, match="no condition selected"):
         select([m for m in made if not m.quick], quick=True)
+
+
+# -- docs/RESULTS.md against the conditions file: every ✓ number is a condition's expected score -------------------
+RESULTS = REPO / "docs" / "RESULTS.md"
+
+
+def test_every_checked_number_of_the_results_is_a_conditions_expected_score():
+    from capr.eval.reproduce import check_document
+
+    held, unheld = check_document(RESULTS, load_conditions(CONDITIONS))
+    assert unheld == [], [f"line {c.line}: {c.row}" for c in unheld]
+    checked_rows = [line for line in RESULTS.read_text().splitlines() if line.startswith("|") and "✓" in line]
+    assert {c.line for c, _ in held} and len({c.row for c, _ in held}) == len(checked_rows)
+    assert all(len(c.values) >= 3 for c, _ in held)
+
+
+def test_a_drifted_number_fails_with_its_line(tmp_path):
+    """A digit changed in a ✓ row, a row given another protocol's numbers, a drifted cell of a multi-condition row, and
+    a changed expected value in the file: each is a claim no condition holds, named by its line; the command exits 1."""
+    from capr.eval.reproduce import check_document
+
+    conditions = load_conditions(CONDITIONS)
+    text = RESULTS.read_text()
+    drifts = [("| rerank64 | tuple | bm25 | 29.98 | 78.64 | 86.48 | 49.63 |", "| rerank64 | tuple | bm25 | 29.98 | 78.64 | 86.48 | 49.64 |"),
+              # the full protocol's MAP in the rerank64 row: another condition's numbers under this row's name
+              ("| rerank64 | tuple | bm25 | 29.98 | 78.64 | 86.48 | 49.63 | 49.81 | 58.51 |",
+               "| rerank64 | tuple | bm25 | 29.98 | 78.64 | 86.48 | 49.49 | 49.81 | 58.50 |"),
+              ("88.00 / 84.85 / 91.23 ✓", "88.00 / 84.58 / 91.23 ✓")]
+    for old, new in drifts:
+        assert old in text, old
+        drifted = tmp_path / "RESULTS.md"
+        drifted.write_text(text.replace(old, new, 1))
+        line = text[: text.index(old)].count("\n") + 1
+        _, unheld = check_document(drifted, conditions)
+        assert [c.line for c in unheld] == [line], new
+    moved = CONDITIONS.read_text().replace('"nDCG@10" = 58.51 }', '"nDCG@10" = 58.52 }', 1)
+    assert moved != CONDITIONS.read_text()
+    path = tmp_path / "conditions.toml"
+    path.write_text(moved)
+    proc = reproduce("--conditions", str(path), "--check-doc", str(RESULTS))
+    assert proc.returncode == 1 and "29.98 / 78.64 / 86.48 / 49.63 / 49.81 / 58.51" in proc.stderr, proc.stderr
+    assert proc.stderr.count("no condition of the file has") == 1

@@ -284,8 +284,9 @@ def test_index_check_aspect_agrees_with_search(drug_index):
     from capr import load_index
     from capr.errors import QueryError
     from capr.query import check_aspect, store_known_terms
+    from capr.store.embedded import EmbeddedStore
 
-    index = load_index(drug_index)
+    index = EmbeddedStore.of(load_index(drug_index))
     index.check_aspect("side effects")  # what a search accepts, the index's own check accepts
     with pytest.raises(QueryError, match=r"unknown aspect 'wund care'"):
         index.check_aspect("wund care")

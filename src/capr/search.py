@@ -20,13 +20,15 @@ import numpy as np
 
 from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHARE
 from capr.errors import QueryError
-from capr.query import (DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
+from capr.query import (DEFAULT_TEMPLATE, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query, parse_store_query)
 from capr.question_focus import question_focus, wording_prior_rows
 from capr.records import Passage, Query, ScoredPassage
 from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
-from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
+from capr.retrieve.first_stage import FirstStage, first_stage_retriever, lexical_retriever
+from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.retrieve.highlight import snippet, term_spans
+from capr.store import as_store
 from capr.store.protocol import Capability, Store
 
 if TYPE_CHECKING:
@@ -186,8 +188,8 @@ class Searcher:
     second stage) and ``cdv`` (a CDV store: CDV ranks the first stage, and gives ``cdv`` evidence) are optional;
     :meth:`open` gives the searcher ``capr search`` uses — the store's profile with its second stage loaded."""
 
-    def __init__(self, store: Store, reranker: Any = None, cdv: Any = None, profile: SearchProfile | None = None) -> None:
-        self.store = store
+    def __init__(self, store: Store | Any, reranker: Any = None, cdv: Any = None, profile: SearchProfile | None = None) -> None:
+        self.store = as_store(store)  # an Index is searched through its embedded adapter
         self.reranker = reranker
         self.cdv = cdv
         self._profile = profile
@@ -198,6 +200,7 @@ class Searcher:
         """A ready searcher: the store's :class:`~capr.profile.SearchProfile` (what the index records, over capr's
         defaults) with its second stage loaded (once per process). ``reranker``: a spec to use instead, or
         ``none`` for no second stage."""
+        store = as_store(store)
         profile = SearchProfile.of(store).with_reranker(reranker)
         return cls(store, loaded_reranker(profile.reranker) if profile.reranker else None, cdv, profile)
 
@@ -389,29 +392,11 @@ class Searcher:
         store = self.store
         if not store.live_count():
             return []  # every document deleted
-        r = options.retriever
+        retriever = self.first_stage_retriever(options)
         aspect = self.query_prior_aspect(pq)
         boost = options.aspect_boost if aspect else 0.0
-        depth = max(k, PRIOR_DEPTH) if boost or r is Retriever.hybrid or keep is not None or named is not None else k
-
-        def kept(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-            if keep is None or not len(ranked[0]):
-                return ranked
-            sel = keep(ranked[0])
-            return ranked[0][sel], ranked[1][sel]
-
-        if r in LEXICAL:
-            keys, vals = kept(self.lexical_top(pq, depth, flt, r))
-        elif r is Retriever.dense:
-            keys, vals = kept(store.dense_top(self.encode([pq], options.template)[0], depth, flt))
-        else:
-            cfg = options.fusion
-            lex = kept(self.lexical_top(pq, max(cfg.depth, depth), flt, Retriever.bm25))
-            den = kept(store.dense_top(self.encode([pq], options.template)[0], max(cfg.depth, depth), flt))
-            if keep is None:
-                keys, vals = fuse([lex, den], cfg)
-            else:  # each list as deep as the fusion reads it
-                keys, vals = fuse([(lex[0][: cfg.depth], lex[1][: cfg.depth]), (den[0][: cfg.depth], den[1][: cfg.depth])], cfg)
+        deep = boost or retriever.reorders or keep is not None or named is not None
+        keys, vals = retriever.top(pq, max(k, PRIOR_DEPTH) if deep else k, flt, keep)
         if boost and len(keys):
             favoured = store.aspect_flags(keys, aspect)
             if options.wording_prior is WordingPrior.named and favoured.any():
@@ -436,63 +421,7 @@ class Searcher:
         forms = self.entity_forms(pq, options)
         if not forms:
             return self.first_stage(pq, k, options, flt)
-        store = self.store
-        if Capability.exhaustive in store.capabilities:
-            mention = self._mention_mask(forms, scope)
-            if mention is None:
-                notices.append(_entity_notice(pq.entity, mentioned=False))
-                return self.first_stage(pq, k, options, flt)
-            # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
-            in_document = store.document_rows(mention) & ~mention
-            if flt is not None:
-                mention = mention & flt
-                in_document &= flt
-                if not (mention | in_document).any():
-                    notices.append(_entity_notice(pq.entity, mentioned=True))
-            if options.entity_scope is EntityScope.passage:
-                levels = [(mention, None), (in_document, None), (flt, None)]
-            else:
-                levels = [(mention | in_document, mention if options.mention_boost else None), (flt, None)]
-            hits: list[ScoredPassage] = []
-            for level, (tier, named) in enumerate(levels):
-                if len(hits) >= k:
-                    break
-                seen = {h.pid for h in hits}
-                found = [h for h in self.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
-                if tiers is not None and found:  # only a second stage reads them: no lookups otherwise
-                    names = mention[store.keys_of([h.pid for h in found])]
-                    tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
-                hits += found
-        else:
-            # a backend that returns top lists: each list is narrowed to the passages that name the entity (read
-            # from the passages themselves), then to the others; no document tier (that would need every passage)
-            wanted, seen = [set(terms) for terms in forms], {}
-
-            def mentions(keys: np.ndarray) -> np.ndarray:
-                todo = [int(x) for x in keys if int(x) not in seen]
-                for key, p in zip(todo, store.passages(np.asarray(todo, dtype=np.int64))):
-                    words = set(store.analyzer(f"{p.title} {p.text}"))
-                    seen[key] = any(form <= words for form in wanted)
-                return np.asarray([seen[int(x)] for x in keys], dtype=bool)
-
-            hits = self.first_stage(pq, k, options, flt, keep=mentions)
-            named = {h.pid for h in hits}
-            about: set[str] = set()
-            if not hits and options.filters:
-                # the filter may drop every passage that names the entity and keep other passages of its documents
-                about = {h.passage.doc_id for h in self.first_stage(pq, k, options, scope, keep=mentions)}
-                if about:
-                    hits = self.first_stage(pq, k, options, flt, keep=lambda keys: np.asarray(
-                        [p.doc_id in about for p in store.passages(keys)], dtype=bool))
-            if not hits:
-                notices.append(_entity_notice(pq.entity, mentioned=bool(about)))
-                return self.first_stage(pq, k, options, flt)
-            seen = {h.pid for h in hits}
-            rest = [h for h in self.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
-                    if h.pid not in seen][: k - len(hits)] if len(hits) < k else []
-            if tiers is not None:
-                tiers.update([(h.pid, (0, h.pid in named)) for h in hits] + [(h.pid, (1, False)) for h in rest])
-            hits += rest
+        hits = entity_tiers(self).rank(pq, k, options, flt, notices, tiers, scope, forms)
         return [ScoredPassage(pid=h.pid, score=h.score, rank=i + 1, passage=h.passage) for i, h in enumerate(hits)]
 
     # -- second stage -------------------------------------------------------------------------------
@@ -545,63 +474,14 @@ class Searcher:
                 forms.append(terms)
         return forms
 
-    def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
-        """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
-        no row has."""
-        store = self.store
-        live = np.ones(store.row_count(), dtype=bool) if flt is None else flt  # deleted rows score 0 below
-        has: dict[str, np.ndarray] = {}
-        mask = np.zeros(store.row_count(), dtype=bool)
-        for terms in forms:
-            rows = live.copy()
-            for t in terms:
-                if t not in has:
-                    has[t] = store.lexical_scores([t], None, Retriever.bm25) > 0
-                rows &= has[t]
-                if not rows.any():
-                    break
-            mask |= rows
-        return mask if mask.any() else None
-
-    # -- lexical ------------------------------------------------------------------------------------
-    def lexical_top(self, pq: ParsedQuery, k: int, flt: Any, method: Retriever = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
-        store = self.store
-        if Capability.exhaustive in store.capabilities:
-            # score every passage exactly, then take the top: what a rebuild-equal index can afford
-            return store.top(self.lexical_scores(pq, None, method), k, flt)
-        if pq.dismax is None:
-            return store.lexical_top(pq.terms, k, flt, method)
-        # A backend that only returns top lists: the disjunction-max over each phrasing's top k, exact for every
-        # passage those lists hold.
-        base, phrases = pq.dismax
-        found: dict[int, float] = {}
-        if base:
-            bk, bv = store.lexical_top(base, k, flt, method)
-            found = dict(zip(bk.tolist(), bv.tolist()))
-        best: dict[int, float] = {}
-        for toks in phrases:
-            pk, pv = store.lexical_top(toks, k, flt, method)
-            for key, v in zip(pk.tolist(), pv.tolist()):
-                best[key] = max(best.get(key, 0.0), v)
-        keys = np.asarray(sorted(set(found) | set(best)), dtype=np.int64)
-        vals = np.asarray([found.get(int(c), 0.0) + best.get(int(c), 0.0) for c in keys], dtype=np.float64)
-        vals = vals.astype(np.float32)
-        order = np.lexsort((keys, -vals))[:k]
-        return keys[order], vals[order]
+    # -- first-stage retrievers (capr.retrieve.first_stage) ---------------------------------------------
+    def first_stage_retriever(self, options: SearchOptions) -> FirstStage:
+        """The first stage of resolved ``options`` over this store: BM25, TF-IDF, dense or hybrid."""
+        return first_stage_retriever(self.store, options.retriever, options.fusion, options.template)
 
     def lexical_scores(self, pq: ParsedQuery, keys: np.ndarray | None, method: Retriever = Retriever.bm25) -> np.ndarray:
         """The lexical score of each given passage (``None``: every passage; exhaustive stores only)."""
-        store = self.store
-        if pq.dismax is None:
-            return store.lexical_scores(pq.terms, keys, method)
-        base, phrases = pq.dismax
-        n = store.row_count() if keys is None else len(keys)
-        scores = store.lexical_scores(base, keys, method) if base else np.zeros(n, dtype=np.float32)
-        best = None
-        for toks in phrases:
-            s = store.lexical_scores(toks, keys, method)
-            best = s if best is None else np.maximum(best, s)
-        return scores + best if best is not None else scores
+        return lexical_retriever(self.store, method).scores(pq, keys)
 
     # -- dense --------------------------------------------------------------------------------------
     def encode(self, queries: Sequence[ParsedQuery], template: str = DEFAULT_TEMPLATE, batch_size: int = 256,
@@ -645,6 +525,109 @@ class Searcher:
         for h, s in zip(hits, scored):
             h.sentences = list(s)
         return method.value
+
+
+class RowTiers:
+    """The entity's tiers on an exhaustive store, as row masks: passages that name the entity (in their text or
+    their document's title, by any of its forms), then the other passages of their documents, then the rest; each
+    tier ranked by the searcher's first stage (``entity_scope`` document: the first two tiers are one, a passage
+    that names the entity scored ×(1 + mention_boost))."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+
+    def rank(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any, notices: list[str],
+             tiers: dict[str, tuple[int, bool]] | None, scope: Any, forms: list[list[str]]) -> list[ScoredPassage]:
+        searcher, store = self.searcher, self.searcher.store
+        mention = self._mention_mask(forms, scope)
+        if mention is None:
+            notices.append(_entity_notice(pq.entity, mentioned=False))
+            return searcher.first_stage(pq, k, options, flt)
+        # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
+        in_document = store.document_rows(mention) & ~mention
+        if flt is not None:
+            mention = mention & flt
+            in_document &= flt
+            if not (mention | in_document).any():
+                notices.append(_entity_notice(pq.entity, mentioned=True))
+        if options.entity_scope is EntityScope.passage:
+            levels = [(mention, None), (in_document, None), (flt, None)]
+        else:
+            levels = [(mention | in_document, mention if options.mention_boost else None), (flt, None)]
+        hits: list[ScoredPassage] = []
+        for level, (tier, named) in enumerate(levels):
+            if len(hits) >= k:
+                break
+            seen = {h.pid for h in hits}
+            found = [h for h in searcher.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
+            if tiers is not None and found:  # only a second stage reads them: no lookups otherwise
+                names = mention[store.keys_of([h.pid for h in found])]
+                tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
+            hits += found
+        return hits
+
+    def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
+        """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
+        no row has."""
+        store = self.searcher.store
+        live = np.ones(store.row_count(), dtype=bool) if flt is None else flt  # deleted rows score 0 below
+        has: dict[str, np.ndarray] = {}
+        mask = np.zeros(store.row_count(), dtype=bool)
+        for terms in forms:
+            rows = live.copy()
+            for t in terms:
+                if t not in has:
+                    has[t] = store.lexical_scores([t], None, Retriever.bm25) > 0
+                rows &= has[t]
+                if not rows.any():
+                    break
+            mask |= rows
+        return mask if mask.any() else None
+
+
+class ListTiers:
+    """The entity's tiers on a store that returns top lists: each list is narrowed to the passages that name the
+    entity (read from the passages themselves), then to the others; no document tier (that would need every
+    passage)."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+
+    def rank(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any, notices: list[str],
+             tiers: dict[str, tuple[int, bool]] | None, scope: Any, forms: list[list[str]]) -> list[ScoredPassage]:
+        searcher, store = self.searcher, self.searcher.store
+        wanted, seen = [set(terms) for terms in forms], {}
+
+        def mentions(keys: np.ndarray) -> np.ndarray:
+            todo = [int(x) for x in keys if int(x) not in seen]
+            for key, p in zip(todo, store.passages(np.asarray(todo, dtype=np.int64))):
+                words = set(store.analyzer(f"{p.title} {p.text}"))
+                seen[key] = any(form <= words for form in wanted)
+            return np.asarray([seen[int(x)] for x in keys], dtype=bool)
+
+        hits = searcher.first_stage(pq, k, options, flt, keep=mentions)
+        named = {h.pid for h in hits}
+        about: set[str] = set()
+        if not hits and options.filters:
+            # the filter may drop every passage that names the entity and keep other passages of its documents
+            about = {h.passage.doc_id for h in searcher.first_stage(pq, k, options, scope, keep=mentions)}
+            if about:
+                hits = searcher.first_stage(pq, k, options, flt, keep=lambda keys: np.asarray(
+                    [p.doc_id in about for p in store.passages(keys)], dtype=bool))
+        if not hits:
+            notices.append(_entity_notice(pq.entity, mentioned=bool(about)))
+            return searcher.first_stage(pq, k, options, flt)
+        seen = {h.pid for h in hits}
+        rest = [h for h in searcher.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
+                if h.pid not in seen][: k - len(hits)] if len(hits) < k else []
+        if tiers is not None:
+            tiers.update([(h.pid, (0, h.pid in named)) for h in hits] + [(h.pid, (1, False)) for h in rest])
+        return hits + rest
+
+
+def entity_tiers(searcher: Searcher) -> RowTiers | ListTiers:
+    """How this searcher's store tiers an entity's passages: row masks on an exhaustive store, else narrowed lists."""
+    return (RowTiers if Capability.exhaustive in searcher.store.capabilities else ListTiers)(searcher)
 
 
 def _entity_notice(entity: str | None, mentioned: bool) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from capr.errors import QueryError
+from capr.store.embedded import EmbeddedStore
 from capr.records import ScoredPassage
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def rank_hypotheses(
         raise QueryError("give at least one hypothesis")
     if k <= 0:
         raise QueryError(f"k must be positive, got {k}")
-    mask = index.filter_mask(filters)
+    mask = EmbeddedStore.of(index).compile_filter(filters)
     if index.matrix is None:  # every document deleted: nothing supports anything
         return [HypothesisScore(hypothesis=h, score=0.0, rank=i + 1) for i, h in enumerate(hypotheses)]
     scorer = index.scorer(Retriever.bm25)

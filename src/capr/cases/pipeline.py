@@ -19,6 +19,7 @@ import numpy as np
 from capr.cases.config import CaseConfig, CaseResult, CaseScorer, Fallback, HypothesisResult, MentionMatch, Support
 from capr.cases.mentions import candidate_rows, hypothesis_variants, mention_regex
 from capr.errors import QueryError
+from capr.store.embedded import EmbeddedStore
 
 if TYPE_CHECKING:
     from capr.index.index import Index
@@ -110,7 +111,7 @@ class CasePipeline:
         _check_input(description, hypotheses)
         cfg, index = self.config, self.index
         excluded = set(exclude_docs)
-        mask = index.filter_mask(filters)
+        mask = EmbeddedStore.of(index).compile_filter(filters)
         allowed = index.live if mask is None else (index.live & mask)
         if index.matrix is not None:
             from capr.query import Retriever

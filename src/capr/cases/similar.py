@@ -22,6 +22,7 @@ import numpy as np
 from capr.cases.icd10 import Diagnosis, diagnoses_of
 from capr.errors import QueryError
 from capr.retrieve.highlight import term_spans
+from capr.store.embedded import EmbeddedStore
 
 if TYPE_CHECKING:
     from capr.index.index import Index
@@ -126,7 +127,7 @@ class CaseFinder:
                     raise QueryError(f"no case of source {', '.join(self._sources)} in {index.root}; sources: "
                                      f"{', '.join(sorted(present))}")
                 if wanted:
-                    mask &= index.compile_filter([f"source in ({', '.join(wanted)})"])
+                    mask &= EmbeddedStore.of(index).compile_filter([f"source in ({', '.join(wanted)})"])
                 else:
                     self.notices.append("no patient descriptions (case reports, notes) in this index: every document "
                                         "counts as a case")

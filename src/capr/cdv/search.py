@@ -13,10 +13,11 @@ from capr.cdv.spans import BoundaryConfig, Span, free_spans, grow_span, scaled
 from capr.cdv.store import CDVStore, DocVectors
 from capr.errors import QueryError
 from capr.records import Passage, ScoredPassage
+from capr.store import as_store
 
 if TYPE_CHECKING:
-    from capr.index.index import Index
     from capr.retrieve.evidence import SentenceScore
+    from capr.store.protocol import Store
 
 MAX_EVIDENCE = 3
 
@@ -27,21 +28,22 @@ def _query(store: CDVStore, entity: str | None, aspect: str | None):
     return store.query(entity, aspect)
 
 
-def cdv_search(index: "Index", store: CDVStore, entity: str | None, aspect: str | None, k: int = 10,
+def cdv_search(index: "Store", store: CDVStore, entity: str | None, aspect: str | None, k: int = 10,
                filters: dict[str, Any] | None = None) -> list[ScoredPassage]:
+    """The k passages of ``index`` (a Store) CDV scores best among those passing ``filters``."""
     if k <= 0:
         raise QueryError(f"k must be positive, got {k}")
     qe, qa = _query(store, entity, aspect)
     scores = store.passage_scores(qe, qa)
-    rows_of = index.pid_rows()
-    mask = index.filter_mask(filters)
-    if mask is not None:
-        keep = np.asarray([mask[rows_of[p]] for p in store.pids], dtype=bool)
-        scores = np.where(keep, scores, -np.inf)
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [ScoredPassage(pid=store.pids[i], score=float(scores[i]), rank=r + 1,
-                          passage=index.passage(rows_of[store.pids[i]]))
-            for r, i in enumerate(order) if np.isfinite(scores[i])]
+    index = as_store(index)
+    keys = index.keys_of(store.pids)
+    flt = index.compile_filter(filters)
+    if flt is not None:
+        scores = np.where(index.passing(flt, keys), scores, -np.inf)
+    order = [int(i) for i in np.argsort(-scores, kind="stable")[:k] if np.isfinite(scores[i])]
+    passages = index.passages(keys[order])
+    return [ScoredPassage(pid=store.pids[i], score=float(scores[i]), rank=r + 1, passage=p)
+            for r, (i, p) in enumerate(zip(order, passages))]
 
 
 @dataclass
@@ -61,13 +63,14 @@ class SpanHit:
                 "score": round(self.score, 4), "text": self.text, "passages": self.pids, "sentences": self.sentences}
 
 
-def free_search(index: "Index", store: CDVStore, entity: str | None, aspect: str | None, k: int = 10,
+def free_search(index: "Store", store: CDVStore, entity: str | None, aspect: str | None, k: int = 10,
                 config: BoundaryConfig | None = None, filters: dict[str, Any] | None = None) -> list[SpanHit]:
     """Answers with free boundaries: CDV ranks passages, and around each top passage's best sentence a span grows
     over the neighbouring sentences that still score high (θ_close), within or beyond the passage. Spans keep
     their passage's rank; a span overlapping a better one of the same document is skipped."""
     config = config or BoundaryConfig()
     qe, qa = _query(store, entity, aspect)
+    index = as_store(index)
     hits: list[SpanHit] = []
     taken: dict[str, list[tuple[int, int]]] = {}
     doc_scores: dict[str, dict[str, np.ndarray]] = {}
@@ -90,7 +93,7 @@ def free_search(index: "Index", store: CDVStore, entity: str | None, aspect: str
     return hits
 
 
-def span_hit(index: "Index", dv: DocVectors, span: Span, s: dict[str, np.ndarray], rank: int = 1) -> SpanHit:
+def span_hit(index: "Store", dv: DocVectors, span: Span, s: dict[str, np.ndarray], rank: int = 1) -> SpanHit:
     doc = index.document(dv.doc_id)
     a, b = int(dv.sent_start[span.first]), int(dv.sent_end[span.end - 1])
     sents = [{"start": int(dv.sent_start[i]), "end": int(dv.sent_end[i]),
@@ -144,13 +147,14 @@ class Explanation:
                 "best_span": self.best.to_dict() if self.best else None}
 
 
-def explain(index: "Index", store: CDVStore, doc_or_pid: str, entity: str | None, aspect: str | None,
+def explain(index: "Store", store: CDVStore, doc_or_pid: str, entity: str | None, aspect: str | None,
             config: BoundaryConfig | None = None, plot: str | Path | None = None) -> Explanation:
     config = config or BoundaryConfig()
     focus = None
+    index = as_store(index)
     if index.has_document(doc_or_pid):
         doc_id = doc_or_pid
-    elif doc_or_pid in index.pid_rows():
+    elif index.has_passage(doc_or_pid):
         focus = doc_or_pid
         doc_id = index.passage_by_pid(doc_or_pid).doc_id
     else:

@@ -210,11 +210,13 @@ def _parse_filters(filters: list[str]) -> list:
     return parse_filters(filters)
 
 
-def _open_cdv_store(index, model_dir: Path):
-    """The index's CDV vectors under this model (computed now for documents that have none yet)."""
-    if Capability.documents not in index.capabilities:
+def _open_cdv_store(store, model_dir: Path):
+    """The store's CDV vectors under this model (computed now for documents that have none yet), kept beside the
+    embedded index (the only backend with whole documents)."""
+    if Capability.documents not in store.capabilities:
         raise QueryError(f"--cdv needs the '{Capability.documents.value}' capability (whole documents), "
-                         f"which the {index.backend.value} backend does not have")
+                         f"which the {store.backend.value} backend does not have")
+    index = store.index
     from capr.cdv import CDVModel
     from capr.cdv.store import CDVStore
 

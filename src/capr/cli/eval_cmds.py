@@ -29,6 +29,7 @@ from capr.errors import CaprError
 from capr.index import Index
 from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
 from capr.retrieve.fusion import FusionMethod
+from capr.store.embedded import EmbeddedStore
 from capr.store.protocol import Backend
 
 
@@ -117,7 +118,7 @@ def eval_cmd(
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
-        cdv_store = _open_cdv_store(data.index, cdv) if cdv is not None else None
+        cdv_store = _open_cdv_store(EmbeddedStore.of(data.index), cdv) if cdv is not None else None
         label = f"{benchmark} {config.protocol.value} {'default' if pipeline == 'default' else config.retriever.value}"
         store_progress = None
         if opts.backend is Backend.milvus:

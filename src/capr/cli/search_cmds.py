@@ -39,6 +39,7 @@ from capr.retrieve.fusion import FusionMethod
 from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
 from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.store import BackendOptions
+from capr.store.embedded import EmbeddedStore
 
 
 def render_spans(spans: list, console: Console = out) -> None:
@@ -202,7 +203,7 @@ def explain_cmd(
 
         if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
             raise CaprError(f"--plot {plot}: use a .png, .svg or .pdf file name")
-        index = Index.load(index_dir)
+        index = EmbeddedStore.of(Index.load(index_dir))
         store = _open_cdv_store(index, cdv)
         ex = explain(index, store, doc_or_pid, entity, aspect, BoundaryConfig(theta_open, theta_close), plot)
         if as_json:

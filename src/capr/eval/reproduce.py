@@ -3,6 +3,7 @@ the scores it printed when it was measured; the runner re-runs the commands and 
 
     python -m capr.reproduce --quick          # the cheap conditions (CI)
     python -m capr.reproduce --only NAME      # one condition; --list names them all
+    python -m capr.reproduce --check-doc docs/RESULTS.md   # every ✓ number of the document is a condition's
 
 A condition in the file::
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -198,6 +200,95 @@ def summary(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """Numbers a results document attributes to a reproduction condition: one table row marked ✓, or one cell of
+    it that carries its own ✓ (a row of several conditions)."""
+
+    line: int  # 1-based, in the document
+    row: str
+    values: tuple[float, ...]
+    words: frozenset[str] = frozenset()  # the row's words ("rerank64", "tuple", "bm25"): which condition it names
+
+
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+
+
+def published_claims(text: str) -> list[Claim]:
+    """The claims of a Markdown results document: every table row with a ✓. A cell holding numbers and its own ✓
+    ("88.00 / 84.85 / 91.23 ✓") is one claim, its numbers split at "/"; otherwise the row's numeric cells are.
+    Of "before → after", the value after the last arrow counts; bold marks are ignored. A ✓ row without a number
+    is a claim of nothing, which no condition holds (so a row the parser cannot read fails, never passes)."""
+    claims = []
+    for i, line in enumerate(text.splitlines(), 1):
+        row = line.strip()
+        if not row.startswith("|") or "✓" not in row:
+            continue
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        marked = [c.replace("✓", "") for c in cells if "✓" in c and c.replace("✓", "").strip()]
+        groups = [c.split("/") for c in marked] if marked else [cells]
+        for group in groups:
+            values = tuple(v for v in (_cell_value(c) for c in group) if v is not None)
+            words = frozenset(w for c in cells if _cell_value(c) is None for w in re.findall(r"[a-z0-9@-]+", c.lower()))
+            claims.append(Claim(i, row, values, words))
+    return claims
+
+
+def _cell_value(cell: str) -> float | None:
+    text = cell.split("→")[-1].replace("*", "").strip()
+    return float(text) if _NUMBER.match(text) else None
+
+
+def claim_condition(claim: Claim, conditions: list[Condition]) -> Condition | None:
+    """The first condition whose expected scores hold every number of the claim, each a different metric's score
+    (within the condition's tolerance; the document may order the metrics its own way, "P@1 / MAP / nDCG@10"),
+    among the conditions the row's words do not contradict: a row that says "rerank64" is never held by a condition
+    named "full" (see :func:`_rivals`). None when no condition does: a drifted number, in the document or in the
+    file."""
+    rivals = _rivals(conditions)
+    for c in conditions:
+        if any(part not in claim.words and rivals.get(part, set()) & claim.words for part in c.name.split(".")):
+            continue
+        unused = list(c.expected.values())
+        for v in claim.values:
+            match = next((i for i, e in enumerate(unused) if abs(v - e) <= c.tolerance + 1e-9), None)
+            if match is None:
+                break
+            unused.pop(match)
+        else:
+            if claim.values:
+                return c
+    return None
+
+
+def _rivals(conditions: list[Condition]) -> dict[str, set[str]]:
+    """Each part of a condition name → the parts that stand in its place in other names: the other benchmarks
+    (first part), and among one benchmark's names of one length the other protocols, query fields or retrievers."""
+    names = [c.name.split(".") for c in conditions]
+    rivals: dict[str, set[str]] = {}
+    for a in names:
+        for b in names:
+            for j, (x, y) in enumerate(zip(a, b)):
+                if x != y and (j == 0 or (a[0] == b[0] and len(a) == len(b))):
+                    rivals.setdefault(x, set()).add(y)
+    return rivals
+
+
+def check_document(path: Path, conditions: list[Condition]) -> tuple[list[tuple[Claim, Condition]], list[Claim]]:
+    """Each ✓ claim of the document with the condition that holds it, and the claims none holds."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CaprError(f"{path}: no such document") from None
+    held, unheld = [], []
+    for claim in published_claims(text):
+        c = claim_condition(claim, conditions)
+        (held.append((claim, c)) if c is not None else unheld.append(claim))
+    if not held and not unheld:
+        raise CaprError(f"{path}: no table row is marked ✓")
+    return held, unheld
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m capr.reproduce",
                                      description="Re-run the published conditions and compare every metric.")
@@ -208,8 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, help="Replaces the --data-dir of every command.")
     parser.add_argument("--json-out", type=Path, help="Also write every outcome as JSON lines here.")
     parser.add_argument("--summary", action="store_true", help="One row per condition instead of one per metric.")
+    parser.add_argument("--check-doc", type=Path, metavar="MARKDOWN",
+                        help="Run nothing: check that every ✓ row of this document is a condition's expected scores.")
     args = parser.parse_args(argv)
     try:
+        if args.check_doc is not None:
+            return _check_doc(args.check_doc, load_conditions(args.conditions))
         chosen = select(load_conditions(args.conditions), args.only, args.quick)
     except CaprError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -236,5 +331,18 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad else 0
 
 
-__all__ = ["Check", "Condition", "Outcome", "command_argv", "load_conditions", "main", "run_condition", "select", "summary",
-           "table"]
+def _check_doc(path: Path, conditions: list[Condition]) -> int:
+    held, unheld = check_document(path, conditions)
+    for claim, c in held:
+        print(f"{path}:{claim.line}: {' / '.join(f'{v:g}' for v in claim.values)} = {c.name}")
+    for claim in unheld:
+        print(f"{path}:{claim.line}: no condition of the file has {' / '.join(f'{v:g}' for v in claim.values) or 'these numbers'}: "
+              f"{claim.row}", file=sys.stderr)
+    cited = {c.name for _, c in held}
+    print(f"\n{len(held)} of {len(held) + len(unheld)} ✓ claims are conditions' expected scores; conditions no ✓ row "
+          f"shows: {', '.join(c.name for c in conditions if c.name not in cited) or 'none'}")
+    return 1 if unheld else 0
+
+
+__all__ = ["Check", "Claim", "Condition", "Outcome", "check_document", "claim_condition", "command_argv", "published_claims", "load_conditions", "main",
+           "run_condition", "select", "summary", "table"]

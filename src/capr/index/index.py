@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ from capr._version import __version__
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
-from capr.filters import Filters, as_clauses, column_mask
+from capr.filters import column_mask
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import fsync_dir, write_json, write_npy
@@ -28,9 +27,8 @@ from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_s
 from capr.index.reading import DamagedIndexError, damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
-from capr.query import LEXICAL, Retriever, check_aspect, filter_aspect, no_aspect_message
+from capr.query import LEXICAL, Retriever
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id
-from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig
@@ -837,19 +835,7 @@ class Index:
     def _segment_of_rows(self, rows: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, rows, side="right") - 1
 
-    # -- Store primitives (capr.store.Store; the search pipeline is capr.search.Searcher) ---------------
-    backend = Backend.embedded
-
-    @property
-    def name(self) -> str:
-        return str(self.root)
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        caps = {Capability.bm25, Capability.tfidf, Capability.exhaustive, Capability.collection_stats,
-                Capability.postings, Capability.documents, Capability.generations}
-        return frozenset(caps | ({Capability.dense} if self.has_dense else set()))
-
+    # -- storage and scoring primitives (capr.store.embedded.EmbeddedStore puts the Store front on them) ------
     def stats(self) -> dict[str, int]:
         return self.counts
 
@@ -972,7 +958,7 @@ class Index:
     # -- dense ------------------------------------------------------------------
     def encoder(self):
         if not self.has_dense:
-            raise QueryError(f"{self.root}: index has no vectors; build it without --lexical-only")
+            raise QueryError(f"{self.root}: index has no vectors")
         if self._encoder is None:
             self._encoder = _encoder(self.manifest["dense"])
         return self._encoder
@@ -1013,49 +999,24 @@ class Index:
         return rows_a[order], scores_a[order]
 
     # -- filters ----------------------------------------------------------------
-    def check_aspect(self, aspect: str) -> None:
-        # the analyser and terms too, so this check accepts what a search accepts (an aspect that reads as one of
-        # the corpus' aspects, or whose words the index has), not only the table's and the corpus' own names
-        check_aspect(aspect, self.aspect_counts(), self.analyzer, lambda terms: self.term_idf(terms).keys())
+    def clause_rows(self, clause: Any, normalize: Any = None) -> np.ndarray:
+        """Live rows passing one filter clause (capr.filters), decided per segment's distinct values (no merged
+        column per generation); a field some segment lacks matches none of its passages. ``normalize``: maps a
+        clause value to the stored spelling (the aspect filter's reading of a synonym)."""
+        parts = []
+        for seg in self.segments:
+            if clause.field not in seg.fields:
+                parts.append(np.zeros(seg.n_passages, dtype=bool))
+                continue
+            col = seg.column(clause.field)
+            parts.append(column_mask(clause, col.values, col.codes, normalize, col._lookup,
+                                     lambda seg=seg, col=col, f=clause.field: seg.value_table(f)))
+        return (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
 
-    def compile_filter(self, filters: "Filters") -> np.ndarray | None:
-        """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings
-        with ranges and sets (see capr.filters). An equality or set no passage has is an error
-        (most often a typo); an empty range is a legitimate empty answer."""
-        clauses = as_clauses(filters)
-        if not clauses:
-            return None
-        mask = self.live.copy()
-        fields = set(self.manifest["fields"])
-        for c in clauses:
-            if c.field not in fields:
-                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(fields))}")
-            norm = (lambda v: filter_aspect(v, self.aspect_counts(), self.analyzer)) if c.field == "aspect" else None
-            parts = []
-            for seg in self.segments:  # decided per segment's distinct values: no merged column per generation
-                if c.field not in seg.fields:  # the field is missing on all its passages: no clause matches
-                    parts.append(np.zeros(seg.n_passages, dtype=bool))
-                    continue
-                col = seg.column(c.field)
-                parts.append(column_mask(c, col.values, col.codes, norm, col._lookup,
-                                         lambda seg=seg, col=col, f=c.field: seg.value_table(f)))
-            m = (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
-            if not m.any() and c.op in ("=", "in"):
-                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
-                if c.field == "aspect":
-                    raise QueryError(no_aspect_message(c.values[0], shown, self.aspect_counts()))
-                values = list(dict.fromkeys(str(v) for seg in self.segments if c.field in seg.fields
-                                            for v in seg.column(c.field).values if v is not None))
-                close = difflib.get_close_matches(str(c.values[0]), values, n=5, cutoff=0.6)
-                hint = f" (close: {', '.join(close)})" if close else ""
-                raise QueryError(f"no passage has {shown}{hint}")
-            mask &= m
-        return mask
-
-    filter_mask = compile_filter  # the name the cases pipeline and CDV use
-
-    def explain_empty(self, filters: dict[str, Any]) -> None:
-        """Nothing to add: compile_filter already refused a value no passage has."""
+    def stored_values(self, field: str) -> list[str]:
+        """Every distinct value of a column as stored, in segment order (deleted rows' values included)."""
+        return list(dict.fromkeys(str(v) for seg in self.segments if field in seg.fields
+                                  for v in seg.column(field).values if v is not None))
 
 
 def build_index(

@@ -310,7 +310,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     def health() -> JSONResponse:
         """Readiness and the generation served (no token needed, no content): 200 once the models and caches searches
         need are loaded and a query has been answered; 503 while starting (or when a model failed to load)."""
-        index = holder.index
+        index = holder.store
         c = index.stats()
         body = S.HealthResponse(status=readiness.status, ready=readiness.ready, error=readiness.error,
                                 generation=index.generation_info()["generation"], documents=c["documents"],
@@ -320,7 +320,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
 
     @app.get("/stats", response_model=S.StatsResponse, dependencies=read_deps, responses=read_errors, tags=["service"])
     def stats() -> S.StatsResponse:
-        index = holder.index
+        index = holder.store
         c = index.stats()
         info = index.generation_info()
         profile = SearchProfile.of(index)
@@ -341,7 +341,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         limit: int = QueryParam(20, ge=1, le=100),
     ) -> S.VocabularyResponse:
         """Autocomplete values for the entity and aspect fields."""
-        values = holder.vocabulary(holder.index, field)
+        values = holder.vocabulary(holder.store, field)
         p = " ".join(prefix.split()).lower()
         starts = [v for v in values if v.lower().startswith(p)]
         inside = [v for v in values if p and p in v.lower() and not v.lower().startswith(p)]
@@ -385,7 +385,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         if not warming:
             readiness.wait()  # the warm-up loads the models once; a search during it waits rather than loading them again
         t0 = time.perf_counter()
-        index = holder.index  # one snapshot for the whole request
+        index = holder.store  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
         evidence = Evidence.none
         if req.evidence:
@@ -421,34 +421,34 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     # -- cases ------------------------------------------------------------------------------
     case_pipes: dict[int, Any] = {}  # one pipeline per index snapshot; the cross-encoder is shared
 
-    def _similar_cases(req: S.CaseRequest, index, t0: float) -> S.CaseResponse:
+    def _similar_cases(req: S.CaseRequest, store, t0: float) -> S.CaseResponse:
         from capr.cases import CaseConfig, CasePipeline, CaseScorer
 
-        pipe = case_pipes.get(id(index))
+        pipe = case_pipes.get(id(store.index))
         if pipe is None:
             try:
-                pipe = CasePipeline(index, CaseConfig(scorer=CaseScorer.cross, cross_model=config.cases_model))
+                pipe = CasePipeline(store.index, CaseConfig(scorer=CaseScorer.cross, cross_model=config.cases_model))
             except QueryError as e:
                 raise ApiError(400, str(e), "index") from None
             old = next(iter(case_pipes.values()), None)
             if old is not None:
                 pipe._cross = old._cross
             case_pipes.clear()
-            case_pipes[id(index)] = pipe
+            case_pipes[id(store.index)] = pipe
         res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
         out = []
         for h in res.hypotheses:
-            terms = set(index.analyzer(h.hypothesis))
+            terms = set(store.analyzer(h.hypothesis))
             sups = [s for s in h.supports if s.cross is not None][: req.k]
             out.append(S.HypothesisOut(
                 hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
                 passages=[S.SupportOut(pid=s.passage.pid, doc_id=s.passage.doc_id, title=s.passage.title,
                                        aspect=s.passage.aspect, score=round(float(s.cross), 4), start=s.passage.start,
-                                       end=s.passage.end, text=s.passage.text, highlights=_spans(s.passage, terms, index),
+                                       end=s.passage.end, text=s.passage.text, highlights=_spans(s.passage, terms, store),
                                        document_url=_doc_url(s.passage.doc_id))
                           for s in sups],
             ))
-        return S.CaseResponse(method="similar-case-cross-encoder", generation=index.generation_info()["generation"],
+        return S.CaseResponse(method="similar-case-cross-encoder", generation=store.generation_info()["generation"],
                               took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
 
     @app.post("/cases", response_model=S.CaseResponse, dependencies=read_deps, responses=read_errors, tags=["cases"])
@@ -456,29 +456,29 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         """Rank candidate hypotheses for a patient description by the passages that mention them
         (baseline: mean BM25 of the top-k passages that mention the hypothesis)."""
         t0 = time.perf_counter()
-        index = holder.index
-        if Capability.postings not in index.capabilities:
+        store = holder.store
+        if Capability.postings not in store.capabilities:
             raise ApiError(400, f"similar-case ranking needs the '{Capability.postings.value}' capability (capr's term "
-                                f"matrix), which the {index.backend.value} backend does not have", "description")
+                                f"matrix), which the {store.backend.value} backend does not have", "description")
         try:
-            index.filter_mask(req.filters)
+            store.compile_filter(req.filters)
         except QueryError as e:
             raise ApiError(400, str(e), "filters") from None
         if config.cases_model:
-            return _similar_cases(req, index, t0)
-        ranked = rank_hypotheses(index, req.description, req.hypotheses, k=req.k, filters=req.filters or None)
+            return _similar_cases(req, store, t0)
+        ranked = rank_hypotheses(store.index, req.description, req.hypotheses, k=req.k, filters=req.filters or None)
         out = []
         for h in ranked:
-            terms = set(index.analyzer(h.hypothesis))
+            terms = set(store.analyzer(h.hypothesis))
             out.append(S.HypothesisOut(
                 hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
                 passages=[S.SupportOut(pid=sp.passage.pid, doc_id=sp.passage.doc_id, title=sp.passage.title,
                                        aspect=sp.passage.aspect, score=round(sp.score, 4), start=sp.passage.start,
-                                       end=sp.passage.end, text=sp.passage.text, highlights=_spans(sp.passage, terms, index),
+                                       end=sp.passage.end, text=sp.passage.text, highlights=_spans(sp.passage, terms, store),
                                        document_url=_doc_url(sp.passage.doc_id))
                           for sp in h.passages],
             ))
-        return S.CaseResponse(method="bm25-mention-baseline", generation=index.generation_info()["generation"],
+        return S.CaseResponse(method="bm25-mention-baseline", generation=store.generation_info()["generation"],
                               took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
 
     case_finders: dict[int, Any] = {}  # one finder (document maps, patient mask) per index snapshot
@@ -491,21 +491,21 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         from capr.cases.similar import CaseFinder
 
         t0 = time.perf_counter()
-        index = holder.index
-        if Capability.postings not in index.capabilities:
+        store = holder.store
+        if Capability.postings not in store.capabilities:
             raise ApiError(400, f"similar cases need the '{Capability.postings.value}' capability (capr's term "
-                                f"matrix), which the {index.backend.value} backend does not have", "description")
-        finder = case_finders.get(id(index))
+                                f"matrix), which the {store.backend.value} backend does not have", "description")
+        finder = case_finders.get(id(store.index))
         if finder is None:
             case_finders.clear()
-            finder = case_finders[id(index)] = CaseFinder(index)
+            finder = case_finders[id(store.index)] = CaseFinder(store.index)
         try:
             res = finder.similar(req.description, k=req.k, retriever=req.retriever, evidence=req.evidence,
                                  labelled_only=req.labelled_only)
         except QueryError as e:
             raise ApiError(400, str(e), "retriever") from None
         return S.SimilarCasesResponse(
-            retriever=res.retriever, generation=index.generation_info()["generation"],
+            retriever=res.retriever, generation=store.generation_info()["generation"],
             took_ms=round((time.perf_counter() - t0) * 1e3, 2), notices=res.notices,
             cases=[S.SimilarCaseOut(**c.to_dict(), document_url=_doc_url(c.doc_id)) for c in res.cases])
 
@@ -513,7 +513,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     @app.get("/documents/{doc_id:path}", response_model=S.DocumentOut, dependencies=read_deps,
              responses={**read_errors, **NOT_FOUND}, tags=["documents"])
     def get_document(doc_id: str) -> S.DocumentOut:
-        index = holder.index
+        index = holder.store
         if not index.has_document(doc_id):
             raise ApiError(404, f"no document with id {doc_id!r}", "doc_id")
         d = index.document(doc_id)
@@ -541,7 +541,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     @app.delete("/documents/{doc_id:path}", response_model=S.DeleteResponse, dependencies=write_deps,
                 responses={**write_errors, **NOT_FOUND}, tags=["documents"])
     def delete_document(doc_id: str) -> S.DeleteResponse:
-        if not holder.index.has_document(doc_id):
+        if not holder.store.has_document(doc_id):
             raise ApiError(404, f"no document with id {doc_id!r}", "doc_id")
         readiness.wait()
         try:
@@ -555,7 +555,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         if app.openapi_schema is None:
             spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             props = spec["components"]["schemas"]["SearchRequest"]["properties"]
-            if not holder.index.has_dense:  # dense and hybrid need vectors this index does not have
+            if not holder.store.has_dense:  # dense and hybrid need vectors this index does not have
                 lexical = [Retriever.bm25.value, Retriever.tfidf.value]
                 props["retriever"] = {**{k: v for k, v in props["retriever"].items() if k not in ("$ref", "allOf")},
                                       "type": "string", "enum": lexical}
@@ -575,7 +575,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         the next (issue 35)."""
         try:
             holder.load_encoder()
-            open_searcher(holder.index, None)  # loads the index's recorded second stage, if any
+            open_searcher(holder.store, None)  # loads the index's recorded second stage, if any
         except Exception as e:  # noqa: BLE001 - reported by /health (503), and logged
             log.error("warm-up failed: cannot load a model: %s: %s", type(e).__name__, e)
             readiness.finish(f"cannot load a model: {type(e).__name__}: {e}")

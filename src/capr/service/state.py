@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar
 from capr.errors import CaprError
 from capr.index import Index, IndexWriter
 from capr.index.directory import CURRENT, WriterBusy
+from capr.store.embedded import EmbeddedStore
 from capr.records import Document
 
 log = logging.getLogger("capr.service")
@@ -90,6 +91,7 @@ class IndexHolder:
         self._lock = threading.Lock()  # held by the one writer (or refresher) of this process
         self._sig = _pointer_signature(self.root)
         self._snap = warm(Index.load(self.root))
+        self._store = EmbeddedStore.of(self._snap)
         self._vocab: tuple[str, dict[str, list[str]]] = ("", {})
 
     # -- reading --------------------------------------------------------------------------
@@ -100,6 +102,15 @@ class IndexHolder:
         if self.watch and _pointer_signature(self.root) != self._sig:
             self._refresh()
         return self._snap
+
+    @property
+    def store(self) -> EmbeddedStore:
+        """The current snapshot behind the Store protocol (what requests read through)."""
+        snap = self.index
+        store = self._store
+        if store.index is not snap:
+            store = self._store = EmbeddedStore.of(snap)
+        return store
 
     def _refresh(self) -> None:
         # Non-blocking: while this process writes or another request refreshes, keep serving
@@ -128,8 +139,9 @@ class IndexHolder:
             if self._snap.has_dense:
                 self._snap.encoder()
 
-    def vocabulary(self, index: Index, field: str) -> list[str]:
+    def vocabulary(self, store: EmbeddedStore, field: str) -> list[str]:
         """Sorted distinct entities (document titles) or aspects of live passages, cached per generation."""
+        index = store.index
         gen = str(index.manifest["generation"])
         cached_gen, cache = self._vocab
         if cached_gen != gen:
@@ -216,9 +228,9 @@ class StoreHolder:
         if self.store.has_dense and load is not None:
             load()
 
-    def vocabulary(self, index: Any, field: str) -> list[str]:
+    def vocabulary(self, store: Any, field: str) -> list[str]:
         # aspects come from the collection; entities (distinct titles) would need a scan
-        return sorted(index.aspects()) if field == "aspect" else []
+        return sorted(store.aspects()) if field == "aspect" else []
 
     def write(self, fn: Callable[[_StoreWriter], T]) -> tuple[T, Any]:
         with self._lock:

@@ -106,10 +106,22 @@ def create_store(name: str | Path, backend: str | Backend = Backend.embedded, ur
                               bm25=bm25, dense=dense, **milvus_options)
 
 
+def as_store(store: Any) -> Store:
+    """A Store as it is; a loaded ``Index`` generation behind the embedded adapter (which owns the filters, checks
+    and messages a user meets)."""
+    from capr.index.index import Index
+
+    if isinstance(store, Index):
+        from capr.store.embedded import EmbeddedStore
+
+        return EmbeddedStore.of(store)
+    return store
+
+
 def _require_uri(uri: str | None) -> str:
     if not uri:
         raise CaprError("--backend milvus needs --uri: a Milvus Lite file (*.db) or http(s)://host:19530")
     return uri
 
 
-__all__ = ["Backend", "BackendOptions", "Capability", "Ranked", "Store", "create_store", "open_store", "parse_backend"]
+__all__ = ["Backend", "BackendOptions", "Capability", "Ranked", "Store", "as_store", "create_store", "open_store", "parse_backend"]

@@ -1,17 +1,24 @@
 """The embedded backend: capr's own index directory (capr.index) behind the Store interface.
 
-Reads are the current ``Index`` generation's primitives (an ``Index`` is itself a read-only Store); writes go
-through an ``IndexWriter`` and then read the new generation."""
+An explicit adapter: each read of the Store protocol is written out over the current ``Index`` generation's storage
+and scoring primitives, and the adapter owns what faces a user — which filters and aspects exist, the errors for
+a value no passage has (with close spellings) and for a missing capability. Writes go through an ``IndexWriter``
+and then read the new generation."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+import numpy as np
+
 from capr.errors import QueryError
+from capr.filters import Filters, as_clauses
 from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
-from capr.records import Document
-from capr.store.protocol import Backend
+from capr.query import Retriever, check_aspect, filter_aspect, no_aspect_message
+from capr.records import Document, Passage
+from capr.store.protocol import Backend, Capability, Ranked
 
 if TYPE_CHECKING:
     from capr.corpus.segment import SegmenterConfig
@@ -32,6 +39,11 @@ class EmbeddedStore:
         self.lock_wait_s = lock_wait_s
 
     @classmethod
+    def of(cls, index: Index) -> "EmbeddedStore":
+        """The Store front of one loaded generation (a reader that holds its own snapshot)."""
+        return cls(Path(index.root), index=index)
+
+    @classmethod
     def create(cls, root: Path, segmenter: "SegmenterConfig | None" = None, analyzer: "AnalyzerConfig | None" = None,
                bm25: "BM25Params | None" = None, dense: "EncoderConfig | None" = None,
                lock_wait_s: float = 0.0) -> "EmbeddedStore":
@@ -49,15 +61,138 @@ class EmbeddedStore:
             raise QueryError(f"{self.root}: the index is empty (nothing added yet)")
         return self._index
 
-    def __getattr__(self, name: str) -> Any:
-        # the read primitives are the current generation's (see capr.store.Store)
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.index, name)
-
+    # -- reading: the Store protocol over the current generation ------------------------------------
     @property
     def has_dense(self) -> bool:
         return self._index is not None and self._index.has_dense
+
+    @property
+    def analyzer(self) -> Any:
+        return self.index.analyzer
+
+    @property
+    def bm25_params(self) -> Any:
+        return self.index.bm25_params
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        caps = {Capability.bm25, Capability.tfidf, Capability.exhaustive, Capability.collection_stats,
+                Capability.postings, Capability.documents, Capability.generations}
+        return frozenset(caps | ({Capability.dense} if self.has_dense else set()))
+
+    def live_count(self) -> int:
+        return self.index.live_count()
+
+    def row_count(self) -> int:
+        return self.index.row_count()
+
+    def generation_info(self) -> dict[str, Any]:
+        return self.index.generation_info()
+
+    def fields(self) -> list[str]:
+        return self.index.fields()
+
+    def aspects(self) -> list[str]:
+        return self.index.aspects()
+
+    def aspect_counts(self) -> dict[str, int]:
+        return self.index.aspect_counts()
+
+    def has_aspect(self, aspect: str) -> bool:
+        return self.index.has_aspect(aspect)
+
+    def includes_titles(self) -> bool:
+        return self.index.includes_titles()
+
+    def dense_manifest(self) -> dict[str, Any]:
+        return self.index.dense_manifest()
+
+    def term_idf(self, terms: Iterable[str]) -> dict[str, float]:
+        return self.index.term_idf(terms)
+
+    def lexical_scores(self, terms: list[str], keys: np.ndarray | None = None,
+                       method: Retriever | str = Retriever.bm25) -> np.ndarray:
+        return self.index.lexical_scores(terms, keys, method)
+
+    def lexical_top(self, terms: list[str], k: int, flt: np.ndarray | None = None,
+                    method: Retriever | str = Retriever.bm25) -> Ranked:
+        return self.index.lexical_top(terms, k, flt, method)
+
+    def top(self, scores: np.ndarray, k: int, flt: np.ndarray | None = None) -> Ranked:
+        return self.index.top(scores, k, flt)
+
+    def dense_top(self, qvec: np.ndarray, k: int, flt: np.ndarray | None = None) -> Ranked:
+        return self.index.dense_top(qvec, k, flt)
+
+    def dense_scores(self, qvec: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        return self.index.dense_scores(qvec, keys)
+
+    def encoder(self) -> Any:
+        if not self.has_dense:
+            raise QueryError(f"{self.root}: index has no vectors; build it without --lexical-only")
+        return self.index.encoder()
+
+    def aspect_flags(self, keys: np.ndarray, aspect: str) -> np.ndarray:
+        return self.index.aspect_flags(keys, aspect)
+
+    def passages(self, keys: np.ndarray) -> list[Passage]:
+        return self.index.passages(keys)
+
+    def keys_of(self, pids: list[str]) -> np.ndarray:
+        return self.index.keys_of(pids)
+
+    def has_passage(self, pid: str) -> bool:
+        return self._index is not None and self._index.row_of(pid) is not None
+
+    def passage_by_pid(self, pid: str) -> Passage:
+        return self.index.passage_by_pid(pid)
+
+    def document(self, doc_id: str) -> Document:
+        return self.index.document(doc_id)
+
+    def document_rows(self, mask: np.ndarray) -> np.ndarray:
+        return self.index.document_rows(mask)
+
+    # -- filters and checks: the front a user meets ---------------------------------------------------
+    def restrict(self, flt: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
+        return self.index.restrict(flt, keys)
+
+    def passing(self, flt: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
+        index = self.index
+        return (index.live if flt is None else flt)[np.asarray(keys, dtype=np.int64)]
+
+    def compile_filter(self, filters: Filters) -> np.ndarray | None:
+        """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings with ranges and
+        sets (see capr.filters). An equality or set no passage has is an error (most often a typo); an empty
+        range is a legitimate empty answer."""
+        clauses = as_clauses(filters)
+        if not clauses:
+            return None
+        index = self.index
+        mask = index.live.copy()
+        fields = set(index.fields())
+        for c in clauses:
+            if c.field not in fields:
+                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(fields))}")
+            norm = (lambda v: filter_aspect(v, index.aspect_counts(), index.analyzer)) if c.field == "aspect" else None
+            m = index.clause_rows(c, norm)
+            if not m.any() and c.op in ("=", "in"):
+                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
+                if c.field == "aspect":
+                    raise QueryError(no_aspect_message(c.values[0], shown, index.aspect_counts()))
+                close = difflib.get_close_matches(str(c.values[0]), index.stored_values(c.field), n=5, cutoff=0.6)
+                hint = f" (close: {', '.join(close)})" if close else ""
+                raise QueryError(f"no passage has {shown}{hint}")
+            mask &= m
+        return mask
+
+    def explain_empty(self, filters: dict[str, Any]) -> None:
+        """Nothing to add: compile_filter already refused a value no passage has."""
+
+    def check_aspect(self, aspect: str) -> None:
+        # the analyser and terms too, so this check accepts what a search accepts (an aspect that reads as one of
+        # the corpus' aspects, or whose words the index has), not only the table's and the corpus' own names
+        check_aspect(aspect, self.aspect_counts(), self.analyzer, lambda terms: self.term_idf(terms).keys())
 
     def _writer(self, progress: Any = None, report: Any = None, max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> IndexWriter:
         mode = "create" if self._create_args is not None else "update"
@@ -114,6 +249,10 @@ class EmbeddedStore:
 
     def has_document(self, doc_id: str) -> bool:
         return self._index is not None and self._index.has_document(doc_id)
+
+    def check_files(self) -> None:
+        """Refuses a damaged generation now (a missing or truncated file), not at the first search that reads it."""
+        self.index.check_files()
 
     def counts(self) -> dict[str, int]:
         return self.index.counts if self._index is not None else {"documents": 0, "passages": 0}

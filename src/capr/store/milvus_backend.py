@@ -365,6 +365,9 @@ class MilvusStore:
             raise QueryError(f"no passage with id {pid!r}")
         return _passage(rows[0])
 
+    def has_passage(self, pid: str) -> bool:
+        return bool(self.client.query(self.name, filter=f"pid == {_quote(pid)}", output_fields=["seq"]))
+
     def document_passages(self, doc_id: str) -> list[Passage]:
         rows = self.client.query(self.name, filter=f"doc_id == {_quote(doc_id)}", output_fields=OUTPUT, limit=16384)
         if not rows:
@@ -509,6 +512,15 @@ class MilvusStore:
         """The filter expression narrowed to the given passages."""
         return f"({flt}) and {self._restricted(keys)}" if flt else self._restricted(keys)
 
+    def passing(self, flt: str, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        found: set[int] = set()
+        for i in range(0, len(keys), EXISTS_BATCH):
+            chunk = keys[i : i + EXISTS_BATCH]
+            found.update(int(r["seq"]) for r in self.client.query(self.name, filter=self.restrict(flt, chunk),
+                                                                   output_fields=["seq"], limit=16384))
+        return np.asarray([int(k) in found for k in keys], dtype=bool)
+
     def _restricted(self, keys: np.ndarray) -> str:
         return f"seq in [{', '.join(str(int(k)) for k in keys)}]"
 
@@ -524,6 +536,9 @@ class MilvusStore:
 
     def top(self, scores: np.ndarray, k: int, flt: Any = None) -> tuple[np.ndarray, np.ndarray]:
         raise QueryError("Milvus returns top lists itself (no exhaustive capability)")
+
+    def document_rows(self, mask: np.ndarray) -> np.ndarray:
+        raise QueryError("Milvus has no row masks (no exhaustive capability)")
 
     def dense_top(self, qvec: np.ndarray, k: int, flt: str = "") -> tuple[np.ndarray, np.ndarray]:
         params = {"metric_type": "IP", "params": {"ef": max(128, k)} if self.meta.get("index_type") == "HNSW" else {}}

@@ -1,0 +1,151 @@
+"""First-stage retrievers as objects: each has one method, ``top(pq, k, flt, keep) -> (keys, scores)``, and keeps
+what its backend can do inside it (an exhaustive store scores every passage and takes the top; another store
+returns top lists, which a disjunction-max over phrasings merges). A hybrid retriever composes two retrievers and
+fuses their lists, as Pyserini's ``HybridSearcher`` composes a sparse and a dense searcher.
+
+    bm25 = lexical_retriever(store)                          # Retriever.bm25 over this store's primitives
+    hybrid = HybridRetriever(bm25, DenseRetriever(store), FusionConfig())
+    keys, scores = hybrid.top(parsed_query, 100, store.compile_filter(filters))
+
+``keep(keys) -> bool mask``: a condition the backend cannot filter by, applied to each retriever's list (before
+fusion, so the fused ranks are those of the kept passages, as a filter would give)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from capr.query import DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever
+from capr.retrieve.fusion import FusionConfig, fuse
+from capr.store.protocol import Capability, Ranked, Store
+
+Keep = Callable[[np.ndarray], np.ndarray]
+
+
+class FirstStage(Protocol):
+    """A first-stage retriever. ``reorders``: its order is not its lists' (fusion), so a caller that re-orders the
+    top (an aspect prior) asks it for a deeper list."""
+
+    reorders: bool
+
+    def top(self, pq: ParsedQuery, k: int, flt: Any = None, keep: Keep | None = None) -> Ranked: ...
+
+
+def _kept(ranked: Ranked, keep: Keep | None) -> Ranked:
+    if keep is None or not len(ranked[0]):
+        return ranked
+    sel = keep(ranked[0])
+    return ranked[0][sel], ranked[1][sel]
+
+
+class LexicalRetriever:
+    """BM25 or TF-IDF over an exhaustive store: every passage is scored exactly (a query's phrasings as a
+    disjunction-max), then the top k are taken — what a rebuild-equal index can afford."""
+
+    reorders = False
+
+    def __init__(self, store: Store, method: Retriever = Retriever.bm25) -> None:
+        if method not in LEXICAL:
+            raise ValueError(f"{method} is not a lexical retriever")
+        self.store = store
+        self.method = method
+
+    def scores(self, pq: ParsedQuery, keys: np.ndarray | None = None) -> np.ndarray:
+        """The lexical score of each given passage (``None``: every passage; exhaustive stores only)."""
+        store, method = self.store, self.method
+        if pq.dismax is None:
+            return store.lexical_scores(pq.terms, keys, method)
+        base, phrases = pq.dismax
+        n = store.row_count() if keys is None else len(keys)
+        scores = store.lexical_scores(base, keys, method) if base else np.zeros(n, dtype=np.float32)
+        best = None
+        for toks in phrases:
+            s = store.lexical_scores(toks, keys, method)
+            best = s if best is None else np.maximum(best, s)
+        return scores + best if best is not None else scores
+
+    def top(self, pq: ParsedQuery, k: int, flt: Any = None, keep: Keep | None = None) -> Ranked:
+        return _kept(self.store.top(self.scores(pq, None), k, flt), keep)
+
+
+class ListedLexicalRetriever(LexicalRetriever):
+    """BM25 over a store that returns top lists: the disjunction-max over each phrasing's top k, exact for every
+    passage those lists hold."""
+
+    def top(self, pq: ParsedQuery, k: int, flt: Any = None, keep: Keep | None = None) -> Ranked:
+        store, method = self.store, self.method
+        if pq.dismax is None:
+            return _kept(store.lexical_top(pq.terms, k, flt, method), keep)
+        base, phrases = pq.dismax
+        found: dict[int, float] = {}
+        if base:
+            bk, bv = store.lexical_top(base, k, flt, method)
+            found = dict(zip(bk.tolist(), bv.tolist()))
+        best: dict[int, float] = {}
+        for toks in phrases:
+            pk, pv = store.lexical_top(toks, k, flt, method)
+            for key, v in zip(pk.tolist(), pv.tolist()):
+                best[key] = max(best.get(key, 0.0), v)
+        keys = np.asarray(sorted(set(found) | set(best)), dtype=np.int64)
+        vals = np.asarray([found.get(int(c), 0.0) + best.get(int(c), 0.0) for c in keys], dtype=np.float64)
+        vals = vals.astype(np.float32)
+        order = np.lexsort((keys, -vals))[:k]
+        return _kept((keys[order], vals[order]), keep)
+
+
+def lexical_retriever(store: Store, method: Retriever = Retriever.bm25) -> LexicalRetriever:
+    """The lexical retriever this store supports: exact scores of every passage, or merged top lists."""
+    exhaustive = Capability.exhaustive in store.capabilities
+    return (LexicalRetriever if exhaustive else ListedLexicalRetriever)(store, method)
+
+
+class DenseRetriever:
+    """Nearest passages to the query's vector (encoded with ``template``) among those passing the filter."""
+
+    reorders = False
+
+    def __init__(self, store: Store, template: str = DEFAULT_TEMPLATE) -> None:
+        self.store = store
+        self.template = template
+
+    def encode(self, pq: ParsedQuery) -> np.ndarray:
+        return self.store.encoder().encode_queries([pq.dense_text(self.template)])[0]
+
+    def top(self, pq: ParsedQuery, k: int, flt: Any = None, keep: Keep | None = None) -> Ranked:
+        return _kept(self.store.dense_top(self.encode(pq), k, flt), keep)
+
+
+class HybridRetriever:
+    """Two retrievers' lists fused (capr.retrieve.fusion): each list is read ``fusion.depth`` deep, or k when
+    deeper. With ``keep``, each kept list is cut to the fusion's depth, as a list of only those passages would be."""
+
+    reorders = True
+
+    def __init__(self, first: FirstStage, second: FirstStage, fusion: FusionConfig) -> None:
+        self.first = first
+        self.second = second
+        self.fusion = fusion
+
+    def top(self, pq: ParsedQuery, k: int, flt: Any = None, keep: Keep | None = None) -> Ranked:
+        cfg = self.fusion
+        a = self.first.top(pq, max(cfg.depth, k), flt, keep)
+        b = self.second.top(pq, max(cfg.depth, k), flt, keep)
+        if keep is None:
+            return fuse([a, b], cfg)
+        return fuse([(a[0][: cfg.depth], a[1][: cfg.depth]), (b[0][: cfg.depth], b[1][: cfg.depth])], cfg)
+
+
+def first_stage_retriever(store: Store, retriever: Retriever, fusion: FusionConfig | None = None,
+                          template: str = DEFAULT_TEMPLATE) -> FirstStage:
+    """The first stage ``retriever`` names, over ``store``: BM25 and TF-IDF, dense, or hybrid (BM25 and dense,
+    fused by ``fusion``)."""
+    if retriever in LEXICAL:
+        return lexical_retriever(store, retriever)
+    if retriever is Retriever.dense:
+        return DenseRetriever(store, template)
+    return HybridRetriever(lexical_retriever(store), DenseRetriever(store, template), fusion or FusionConfig())
+
+
+__all__ = ["DenseRetriever", "FirstStage", "HybridRetriever", "LexicalRetriever", "ListedLexicalRetriever",
+           "first_stage_retriever", "lexical_retriever"]

@@ -1,0 +1,66 @@
+"""First-stage retrievers as objects (capr.retrieve.first_stage): one ``top`` method each; the top-list lexical
+retriever (what a Milvus store runs) is exact for the passages its lists hold; a hybrid composes any two
+retrievers, and ``keep`` narrows each list before fusion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capr import build_index
+from capr.corpus import read_documents
+from capr.query import Retriever
+from capr.records import Query
+from capr.retrieve.first_stage import (HybridRetriever, LexicalRetriever, ListedLexicalRetriever, first_stage_retriever,
+                                       lexical_retriever)
+from capr.retrieve.fusion import FusionConfig, fuse
+from capr.search import SearchOptions, Searcher
+from capr.store import as_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, demo_dir):
+    return as_store(build_index(read_documents(demo_dir), tmp_path_factory.mktemp("first-stage") / "idx"))
+
+
+QUERIES = [Query("q1", entity="IgA nephropathy", aspect="symptoms"), Query("q2", text="how is atrial fibrillation treated")]
+
+
+def test_the_top_list_retriever_is_exact_for_the_passages_it_lists(store):
+    searcher = Searcher(store)
+    exhaustive, listed = lexical_retriever(store), ListedLexicalRetriever(store)
+    assert type(exhaustive) is LexicalRetriever  # an embedded store scores every passage
+    for q in QUERIES:
+        for expand in (False, True):
+            pq = searcher.parse(q, expand=expand)
+            keys, vals = listed.top(pq, 10)
+            every = exhaustive.scores(pq)
+            assert len(keys) == 10 and np.allclose(vals, every[keys], atol=1e-5), (q.qid, expand)
+            if pq.dismax is None:  # one list: the same top as scoring every passage
+                assert sorted(exhaustive.top(pq, 10)[0].tolist()) == sorted(keys.tolist())
+
+
+def test_a_hybrid_composes_any_two_retrievers_and_keeps_before_fusing(store):
+    pq = Searcher(store).parse(QUERIES[1])
+    bm25, tfidf = LexicalRetriever(store, Retriever.bm25), LexicalRetriever(store, Retriever.tfidf)
+    cfg = FusionConfig(depth=30)
+    hybrid = HybridRetriever(bm25, tfidf, cfg)
+    keys, vals = hybrid.top(pq, 10)
+    want = fuse([bm25.top(pq, 30), tfidf.top(pq, 30)], cfg)
+    assert keys.tolist() == want[0].tolist() and np.allclose(vals, want[1])
+    even = lambda ks: ks % 2 == 0  # noqa: E731
+    kept = hybrid.top(pq, 10, keep=even)
+    assert len(kept[0]) and (kept[0] % 2 == 0).all()
+    lists = [r.top(pq, 30, keep=even) for r in (bm25, tfidf)]
+    assert kept[0].tolist() == fuse([(k[:30], v[:30]) for k, v in lists], cfg)[0].tolist()
+
+
+def test_the_searchers_first_stage_is_the_retrievers_top(store):
+    searcher = Searcher(store)
+    for retriever in (Retriever.bm25, Retriever.tfidf):
+        options = searcher.resolve(SearchOptions(k=5, retriever=retriever, aspect_boost=0.0))
+        pq = searcher.parse(QUERIES[1])
+        hits = searcher.first_stage(pq, 5, options)
+        keys, vals = first_stage_retriever(store, retriever).top(pq, 5)  # the top k, in key order
+        best = keys[np.lexsort((keys, -vals))]
+        assert [h.pid for h in hits] == [p.pid for p in store.passages(best)]
