@@ -26,6 +26,7 @@ from capr.cli.common import (
     _run_guarded,
     app,
     backend_options,
+    err,
     out,
     write_to_store,
 )
