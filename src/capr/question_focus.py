@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from capr.retrieve.first_stage import lexical_retriever
 from capr.store.protocol import Capability
 
 if TYPE_CHECKING:
@@ -83,14 +84,13 @@ def focus_among(analyzer: Callable[[str], list[str]], question_terms: Sequence[s
     return outer[0] if len({terms[t] for t in outer}) == 1 else None
 
 
-def question_focus(searcher: Any, pq: "ParsedQuery", flt: Any) -> str | None:
+def question_focus(store: Any, pq: "ParsedQuery", flt: Any) -> str | None:
     """The entity a free-text question is about, as the index knows it: the title of a document among the
     question's best BM25 passages under the filter ``flt`` that the question names (see :func:`focus_among`).
     None for a structured query, a store without titles or BM25, or a question naming no title or several."""
-    store = searcher.store
     if pq.structured or not pq.terms or Capability.bm25 not in store.capabilities:
         return None
-    keys, _ = searcher.lexical_top(pq, FOCUS_DEPTH, flt)
+    keys, _ = lexical_retriever(store).top(pq, FOCUS_DEPTH, flt)
     if not len(keys):
         return None
     titles = list(dict.fromkeys(p.title for p in store.passages(keys) if p.title))

@@ -337,7 +337,7 @@ class Searcher:
             flt = self.store.restrict(flt, np.asarray(within, dtype=np.int64))
         if options.question_focus and options.entity_first and self.cdv is None and not pq.structured:
             # the focus is read under the filter: never a title the caller may not see
-            focus = question_focus(self, pq, flt)
+            focus = question_focus(self.store, pq, flt)
             if focus:
                 pq = self.parse(Query(pq.qid, text=pq.text, entity=focus), pq.expand, validate=False)
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
