@@ -596,14 +596,14 @@ class ListTiers:
     def rank(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any, notices: list[str],
              tiers: dict[str, tuple[int, bool]] | None, scope: Any, forms: list[list[str]]) -> list[ScoredPassage]:
         searcher, store = self.searcher, self.searcher.store
-        wanted, seen = [set(terms) for terms in forms], {}
+        wanted, names_entity = [set(terms) for terms in forms], {}
 
         def mentions(keys: np.ndarray) -> np.ndarray:
-            todo = [int(x) for x in keys if int(x) not in seen]
+            todo = [int(x) for x in keys if int(x) not in names_entity]
             for key, p in zip(todo, store.passages(np.asarray(todo, dtype=np.int64))):
                 words = set(store.analyzer(f"{p.title} {p.text}"))
-                seen[key] = any(form <= words for form in wanted)
-            return np.asarray([seen[int(x)] for x in keys], dtype=bool)
+                names_entity[key] = any(form <= words for form in wanted)
+            return np.asarray([names_entity[int(x)] for x in keys], dtype=bool)
 
         hits = searcher.first_stage(pq, k, options, flt, keep=mentions)
         named = {h.pid for h in hits}
