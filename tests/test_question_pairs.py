@@ -19,7 +19,7 @@ from capr.labels.questions import (
     question_pairs,
     rqe_pairs,
 )
-from tests.conftest import capr_cli, need_data
+from conftest import capr_cli, need_data
 
 TEST_CHQ = "My son has had a fever for three days and a rash on his chest, what could it be?"
 
@@ -139,17 +139,22 @@ def test_a_user_trains_on_question_pairs_alone_or_inside_the_gated_adapt(tmp_pat
     assert hits
 
     # inside capr adapt: trained beside the corpus' labels, and the gate still compares with the start model
+    from capr.adapt import AdaptConfig, adapt
+
     out = tmp_path / "idx"
-    report = json.loads(capr_cli("adapt", str(corpus), "-o", str(out), "--question-pairs", str(data), "--max-steps", "2",
-                                 "--time-budget", "3", "--second-stage", "off", "--json").stdout)
-    assert report["config"]["question_pairs"] == str(data)
-    assert report["training"]["args"]["question_pairs"] == str(data)
+    bad = capr_cli("adapt", str(corpus), "-o", str(out), "--question-pairs", str(tmp_path / "nowhere"), check=False)
+    assert bad.returncode != 0 and "nowhere: no such file or folder" in bad.stderr and "Traceback" not in bad.stderr
+    report = adapt(AdaptConfig(corpora=[str(corpus)], out=str(out), question_pairs=str(data), time_budget_min=3,
+                               max_steps=2, batch_size=8, min_labels=16, alphas=(1.0,), second_stage="off"),
+                   log=lambda m: None, progress=False).to_dict()
+    assert report["training"]["args"]["question_pairs"] == str(data) and report["training"]["args"]["group_batches"]
     trained = json.loads((tmp_path / "idx.adapt" / "trained" / "capr.json").read_text())
     assert trained["train_passages"] + trained["dev_passages"] == report["labeled_passages"] + 5
+    assert all(c["queries"] for c in report["checks"])  # the gate's checks: the corpus' held-out labels only
     start = report["candidates"]["start"]
     if report["kept"] != "start":
         for c in report["checks"]:
             if c["side"] == "free-text":  # never worse on free text than the start model (1-point margin)
                 assert report["candidates"][report["kept"]][c["name"]][c["primary"]] >= start[c["name"]][c["primary"]] - 1.01
     else:
-        assert "start model is kept" in report["reason"]
+        assert "start model is kept" in report["reason"] or "start model" in report["reason"]
