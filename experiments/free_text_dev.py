@@ -9,6 +9,12 @@ question; the default (or each variant) against each single retriever with the p
 capr.eval.significance (two-sided, 10,000 sign flips).
 
     CAPR_CACHE=/work/cache-ft OMP_NUM_THREADS=1 .venv/bin/python -m experiments.free_text_dev [--sets a,b] [--variants x,y]
+        [--model NAME=MODEL ...] [--reranker NAME=SPEC ...]
+
+``--model NAME=MODEL`` (repeatable): each set indexed again with MODEL as the index's encoder (a trained bi-encoder
+folder), and "NAME dense alone" and "NAME default" (the default pipeline on that index) added; like every other
+system they are compared with BM25 alone and zero-shot MiniLM dense alone. ``--reranker NAME=SPEC``: the default
+pipeline with that second stage (e.g. ``bi:minilm,bi:MODEL``, the ensemble `capr adapt` gates), on each index.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.query import Retriever
 from capr.records import qrels_as_dict
 from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.retrieve.rerank import load_reranker
 
 from experiments.common import DEFAULT_DATA
 
@@ -53,6 +60,9 @@ def main() -> None:
     ap.add_argument("--variants", default="default", help=f"comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--protocol", default=None, help="full or rerank64 (default: the benchmark's own)")
     ap.add_argument("--query-field", default="question", help="question, or tuple (⟨entity, aspect⟩ benchmarks)")
+    ap.add_argument("--model", action="append", default=[], help="NAME=MODEL: also index each set with MODEL (repeatable)")
+    ap.add_argument("--reranker", action="append", default=[], help="NAME=SPEC: the default pipeline with this second "
+                    "stage (`capr search --reranker SPEC`), on MiniLM's index and on each --model's (repeatable)")
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
     args = ap.parse_args()
@@ -69,9 +79,24 @@ def main() -> None:
         for v in args.variants.split(","):
             options = replace(config.search_options(), **VARIANTS[v])
             systems[v] = default_scorer(data, config.query_field, options=options)
+        indexed = {}  # system → the set indexed with its model (default: MiniLM's)
+        for label, model in (m.split("=", 1) for m in args.model):
+            trained_config = replace(config, model=model)
+            trained = load_benchmark(trained_config)
+            systems[f"{label} dense alone"] = BenchmarkSearcher(trained, config.query_field).scorer(
+                Retriever.dense, config.template, FusionConfig())
+            systems[f"{label} default"] = default_scorer(trained, config.query_field, options=trained_config.search_options())
+            indexed[f"{label} dense alone"] = indexed[f"{label} default"] = trained
+            for second, spec in (r.split("=", 1) for r in args.reranker):
+                systems[f"{label} default + {second}"] = default_scorer(
+                    trained, config.query_field, options=trained_config.search_options(), reranker=load_reranker(spec))
+                indexed[f"{label} default + {second}"] = trained
+        for second, spec in (r.split("=", 1) for r in args.reranker):
+            systems[f"default + {second}"] = default_scorer(data, config.query_field, options=config.search_options(),
+                                                            reranker=load_reranker(spec))
         scores = {}
         for system, scorer in systems.items():
-            _, run = run_benchmark(data, scorer, config.protocol, config.query_field)
+            _, run = run_benchmark(indexed.get(system, data), scorer, config.protocol, config.query_field)
             scores[system] = {m: np.asarray(v) for m, v in per_query_metrics(run.as_scores(), qrels, METRICS).items()}
         if args.dump:
             qids = sorted(qrels)

@@ -60,6 +60,9 @@ class AdaptConfig:
     ict_prob: float = 0.3  # inverse-cloze share of training queries (free-text matching kept while training)
     alphas: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25)  # trained share of the candidates (1: the trained model itself)
     free_text: tuple[str, ...] = ()  # extra free-text dev sets: "mediqa2019-train" or JSONL files
+    # a data folder whose question pairs (capr.labels.questions: MedQuAD, RQE, Curai MQP) are trained on beside
+    # the corpus' labels; the gate is the same (held-out labels and free-text checks against the start model)
+    question_pairs: str | None = None
     data_dir: str | None = None
     exclude_medquad_test: str | None = None  # data folder holding medquad_cdv_test: its documents are left out
     split: str | None = None  # mtsamples-capr "train" / "test"
@@ -150,6 +153,18 @@ def _labels(docs: Sequence[Document], config: AdaptConfig, path: Path) -> int:
     gen = LabelGenerator(LabelConfig(segmenter=SegmenterConfig(max_tokens=config.max_tokens)),
                          exclude_passage=exclusion.is_test_text if exclusion is not None else None)
     return write_labels(path, gen(docs))
+
+
+def _question_records(config: AdaptConfig, log: Callable[[str], None]) -> list[Any]:
+    """The question pairs trained on beside the labels (none without ``question_pairs``). Their held-out share is
+    the trainer's, by group; the gate's checks come from the corpus' labels alone."""
+    if not config.question_pairs:
+        return []
+    from capr.labels.questions import as_labeled, question_pairs
+
+    pairs = as_labeled(question_pairs(config.question_pairs))
+    log(f"{len(pairs):,} question pairs from {config.question_pairs} trained on beside the labels")
+    return pairs
 
 
 def gate(candidates: list[Candidate], checks: Sequence[Any], min_gain: float,
@@ -394,8 +409,10 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
 
     args = TrainArgs.for_kind(ModelKind.bi, base_model=config.init_model or config.start_model, context=config.context,
                               context_dropout=config.context_dropout, ict_prob=config.ict_prob, max_steps=config.max_steps,
-                              seed=config.seed,
-                              batch_size=config.batch_size)
+                              seed=config.seed, batch_size=config.batch_size, question_pairs=config.question_pairs,
+                              # a question pair among random passages is too easy to learn from; among its
+                              # document's other answers it is not
+                              group_batches=bool(config.question_pairs))
     records = list(read_labels(labels_path))
     args.dev_fraction = held_out_fraction(len(records))
     checks, held_out = gate_checks(records, args, config, docs)
@@ -428,7 +445,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
             report.training = {**done, "reused": True}
         else:
             log(f"training the bi-encoder for at most {budget:.1f} min")
-            result = train(records, trained_dir, args, progress=progress, log=log)
+            result = train(records + _question_records(config, log), trained_dir, args, progress=progress, log=log)
             report.training = {"model": str(trained_dir), "steps": result.steps,
                                "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
                                "kept_step": result.card.get("best_step"), "dev_start": result.card.get("dev_start"),

@@ -32,6 +32,9 @@ def adapt_cmd(
                                         "'mediqa2019-train' (from --data-dir) or a JSONL file of "
                                         "{\"question\", \"answers\": [{\"text\", \"relevance\"}]}."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder for named dev sets."),
+    question_pairs: Optional[Path] = typer.Option(None, "--question-pairs", help="Also train on the question pairs in "
+                                                  "this data folder (MedQuAD questions and answers, RQE, Curai MQP); "
+                                                  "the gate still compares with the start model."),
     exclude_medquad_test: Optional[Path] = typer.Option(None, "--exclude-medquad-test",
                                                         help="Data folder holding medquad_cdv_test: leave its documents out."),
     split: Optional[str] = typer.Option(None, "--split", help="Only the mtsamples-capr 'train' or 'test' notes."),
@@ -68,7 +71,7 @@ def adapt_cmd(
             raise CaprError("--free-text-margin must be >= 0")
         if not 0 <= context_dropout < 1 or not 0 <= ict_prob < 1:
             raise CaprError("--context-dropout and --ict-prob must be in [0, 1)")
-        for c in corpus:
+        for c in corpus + ([question_pairs] if question_pairs else []):
             if not c.exists():
                 raise CaprError(f"{c}: no such file or folder")
         if add:
@@ -79,6 +82,7 @@ def adapt_cmd(
                                  start_model=start_model, max_tokens=max_tokens, context_dropout=context_dropout, ict_prob=ict_prob,
                                  free_text_margin=free_text_margin,
                                  free_text=tuple(free_text), data_dir=str(data_dir) if data_dir else None,
+                                 question_pairs=str(question_pairs) if question_pairs else None,
                                  exclude_medquad_test=str(exclude_medquad_test) if exclude_medquad_test else None,
                                  split=split, keep=keep, seed=seed, skip_bad=skip_bad, second_stage=second_stage,
                                  max_steps=max_steps)

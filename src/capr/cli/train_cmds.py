@@ -94,6 +94,11 @@ def train_cmd(
                       "diagnoses (case encoder from coded and mentioned diagnoses)"),
     source: Optional[str] = typer.Argument(None, help="tsdae: the corpus (file, folder, or cases:DATA_DIR for the local case corpus)."),
     labels: Optional[Path] = typer.Option(None, "--labels", "-l", help="Labels JSONL from `capr labels` (bi, poly, cross, cdv)."),
+    question_pairs_dir: Optional[Path] = typer.Option(None, "--question-pairs", help="bi, poly, cross: also train on the question pairs "
+                                             "in this data folder (MedQuAD, RQE, Curai MQP; capr.labels.questions), "
+                                             "or on them alone without --labels."),
+    question_max_length: Optional[int] = typer.Option(None, "--query-max-length", help="Query tokens the model reads "
+                                                      "in training (default 48)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Folder for the trained model (replaced atomically)."),
     base_model: Optional[str] = typer.Option(None, "--base-model", help="'minilm' (bundled, the default), an HF model "
                                              "id or a path; cross with --first-stage: that bi-encoder."),
@@ -114,6 +119,10 @@ def train_cmd(
     context: Optional[str] = typer.Option(None, "--context", help="Document context read with each passage: off | title | "
                                 "title+heading (indexes built with the model read passages the same way; default off, "
                                 "or the --first-stage model's)."),
+    context_dropout: Optional[float] = typer.Option(None, "--context-dropout", help="Share of training passages read "
+                                                    "without their context (title-less corpora must still work; default 0)."),
+    group_batches: bool = typer.Option(False, "--group-batches", help="Batches of whole documents' passages: the "
+                                       "same document's other passages become in-batch negatives."),
     question_prob: float = typer.Option(0.3, "--question-prob", help="Share of training queries phrased as questions."),
     poly_codes: int = typer.Option(16, "--poly-codes"),
     eval_every: int = typer.Option(50, "--eval-every"),
@@ -150,8 +159,9 @@ def train_cmd(
             return _train_cases(kind, source, out_dir, base_model or "minilm", max_steps, time_budget, batch_size, lr, max_length,
                                 seed, device, index_dir, data_dir, stage, pretrained, questions, top_k, dense_k,
                                 sentences, as_json)
-        if labels is None:
-            raise CaprError(f"training a {kind} model needs --labels (from `capr labels`)")
+        if labels is None and (question_pairs_dir is None or kind == "cdv"):
+            raise CaprError(f"training a {kind} model needs --labels (from `capr labels`)"
+                            + ("" if kind == "cdv" else " or --question-pairs DATA_DIR"))
         if kind == "cdv":
             return _train_cdv(labels, out_dir, base_model or "minilm", encoder_backend, max_steps, time_budget, batch_size, lr,
                               eval_every, patience, seed, device, as_json)
@@ -171,8 +181,18 @@ def train_cmd(
             sentence_selection=sentence_selection, context=parse_context(context).value if context else None,
             question_prob=question_prob, first_stage=str(first_stage) if first_stage else None,
             poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed, device=device,
+            query_max_length=question_max_length, context_dropout=context_dropout, group_batches=group_batches,
+            question_pairs=str(question_pairs_dir) if question_pairs_dir is not None else None,
         )
-        result = train(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+        records: Any = labels
+        if question_pairs_dir is not None:
+            from capr.labels.generate import read_labels
+            from capr.labels.questions import as_labeled, question_pairs
+
+            pairs = as_labeled(question_pairs(question_pairs_dir))
+            err.print(f"{len(pairs):,} question pairs from {escape(str(question_pairs_dir))}")
+            records = (list(read_labels(labels)) if labels is not None else []) + pairs
+        result = train(records, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
         _print_train_summary(f"{mk.value}-encoder", out_dir, result, as_json)
 
     _run_guarded(run)

@@ -15,7 +15,6 @@ entity), so no choice made on them has seen a test query.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from pathlib import Path
 from typing import Any
@@ -24,37 +23,13 @@ import numpy as np
 
 from capr.corpus import Format, read_documents
 from capr.corpus.segment import SegmenterConfig
-from capr.errors import CaprError
 from capr.index import AnalyzerConfig
+from capr.labels.questions import RQE_FILES, consumer_questions, faq_targets, target_names
+from capr.labels.splits import DEV_DOCUMENTS, medquad_dev_documents
 from capr.models.encoder import EncoderConfig
 from capr.records import Document, Qrel, Query, Section
 
-DEV_SALT = "capr-medquad-dev-v1"
-DEV_DOCUMENTS = 400  # MedQuAD documents in the dev sample (≈1,900 answers)
 DEV_QUERIES = 1500
-
-
-def _dev_rank(doc_id: str) -> float:
-    h = int.from_bytes(hashlib.sha1(f"{DEV_SALT}:{doc_id}".encode()).digest()[:8], "big")
-    return h / 2**64
-
-
-def medquad_dev_documents(data_dir: str | Path, n_documents: int = DEV_DOCUMENTS) -> list[Document]:
-    """A fixed sample (salted hash of the id, so it never changes) of MedQuAD documents with answers, outside the
-    medquad-cdv test split and its focus entities."""
-    from capr.corpus.report import ReadReport
-    from capr.labels.splits import exclude_test_documents, medquad_test_exclusion
-
-    src = Path(data_dir) / "medquad" / "MedQuAD.tar.gz"
-    if not src.exists():
-        raise CaprError(f"{src}: MedQuAD not found")
-    exclusion = medquad_test_exclusion(data_dir)
-    docs = [d for d in exclude_test_documents(read_documents(src, Format.medquad, ReadReport(skip_bad=True)), exclusion,
-                                              strict=True)
-            if d.sections and not any(exclusion.is_test_text(d.text[s.start:s.end]) for s in d.sections)]
-    docs = list({d.doc_id: d for d in docs}.values())
-    docs.sort(key=lambda d: _dev_rank(d.doc_id))
-    return docs[:n_documents]
 
 
 def _answers(docs: list[Document]) -> list[tuple[Document, Section, str]]:
@@ -144,53 +119,6 @@ def load_medquad_docs_dev(data_dir: str | Path, index_dir: str | Path, analyzer:
                          {"documents": list(whole.values()), "document_level": True})
 
 
-# FAQ phrasings (RQE's FAQs are NIH FAQ questions) → the MedQuAD question type they ask; the first match wins
-_FAQ_PATTERNS = (
-    (r"(?:symptoms|signs) of (.+)", "symptoms"),
-    (r"(?:prognosis|outlook)(?: after| for| of)? (?:people with )?(.+)", "outlook"),
-    (r"what causes (.+)", "causes"),
-    (r"how (?:is|are) (.+?) diagnosed", "exams and tests"),
-    (r"how (?:is|are) (.+?) treated", "treatment"),
-    (r"(?:treatments?|cure|therapy|therapies)(?: options)? (?:for|of) (.+)", "treatment"),
-    (r"how (?:to|do you|can i) (?:treat|cure|get rid of) (?:an? )?(.+)", "treatment"),
-    (r"(?:is|can) (.+?) (?:be )?inherited", "inheritance"),
-    (r"how to prevent (.+)", "prevention"),
-    (r"^what (?:is|are) (?:an? |the )?(.+)", "information"),
-)
-RQE_FILES = ("rqe/RQE_Test_302_pairs_AMIA2016.xml", "mediqa2019/Task2_RQE/MEDIQA2019-Task2-RQE-TestSet-wLabels.xml")
-
-
-def faq_targets(faq: str) -> list[tuple[str, str]]:
-    """(entity, MedQuAD question type) pairs an FAQ asks about ("How is lupus treated?" → (lupus, treatment))."""
-    import re
-
-    out = []
-    for part in re.split(r"\s*\|\s*|;\s*|\?\s+(?=[A-Z])", faq):
-        low = re.sub(r"[\[\]\"“”]", "", part).strip().rstrip("?.! ").strip().lower()
-        for pattern, aspect in _FAQ_PATTERNS:
-            m = re.search(pattern, low)
-            if m:
-                out.append((re.sub(r"^(?:an? |the )", "", m.group(1).strip()), aspect))
-                break
-    return out
-
-
-def consumer_questions(data_dir: str | Path) -> list[tuple[str, str]]:
-    """(consumer health question, FAQ) pairs judged entailed, from every RQE test file present."""
-    import xml.etree.ElementTree as ET
-
-    pairs = []
-    for rel in RQE_FILES:
-        path = Path(data_dir) / rel
-        if path.exists():
-            for p in ET.parse(path).getroot().iter("pair"):
-                if p.get("value") == "true":
-                    pairs.append((" ".join((p.findtext("chq") or "").split()), (p.findtext("faq") or "").strip()))
-    if not pairs:
-        raise CaprError(f"no RQE test pairs under {data_dir} ({', '.join(RQE_FILES)})")
-    return pairs
-
-
 def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,
                       dense: EncoderConfig | None = None, progress: Any = None, titled: bool = False,
                       sections: bool = False):
@@ -235,7 +163,7 @@ def load_consumer_dev(data_dir: str | Path, index_dir: str | Path, analyzer: Ana
     for chq, faq in consumer_questions(data_dir):
         gold: set[str] = set()
         for entity, aspect in faq_targets(faq):
-            for name in dict.fromkeys((entity, entity[:-1] if entity.endswith("s") else entity)):
+            for name in target_names(entity):
                 found = by_target.get((normalize_name(name), aspect))
                 if found:
                     gold.update(add(d, s) for d, s in found)
@@ -275,4 +203,4 @@ def bm25s_whole_documents(documents: list[Document], queries: list[Query], k: in
     return {q.qid: [documents[int(i)].doc_id for i in row] for q, row in zip(queries, np.asarray(ids))}
 
 
-__all__ = ["bm25s_whole_documents", "consumer_questions", "document_run", "faq_targets", "load_consumer_dev", "load_medquad_dev", "load_medquad_docs_dev", "medquad_dev_documents"]
+__all__ = ["DEV_DOCUMENTS", "RQE_FILES", "bm25s_whole_documents", "consumer_questions", "document_run", "faq_targets", "load_consumer_dev", "load_medquad_dev", "load_medquad_docs_dev", "medquad_dev_documents"]

@@ -1,4 +1,5 @@
-"""Train/test hygiene: keep the CDV MedQuAD test documents out of training, and split MTSamples notes by note."""
+"""Train/test hygiene: keep the CDV MedQuAD test documents out of training, the MedQuAD dev sample that dev sets
+are built from, and split MTSamples notes by note."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from capr.corpus.files import open_text
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError
 from capr.labels.gazetteer import normalize_name
 from capr.records import Document
 
+DEV_SALT = "capr-medquad-dev-v1"
+DEV_DOCUMENTS = 400  # MedQuAD documents in the dev sample (≈1,900 answers)
 MTSAMPLES_SPLIT_SALT = "mtsamples-capr-v1"
 MTSAMPLES_TRAIN_SHARE = 0.75
 PREFIX_CHARS = 200
@@ -111,3 +114,29 @@ def select_split(docs: Iterable[Document], split: str) -> Iterator[Document]:
     if split not in ("train", "test"):
         raise BadInputError("--split", f"unknown split {split!r}; choose train or test")
     return (d for d in docs if mtsamples_split(d.doc_id) == split)
+
+
+def _dev_rank(doc_id: str) -> float:
+    h = int.from_bytes(hashlib.sha1(f"{DEV_SALT}:{doc_id}".encode()).digest()[:8], "big")
+    return h / 2**64
+
+
+def medquad_dev_documents(data_dir: str | Path, n_documents: int = DEV_DOCUMENTS,
+                          documents: Sequence[Document] | None = None) -> list[Document]:
+    """A fixed sample (salted hash of the id, so it never changes) of MedQuAD documents with answers, outside the
+    medquad-cdv test split and its focus entities: what the dev sets (capr.eval.devsets) are built from.
+    ``documents``: MedQuAD already read (default: read from ``data_dir``)."""
+    from capr.corpus import Format, read_documents
+    from capr.corpus.report import ReadReport
+
+    if documents is None:
+        src = Path(data_dir) / "medquad" / "MedQuAD.tar.gz"
+        if not src.exists():
+            raise CaprError(f"{src}: MedQuAD not found")
+        documents = read_documents(src, Format.medquad, ReadReport(skip_bad=True))
+    exclusion = medquad_test_exclusion(data_dir)
+    docs = [d for d in exclude_test_documents(documents, exclusion, strict=True)
+            if d.sections and not any(exclusion.is_test_text(d.text[s.start:s.end]) for s in d.sections)]
+    docs = list({d.doc_id: d for d in docs}.values())
+    docs.sort(key=lambda d: _dev_rank(d.doc_id))
+    return docs[:n_documents]

@@ -46,6 +46,11 @@ class TrainArgs:
     # to that bi-encoder's scores (its head starts at zero, so step 0 ranks exactly as the bi-encoder), on hard
     # negatives from the bi-encoder's own top candidates, and is saved with it
     first_stage: str | None = None
+    # batches of whole documents' passages (shuffled by document), not of random passages: in-batch negatives
+    # then include the same document's other passages
+    group_batches: bool = False
+    # a data folder whose question pairs (capr.labels.questions) are trained on beside the labels; kept in the card
+    question_pairs: str | None = None
     poly_codes: int = 16
     dev_fraction: float = 0.05  # documents held out for early stopping
     dev_queries: int = 256

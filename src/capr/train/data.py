@@ -16,6 +16,7 @@ from capr.errors import BadInputError
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.labels.gazetteer import normalize_name
 from capr.labels.generate import LabeledPassage
+from capr.labels.questions import is_question_pair
 from capr.models.context import PassageContext, contextual_text, parse_context
 from capr.models.selection import SentenceSelector
 from capr.train.args import TrainArgs
@@ -100,6 +101,8 @@ class TrainingSet:
 
     def sample_query(self, j: int, rng: random.Random, lp: LabeledPassage | None = None) -> TrainQuery:
         a = self.args
+        if is_question_pair(lp or self.train[j]):  # its own question; no other passage counts as its answer
+            return TrainQuery(text=rng.choice((lp or self.train[j]).questions), entity="", aspect="", passage=j)
         if lp is None and a.ict_prob and rng.random() < a.ict_prob:
             q = self.inverse_cloze_query(j, rng)
             if q is not None:
@@ -165,6 +168,11 @@ class TrainingSet:
             if len(order) < self.args.batch_size:
                 fresh = list(range(len(self.train)))
                 rng.shuffle(fresh)
+                if self.args.group_batches:
+                    # a document's passages side by side: each is the others' in-batch negative (same entity,
+                    # another aspect), which random batches almost never hold
+                    rank = {d: rng.random() for d in {lp.doc_id for lp in self.train}}
+                    fresh.sort(key=lambda j: rank[self.train[j].doc_id])
                 order += fresh
             picked, order = order[: self.args.batch_size], order[self.args.batch_size :]
             picked = list(dict.fromkeys(picked))
@@ -210,8 +218,9 @@ class TrainingSet:
         queries, cands, rel = [], [], []
         for j in range(min(n_queries, len(pool))):
             lp = pool[j]
-            entity = lp.entities[0]
-            query = f"{entity} {lp.aspect}"
+            pair = is_question_pair(lp)
+            entity = "" if pair else lp.entities[0]
+            query = lp.questions[0] if pair else f"{entity} {lp.aspect}"
             toks = self.analyzer(query) or ["_"]
             hits, _ = bm25.retrieve([toks], k=min(len(pool), n_candidates), show_progress=False, n_threads=1)
             group = [j] + [int(k) for k in hits[0] if int(k) != j][: n_candidates // 2]
@@ -220,7 +229,8 @@ class TrainingSet:
             rng.shuffle(group)
             queries.append(query)
             cands.append(group)
-            rel.append([pool[k].aspect == lp.aspect and normalize_name(entity) in sets[k] for k in group])
+            rel.append([pool[k].text == lp.text if pair else
+                        pool[k].aspect == lp.aspect and normalize_name(entity) in sets[k] for k in group])
         texts = [passage_input(lp, self.args.context) for lp in pool]
         return DevSet(queries, texts, cands, rel, pool)
 
