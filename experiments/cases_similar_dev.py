@@ -11,6 +11,10 @@ Runs, side by side:
   names-minilm   the same names ranked by MiniLM cosine
   hybrid+names   the cases of hybrid; the codes: its votes fused with names-bm25 and names-minilm by weighted
                  reciprocal rank (--fusion, weights chosen with --tune on CodiEsp train, never on dev)
+  RUN+likely     the cases of RUN (each hybrid run); the codes: what `capr cases similar` lists as likely
+                 diagnoses (capr.cases.diagnose: votes fused with the codes' names by BM25, the library's weights)
+  capr-bm25      `capr cases similar --retriever bm25 --labelled` itself (CaseFinder.similar on the index): its
+                 10 cases and its likely diagnoses, end to end
   --model NAME=DIR  a fine-tuned encoder: NAME (as minilm), hybrid-NAME (as hybrid), names-NAME (as names-minilm)
                  and hybrid-NAME+names (as hybrid+names, with names-NAME for names-minilm)
 Paired randomisation test (capr.eval.significance.paired_randomisation_p, 10,000 sign flips) of every run against
@@ -42,7 +46,7 @@ import numpy as np
 from capr.cases.data import CODIESP_FILE
 from capr.cases.icd10 import code_name
 from capr.cases.similar import RRF_K, RRF_WEIGHTS, CaseFinder
-from capr.cases.similar_eval import QueryScores, fuse_rankings, rrf, score_case_ranking, score_code_ranking
+from capr.cases.similar_eval import VOTE_K, QueryScores, fuse_rankings, rrf, score_case_ranking, score_code_ranking
 from capr.corpus import Format, read_documents
 from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.index import Index
@@ -125,6 +129,17 @@ class Measure:
                                               for r in names]
         self.say(f"{name} done")
 
+    def product(self) -> None:
+        """`capr cases similar --retriever bm25 --labelled` end to end: its cases and its likely diagnoses."""
+        out = []
+        for d in self.queries:
+            found = self.finder.similar(d.text, k=10, retriever="bm25", evidence=0, labelled_only=True, diagnoses=10**6)
+            case_codes = [[x.code for x in c.diagnoses] for c in found.cases]
+            out.append(score_code_ranking(d.doc_id, d.metadata["diagnoses"], [x.code for x in found.diagnoses],
+                                          case_codes))
+        self.results["capr-bm25"] = out
+        self.say("capr cases similar (bm25) done")
+
     def ranked_cases(self, run: str) -> list[list[list[str]]]:
         n = len(self.pool)
         return [[self.pool_codes[j] for j in np.lexsort((np.arange(n), -row))] for row in self.case_scores[run]]
@@ -136,6 +151,12 @@ class Measure:
             res[run] = [score_case_ranking(d.doc_id, d.metadata["diagnoses"], c) for d, c in zip(self.queries, cases)]
         for run, rankings in self.name_rankings.items():
             res[run] = [score_code_ranking(d.doc_id, d.metadata["diagnoses"], r) for d, r in zip(self.queries, rankings)]
+        res.update(self.results)
+        for run in [r for r in ranked if r.startswith("hybrid")]:
+            res[f"{run}+likely"] = [
+                score_code_ranking(d.doc_id, d.metadata["diagnoses"],
+                                   [x.code for x in self.finder.likely_diagnoses(d.text, cases[:VOTE_K], 10**6)], cases)
+                for d, cases in zip(self.queries, ranked[run])]
         if fusion:
             for run in [r for r in ranked if r.startswith("hybrid")]:
                 dense = "minilm" if run == "hybrid" else run[len("hybrid-"):]
@@ -242,6 +263,7 @@ def main() -> None:
         return
 
     m = Measure(dev[: args.limit], train, index, t0)
+    m.product()
     m.bm25()
     m.dense("minilm", "minilm")
     for spec in args.model:

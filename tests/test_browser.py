@@ -219,7 +219,9 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
     capr("case-index", "--data-dir", str(data), "--out", str(idx), "--source", "codiesp", "--source", "e3c", "--no-dense")
     description = ("A 37-year-old man came with fever and a painful swollen testis. Ultrasound of the epididymis "
                    "showed increased flow.")
-    expected = json.loads(capr("cases", "similar", description, "--index", str(idx), "-k", "5", "--json"))["cases"]
+    expected_all = json.loads(capr("cases", "similar", description, "--index", str(idx), "-k", "5", "--json"))
+    expected, likely = expected_all["cases"], expected_all["diagnoses"]
+    assert likely
     assert len(expected) == 5 and expected[0]["labelled"] and any(not c["labelled"] for c in expected)
     with LiveServer(create_app(idx, ServiceConfig(tokens=(TOKEN,), auth_reads=True))) as s:
         context = browser.new_context(viewport={"width": 1200, "height": 1000})
@@ -234,7 +236,8 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         page.select_option("#case-k", "5")
         page.click("#cases-button")  # no token: the server refuses and the page shows no case
         expect(page.locator("#cases-status.error")).to_contain_text("missing bearer token")
-        assert page.locator("#cases li.case").count() == 0
+        assert page.locator("#cases li.case").count() == 0 and page.locator("#likely-diagnoses li").count() == 0
+        expect(page.locator("#likely")).to_be_hidden()
         page.fill("#token", TOKEN)
         page.click("#cases-button")
         # (the first request loads the ICD-10-CM names: allow it time on a loaded machine)
@@ -242,6 +245,9 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         assert page.locator("#cases-status.error").count() == 0, page.inner_text("#cases-status")
         expect(page.locator("#cases li.case")).to_have_count(5)
         assert "5 similar cases" in page.inner_text("#cases-status") and "(bm25)" in page.inner_text("#cases-status")
+        expect(page.locator("#likely")).to_be_visible()
+        assert page.locator("#likely-diagnoses li").evaluate_all("els => els.map(e => e.dataset.code)") == \
+            [d["code"] for d in likely]
         shown = page.locator("#cases li.case")
         assert [shown.nth(i).get_attribute("data-doc-id") for i in range(5)] == [c["doc_id"] for c in expected]
         for i, case in enumerate(expected):

@@ -115,6 +115,39 @@ def test_similar_finds_the_case_itself_with_its_named_codes(case_index):
         finder.similar(query, retriever="dense")
 
 
+def test_likely_diagnoses_vote_and_match_names(case_index, tmp_path):
+    """The likely diagnoses of a described patient: the codes of the most similar labelled cases, voted, fused
+    with the codes whose names match; only codes the index's labelled cases carry; none without labelled cases."""
+    import capr
+    from capr.cases.diagnose import DIAGNOSIS_WEIGHTS, fuse_diagnoses
+    from capr.cases.similar import CaseFinder
+    from capr.cases.similar_eval import fuse_rankings, vote
+
+    finder = CaseFinder(case_index)
+    doc, query = _query_case(case_index)
+    res = finder.similar(query, k=3, diagnoses=8)
+    likely = res.diagnoses
+    assert [d.rank for d in likely] == list(range(1, 9)) and len({d.code for d in likely}) == 8
+    space = set(finder.name_matcher().codes)
+    assert all(d.code in space and d.name == code_name(d.code) for d in likely)
+    # the case itself is the most similar and carries its codes: its first code is the likeliest
+    assert likely[0].code in doc.metadata["diagnoses"] and likely[0].cases >= 1
+    assert sum(d.code in doc.metadata["diagnoses"] for d in likely[:5]) >= 2
+    # the same ranking, rebuilt from its two parts
+    voters = [[d.code for d in c.diagnoses] for c in finder.similar(query, k=20, labelled_only=True, evidence=0).cases]
+    names = finder.name_matcher().ranked(query)
+    assert [d.code for d in likely] == fuse_rankings({"votes": vote(voters), "names": names}, DIAGNOSIS_WEIGHTS)[:8]
+    assert [c for c, _ in fuse_diagnoses(vote(voters), names)][:8] == [d.code for d in likely]
+    # a description that only names a diagnosis gets it through its name, with the shared words
+    named = next(c for c in sorted(space) if len(code_name(c).split()) >= 2 and "," not in code_name(c))
+    by_name = finder.similar(code_name(named), k=1, diagnoses=50).diagnoses
+    hit = next(d for d in by_name if d.code == named)
+    assert hit.name_words and hit.rank <= 10
+    assert finder.similar(query, k=1, diagnoses=0).diagnoses == []
+    e3c_only = capr.build_index(read_documents(_slice(need_data(*E3C), tmp_path / "e3c.jsonl.gz", 30)), tmp_path / "e3c")
+    assert CaseFinder(e3c_only).similar(query, k=2).diagnoses == []
+
+
 def test_cli_similar(case_index):
     doc, query = _query_case(case_index)
     proc = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "3", "--json")
@@ -123,6 +156,10 @@ def test_cli_similar(case_index):
     assert data["cases"][0]["diagnoses"][0]["code"] == doc.metadata["diagnoses"][0]
     text = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "1").stdout
     assert doc.doc_id in text and "diagnoses:" in text
+    assert "likely diagnoses" in text and f"1. {data['diagnoses'][0]['code']}" in text
+    assert [d["rank"] for d in data["diagnoses"]] == list(range(1, 11))
+    assert "likely diagnoses" not in capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "1",
+                                              "--diagnoses", "0").stdout
     bad = capr_cli("cases", "similar", " ", "--index", str(case_index.root), check=False)
     assert bad.returncode == 2 and "empty patient description" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -139,6 +176,11 @@ def test_service_similar(case_index):
     data = r.json()
     assert [c["rank"] for c in data["cases"]] == [1, 2] and data["cases"][0]["doc_id"] == doc.doc_id
     assert data["cases"][0]["diagnoses"][0]["kind"] == "label" and data["cases"][0]["document_url"]
+    from capr.cases.similar import CaseFinder
+
+    library = CaseFinder(case_index).similar(query, k=2, diagnoses=4).diagnoses
+    r4 = client.post("/cases/similar", json={"description": query, "k": 2, "diagnoses": 4}).json()
+    assert r4["diagnoses"] == [d.to_dict() for d in library] and len(library) == 4
     assert client.post("/cases/similar", json={"description": " "}).status_code == 422
     assert client.post("/cases/similar", json={"description": query, "k": 0}).status_code == 422
     assert client.post("/cases/similar", json={"description": query, "retriever": "dense"}).status_code == 400
@@ -198,7 +240,8 @@ def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["steps"] == 3 and summary["stopped"] == "max_steps" and summary["device"] == "cpu"
     assert summary["source"]["codes"] == 16 and summary["source"]["mentions"] >= 4  # dev cases unread
-    assert "pairs" in proc.stderr and "training diagnosis encoder" in proc.stderr  # the count and the progress bar
+    # the count; no progress bar frames in a pipe (live only on a terminal)
+    assert "pairs" in proc.stderr and "training diagnosis encoder" not in proc.stderr
     card = json.loads((out / "capr.json").read_text())
     assert card["kind"] == "diagnosis-encoder" and card["steps"] == 3 and card["args"]["time_budget_min"] == 5
     vecs = Encoder(EncoderConfig(model=str(out), max_length=64)).encode_passages(["fever", "kidney stone"])

@@ -9,7 +9,10 @@ textbook sections or question-answer pages; any other index treats every documen
 Diagnoses: the ICD-10-CM codes a case is labelled with (``metadata["diagnoses"]``, CodiEsp), named in English
 (`simple-icd-10-cm`); an unlabelled case gets the ICD-10-CM names its text mentions instead (`capr.cases.icd10`).
 Evidence: each case sentence is matched with the description sentence it shares the most rare words with
-(idf-weighted overlap of analysed terms) and the best few are kept, each with the words they share."""
+(idf-weighted overlap of analysed terms) and the best few are kept, each with the words they share.
+
+Likely diagnoses: the codes of the most similar labelled cases, voted and fused with the codes whose names match
+the description (capr.cases.diagnose)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from capr.cases.icd10 import Diagnosis, diagnoses_of
+from capr.cases.diagnose import VOTE_K, LikelyDiagnosis, NameMatcher, fuse_diagnoses
+from capr.cases.icd10 import Diagnosis, code_name, diagnoses_of
+from capr.cases.similar_eval import vote
 from capr.errors import QueryError
 from capr.retrieve.highlight import term_spans
 from capr.store.embedded import EmbeddedStore
@@ -76,9 +81,11 @@ class SimilarCases:
     retriever: str
     cases: list[SimilarCase]
     notices: list[str] = field(default_factory=list)
+    diagnoses: list[LikelyDiagnosis] = field(default_factory=list)  # likely diagnoses of the described patient
 
     def to_dict(self) -> dict[str, Any]:
-        return {"retriever": self.retriever, "notices": self.notices, "cases": [c.to_dict() for c in self.cases]}
+        return {"retriever": self.retriever, "notices": self.notices,
+                "diagnoses": [d.to_dict() for d in self.diagnoses], "cases": [c.to_dict() for c in self.cases]}
 
 
 def split_sentences(text: str) -> list[str]:
@@ -96,6 +103,7 @@ class CaseFinder:
         self._doc_names: list[tuple[int, int]] = []
         self._key_of: dict[str, int] = {}
         self._mask: np.ndarray | None = None
+        self._names: NameMatcher | None = None
         self.notices: list[str] = []
 
     # -- structure ----------------------------------------------------------------------------
@@ -133,6 +141,32 @@ class CaseFinder:
                                         "counts as a case")
             self._mask = mask
         return self._mask
+
+    def name_matcher(self) -> NameMatcher:
+        """Names of the codes the index's labelled cases carry (the label space; read once)."""
+        if self._names is None:
+            keys = np.unique(self.doc_keys()[self.patient_mask()]) if len(self.index) else np.zeros(0, dtype=np.int64)
+            codes: set[str] = set()
+            for key in keys.tolist():
+                dx = self.index.document(self.doc_id(key)).metadata.get("diagnoses")
+                if isinstance(dx, list):
+                    codes.update(str(c).upper() for c in dx)
+            self._names = NameMatcher(self.index, sorted(codes))
+        return self._names
+
+    def likely_diagnoses(self, description: str, voters: Sequence[Sequence[str]], n: int = 10) -> list[LikelyDiagnosis]:
+        """The ``n`` likeliest codes: the votes of ``voters`` (the codes of the most similar labelled cases, best
+        first) fused with the codes whose names match the description (capr.cases.diagnose)."""
+        names = self.name_matcher()
+        if not names.codes or n < 1:
+            return []
+        voters = [[str(c).upper() for c in codes] for codes in voters[:VOTE_K]]
+        fused = fuse_diagnoses(vote(voters), names.ranked(description))
+        out = []
+        for code, score in fused[:n]:
+            out.append(LikelyDiagnosis(code, code_name(code), len(out) + 1, score, sum(code in v for v in voters),
+                                       names.shared_words(code, description)))
+        return out
 
     # -- scores -------------------------------------------------------------------------------
     def _doc_best(self, rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,9 +235,10 @@ class CaseFinder:
 
     # -- the search ---------------------------------------------------------------------------
     def similar(self, description: str, k: int = 10, retriever: str = "auto", exclude_docs: Iterable[str] = (),
-                evidence: int = 2, labelled_only: bool = False) -> SimilarCases:
+                evidence: int = 2, labelled_only: bool = False, diagnoses: int = 10) -> SimilarCases:
         """The ``k`` cases most similar to ``description``. ``retriever``: auto (hybrid when the index has vectors,
-        else bm25), bm25, dense or hybrid. ``labelled_only``: only cases that carry diagnosis codes."""
+        else bm25), bm25, dense or hybrid. ``labelled_only``: only cases that carry diagnosis codes.
+        ``diagnoses``: how many likely diagnoses to rank (0: none; an index without labelled cases has none)."""
         if not isinstance(description, str) or not description.strip():
             raise QueryError("empty patient description: give the case as text or a file")
         if retriever not in RETRIEVERS:
@@ -220,24 +255,30 @@ class CaseFinder:
             return SimilarCases(description, retriever, [], ["the index is empty"])
         keys, scores = self.document_scores(description, retriever, set(exclude_docs))
         cases: list[SimilarCase] = []
+        voters: list[list[str]] = []  # the codes of the most similar labelled cases, best first
+        want_voters = VOTE_K if diagnoses > 0 and self.name_matcher().codes else 0
         for key, score in zip(keys.tolist(), scores.tolist()):
+            if len(cases) >= k and len(voters) >= want_voters:
+                break
             doc = index.document(self.doc_id(key))
             labelled, dx = diagnoses_of(doc.metadata, doc.text)
-            if labelled_only and not labelled:
+            if labelled and len(voters) < want_voters:
+                voters.append([d.code for d in dx if d.code])
+            if len(cases) >= k or (labelled_only and not labelled):
                 continue
             cases.append(SimilarCase(doc.doc_id, len(cases) + 1, score, str(doc.metadata.get("source") or ""),
                                      labelled, dx, self.evidence(description, doc.text, evidence) if evidence else [],
                                      doc.text))
-            if len(cases) >= k:
-                break
-        return SimilarCases(description, retriever, cases, list(self.notices))
+        likely = self.likely_diagnoses(description, voters, diagnoses) if want_voters else []
+        return SimilarCases(description, retriever, cases, list(self.notices), likely)
 
 
 def similar_cases(index: "Index", description: str, k: int = 10, retriever: str = "auto",
-                  sources: Sequence[str] | None = None, labelled_only: bool = False) -> SimilarCases:
+                  sources: Sequence[str] | None = None, labelled_only: bool = False, diagnoses: int = 10) -> SimilarCases:
     """One-shot convenience over :class:`CaseFinder`."""
-    return CaseFinder(index, sources).similar(description, k=k, retriever=retriever, labelled_only=labelled_only)
+    return CaseFinder(index, sources).similar(description, k=k, retriever=retriever, labelled_only=labelled_only,
+                                              diagnoses=diagnoses)
 
 
-__all__ = ["CaseFinder", "Evidence", "PATIENT_SOURCES", "SimilarCase", "SimilarCases", "similar_cases",
+__all__ = ["CaseFinder", "Evidence", "LikelyDiagnosis", "PATIENT_SOURCES", "SimilarCase", "SimilarCases", "similar_cases",
            "split_sentences"]

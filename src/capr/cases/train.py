@@ -141,7 +141,7 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
                 log: Log | None = None, source: str = "") -> TrainReport:
     """Adapt a sentence encoder to a corpus with TSDAE (Wang et al. 2021): encode a noisy sentence, decode the
     original from the embedding with a tied decoder (sentence-transformers' DenoisingAutoEncoderLoss)."""
-    from capr.models.loading import local_path, quiet_transformers, resolve_model
+    from capr.models.loading import local_path, quiet_transformers, resolve_model, st_features
     from capr.train.loop import LoopArgs, TrainingLoop
 
     args = args or TsdaeArgs()
@@ -165,7 +165,7 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
     def step() -> Any:
         batch = [sentences[i] for i in next(batches)]
         noisy = [delete_noise(s, args.del_ratio, rng) for s in batch]
-        feats = [model.tokenize(noisy), model.tokenize(batch)]
+        feats = [st_features(model, noisy), st_features(model, batch)]
         feats = [{k: (v.to(device) if hasattr(v, "to") else v) for k, v in f.items()} for f in feats]
         return loss_fn(feats, None)
 

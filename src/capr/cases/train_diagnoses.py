@@ -74,7 +74,7 @@ def train_diagnosis_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Pat
                             progress: bool = True, source: dict[str, Any] | None = None) -> Any:
     """Fine-tunes ``args.base_model`` on the pairs (see the module docstring); returns the loop's TrainResult."""
     from capr.cases.train import cycle_batches
-    from capr.models.loading import local_path, quiet_transformers, resolve_model
+    from capr.models.loading import local_path, quiet_transformers, resolve_model, st_features
     from capr.train.loop import LoopArgs, TrainingLoop
 
     args = args or DiagnosisArgs()
@@ -94,7 +94,7 @@ def train_diagnosis_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Pat
     batches = cycle_batches(len(pairs), args.batch_size, random.Random(args.seed))
 
     def embed(texts: list[str]) -> "torch.Tensor":
-        feats = model.tokenize(texts)
+        feats = st_features(model, texts)
         feats = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in feats.items()}
         return torch.nn.functional.normalize(model(feats)["sentence_embedding"], dim=-1)
 

@@ -87,7 +87,7 @@ def adapt_cmd(
                                  split=split, keep=keep, seed=seed, skip_bad=skip_bad, second_stage=second_stage,
                                  max_steps=max_steps)
         with _progress() as progress:
-            report = adapt(config, log=lambda m: err.print(escape(m)), progress=True,
+            report = adapt(config, log=lambda m: err.print(escape(m)), progress=err.is_terminal,
                            index_progress=_WriteProgress(progress, "indexing with the kept model"))
         if as_json:
             print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))

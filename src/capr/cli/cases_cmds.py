@@ -140,22 +140,33 @@ def similar_cmd(
                                       "patient descriptions: codiesp, e3c, mtsamples)."),
     labelled: bool = typer.Option(False, "--labelled", help="Only cases that carry diagnosis codes."),
     evidence: int = typer.Option(2, "--evidence", help="Sentences per case that make it similar."),
+    diagnoses: int = typer.Option(10, "--diagnoses", help="Likely diagnoses to list (0: none): the codes of the most "
+                                  "similar labelled cases, voted, fused with the codes whose names match."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Patients like this one: the most similar cases, their diagnoses (ICD-10-CM codes and names where labelled,
-    the ICD-10-CM names the text mentions otherwise) and the sentences that make them similar."""
+    the ICD-10-CM names the text mentions otherwise) and the sentences that make them similar; first, the likely
+    diagnoses of the described patient (where the index has labelled cases)."""
 
     def body() -> None:
         from capr.cases.similar import CaseFinder
 
         finder = CaseFinder(Index.load(index_dir), tuple(sources) or None)
+        if diagnoses < 0:
+            _fail(f"--diagnoses must be 0 or more, got {diagnoses}")
         res = finder.similar(_read_description(description), k=k, retriever=retriever, evidence=evidence,
-                             labelled_only=labelled)
+                             labelled_only=labelled, diagnoses=diagnoses)
         if as_json:
             sys.stdout.write(json.dumps(res.to_dict(), ensure_ascii=False, indent=1) + "\n")
             return
         for note in res.notices:
             out.print(f"note: {escape(note)}")
+        if res.diagnoses:
+            out.print("[bold]likely diagnoses[/] (votes of the similar labelled cases + names matching the description):")
+            for d in res.diagnoses:
+                why = [f"{d.cases} of the similar cases"] if d.cases else []
+                why += [f"name shares: {', '.join(d.name_words[:5])}"] if d.name_words else []
+                out.print(f"  {d.rank}. {escape(d.code)} {escape(d.name)} [dim]({escape('; '.join(why))})[/]")
         if not res.cases:
             out.print("no similar case found")
         for c in res.cases:

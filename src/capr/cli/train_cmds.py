@@ -192,7 +192,7 @@ def train_cmd(
             pairs = as_labeled(question_pairs(question_pairs_dir))
             err.print(f"{len(pairs):,} question pairs from {escape(str(question_pairs_dir))}")
             records = (list(read_labels(labels)) if labels is not None else []) + pairs
-        result = train(records, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+        result = train(records, out_dir, args, progress=err.is_terminal, log=lambda m: err.print(escape(m)))
         _print_train_summary(f"{mk.value}-encoder", out_dir, result, as_json)
 
     _run_guarded(run)
@@ -222,7 +222,7 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
     args = CDVArgs(encoder=encoder, encoder_backend=parse_backend(encoder_backend).value, max_steps=max_steps,
                    time_budget_min=time_budget, batch_docs=batch_size or 16, lr=lr or 1e-3, eval_every=eval_every if eval_every != 50 else 100, patience=patience, seed=seed,
                    device=device)
-    result = train_cdv(labels, out_dir, args, progress=True, log=lambda m: err.print(escape(m)))
+    result = train_cdv(labels, out_dir, args, progress=err.is_terminal, log=lambda m: err.print(escape(m)))
     _print_train_summary("cdv", out_dir, result, as_json)
 
 
@@ -235,7 +235,7 @@ def _train_diagnoses(data_dir: Path, out_dir: Path, base_model: str, codes_only:
     args = DiagnosisArgs(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
                          batch_size=batch_size or defaults.batch_size, lr=lr or defaults.lr,
                          max_length=max_length or defaults.max_length, seed=seed, device=device)
-    result = train_diagnoses(data_dir, out_dir, args, codes_only=codes_only, progress=True,
+    result = train_diagnoses(data_dir, out_dir, args, codes_only=codes_only, progress=err.is_terminal,
                              log=lambda m: err.print(escape(m)))
     summary = {"out": str(out_dir), "steps": result.steps, "minutes": round(result.seconds / 60, 2),
                "stopped": result.stopped, "device": result.card.get("device"), "pairs": result.card.get("pairs"),

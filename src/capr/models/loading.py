@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 from capr.errors import CaprError
 
@@ -53,4 +53,10 @@ def pick_device(requested: str | None = None) -> "torch.device":
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-__all__ = ["MINILM_ALIASES", "local_path", "pick_device", "quiet_transformers", "resolve_model"]
+def st_features(st: Any, texts: Sequence[str]) -> dict[str, Any]:
+    """A SentenceTransformer's input features for ``texts`` (``preprocess`` where sentence-transformers has it:
+    ``tokenize`` warns there that it is deprecated)."""
+    return (getattr(st, "preprocess", None) or st.tokenize)(list(texts))
+
+
+__all__ = ["MINILM_ALIASES", "local_path", "pick_device", "quiet_transformers", "resolve_model", "st_features"]

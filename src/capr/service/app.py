@@ -487,7 +487,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
               tags=["cases"])
     def cases_similar(req: S.SimilarCasesRequest) -> S.SimilarCasesResponse:
         """Patients like this one: the most similar cases, the diagnoses they carry (ICD-10-CM codes and names
-        where labelled, ICD-10-CM names their text mentions otherwise) and the sentences that make them similar."""
+        where labelled, ICD-10-CM names their text mentions otherwise) and the sentences that make them similar;
+        above them, the likely diagnoses of the described patient."""
         from capr.cases.similar import CaseFinder
 
         t0 = time.perf_counter()
@@ -501,12 +502,13 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             finder = case_finders[id(store.index)] = CaseFinder(store.index)
         try:
             res = finder.similar(req.description, k=req.k, retriever=req.retriever, evidence=req.evidence,
-                                 labelled_only=req.labelled_only)
+                                 labelled_only=req.labelled_only, diagnoses=req.diagnoses)
         except QueryError as e:
             raise ApiError(400, str(e), "retriever") from None
         return S.SimilarCasesResponse(
             retriever=res.retriever, generation=store.generation_info()["generation"],
             took_ms=round((time.perf_counter() - t0) * 1e3, 2), notices=res.notices,
+            diagnoses=[S.LikelyDiagnosisOut(**d.to_dict()) for d in res.diagnoses],
             cases=[S.SimilarCaseOut(**c.to_dict(), document_url=_doc_url(c.doc_id)) for c in res.cases])
 
     # -- documents --------------------------------------------------------------------------

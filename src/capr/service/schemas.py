@@ -280,6 +280,7 @@ class SimilarCasesRequest(_Strict):
         "auto", description="auto: hybrid when the index has vectors, else bm25.")
     labelled_only: StrictBool = Field(False, description="Only cases that carry diagnosis codes.")
     evidence: Count = Field(2, ge=0, le=10, description="Sentences per case that make it similar.")
+    diagnoses: Count = Field(10, ge=0, le=50, description="Likely diagnoses to rank (0: none).")
 
     @model_validator(mode="after")
     def _not_blank(self) -> "SimilarCasesRequest":
@@ -317,11 +318,23 @@ class SimilarCaseOut(BaseModel):
     document_url: str
 
 
+class LikelyDiagnosisOut(BaseModel):
+    code: str = Field(description="ICD-10-CM code.")
+    name: str = Field(description="English ICD-10-CM name (empty when the code is not in ICD-10-CM).")
+    rank: int
+    score: float = Field(description="Fused reciprocal-rank score of the similar cases' votes and the name's match.")
+    cases: int = Field(description="How many of the 20 most similar labelled cases carry the code.")
+    name_words: list[str] = Field(description="The analysed words the code's name shares with the description.")
+
+
 class SimilarCasesResponse(BaseModel):
     retriever: str
     generation: str
     took_ms: float
     notices: list[str]
+    diagnoses: list[LikelyDiagnosisOut] = Field(description="Likely diagnoses of the described patient: the codes of "
+                                                "the most similar labelled cases, voted, fused with the codes whose "
+                                                "names match the description; empty without labelled cases.")
     cases: list[SimilarCaseOut]
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from capr.models.loading import local_path, quiet_transformers, resolve_model
+from capr.models.loading import local_path, quiet_transformers, resolve_model, st_features
 from capr.models.poly import PolyEncoder
 from capr.train.args import ModelKind, TrainArgs
 from capr.labels.generate import LabeledPassage
@@ -55,7 +55,7 @@ class BiEncoderModel(nn.Module):
             self.qmark = self.pmark = ""
 
     def _embed(self, st, texts: Sequence[str]) -> torch.Tensor:
-        features = st.tokenize(list(texts))
+        features = st_features(st, texts)
         features = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in features.items()}
         return F.normalize(st(features)["sentence_embedding"], dim=-1)
 

@@ -290,6 +290,16 @@ function renderCase(c) {
       ...(c.evidence.length ? [el("h4", { text: "Why it is similar" }), evidence] : [])));
 }
 
+function renderLikely(d) {
+  const why = [];
+  if (d.cases) why.push(`${d.cases} of the similar cases`);
+  if (d.name_words.length) why.push(`name shares: ${d.name_words.slice(0, 5).join(", ")}`);
+  return el("li", { class: "diagnosis likely", "data-code": d.code },
+    el("span", { class: "code", text: d.code }), " ",
+    el("span", { class: "name", text: d.name || "(no ICD-10-CM name)" }),
+    el("span", { class: "muted", text: ` (${why.join("; ")})` }));
+}
+
 const setCasesStatus = (text, isError = false) => setStatus(text, isError, "cases-status");
 
 async function findCases(ev) {
@@ -306,6 +316,8 @@ async function findCases(ev) {
   $("cases-button").disabled = true;
   try {
     const data = await api("/cases/similar", { method: "POST", body: JSON.stringify(body) });
+    $("likely-diagnoses").replaceChildren(...data.diagnoses.map(renderLikely));
+    $("likely").hidden = !data.diagnoses.length;
     $("cases").replaceChildren(...data.cases.map(renderCase));
     const notes = data.notices.length ? " — " + data.notices.join("; ") : "";
     setCasesStatus((data.cases.length
@@ -313,6 +325,8 @@ async function findCases(ev) {
       : "No similar case found.") + notes);
   } catch (e) {
     $("cases").replaceChildren();
+    $("likely-diagnoses").replaceChildren();
+    $("likely").hidden = true;
     setCasesStatus(e.message, true);
   } finally {
     $("cases-button").disabled = false;

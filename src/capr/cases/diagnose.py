@@ -1,0 +1,93 @@
+"""The diagnoses a described patient likely has, ranked: what `capr cases similar` lists above the similar cases.
+
+Two rankings of ICD-10-CM codes, fused by weighted reciprocal rank (capr.cases.similar_eval.fuse_rankings, k 60):
+
+- **votes**: the codes of the most similar *labelled* cases, each of the first ``VOTE_K`` (20) voting 1/rank for
+  each of its codes (capr.cases.similar_eval.vote);
+- **names**: the codes whose ICD-10-CM names best match the description — BM25 of each name's analysed words
+  against the description's, with the index's analyzer and idf (names are short: b 0.75 over the names' mean
+  length, k1 1.2). Only names sharing a word with the description are ranked.
+
+The codes ranked are those the index's labelled cases carry (the label space a similar-case vote can reach), so an
+index without labelled cases gets no ranking. Weights (``DIAGNOSIS_WEIGHTS``): votes 1, names 1, chosen on a fifth
+of CodiEsp *train* as queries over the other four fifths (experiments.cases_similar_dev --tune; docs/RESULTS.md,
+"Fusion weights, chosen on CodiEsp TRAIN"). The grid's best also gave MiniLM-ranked names a weight of 0.25 (+0.1 MAP
+on that split); it is left out so that ranking needs no encoder at query time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from capr.cases.icd10 import code_name
+from capr.cases.similar_eval import VOTE_K
+
+if TYPE_CHECKING:
+    from capr.index.index import Index
+
+DIAGNOSIS_WEIGHTS = {"votes": 1.0, "names": 1.0}
+RRF_K = 60
+_K1, _B = 1.2, 0.75
+
+
+@dataclass(slots=True)
+class LikelyDiagnosis:
+    code: str
+    name: str
+    rank: int
+    score: float  # fused reciprocal-rank score
+    cases: int  # how many of the voting cases carry the code
+    name_words: list[str] = field(default_factory=list)  # analysed words its name shares with the description
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "name": self.name, "rank": self.rank, "score": round(self.score, 6),
+                "cases": self.cases, "name_words": self.name_words}
+
+
+class NameMatcher:
+    """BM25 of ICD-10-CM names (one per code) against a description, with an index's analyzer and idf."""
+
+    def __init__(self, index: "Index", codes: Sequence[str]) -> None:
+        self.codes = list(codes)
+        self.analyze = index.analyzer
+        self.terms = [self.analyze(code_name(c) or c) for c in self.codes]
+        self.idf = index.term_idf(sorted({t for ts in self.terms for t in ts})) if self.codes else {}
+        self.lengths = np.array([len(ts) for ts in self.terms], dtype=np.float64)
+        self.mean_length = float(self.lengths.mean()) if len(self.lengths) else 1.0
+
+    def scores(self, description: str) -> np.ndarray:
+        q = set(self.analyze(description))
+        s = np.zeros(len(self.codes))
+        for j, ts in enumerate(self.terms):
+            for t in set(ts) & q:
+                tf = ts.count(t)
+                norm = _K1 * (1 - _B + _B * self.lengths[j] / self.mean_length)
+                s[j] += float(self.idf.get(t, 0.0)) * tf * (_K1 + 1) / (tf + norm)
+        return s
+
+    def ranked(self, description: str) -> list[str]:
+        """Codes whose names share a word with the description, best first (ties: label-space order)."""
+        s = self.scores(description)
+        return [self.codes[j] for j in np.lexsort((np.arange(len(s)), -s)) if s[j] > 0]
+
+    def shared_words(self, code: str, description: str) -> list[str]:
+        j = self.codes.index(code)
+        return sorted(set(self.terms[j]) & set(self.analyze(description)),
+                      key=lambda t: -float(self.idf.get(t, 0.0)))
+
+
+def fuse_diagnoses(votes: Sequence[str], names: Sequence[str],
+                   weights: dict[str, float] | None = None) -> list[tuple[str, float]]:
+    """(code, fused score), best first: the votes' ranking and the names' ranking by weighted reciprocal rank."""
+    weights = DIAGNOSIS_WEIGHTS if weights is None else weights
+    fused: dict[str, float] = {}
+    for name, ranked in (("votes", votes), ("names", names)):
+        w = weights.get(name, 0.0)
+        for r, c in enumerate(ranked, 1):
+            fused[c] = fused.get(c, 0.0) + w / (RRF_K + r)
+    return sorted(fused.items(), key=lambda kv: -kv[1])  # stable: ties keep the order first seen
+
+
+__all__ = ["DIAGNOSIS_WEIGHTS", "LikelyDiagnosis", "NameMatcher", "VOTE_K", "fuse_diagnoses"]
