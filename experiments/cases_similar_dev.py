@@ -44,6 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from capr.cases.data import CODIESP_FILE
+from capr.cases.diagnose import NameMatcher
 from capr.cases.icd10 import code_name
 from capr.cases.similar import RRF_K, RRF_WEIGHTS, CaseFinder
 from capr.cases.similar_eval import VOTE_K, QueryScores, fuse_rankings, rrf, score_case_ranking, score_code_ranking
@@ -102,17 +103,11 @@ class Measure:
         self.say("bm25 done")
 
     def _names_bm25(self, text: str) -> list[str]:
-        if not hasattr(self, "_name_terms"):
-            self._name_terms = [self.index.analyzer(n) for n in self.names]
-            self._idf = self.index.term_idf(sorted({t for ts in self._name_terms for t in ts}))
-            self._lengths = np.array([len(ts) for ts in self._name_terms], dtype=np.float64)
-        q = set(self.index.analyzer(text))
-        s = np.zeros(len(self.names))
-        avg = self._lengths.mean()
-        for j, ts in enumerate(self._name_terms):
-            for t in set(ts) & q:
-                tf = ts.count(t)
-                s[j] += float(self._idf.get(t, 0.0)) * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self._lengths[j] / avg))
+        """Every code of the label space by the BM25 of its name (capr.cases.diagnose.NameMatcher); codes whose
+        names share no word with the case follow in label-space order."""
+        if not hasattr(self, "_matcher"):
+            self._matcher = NameMatcher(self.index, self.label_space)
+        s = self._matcher.scores(text)
         return [self.label_space[j] for j in np.lexsort((np.arange(len(s)), -s))]
 
     def dense(self, name: str, model: str) -> None:
