@@ -104,6 +104,7 @@ class CaseFinder:
         self._key_of: dict[str, int] = {}
         self._mask: np.ndarray | None = None
         self._names: NameMatcher | None = None
+        self._codes_of: dict[int, list[str]] = {}  # document key → its codes, for every labelled case
         self.notices: list[str] = []
 
     # -- structure ----------------------------------------------------------------------------
@@ -146,12 +147,11 @@ class CaseFinder:
         """Names of the codes the index's labelled cases carry (the label space; read once)."""
         if self._names is None:
             keys = np.unique(self.doc_keys()[self.patient_mask()]) if len(self.index) else np.zeros(0, dtype=np.int64)
-            codes: set[str] = set()
             for key in keys.tolist():
                 dx = self.index.document(self.doc_id(key)).metadata.get("diagnoses")
-                if isinstance(dx, list):
-                    codes.update(str(c).upper() for c in dx)
-            self._names = NameMatcher(self.index, sorted(codes))
+                if isinstance(dx, list) and dx:
+                    self._codes_of[key] = [str(c).upper() for c in dx]
+            self._names = NameMatcher(self.index, sorted({c for codes in self._codes_of.values() for c in codes}))
         return self._names
 
     def likely_diagnoses(self, description: str, voters: Sequence[Sequence[str]], n: int = 10) -> list[LikelyDiagnosis]:
@@ -255,21 +255,21 @@ class CaseFinder:
             return SimilarCases(description, retriever, [], ["the index is empty"])
         keys, scores = self.document_scores(description, retriever, set(exclude_docs))
         cases: list[SimilarCase] = []
-        voters: list[list[str]] = []  # the codes of the most similar labelled cases, best first
-        want_voters = VOTE_K if diagnoses > 0 and self.name_matcher().codes else 0
         for key, score in zip(keys.tolist(), scores.tolist()):
-            if len(cases) >= k and len(voters) >= want_voters:
-                break
             doc = index.document(self.doc_id(key))
             labelled, dx = diagnoses_of(doc.metadata, doc.text)
-            if labelled and len(voters) < want_voters:
-                voters.append([d.code for d in dx if d.code])
-            if len(cases) >= k or (labelled_only and not labelled):
+            if labelled_only and not labelled:
                 continue
             cases.append(SimilarCase(doc.doc_id, len(cases) + 1, score, str(doc.metadata.get("source") or ""),
                                      labelled, dx, self.evidence(description, doc.text, evidence) if evidence else [],
                                      doc.text))
-        likely = self.likely_diagnoses(description, voters, diagnoses) if want_voters else []
+            if len(cases) >= k:
+                break
+        likely = []
+        if diagnoses > 0 and self.name_matcher().codes:
+            # the codes of the most similar labelled cases, best first (read from the label space, not per document)
+            voters = [self._codes_of[key] for key in keys.tolist() if key in self._codes_of][:VOTE_K]
+            likely = self.likely_diagnoses(description, voters, diagnoses)
         return SimilarCases(description, retriever, cases, list(self.notices), likely)
 
 
