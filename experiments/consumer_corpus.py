@@ -5,6 +5,9 @@ health articles. The files are copied byte for byte from ../shared/data/medquad/
 documents are never among them.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m experiments.consumer_corpus --out /work/cache-adapt/consumer-articles
+
+``--untitled``: the documents of consumer-dev instead (each answer alone, no title, no heading), as one JSONL file
+(``{"doc_id", "text"}`` per line) — a corpus of untitled notes.
 """
 from __future__ import annotations
 
@@ -24,7 +27,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--untitled", action="store_true", help="consumer-dev's untitled answers, as a JSONL file")
     args = ap.parse_args()
+    if args.untitled:
+        import json
+
+        with tempfile.TemporaryDirectory() as tmp:
+            data = load_consumer_dev(args.data_dir, Path(tmp) / "idx")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            for d in data.extra["documents"]:
+                fh.write(json.dumps({"doc_id": d.doc_id, "text": d.text}, ensure_ascii=False) + "\n")
+        print(f"{len(data.extra['documents'])} untitled documents written to {args.out}")
+        return
     with tempfile.TemporaryDirectory() as tmp:  # lexical index only: the documents are what is wanted
         data = load_consumer_dev(args.data_dir, Path(tmp) / "idx", sections=True)
     wanted = {d.doc_id for d in data.extra["documents"]}
