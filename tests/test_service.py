@@ -544,14 +544,25 @@ def test_serve_cli_killed_after_a_write_loses_nothing(index_dir):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    import threading
+
     proc = start(port)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
         url = f"http://127.0.0.1:{port}"
         r = httpx.post(f"{url}/documents", json={"doc_id": "durable_1", "text": f"PLAN: {SECRET}."}, headers=AUTH)
         assert r.status_code == 201
+        # the access line is written after the response is sent: kill only once it is out (else the test races it)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any("POST /documents 201" in line for line in lines):
+            time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGKILL)
-        out = proc.communicate(timeout=10)[0]
+        proc.wait(timeout=10)
+        reader.join(timeout=10)
+    out = "".join(lines)
     assert "POST /documents 201" in out and SECRET not in out and TOKEN not in out
     proc = start(port)
     try:
