@@ -57,6 +57,19 @@ def test_gate_keeps_the_best_candidate_that_is_no_worse_on_free_text():
     assert kept is start and "gains too little" in why
 
 
+def test_no_second_stage_without_a_free_text_check():
+    """A second stage gaining on held-out labels alone (a corpus too small for a free-text check) is not kept; with a
+    free-text check it is kept only if no deciding check loses more than the margin."""
+    from capr.adapt.pipeline import second_stage_verdict
+
+    keep, why = second_stage_verdict({"held-out labels": 10.0}, False, 1.0, 1.0)
+    assert not keep and "no free-text check" in why
+    assert second_stage_verdict({"held-out labels": 10.0, "inverse cloze": -0.5}, True, 1.0, 1.0)[0]
+    keep, why = second_stage_verdict({"held-out labels": 10.0, "inverse cloze": -1.5}, True, 1.0, 1.0)
+    assert not keep and "worse than the first stage alone on inverse cloze" in why
+    assert not second_stage_verdict({"held-out labels": 0.5, "inverse cloze": 0.2}, True, 1.0, 1.0)[0]
+
+
 def test_gate_non_inferiority_margin():
     start = _cand("start", 0.0, 60, 80)
     close = _cand("close", 1.0, 90, 79.2)  # 0.8 below on free text: within a 1-point margin, not at or above
@@ -182,7 +195,8 @@ def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
     for name, row in second["table"].items():  # "without" is the kept first stage the gate scored
         assert abs(row["without"] - kept_scores[name][row["primary"]]) < 0.01, name
     gains = [row["with"] - row["without"] for name, row in second["table"].items() if by_name[name]["side"] != REPORTED]
-    assert second["kept"] == (max(gains) >= 1.0 - 1e-9 and min(gains) >= -1.0 - 1e-9), (second, gains)
+    free_checked = any(by_name[name]["side"] == FREE_TEXT for name in second["table"])
+    assert second["kept"] == (free_checked and max(gains) >= 1.0 - 1e-9 and min(gains) >= -1.0 - 1e-9), (second, gains)
     if second["kept"]:  # recorded in the index, naming a copy of the trained model: search uses it without flags
         assert dense["reranker"]["spec"] == second["spec"]
         assert second["spec"].endswith(str((tmp_path / "idx.adapt" / "second-stage").resolve()))

@@ -362,16 +362,25 @@ def choose_second_stage(kept: Candidate, trained: Candidate, start_model: str, c
         paired[check.name] = round(paired_randomisation_p(with_it[check.primary], without[check.primary]), 4)
         if check.side in (SELF, FREE_TEXT):
             gains[check.name] = b - a
+    keep, why = second_stage_verdict(gains, any(c.side == FREE_TEXT for c in checks), min_gain, margin)
+    return {"kept": keep, "spec": spec, "depth": depth, "reason": why, "table": table, "paired": paired}
+
+
+def second_stage_verdict(gains: dict[str, float], free_text_checked: bool, min_gain: float,
+                         margin: float) -> tuple[bool, str]:
+    """(keep, why) for the ensemble second stage, from its gain over the first stage alone on each deciding check:
+    as for the first stage, nothing is kept that no free-text check has seen — "no worse on free text" needs one."""
     worse = [f"{n} {g:+.2f}" for n, g in gains.items() if g < -margin - 1e-9]
     best = max(gains.items(), key=lambda t: t[1]) if gains else ("", 0.0)
+    if not free_text_checked:
+        return False, ("no free-text check could be built from the corpus (too few held-out passages; "
+                       "--free-text-dev adds one): the second stage is not kept")
     if worse:
-        keep, why = False, f"worse than the first stage alone on {', '.join(worse)}"
-    elif best[1] < min_gain:
-        keep, why = False, f"gains less than {min_gain:g} point(s) on every check (best: {best[0]} {best[1]:+.2f})"
-    else:
-        keep, why = True, (f"gains {best[1]:+.2f} on {best[0]} and is within {margin:g} point(s) of the first stage "
-                           "alone on every check")
-    return {"kept": keep, "spec": spec, "depth": depth, "reason": why, "table": table, "paired": paired}
+        return False, f"worse than the first stage alone on {', '.join(worse)}"
+    if best[1] < min_gain:
+        return False, f"gains less than {min_gain:g} point(s) on every check (best: {best[0]} {best[1]:+.2f})"
+    return True, (f"gains {best[1]:+.2f} on {best[0]} and is within {margin:g} point(s) of the first stage alone on "
+                  "every check")
 
 
 def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True,
