@@ -373,8 +373,7 @@ def second_stage_verdict(gains: dict[str, float], free_text_checked: bool, min_g
     worse = [f"{n} {g:+.2f}" for n, g in gains.items() if g < -margin - 1e-9]
     best = max(gains.items(), key=lambda t: t[1]) if gains else ("", 0.0)
     if not free_text_checked:
-        return False, ("no free-text check could be built from the corpus (too few held-out passages; "
-                       "--free-text-dev adds one): the second stage is not kept")
+        return False, "no free-text check could be built from the corpus (too few held-out passages; --free-text-dev adds one)"
     if worse:
         return False, f"worse than the first stage alone on {', '.join(worse)}"
     if best[1] < min_gain:
