@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import REPO
+from bench.common import REPO, percentile
 
 
 def descriptions(data_dir: Path, n: int) -> list[str]:
@@ -46,11 +46,6 @@ def cold(index: Path, text: str, diagnoses: int) -> tuple[float, float]:
         raise SystemExit(proc.stderr[-2000:])
     rss = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
     return wall, rss
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def main() -> None:
@@ -88,7 +83,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for name, n in settings:
         print(f"| {name} | {statistics.median(walls[n]):.2f} | {rss[n]:.0f} | {1e3 * statistics.median(lat[n]):.0f} | "
-              f"{1e3 * pct(lat[n], 0.95):.0f} |")
+              f"{1e3 * percentile(lat[n], 95):.0f} |")
     print(f"\nwarm: {args.queries} descriptions, each with both settings; the first call (label space read, "
           f"{len(finder.name_matcher().codes):,} codes) took {first:.2f} s")
 

@@ -47,7 +47,7 @@ from capr.cases.data import CODIESP_FILE
 from capr.cases.diagnose import NameMatcher
 from capr.cases.icd10 import code_name
 from capr.cases.similar import RRF_K, RRF_WEIGHTS, CaseFinder
-from capr.cases.similar_eval import VOTE_K, QueryScores, fuse_rankings, rrf, score_case_ranking, score_code_ranking
+from capr.cases.similar_eval import QueryScores, fuse_rankings, rrf, score_case_ranking, score_code_ranking
 from capr.corpus import Format, read_documents
 from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.index import Index
@@ -150,7 +150,7 @@ class Measure:
         for run in [r for r in ranked if r.startswith("hybrid")]:
             res[f"{run}+likely"] = [
                 score_code_ranking(d.doc_id, d.metadata["diagnoses"],
-                                   [x.code for x in self.finder.likely_diagnoses(d.text, cases[:VOTE_K], 10**6)], cases)
+                                   [x.code for x in self.finder.likely_diagnoses(d.text, cases, 10**6)], cases)
                 for d, cases in zip(self.queries, ranked[run])]
         if fusion:
             for run in [r for r in ranked if r.startswith("hybrid")]:

@@ -135,7 +135,7 @@ def test_likely_diagnoses_vote_and_match_names(case_index, tmp_path):
     assert sum(d.code in doc.metadata["diagnoses"] for d in likely[:5]) >= 2
     # the same ranking, rebuilt from its two parts
     voters = [[d.code for d in c.diagnoses] for c in finder.similar(query, k=20, labelled_only=True, evidence=0).cases]
-    names = finder.name_matcher().ranked(query)
+    names = finder.name_matcher().ranked(set(case_index.analyzer(query)))
     assert [d.code for d in likely] == fuse_rankings({"votes": vote(voters), "names": names}, DIAGNOSIS_WEIGHTS)[:8]
     assert [c for c, _ in fuse_diagnoses(vote(voters), names)][:8] == [d.code for d in likely]
     # a description that only names a diagnosis gets it through its name, with the shared words

@@ -1,6 +1,6 @@
 """The diagnoses a described patient likely has, ranked: what `capr cases similar` lists above the similar cases.
 
-Two rankings of ICD-10-CM codes, fused by weighted reciprocal rank (capr.cases.similar_eval.fuse_rankings, k 60):
+Two rankings of ICD-10-CM codes, fused by weighted reciprocal rank (capr.cases.similar_eval.fuse_scored, k 60):
 
 - **votes**: the codes of the most similar *labelled* cases, each of the first ``VOTE_K`` (20) voting 1/rank for
   each of its codes (capr.cases.similar_eval.vote);
@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from capr.cases.icd10 import code_name
-from capr.cases.similar_eval import VOTE_K
+from capr.cases.similar_eval import VOTE_K, fuse_scored
 
 if TYPE_CHECKING:
     from capr.index.index import Index
 
 DIAGNOSIS_WEIGHTS = {"votes": 1.0, "names": 1.0}
-RRF_K = 60
 _K1, _B = 1.2, 0.75
 
 
@@ -54,40 +53,35 @@ class NameMatcher:
         self.analyze = index.analyzer
         self.terms = [self.analyze(code_name(c) or c) for c in self.codes]
         self.idf = index.term_idf(sorted({t for ts in self.terms for t in ts})) if self.codes else {}
-        self.lengths = np.array([len(ts) for ts in self.terms], dtype=np.float64)
-        self.mean_length = float(self.lengths.mean()) if len(self.lengths) else 1.0
+        lengths = np.array([len(ts) for ts in self.terms], dtype=np.float64)
+        mean_length = float(lengths.mean()) if len(lengths) else 1.0
+        self.norms = _K1 * (1 - _B + _B * lengths / mean_length)  # BM25's length normalisation, per name
+        self.position = {c: j for j, c in enumerate(self.codes)}
 
     def scores(self, description: str) -> np.ndarray:
-        q = set(self.analyze(description))
+        return self.term_scores(set(self.analyze(description)))
+
+    def term_scores(self, query_terms: set[str]) -> np.ndarray:
         s = np.zeros(len(self.codes))
         for j, ts in enumerate(self.terms):
-            for t in set(ts) & q:
+            for t in set(ts) & query_terms:
                 tf = ts.count(t)
-                norm = _K1 * (1 - _B + _B * self.lengths[j] / self.mean_length)
-                s[j] += float(self.idf.get(t, 0.0)) * tf * (_K1 + 1) / (tf + norm)
+                s[j] += float(self.idf.get(t, 0.0)) * tf * (_K1 + 1) / (tf + self.norms[j])
         return s
 
-    def ranked(self, description: str) -> list[str]:
-        """Codes whose names share a word with the description, best first (ties: label-space order)."""
-        s = self.scores(description)
+    def ranked(self, query_terms: set[str]) -> list[str]:
+        """Codes whose names share a word with the (analysed) description, best first (ties: label-space order)."""
+        s = self.term_scores(query_terms)
         return [self.codes[j] for j in np.lexsort((np.arange(len(s)), -s)) if s[j] > 0]
 
-    def shared_words(self, code: str, description: str) -> list[str]:
-        j = self.codes.index(code)
-        return sorted(set(self.terms[j]) & set(self.analyze(description)),
-                      key=lambda t: -float(self.idf.get(t, 0.0)))
+    def shared_words(self, code: str, query_terms: set[str]) -> list[str]:
+        return sorted(set(self.terms[self.position[code]]) & query_terms, key=lambda t: -float(self.idf.get(t, 0.0)))
 
 
 def fuse_diagnoses(votes: Sequence[str], names: Sequence[str],
                    weights: dict[str, float] | None = None) -> list[tuple[str, float]]:
     """(code, fused score), best first: the votes' ranking and the names' ranking by weighted reciprocal rank."""
-    weights = DIAGNOSIS_WEIGHTS if weights is None else weights
-    fused: dict[str, float] = {}
-    for name, ranked in (("votes", votes), ("names", names)):
-        w = weights.get(name, 0.0)
-        for r, c in enumerate(ranked, 1):
-            fused[c] = fused.get(c, 0.0) + w / (RRF_K + r)
-    return sorted(fused.items(), key=lambda kv: -kv[1])  # stable: ties keep the order first seen
+    return fuse_scored({"votes": votes, "names": names}, DIAGNOSIS_WEIGHTS if weights is None else weights)
 
 
 __all__ = ["DIAGNOSIS_WEIGHTS", "LikelyDiagnosis", "NameMatcher", "VOTE_K", "fuse_diagnoses"]

@@ -161,11 +161,12 @@ class CaseFinder:
         if not names.codes or n < 1:
             return []
         voters = [[str(c).upper() for c in codes] for codes in voters[:VOTE_K]]
-        fused = fuse_diagnoses(vote(voters), names.ranked(description))
+        terms = set(names.analyze(description))
+        fused = fuse_diagnoses(vote(voters), names.ranked(terms))
         out = []
         for code, score in fused[:n]:
             out.append(LikelyDiagnosis(code, code_name(code), len(out) + 1, score, sum(code in v for v in voters),
-                                       names.shared_words(code, description)))
+                                       names.shared_words(code, terms)))
         return out
 
     # -- scores -------------------------------------------------------------------------------

@@ -78,16 +78,21 @@ def score_code_ranking(qid: str, gold: Sequence[str], ranked_codes: Sequence[str
                        average_precision_of(cats, {category(c) for c in gold}), list(ranked_codes))
 
 
-def fuse_rankings(rankings: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> list[str]:
-    """Items of several rankings ordered by weighted reciprocal rank (an item a ranking lacks gets nothing from
-    it; a ranking without a weight, or weighted 0, is left out); ties keep the order items were first seen."""
+def fuse_scored(rankings: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> list[tuple[str, float]]:
+    """(item, fused score) of several rankings, best first by weighted reciprocal rank (an item a ranking lacks gets
+    nothing from it; a ranking without a weight, or weighted 0, is left out); ties keep the order first seen."""
     fused: dict[str, float] = {}
     for name, ranked in rankings.items():
         w = weights.get(name, 0.0)
         if w:
             for r, item in enumerate(ranked, 1):
                 fused[item] = fused.get(item, 0.0) + w / (k + r)
-    return sorted(fused, key=lambda c: -fused[c])
+    return sorted(fused.items(), key=lambda kv: -kv[1])
+
+
+def fuse_rankings(rankings: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> list[str]:
+    """The items of :func:`fuse_scored`, best first."""
+    return [item for item, _ in fuse_scored(rankings, weights, k)]
 
 
 def rrf(rankings: dict[str, np.ndarray], weights: dict[str, float], k: int = 60) -> np.ndarray:
@@ -102,5 +107,5 @@ def rrf(rankings: dict[str, np.ndarray], weights: dict[str, float], k: int = 60)
     return fused
 
 
-__all__ = ["PRECISION_K", "QueryScores", "VOTE_K", "average_precision_of", "category_precision", "fuse_rankings", "rrf",
+__all__ = ["PRECISION_K", "QueryScores", "VOTE_K", "average_precision_of", "category_precision", "fuse_rankings", "fuse_scored", "rrf",
            "score_case_ranking", "score_code_ranking", "vote"]
