@@ -306,3 +306,41 @@ def test_service_cases_runs_the_pipeline_when_a_model_is_configured(planted_inde
         top = data["hypotheses"][0]
         assert top["hypothesis"] == "meningitis" and top["passages"][0]["doc_id"] == "case_men"
         assert c.post("/cases", json={"description": " ", "hypotheses": ["x"]}).status_code == 422
+
+
+def test_saved_candidates_score_exactly_as_the_pipeline(planted_index, tiny_cross, tmp_path):
+    """Steps 1-2 saved where the index is, step 3 run from the file alone (capr.cases.candidates): same scores,
+    same supporting cases and the same S+/S- as the index path; a damaged file is refused naming its line."""
+    from capr.cases.candidates import distant_pairs_from_candidates, export_candidates, read_candidates, score_candidates
+    from capr.errors import BadInputError
+    from capr.retrieve.rerank import CrossReranker
+
+    ce_dir, _ = tiny_cross
+    qs = [MCQuestion("q1", DESCRIPTION, ["migraine", "meningitis", "Kawasaki disease"], 1, "t"),
+          MCQuestion("q2", "sudden hot swollen big toe after beer", ["gout", "asthma", "migraine"], 0, "t",
+                     exclude_docs=("mig_1",))]
+    cfg = CaseConfig(scorer=CaseScorer.cross, cross_model=str(ce_dir), dense_k=2, cross_k=2)
+    pipe = CasePipeline(planted_index, cfg)
+    _, direct = evaluate_cases(pipe, qs)
+    path = tmp_path / "c.jsonl.gz"
+    stats = export_candidates(CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.dense, dense_k=2, cross_k=2)),
+                              qs, path)
+    assert stats["questions"] == 2 and stats["options"] == 6 and stats["options_found"] == 5
+    cands = read_candidates(path)
+    assert all(len(h.rows) <= 2 for q in cands.questions for h in q.hypotheses)
+    assert not any(cands.pids[r].startswith("mig_1") for r in cands.questions[1].hypotheses[2].rows)  # its own doc
+    saved = score_candidates(cands, CrossReranker(ce_dir).score)
+    for a, b in zip(direct, saved):
+        assert (a.qid, a.found, a.supports) == (b.qid, b.found, b.supports)
+        assert np.allclose(a.scores, b.scores, atol=1e-5), (a.scores, b.scores)
+    pairs, st = distant_pairs_from_candidates(cands, CrossReranker(ce_dir).score, k=1)
+    assert len(pairs) == 6 and st["options_found"] == 5 and sum(p[2] for p in pairs) == 2.0
+    # the pair of q1's right option is its best-scored support, the planted case; Kawasaki is paired with its text
+    assert (DESCRIPTION, PLANTED[0].text, 1.0) in pairs and (DESCRIPTION, "Kawasaki disease", 0.0) in pairs
+    lines = path.read_bytes()
+    import gzip
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(gzip.decompress(lines).decode().splitlines()[:1] + ['{"qid": "x"}']) + "\n")
+    with pytest.raises(BadInputError, match=r"bad\.jsonl:2"):
+        read_candidates(bad)

@@ -12,7 +12,7 @@ The bm25 and dense scorers stop after step 1 and 2 and score with those stages (
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -104,10 +104,11 @@ class CasePipeline:
         out = [s for s in out if s.passage.doc_id not in exclude_docs]
         return (kind if out else None), out
 
-    def rank(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
-             exclude_docs: Iterable[str] = ()) -> CaseResult:
-        """Hypotheses ranked by their best supporting case. ``exclude_docs``: documents that must not serve
-        as support (e.g. the explanation written for the very question being answered)."""
+    def candidates(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
+                   exclude_docs: Iterable[str] = ()) -> tuple[list[HypothesisResult], np.ndarray | None]:
+        """Steps 1-2 for every hypothesis (its supports, in the order step 3 reads them) and the description's
+        vector (None for the bm25 scorer): what :func:`capr.cases.candidates.export_candidates` saves, so that
+        step 3 can run where the index is not."""
         _check_input(description, hypotheses)
         cfg, index = self.config, self.index
         excluded = set(exclude_docs)
@@ -134,12 +135,19 @@ class CasePipeline:
                 sups = sups[: cfg.dense_k]
             res.supports = sups
             results.append(res)
+        return results, qvec
+
+    def rank(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
+             exclude_docs: Iterable[str] = ()) -> CaseResult:
+        """Hypotheses ranked by their best supporting case. ``exclude_docs``: documents that must not serve
+        as support (e.g. the explanation written for the very question being answered)."""
+        results, qvec = self.candidates(description, hypotheses, filters, exclude_docs)
         self._score(description, results, qvec)
         order = sorted(range(len(results)), key=lambda i: (-results[i].score, i))
         ranked = [results[i] for i in order]
         for r, res in enumerate(ranked, 1):
             res.rank = r
-        return CaseResult(description=description, hypotheses=ranked, scorer=cfg.scorer.value)
+        return CaseResult(description=description, hypotheses=ranked, scorer=self.config.scorer.value)
 
     def _score(self, description: str, results: list[HypothesisResult], qvec: np.ndarray | None) -> None:
         cfg = self.config
@@ -161,31 +169,35 @@ class CasePipeline:
                 if res.supports:
                     res.score, res.passage = float(res.supports[0].dense), res.supports[0].passage
             return
-        # cross: one batch for every (description, candidate) pair of this question
-        texts: list[str] = []
-        owners: list[tuple[HypothesisResult, Support | None]] = []
-        for res in results:
-            if res.supports:
-                for s in res.supports[: cfg.cross_k]:
-                    texts.append(s.passage.text)
-                    owners.append((res, s))
-            else:
-                texts.append(res.hypothesis)
-                owners.append((res, None))
-        scores = self.cross().score(description, texts)
-        for res in results:
-            res.score = float("-inf")
-        for (res, s), sc in zip(owners, scores):
-            sc = float(sc)
-            if s is not None:
-                s.cross = sc
-            if sc > res.score:
-                res.score, res.passage = sc, (s.passage if s is not None else None)
-        for res in results:
-            if res.supports:
-                head = [s for s in res.supports if s.cross is not None]
-                head.sort(key=lambda s: (-s.cross, s.row))
-                res.supports = head + [s for s in res.supports if s.cross is None]
+        groups = [[s.passage.text for s in res.supports[: cfg.cross_k]] if res.supports else [res.hypothesis]
+                  for res in results]
+        for res, scores in zip(results, score_groups(description, groups, self.cross().score)):
+            best = int(np.argmax(scores))
+            res.score = float(scores[best])
+            if not res.supports:
+                res.passage = None
+                continue
+            for s, sc in zip(res.supports, scores):
+                s.cross = float(sc)
+            res.passage = res.supports[best].passage
+            head = sorted(res.supports[: len(scores)], key=lambda s: (-s.cross, s.row))
+            res.supports = head + res.supports[len(scores):]
+
+
+def score_groups(description: str, groups: Sequence[Sequence[str]],
+                 score: Callable[[str, Sequence[str]], np.ndarray]) -> list[np.ndarray]:
+    """Step 3: the cross-encoder scores of (description, text) for each hypothesis' texts (its supports, or its own
+    text when it has none), in one batch per question. A hypothesis' score is the best of its group's (the first
+    best on ties): :meth:`CasePipeline.rank` and the saved-candidates path read it the same way."""
+    flat = [t for g in groups for t in g]
+    scores = np.asarray(score(description, flat), dtype=np.float64) if flat else np.zeros(0)
+    out, at = [], 0
+    for g in groups:
+        if not g:
+            raise ValueError("every hypothesis needs at least one text to score")
+        out.append(scores[at: at + len(g)])
+        at += len(g)
+    return out
 
 
 def rank_cases(index: "Index", description: str, hypotheses: Sequence[str], config: CaseConfig | None = None,
@@ -194,4 +206,4 @@ def rank_cases(index: "Index", description: str, hypotheses: Sequence[str], conf
     return CasePipeline(index, config).rank(description, hypotheses, filters=filters)
 
 
-__all__ = ["CasePipeline", "rank_cases"]
+__all__ = ["CasePipeline", "rank_cases", "score_groups"]

@@ -1,0 +1,172 @@
+"""Saved candidates of the similar-case pipeline: steps 1-2 (mentions, then the encoder's order) written once where
+the index is, step 3 (a cross-encoder) run later wherever a model can run, with no index: on an accelerator, or
+again and again for several models. Scoring saved candidates gives exactly what :meth:`CasePipeline.rank` gives
+with the same settings (both read step 3 through :func:`capr.cases.pipeline.score_groups`), and the distant
+supervision of `capr train cases` can be built from them.
+
+The file is JSON lines (gzip'd when its name ends in ``.gz``): a header (the pipeline settings and the index), then each passage's text once
+(``{"row", "pid", "text"}``) before the first question that uses it, and one line per question
+(``{"qid", "description", "options", "answer", "source", "hypotheses": [{"found", "fallback", "rows"}]}``; ``rows``:
+the supports step 3 reads, in order; empty: the hypothesis is scored on its own text)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from capr.cases.bench import QuestionOutcome
+from capr.cases.data import MCQuestion
+from capr.cases.pipeline import CasePipeline, score_groups
+from capr.errors import BadInputError
+
+CANDIDATES_FORMAT = "capr-case-candidates/1"
+Score = Callable[[str, Sequence[str]], np.ndarray]
+
+
+@dataclass
+class CandidateHypothesis:
+    found: bool
+    fallback: str | None
+    rows: list[int]
+
+
+@dataclass
+class CandidateQuestion:
+    qid: str
+    description: str
+    options: list[str]
+    answer: int
+    source: str
+    hypotheses: list[CandidateHypothesis]
+
+
+@dataclass
+class CandidateSet:
+    header: dict[str, Any]
+    questions: list[CandidateQuestion] = field(default_factory=list)
+    texts: dict[int, str] = field(default_factory=dict)
+    pids: dict[int, str] = field(default_factory=dict)
+
+    def groups(self, q: CandidateQuestion) -> list[list[str]]:
+        """The texts step 3 scores for each option of ``q``, in option order."""
+        return [[self.texts[r] for r in h.rows] if h.rows else [opt] for opt, h in zip(q.options, q.hypotheses)]
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(g) for q in self.questions for g in self.groups(q))
+
+
+def export_candidates(pipe: CasePipeline, questions: Iterable[MCQuestion], path: str | Path,
+                      progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, Any]:
+    """Steps 1-2 of ``pipe`` for each question (its own documents excluded, as in evaluation and training), written
+    to ``path`` atomically. The supports kept per option are those step 3 would score: the first ``cross_k``."""
+    from capr.index.atomic import write_bytes
+
+    questions = list(questions)
+    cfg = pipe.config
+    header = {"format": CANDIDATES_FORMAT, "index": str(pipe.index.root), "config": cfg.to_dict()}
+    buf = io.StringIO()
+    buf.write(json.dumps(header) + "\n")
+    seen: set[int] = set()
+    found = total = 0
+    for q in (progress(questions) if progress else questions):
+        results, _ = pipe.candidates(q.description, q.options, exclude_docs=q.exclude_docs)
+        hyps = []
+        for res in results:
+            kept = res.supports[: cfg.cross_k]
+            for s in kept:
+                if s.row not in seen:
+                    seen.add(s.row)
+                    buf.write(json.dumps({"row": s.row, "pid": s.passage.pid, "text": s.passage.text}) + "\n")
+            hyps.append({"found": res.found, "fallback": res.fallback, "rows": [s.row for s in kept]})
+            found += res.found
+            total += 1
+        buf.write(json.dumps({"qid": q.qid, "description": q.description, "options": list(q.options),
+                              "answer": q.answer, "source": q.source, "hypotheses": hyps}) + "\n")
+    data = buf.getvalue().encode("utf-8")
+    write_bytes(Path(path), gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data)
+    return {"questions": len(questions), "options": total, "options_found": found, "passages": len(seen)}
+
+
+def read_candidates(path: str | Path) -> CandidateSet:
+    """The file :func:`export_candidates` wrote; a damaged or foreign file is refused naming its line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+        raw = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise BadInputError(str(path), f"not a candidates file ({e})") from None
+    out: CandidateSet | None = None
+    for n, line in enumerate(raw.splitlines(), 1):
+        try:
+            rec = json.loads(line)
+            if out is None:
+                if rec.get("format") != CANDIDATES_FORMAT:
+                    raise ValueError(f"format {rec.get('format')!r}, expected {CANDIDATES_FORMAT}")
+                out = CandidateSet(header=rec)
+            elif "row" in rec:
+                out.texts[int(rec["row"])] = str(rec["text"])
+                out.pids[int(rec["row"])] = str(rec["pid"])
+            else:
+                hyps = [CandidateHypothesis(bool(h["found"]), h.get("fallback"), [int(r) for r in h["rows"]])
+                        for h in rec["hypotheses"]]
+                if len(hyps) != len(rec["options"]) or not 0 <= int(rec["answer"]) < len(hyps):
+                    raise ValueError("options, hypotheses and answer disagree")
+                missing = [r for h in hyps for r in h.rows if r not in out.texts]
+                if missing:
+                    raise ValueError(f"passage row {missing[0]} used before its text")
+                out.questions.append(CandidateQuestion(str(rec["qid"]), str(rec["description"]), list(rec["options"]),
+                                                       int(rec["answer"]), str(rec.get("source", "")), hyps))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise BadInputError(f"{path}:{n}", str(e)) from None
+    if out is None:
+        raise BadInputError(str(path), "empty candidates file")
+    return out
+
+
+def score_candidates(cands: CandidateSet, score: Score,
+                     progress: Callable[[Iterable], Iterable] | None = None) -> list[QuestionOutcome]:
+    """Step 3 over saved candidates: per question the options' scores (the best of each option's texts), as
+    :func:`capr.cases.bench.evaluate_cases` records them from :meth:`CasePipeline.rank`."""
+    outcomes = []
+    for q in (progress(cands.questions) if progress else cands.questions):
+        scored = score_groups(q.description, cands.groups(q), score)
+        best = [int(np.argmax(s)) for s in scored]
+        supports = [cands.pids[h.rows[b]] if h.rows else None for h, b in zip(q.hypotheses, best)]
+        outcomes.append(QuestionOutcome(q.qid, [float(s[b]) for s, b in zip(scored, best)], q.answer,
+                                        [h.found for h in q.hypotheses], supports))
+    return outcomes
+
+
+def distant_pairs_from_candidates(cands: CandidateSet, score: Score, k: int = 1,
+                                  progress: Callable[[Iterable], Iterable] | None = None,
+                                  ) -> tuple[list[tuple[str, str, float]], dict[str, Any]]:
+    """S+ / S- as :func:`capr.cases.train.distant_pairs` builds them from the index: each option's supports re-ranked
+    by the pre-trained cross-encoder ``score``, the best ``k`` paired with the description, labelled by whether the
+    option is the correct one; an option with no support gives (description, option)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    pairs: list[tuple[str, str, float]] = []
+    found = total = 0
+    for q in (progress(cands.questions) if progress else cands.questions):
+        groups = cands.groups(q)
+        for i, (h, texts, scores) in enumerate(zip(q.hypotheses, groups, score_groups(q.description, groups, score))):
+            label = float(i == q.answer)
+            total += 1
+            found += bool(h.rows)
+            order = sorted(range(len(texts)), key=lambda j: (-float(scores[j]), h.rows[j] if h.rows else j))[:k]
+            pairs.extend((q.description, texts[j], label) for j in order)
+    sources = sorted({q.source for q in cands.questions})
+    return pairs, {"questions": len(cands.questions), "options": total, "options_found": found,
+                   "coverage": round(found / max(1, total), 4), "sources": sources, "k": k,
+                   "dense_k": cands.header.get("config", {}).get("dense_k")}
+
+
+__all__ = ["CANDIDATES_FORMAT", "CandidateSet", "distant_pairs_from_candidates", "export_candidates",
+           "read_candidates", "score_candidates"]
