@@ -4,8 +4,9 @@ The case index (93k passages with vectors) does not travel to the device machine
 the pipeline splits (capr.cases.candidates): steps 1-2 run here over the index and are saved; the device machine
 pre-trains the cross-encoder on RQE + MEDIQA, builds S+/S- from the saved training candidates (the pre-trained model
 re-ranks them, as `capr train cases --stage distant` does over the index), fine-tunes, and scores the saved candidates
-of every evaluation set with both models. Same trainer (capr.cases.train.train_pairs), same step 3
-(capr.cases.pipeline.score_groups) as `capr train cases` and `capr eval --reranker cross:CE`.
+of every evaluation set with every model. Same trainer (capr.cases.train.train_pairs), same S+/S- builder
+(capr.cases.candidates.distant_pairs_from_candidates), same step 3 (capr.cases.pipeline.score_groups) as
+`capr train cases --candidates` and `capr eval --reranker cross:CE`; the questions here are every training question.
 
     python -m experiments.cases_gpu export --index IDX --data-dir ../shared/data --out .gpu      # here
     python -m experiments.cases_gpu train --dir .gpu --work /tmp/cg --bundle $OUT/bundle          # device

@@ -344,3 +344,34 @@ def test_saved_candidates_score_exactly_as_the_pipeline(planted_index, tiny_cros
     bad.write_text("\n".join(gzip.decompress(lines).decode().splitlines()[:1] + ['{"qid": "x"}']) + "\n")
     with pytest.raises(BadInputError, match=r"bad\.jsonl:2"):
         read_candidates(bad)
+
+
+def test_train_cases_from_saved_candidates_needs_no_index(planted_index, tiny_cross, tmp_path):
+    """`capr train cases --stage candidates` saves steps 1-2 for the S+/S- questions; `--stage distant --candidates`
+    trains from that file alone (where a GPU is and the index is not), and its S+/S- equal the index route's."""
+    from capr.cases.candidates import read_candidates
+    from capr.cases.train import DistantArgs, distant_pairs
+
+    data = need_data("medqa_usmle")
+    ce_dir, _ = tiny_cross
+    cand = tmp_path / "cand.jsonl.gz"
+    common = ["--data-dir", str(data.parent), "--questions", "4", "--dense-k", "2"]
+    proc = capr_cli("train", "cases", "--stage", "candidates", "--index", str(planted_index.root), "--out", str(cand),
+                    *common, "--json")
+    counts = json.loads(proc.stdout)
+    assert counts["questions"] == 4 and counts["options"] >= 16 and "\r" not in proc.stderr  # no bar frames in a pipe
+    saved = read_candidates(cand)
+    assert saved.header["sources"] == list(DistantArgs().sources)
+    args = DistantArgs(k=1, dense_k=2, max_questions=4)
+    from_index, _ = distant_pairs(planted_index.root, ce_dir, data.parent, args, progress=False)
+    from_file, stats = distant_pairs(None, ce_dir, None, args, progress=False, candidates=saved)
+    assert from_index == from_file and stats["questions"] == 4
+    out = tmp_path / "ce"
+    proc = capr_cli("train", "cases", "--stage", "distant", "--pretrained", str(ce_dir), "--candidates", str(cand),
+                    "--out", str(out), "--max-steps", "2", "--max-length", "64", *common, "--json")
+    summary = json.loads(proc.stdout)["distant"]
+    assert summary["steps"] == 2 and summary["pairs"] == len(from_file)
+    assert json.loads((out / "capr.json").read_text())["kind"] == "cross"
+    bad = capr_cli("train", "cases", "--stage", "distant", "--pretrained", str(ce_dir), "--out", str(tmp_path / "x"),
+                   "--data-dir", str(data.parent), check=False)
+    assert bad.returncode != 0 and "--candidates" in bad.stderr and "Traceback" not in bad.stderr

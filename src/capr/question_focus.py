@@ -9,8 +9,6 @@ counts: the named titles, after dropping those whose words lie inside another na
 
 **The wording-derived aspect prior.** "How is gout treated?" reads as the
 treatment aspect; favouring every document's treatment section would put the treatment of *other* diseases above
-gout's own answer. "How is gout treated?" reads as the
-treatment aspect; favouring every document's treatment section would put the treatment of *other* diseases above
 gout's own answer. The wording-derived aspect prior therefore applies only inside the entity's tier: to passages
 of documents whose title the question names (every analysed word of the title is among the question's), an entity
 the index itself knows. A question that names no title of the index gets no wording-derived prior. An aspect given

@@ -61,37 +61,58 @@ class CandidateSet:
     def pairs(self) -> int:
         return sum(len(g) for q in self.questions for g in self.groups(q))
 
+    def stats(self) -> dict[str, Any]:
+        hyps = [h for q in self.questions for h in q.hypotheses]
+        return {"questions": len(self.questions), "options": len(hyps), "options_found": sum(h.found for h in hyps),
+                "passages": len({r for h in hyps for r in h.rows})}
 
-def export_candidates(pipe: CasePipeline, questions: Iterable[MCQuestion], path: str | Path,
-                      progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, Any]:
-    """Steps 1-2 of ``pipe`` for each question (its own documents excluded, as in evaluation and training), written
-    to ``path`` atomically. The supports kept per option are those step 3 would score: the first ``cross_k``."""
-    from capr.index.atomic import write_bytes
 
+def collect_candidates(pipe: CasePipeline, questions: Iterable[MCQuestion],
+                       progress: Callable[[Iterable], Iterable] | None = None) -> CandidateSet:
+    """Steps 1-2 of ``pipe`` for each question (its own documents excluded, as in evaluation and training). The
+    supports kept per option are those step 3 would score: the first ``cross_k``."""
     questions = list(questions)
     cfg = pipe.config
-    header = {"format": CANDIDATES_FORMAT, "index": str(pipe.index.root), "config": cfg.to_dict()}
-    buf = io.StringIO()
-    buf.write(json.dumps(header) + "\n")
-    seen: set[int] = set()
-    found = total = 0
+    out = CandidateSet(header={"format": CANDIDATES_FORMAT, "index": str(pipe.index.root), "config": cfg.to_dict()})
     for q in (progress(questions) if progress else questions):
         results, _ = pipe.candidates(q.description, q.options, exclude_docs=q.exclude_docs)
         hyps = []
         for res in results:
             kept = res.supports[: cfg.cross_k]
             for s in kept:
-                if s.row not in seen:
-                    seen.add(s.row)
-                    buf.write(json.dumps({"row": s.row, "pid": s.passage.pid, "text": s.passage.text}) + "\n")
-            hyps.append({"found": res.found, "fallback": res.fallback, "rows": [s.row for s in kept]})
-            found += res.found
-            total += 1
-        buf.write(json.dumps({"qid": q.qid, "description": q.description, "options": list(q.options),
-                              "answer": q.answer, "source": q.source, "hypotheses": hyps}) + "\n")
+                out.texts.setdefault(s.row, s.passage.text)
+                out.pids.setdefault(s.row, s.passage.pid)
+            hyps.append(CandidateHypothesis(res.found, res.fallback, [s.row for s in kept]))
+        out.questions.append(CandidateQuestion(q.qid, q.description, list(q.options), q.answer, q.source, hyps))
+    return out
+
+
+def write_candidates(cands: CandidateSet, path: str | Path) -> dict[str, Any]:
+    """``cands`` as the file :func:`read_candidates` reads, written atomically; each passage's text once, before
+    the first question that uses it."""
+    from capr.index.atomic import write_bytes
+
+    buf = io.StringIO()
+    buf.write(json.dumps(cands.header) + "\n")
+    seen: set[int] = set()
+    for q in cands.questions:
+        for h in q.hypotheses:
+            for r in h.rows:
+                if r not in seen:
+                    seen.add(r)
+                    buf.write(json.dumps({"row": r, "pid": cands.pids[r], "text": cands.texts[r]}) + "\n")
+        buf.write(json.dumps({"qid": q.qid, "description": q.description, "options": q.options, "answer": q.answer,
+                              "source": q.source, "hypotheses": [{"found": h.found, "fallback": h.fallback,
+                                                                  "rows": h.rows} for h in q.hypotheses]}) + "\n")
     data = buf.getvalue().encode("utf-8")
     write_bytes(Path(path), gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data)
-    return {"questions": len(questions), "options": total, "options_found": found, "passages": len(seen)}
+    return cands.stats()
+
+
+def export_candidates(pipe: CasePipeline, questions: Iterable[MCQuestion], path: str | Path,
+                      progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, Any]:
+    """:func:`collect_candidates` written to ``path``; returns its counts."""
+    return write_candidates(collect_candidates(pipe, questions, progress), path)
 
 
 def read_candidates(path: str | Path) -> CandidateSet:
@@ -162,11 +183,11 @@ def distant_pairs_from_candidates(cands: CandidateSet, score: Score, k: int = 1,
             found += bool(h.rows)
             order = sorted(range(len(texts)), key=lambda j: (-float(scores[j]), h.rows[j] if h.rows else j))[:k]
             pairs.extend((q.description, texts[j], label) for j in order)
-    sources = sorted({q.source for q in cands.questions})
+    sources = cands.header.get("sources") or sorted({q.source for q in cands.questions})
     return pairs, {"questions": len(cands.questions), "options": total, "options_found": found,
                    "coverage": round(found / max(1, total), 4), "sources": sources, "k": k,
                    "dense_k": cands.header.get("config", {}).get("dense_k")}
 
 
-__all__ = ["CANDIDATES_FORMAT", "CandidateSet", "distant_pairs_from_candidates", "export_candidates",
-           "read_candidates", "score_candidates"]
+__all__ = ["CANDIDATES_FORMAT", "CandidateSet", "collect_candidates", "distant_pairs_from_candidates",
+           "export_candidates", "read_candidates", "score_candidates", "write_candidates"]

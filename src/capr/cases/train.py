@@ -20,6 +20,7 @@ Log = Callable[[str], None]
 
 
 class CaseStage(str, Enum):
+    candidates = "candidates"  # steps 1-2 for the S+/S- questions, saved (train elsewhere with --candidates)
     pretrain = "pretrain"  # cross-encoder on RQE similarity pairs
     distant = "distant"  # fine-tune it on S+ / S- from multiple-choice questions
     all = "all"
@@ -258,53 +259,72 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
 
 
 # --------------------------------------------------------------------------- distant supervision
-def distant_pairs(index_dir: str | Path, pretrained: str | Path, data_dir: str | Path, args: DistantArgs | None = None,
-                  progress: bool = True, log: Log | None = None) -> tuple[list[tuple[str, str, float]], dict[str, Any]]:
-    """S+ / S-: for each training question and option, steps 1-2 of the pipeline, the supports re-ranked by the
-    pre-trained cross-encoder, the top-k kept; labelled by whether the option is the correct one. Options no
-    passage mentions contribute (description, option) itself, as the pipeline scores them."""
-    from capr.cases.config import CaseConfig, CaseScorer
+def distant_questions(data_dir: str | Path, args: DistantArgs) -> list[Any]:
+    """The training questions of distant supervision: ``args.max_questions`` of ``args.sources`` (fixed by the seed);
+    held-out and test questions are refused."""
     from capr.cases.data import load_questions, subsample
-    from capr.cases.pipeline import CasePipeline
-    from capr.index.index import Index
 
-    args = args or DistantArgs()
     # medmcqa-dev is the whole set, held-out part included
     if any(s.endswith(("-heldout", "-test")) or s == "medmcqa-dev" for s in args.sources):
         raise CaprError(f"distant supervision must not read held-out or test questions (sources: {', '.join(args.sources)})")
     questions = []
     for src in args.sources:
         questions += load_questions(data_dir, src)
-    questions = subsample(questions, args.max_questions, args.seed)
-    index = Index.load(index_dir)
-    pipe = CasePipeline(index, CaseConfig(scorer=CaseScorer.cross, cross_model=str(pretrained),
-                                          dense_k=args.dense_k, cross_k=args.dense_k))
-    pairs: list[tuple[str, str, float]] = []
-    found = total = 0
-    bar = _bar(len(questions), "building S+/S-", progress)
-    for q in questions:
-        res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs)
-        correct = q.options[q.answer]
-        for h in res.hypotheses:
-            label = float(h.hypothesis == correct)
-            total += 1
-            if h.supports:
-                found += 1
-                for s in h.supports[: args.k]:
-                    pairs.append((q.description, s.passage.text, label))
-            else:
-                pairs.append((q.description, h.hypothesis, label))
+    return subsample(questions, args.max_questions, args.seed)
+
+
+def distant_candidates(index_dir: str | Path, data_dir: str | Path, args: DistantArgs | None = None,
+                       progress: bool = True) -> Any:
+    """Steps 1-2 for the training questions over the case index (``args.dense_k`` supports per option): what the
+    pre-trained cross-encoder re-ranks. Saved with :func:`capr.cases.candidates.write_candidates`, they let the
+    training run where the index is not (`capr train cases --stage candidates`, then ``--candidates FILE``)."""
+    from capr.cases.candidates import collect_candidates
+    from capr.cases.config import CaseConfig, CaseScorer
+    from capr.cases.pipeline import CasePipeline
+    from capr.index.index import Index
+
+    args = args or DistantArgs()
+    questions = distant_questions(data_dir, args)
+    pipe = CasePipeline(Index.load(index_dir), CaseConfig(scorer=CaseScorer.dense, dense_k=args.dense_k,
+                                                          cross_k=args.dense_k))
+    bar = _bar(len(questions), "steps 1-2 for S+/S-", progress)
+
+    def tick(qs: Iterable[Any]) -> Iterator[Any]:
+        for q in qs:
+            yield q
+            if bar is not None:
+                bar.update(1)
+
+    try:
+        cands = collect_candidates(pipe, questions, tick)
+        cands.header["sources"] = list(args.sources)
+        return cands
+    finally:
         if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    stats = {"questions": len(questions), "options": total, "options_found": found,
-             "coverage": round(found / max(1, total), 4), "sources": list(args.sources), "k": args.k,
-             "dense_k": args.dense_k}
+            bar.close()
+
+
+def distant_pairs(index_dir: str | Path | None, pretrained: str | Path, data_dir: str | Path | None,
+                  args: DistantArgs | None = None, progress: bool = True, log: Log | None = None,
+                  candidates: Any = None) -> tuple[list[tuple[str, str, float]], dict[str, Any]]:
+    """S+ / S-: for each training question and option, steps 1-2 of the pipeline, the supports re-ranked by the
+    pre-trained cross-encoder, the top-k kept; labelled by whether the option is the correct one. Options no
+    passage mentions contribute (description, option) itself, as the pipeline scores them. ``candidates``: steps 1-2
+    saved earlier (a :class:`capr.cases.candidates.CandidateSet`); then no index is read."""
+    from capr.cases.candidates import distant_pairs_from_candidates
+    from capr.retrieve.rerank import CrossReranker
+
+    args = args or DistantArgs()
+    if candidates is None:
+        if index_dir is None or data_dir is None:
+            raise CaprError("distant supervision needs the case index (or saved candidates)")
+        candidates = distant_candidates(index_dir, data_dir, args, progress)
+    pairs, stats = distant_pairs_from_candidates(candidates, CrossReranker(str(pretrained)).score, k=args.k)
     if log:
-        log(f"S+/S-: {len(pairs)} pairs from {len(questions)} questions; {found}/{total} options found in the corpus")
+        log(f"S+/S-: {len(pairs)} pairs from {stats['questions']} questions; {stats['options_found']}/{stats['options']} "
+            "options have supports")
     return pairs, stats
 
 
 __all__ = ["CaseStage", "DistantArgs", "PairArgs", "TrainReport", "TsdaeArgs", "corpus_sentences", "delete_noise",
-           "distant_pairs", "train_pairs", "train_tsdae"]
+           "distant_candidates", "distant_pairs", "distant_questions", "train_pairs", "train_tsdae"]

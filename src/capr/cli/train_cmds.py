@@ -137,7 +137,10 @@ def train_cmd(
                                   "medqa_usmle; diagnoses: folder with codiesp and e3c_english."),
     codes_only: bool = typer.Option(False, "--codes-only", help="diagnoses: only the coded CodiEsp train cases, no "
                                     "masked mentions from uncoded cases."),
-    stage: str = typer.Option("all", "--stage", help="cases: pretrain (RQE) | distant (S+/S- fine-tuning) | all."),
+    stage: str = typer.Option("all", "--stage", help="cases: pretrain (RQE) | distant (S+/S- fine-tuning) | all | "
+                              "candidates (save steps 1-2 for S+/S- to the file --out, to train where the index is not)."),
+    candidates: Optional[Path] = typer.Option(None, "--candidates", help="cases --stage distant|all: S+/S- from "
+                                              "candidates saved by --stage candidates (no --index needed)."),
     pretrained: Optional[Path] = typer.Option(None, "--pretrained", help="cases --stage distant: the RQE cross-encoder."),
     questions: int = typer.Option(600, "--questions", help="cases: training questions sampled for S+/S-."),
     top_k: int = typer.Option(1, "--top-k", help="cases: supports per (question, option) kept for S+/S- (paper: 1, 5, 10)."),
@@ -157,7 +160,7 @@ def train_cmd(
 
         if kind in ("tsdae", "cases"):
             return _train_cases(kind, source, out_dir, base_model or "minilm", max_steps, time_budget, batch_size, lr, max_length,
-                                seed, device, index_dir, data_dir, stage, pretrained, questions, top_k, dense_k,
+                                seed, device, index_dir, data_dir, stage, pretrained, questions, top_k, dense_k, candidates,
                                 sentences, as_json)
         if labels is None and (question_pairs_dir is None or kind == "cdv"):
             raise CaprError(f"training a {kind} model needs --labels (from `capr labels`)"
@@ -250,13 +253,14 @@ def _train_diagnoses(data_dir: Path, out_dir: Path, base_model: str, codes_only:
 
 
 def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batch_size, lr, max_length, seed, device,
-                 index_dir, data_dir, stage, pretrained, questions, top_k, dense_k, sentences, as_json) -> None:
+                 index_dir, data_dir, stage, pretrained, questions, top_k, dense_k, candidates, sentences, as_json) -> None:
     from capr.cases.train import (
         CaseStage,
         DistantArgs,
         PairArgs,
         TsdaeArgs,
         corpus_sentences,
+        distant_candidates,
         distant_pairs,
         train_pairs,
         train_tsdae,
@@ -281,7 +285,20 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
         try:
             st = CaseStage(stage)
         except ValueError:
-            raise CaprError(f"unknown stage {stage!r}; choose pretrain, distant or all") from None
+            raise CaprError(f"unknown stage {stage!r}; choose pretrain, distant, all or candidates") from None
+        dargs = DistantArgs(k=top_k, dense_k=dense_k, max_questions=questions, seed=seed)
+        if st is CaseStage.candidates:
+            from capr.cases.candidates import write_candidates
+
+            if index_dir is None:
+                raise CaprError("--stage candidates needs --index (the case index)")
+            counts = write_candidates(distant_candidates(index_dir, data_dir, dargs, progress=err.is_terminal), out_dir)
+            summary = {"out": str(out_dir), **counts, "dense_k": dense_k}
+            if as_json:
+                print(json.dumps(summary, indent=2))
+            else:
+                out.print(f"[bold]candidates[/] -> {escape(str(out_dir))}: {escape(json.dumps(summary))}")
+            return
         pargs = dict(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size or 8,
                      lr=lr or 2e-5, max_length=max_length or 256, seed=seed, device=device)
         summary = {"out": str(out_dir)}
@@ -299,12 +316,18 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
         if st in (CaseStage.distant, CaseStage.all):
             if not init:
                 raise CaprError("--stage distant needs --pretrained DIR (a cross-encoder from --stage pretrain)")
-            if index_dir is None:
-                raise CaprError("distant supervision needs --index (the case index with TSDAE vectors)")
-            dargs = DistantArgs(k=top_k, dense_k=dense_k, max_questions=questions, seed=seed)
-            pairs, stats = distant_pairs(index_dir, init, data_dir, dargs, log=say)
+            saved = None
+            if candidates is not None:
+                from capr.cases.candidates import read_candidates
+
+                saved = read_candidates(candidates)
+            elif index_dir is None:
+                raise CaprError("distant supervision needs --index (the case index) or --candidates FILE")
+            pairs, stats = distant_pairs(index_dir, init, data_dir, dargs, log=say, candidates=saved,
+                                         progress=err.is_terminal)
             rep = train_pairs(pairs, out_dir, PairArgs(**pargs), init=init, log=say, desc="distant",
-                              card_extra={"distant": stats, "index": str(index_dir)})
+                              card_extra={"distant": stats,
+                                          "index": str(saved.header.get("index") if saved else index_dir)})
             summary["distant"] = {"steps": rep.steps, "minutes": round(rep.seconds / 60, 2), "pairs": len(pairs),
                                   "stopped": rep.stopped, **stats}
     if as_json:
