@@ -101,3 +101,33 @@ def test_beir_folder_bad_input_is_one_line(tmp_path):
     proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "--split", "train", "--cache-dir", str(tmp_path / "idx2"),
                     check=False)
     assert proc.returncode != 0 and "dev, test" in proc.stderr + proc.stdout
+
+
+def test_gzipped_beir_folder_with_space_separated_qrels_reads_like_the_plain_one(tmp_path):
+    """BEIR folders in the wild: corpus and queries gzip'd, qrels separated by spaces with scores written 1.0 — the
+    same benchmark as the plain folder (one reader serves `capr index` and `capr eval`)."""
+    import gzip
+
+    from capr.corpus import Format, detect_format, read_documents
+    from capr.corpus.beir import read_beir_qrels, read_beir_queries
+    from capr.eval.beir import read_beir_corpus
+
+    plain = write_beir(tmp_path / "plain")
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    for stem in ("corpus", "queries"):
+        (packed / f"{stem}.jsonl.gz").write_bytes(gzip.compress((plain / f"{stem}.jsonl").read_bytes()))
+    (packed / "qrels").mkdir()
+    (packed / "qrels" / "test.tsv").write_text("query-id corpus-id score\n" + "".join(
+        f"{q} {d} {r}.0\n" for q, rel in QRELS.items() for d, r in rel.items()))
+    assert read_beir_qrels(packed) == read_beir_qrels(plain)
+    assert read_beir_queries(packed) == read_beir_queries(plain) and len(read_beir_queries(plain, {"q1"})) == 1
+    assert list(read_beir_corpus(packed)) == list(read_beir_corpus(plain))
+    assert detect_format(packed) is Format.beir
+    assert [d.doc_id for d in read_documents(packed)] == list(DOCS)
+    a = eval_json(plain, tmp_path / "c1", "-r", "bm25")
+    b = eval_json(packed, tmp_path / "c2", "-r", "bm25")
+    assert a["queries"] == b["queries"] == 3 and a["metrics"] == b["metrics"]
+    (packed / "qrels" / "test.tsv").write_text("q1 d1 0.5\n")
+    with pytest.raises(Exception, match=r"test\.tsv \[line 1\].*integer"):
+        read_beir_qrels(packed)

@@ -1,52 +1,105 @@
-"""BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."""
+"""BEIR layout: corpus.jsonl, queries.jsonl (each may be gzip'd: .jsonl.gz), qrels/<split>.tsv (``query-id corpus-id
+score`` under a header line, graded). One reader of each file for `capr index` (the corpus) and `capr eval --benchmark
+beir:PATH` (capr.eval.beir: queries and judgements); bad records are refused naming the file and line."""
 
 from __future__ import annotations
 
-import csv
+import json
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import json_lines, open_text
+from capr.corpus.files import open_text
 from capr.corpus.jsonl import read_jsonl
 from capr.corpus.report import ReadReport
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError
 from capr.records import Document, Qrel, Query
 
 
-def _find(root: Path, stem: str) -> Path:
+def beir_file(root: str | Path, stem: str) -> Path | None:
+    """``stem``.jsonl or ``stem``.jsonl.gz in ``root``, or None."""
     for name in (f"{stem}.jsonl", f"{stem}.jsonl.gz"):
-        if (root / name).exists():
-            return root / name
-    raise BadInputError(str(root), f"BEIR layout needs {stem}.jsonl")
+        if (Path(root) / name).exists():
+            return Path(root) / name
+    return None
+
+
+def beir_folder(path: str | Path) -> Path:
+    """``path`` when it holds a corpus, queries and a qrels folder; else one clear error naming what is missing."""
+    folder = Path(path)
+    missing = [f"{stem}.jsonl" for stem in ("corpus", "queries") if beir_file(folder, stem) is None]
+    missing += [] if (folder / "qrels").is_dir() else ["qrels/"]
+    if missing:
+        raise CaprError(f"{folder}: not a BEIR folder (missing {', '.join(missing)})")
+    return folder
+
+
+def _need(root: Path, stem: str) -> Path:
+    path = beir_file(root, stem)
+    if path is None:
+        raise BadInputError(str(root), f"BEIR layout needs {stem}.jsonl")
+    return path
+
+
+def beir_records(path: Path) -> Iterator[tuple[int, dict]]:
+    """The JSON records of a corpus or queries file with their line numbers: each an object with a non-empty
+    ``_id`` and string ``text`` / ``title``."""
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadInputError(str(path), f"not JSON: {e.msg}", f"line {lineno}") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("_id"), (str, int)) or str(rec["_id"]) == "":
+                raise BadInputError(str(path), "a record needs a non-empty \"_id\"", f"line {lineno}")
+            if not isinstance(rec.get("text", ""), str) or not isinstance(rec.get("title", ""), str):
+                raise BadInputError(str(path), "\"text\" and \"title\" must be strings", f"line {lineno}")
+            yield lineno, rec
 
 
 def read_beir_corpus(root: Path, report: ReadReport) -> Iterator[Document]:
-    return read_jsonl(_find(Path(root), "corpus"), report)
+    """The corpus as `capr index` reads any JSONL documents file (ids from ``_id``)."""
+    return read_jsonl(_need(Path(root), "corpus"), report)
 
 
-def read_beir_queries(root: Path) -> Iterator[Query]:
-    path = _find(Path(root), "queries")
-    for record, obj in json_lines(path):
-        try:
-            yield Query(qid=str(obj["_id"]), text=obj["text"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise BadInputError(str(path), f"invalid query: {e}", record) from None
-
-
-def read_beir_qrels(root: Path, split: str = "test") -> list[Qrel]:
-    path = Path(root) / "qrels" / f"{split}.tsv"
-    if not path.exists():
-        raise BadInputError(str(path), "no such qrels file")
+def read_beir_queries(root: str | Path, qids: set[str] | None = None) -> list[Query]:
+    """The queries (only ``qids`` when given); a query without text is refused."""
+    path = _need(Path(root), "queries")
     out = []
-    with open_text(path) as fh:
-        rows = csv.reader(fh, delimiter="\t")
-        for lineno, row in enumerate(rows, 1):
-            if lineno == 1 and row and row[0] == "query-id":
-                continue
-            if not row:
-                continue
-            try:
-                out.append(Qrel(row[0], row[1], int(float(row[2]))))
-            except (IndexError, ValueError):
-                raise BadInputError(str(path), f"expected 'query-id<TAB>corpus-id<TAB>score', got {row!r}", f"line {lineno}") from None
+    for lineno, rec in beir_records(path):
+        qid = str(rec["_id"])
+        if qids is not None and qid not in qids:
+            continue
+        if not (rec.get("text") or "").strip():
+            raise BadInputError(str(path), f"query {qid!r} has no text", f"line {lineno}")
+        out.append(Query(qid, text=" ".join(rec["text"].split())))
     return out
+
+
+def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
+    """qrels/``split``.tsv: one judgement per line (tab- or space-separated), the header line skipped."""
+    file = Path(root) / "qrels" / f"{split}.tsv"
+    if not file.exists():
+        available = sorted(p.stem for p in (Path(root) / "qrels").glob("*.tsv"))
+        raise CaprError(f"{file}: no such split; available: {', '.join(available) or 'none'}")
+    out = []
+    with open_text(file) as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts or (lineno == 1 and not parts[-1].lstrip("-").replace(".", "", 1).isdigit()):
+                continue  # the header line
+            if len(parts) != 3:
+                raise BadInputError(str(file), f"qrels lines have 3 columns (query-id corpus-id score), found {len(parts)}",
+                                    f"line {lineno}")
+            try:
+                score = float(parts[2])
+                if not score.is_integer():
+                    raise ValueError
+            except ValueError:
+                raise BadInputError(str(file), f"score must be an integer: {parts[2]!r}", f"line {lineno}") from None
+            out.append(Qrel(parts[0], parts[1], int(score)))
+    return out
+
+
+__all__ = ["beir_file", "beir_folder", "beir_records", "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]

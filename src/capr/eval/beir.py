@@ -10,28 +10,19 @@ index reads titles); runs and metrics are at the document level, a document rank
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from capr.corpus.files import open_text
+from capr.corpus.beir import beir_file, beir_folder, beir_records, read_beir_qrels, read_beir_queries
 from capr.corpus.segment import SegmenterConfig
-from capr.errors import BadInputError, CaprError
+from capr.errors import CaprError
 from capr.index import AnalyzerConfig
 from capr.models.encoder import EncoderConfig
-from capr.records import Document, Qrel, Query
+from capr.records import Document
 
 BEIR_PREFIX = "beir:"
 # What a BEIR benchmark reports (BEIR's own headline metric first)
 BEIR_METRICS = ("nDCG@10", "P@1", "MRR@10", "R@100", "MAP")
-
-
-def beir_folder(path: str | Path) -> Path:
-    folder = Path(path)
-    missing = [name for name in ("corpus.jsonl", "queries.jsonl", "qrels") if not (folder / name).exists()]
-    if missing:
-        raise CaprError(f"{folder}: not a BEIR folder (missing {', '.join(missing)})")
-    return folder
 
 
 def beir_splits(path: str | Path) -> list[str]:
@@ -49,63 +40,19 @@ def default_split(path: str | Path) -> str:
     raise CaprError(f"{path}: choose a split with --split ({', '.join(splits) or 'no qrels/*.tsv'})")
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict]]:
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInputError(str(path), f"not JSON: {e.msg}", f"line {lineno}") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("_id"), (str, int)) or str(rec["_id"]) == "":
-                raise BadInputError(str(path), "a record needs a non-empty \"_id\"", f"line {lineno}")
-            if not isinstance(rec.get("text", ""), str) or not isinstance(rec.get("title", ""), str):
-                raise BadInputError(str(path), "\"text\" and \"title\" must be strings", f"line {lineno}")
-            yield lineno, rec
-
-
 def read_beir_corpus(path: str | Path) -> Iterator[Document]:
-    for _, rec in _records(beir_folder(path) / "corpus.jsonl"):
+    for _, rec in beir_records(_corpus_file(path)):
         yield Document(doc_id=str(rec["_id"]), title=(rec.get("title") or "").strip(), text=rec.get("text") or "")
 
 
-def read_beir_qrels(path: str | Path, split: str) -> list[Qrel]:
-    file = beir_folder(path) / "qrels" / f"{split}.tsv"
-    if not file.exists():
-        raise CaprError(f"{file}: no such split; available: {', '.join(beir_splits(path))}")
-    out = []
-    with open_text(file) as fh:
-        for lineno, line in enumerate(fh, 1):
-            parts = line.split()
-            if not parts or (lineno == 1 and not parts[-1].lstrip("-").isdigit()):
-                continue  # the header line
-            if len(parts) != 3:
-                raise BadInputError(str(file), f"qrels lines have 3 columns (query-id corpus-id score), found {len(parts)}",
-                                    f"line {lineno}")
-            try:
-                out.append(Qrel(parts[0], parts[1], int(parts[2])))
-            except ValueError:
-                raise BadInputError(str(file), f"score must be an integer: {parts[2]!r}", f"line {lineno}") from None
-    return out
-
-
-def read_beir_queries(path: str | Path, qids: set[str]) -> list[Query]:
-    file = beir_folder(path) / "queries.jsonl"
-    out = []
-    for lineno, rec in _records(file):
-        qid = str(rec["_id"])
-        if qid not in qids:
-            continue
-        if not (rec.get("text") or "").strip():
-            raise BadInputError(str(file), f"query {qid!r} has no text", f"line {lineno}")
-        out.append(Query(qid, text=" ".join(rec["text"].split())))
-    return out
+def _corpus_file(path: str | Path) -> Path:
+    folder = beir_folder(path)
+    return beir_file(folder, "corpus") or folder / "corpus.jsonl"
 
 
 def corpus_stamp(path: str | Path) -> str:
     """Names the corpus file's version (path, size, modification time): a changed corpus gets a new index."""
-    file = (beir_folder(path) / "corpus.jsonl").resolve()
+    file = _corpus_file(path).resolve()
     st = file.stat()
     return hashlib.sha1(f"{file}\x00{st.st_size}\x00{st.st_mtime_ns}".encode()).hexdigest()[:12]
 
