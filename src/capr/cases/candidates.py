@@ -126,7 +126,10 @@ def read_candidates(path: str | Path) -> CandidateSet:
     out: CandidateSet | None = None
     for n, line in enumerate(raw.splitlines(), 1):
         try:
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"not JSON ({e.msg})") from None
             if out is None:
                 if rec.get("format") != CANDIDATES_FORMAT:
                     raise ValueError(f"format {rec.get('format')!r}, expected {CANDIDATES_FORMAT}")
