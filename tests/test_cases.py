@@ -375,3 +375,27 @@ def test_train_cases_from_saved_candidates_needs_no_index(planted_index, tiny_cr
     bad = capr_cli("train", "cases", "--stage", "distant", "--pretrained", str(ce_dir), "--out", str(tmp_path / "x"),
                    "--data-dir", str(data.parent), check=False)
     assert bad.returncode != 0 and "--candidates" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_passage_supporting_two_hypotheses_scores_them_alike(planted_index, monkeypatch):
+    """Each passage's cosine is computed once per question, so two hypotheses whose best support is the same passage
+    tie exactly (the tie rule then splits the credit) instead of being told apart by the rounding of different row
+    sets (seen on HEAD-QA dev: 0.33185521 against 0.33185524 for one passage)."""
+    from capr.cases.bench import QuestionOutcome
+
+    scored: list[int] = []
+    real = planted_index.dense_scores
+
+    def spy(qvec, rows):
+        scored.extend(int(r) for r in rows)
+        return real(qvec, rows)
+
+    monkeypatch.setattr(planted_index, "dense_scores", spy)
+    res = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.dense)).rank(
+        "woke at night with a hot swollen big toe after beer", ["night", "urate crystals", "asthma"])
+    by = {h.hypothesis: h for h in res.hypotheses}
+    assert {p.passage.doc_id for p in by["night"].supports} == {"asthma_1", "gout_1"}  # two row sets share gout_1
+    assert len(scored) == len(set(scored))
+    assert by["night"].passage.doc_id == by["urate crystals"].passage.doc_id == "gout_1"
+    assert by["night"].score == by["urate crystals"].score
+    assert QuestionOutcome("q", [by[h].score for h in ("urate crystals", "night", "asthma")], 0, [True] * 3).credit == 0.5

@@ -122,15 +122,20 @@ class CasePipeline:
             base = np.zeros(len(index), dtype=np.float32)
         qvec = index.encoder().encode_queries([description])[0] if cfg.scorer is not CaseScorer.bm25 else None
         results: list[HypothesisResult] = []
+        # one cosine per passage and question: a passage supporting two hypotheses gives both the same score (computed
+        # over different sets of rows it could differ in the last bits and break their tie by noise)
+        dense_of: dict[int, float] = {}
         for hyp in hypotheses:
             variants, sups = self.mentions(hyp, base, allowed, excluded)
             res = HypothesisResult(hypothesis=hyp, score=0.0, found=bool(sups), candidates=len(sups), variants=variants)
             if not sups and cfg.fallback is Fallback.related and index.matrix is not None:
                 res.fallback, sups = self.related(hyp, variants, base, allowed, excluded)
             if qvec is not None and sups:
-                dense = index.dense_scores(qvec, np.array([s.row for s in sups], dtype=np.int64))
-                for s, d in zip(sups, dense):
-                    s.dense = float(d)
+                need = list(dict.fromkeys(s.row for s in sups if s.row not in dense_of))
+                if need:
+                    dense_of.update(zip(need, map(float, index.dense_scores(qvec, np.array(need, dtype=np.int64)))))
+                for s in sups:
+                    s.dense = dense_of[s.row]
                 sups.sort(key=lambda s: (-s.dense, s.row))
                 sups = sups[: cfg.dense_k]
             res.supports = sups
