@@ -194,8 +194,8 @@ def tune(m: Measure) -> None:
           f"(MAP {best[0]:.1f}, category MAP {best[1]:.1f})")
 
 
-def report(m: Measure, results: dict[str, list[QueryScores]]) -> None:
-    print(f"CodiEsp dev, {len(m.queries)} queries over {len(m.pool)} coded train cases (+ background and E3C in the "
+def report(m: Measure, results: dict[str, list[QueryScores]], split: str = "dev") -> None:
+    print(f"CodiEsp {split}, {len(m.queries)} queries over {len(m.pool)} coded train cases (+ background and E3C in the "
           "index)\n")
     print("| run | category P@10 | MAP (codes) | MAP (categories) | p vs bm25 (P@10 / MAP / cat-MAP) | "
           "p vs minilm (P@10 / MAP / cat-MAP) |")
@@ -233,6 +233,9 @@ def main() -> None:
     ap.add_argument("--model", action="append", default=[], help="NAME=DIR of a fine-tuned encoder (repeatable)")
     ap.add_argument("--fusion", default="", help="weights of the code rankings fused with the votes (weight 1): "
                     "names-bm25=A,names-dense=B (choose with --tune)")
+    ap.add_argument("--split", default="dev", help="the coded cases that are queries (dev; a held-out test split)")
+    ap.add_argument("--cases", type=Path, default=None, help="a CodiEsp-layout cases file holding that split "
+                    "(default: the one in --data-dir); the coded train cases always come from --data-dir")
     ap.add_argument("--tune", action="store_true", help="measure on a split of CodiEsp train (see above)")
     ap.add_argument("--limit", type=int, default=None, help="first N dev cases only")
     ap.add_argument("--examples", type=int, default=0)
@@ -244,9 +247,13 @@ def main() -> None:
 
     cases = list(read_documents(args.data_dir / CODIESP_FILE, Format.codiesp))
     train = [d for d in cases if d.metadata["split"] == "train"]
-    dev = [d for d in cases if d.metadata["split"] == "dev"]
+    held = list(read_documents(args.cases, Format.codiesp)) if args.cases else cases
+    dev = [d for d in held if d.metadata["split"] == args.split and d.metadata.get("diagnoses")]
+    if not dev:
+        raise SystemExit(f"no coded cases of split {args.split!r} in {args.cases or args.data_dir / CODIESP_FILE}")
     index = Index.load(args.index)
-    assert not any(index.has_document(d.doc_id) for d in dev), "the index holds CodiEsp dev cases"
+    if any(index.has_document(d.doc_id) for d in dev):
+        raise SystemExit(f"the index holds query cases of split {args.split!r}: they would find themselves")
     if args.tune:
         if args.model:
             raise SystemExit("--tune takes no --model: a trained encoder has seen every CodiEsp train case")
@@ -266,7 +273,7 @@ def main() -> None:
         m.dense(name, path)
     results = m.score(parse_fusion(args.fusion) if args.fusion else None)
     m.say("all runs done")
-    report(m, results)
+    report(m, results, args.split)
     if args.examples:
         run = args.examples_run or next((r for r in reversed(list(results)) if r.startswith("hybrid-") and
                                          r.endswith("+names")), "hybrid")

@@ -399,3 +399,47 @@ def test_a_passage_supporting_two_hypotheses_scores_them_alike(planted_index, mo
     assert by["night"].passage.doc_id == by["urate crystals"].passage.doc_id == "gout_1"
     assert by["night"].score == by["urate crystals"].score
     assert QuestionOutcome("q", [by[h].score for h in ("urate crystals", "night", "asthma")], 0, [True] * 3).credit == 0.5
+
+
+def test_any_multiple_choice_file_is_a_benchmark(planted_index, tmp_path):
+    """`capr eval --benchmark mcqa:PATH` reads MedQA- and MedMCQA-style question files (MedQA test, another split)
+    and scores them as the named benchmarks; a bad record is one line naming file and line."""
+    import gzip
+
+    from capr.cases.data import read_mcqa_file
+
+    medqa = tmp_path / "test.jsonl.gz"
+    medqa.write_bytes(gzip.compress((json.dumps({"question": DESCRIPTION, "options": {"A": "migraine", "B": "meningitis"},
+                                                 "answer_idx": "B"}) + "\n" +
+                                     json.dumps({"question": "sudden hot swollen big toe after beer",
+                                                 "options": ["asthma", "gout"], "answer": "gout"}) + "\n").encode()))
+    medmcqa = tmp_path / "mm.jsonl"
+    medmcqa.write_text(json.dumps({"id": "x1", "question": "sudden hot swollen big toe after beer", "opa": "gout",
+                                   "opb": "asthma", "opc": "migraine", "opd": "appendicitis", "cop": 1}) + "\n")
+    qs = read_mcqa_file(medqa) + read_mcqa_file(medmcqa)
+    assert [(q.qid, q.answer, q.options[q.answer]) for q in qs] == [("test-0", 1, "meningitis"), ("test-1", 1, "gout"),
+                                                                       ("x1", 0, "gout")]
+    assert qs[2].exclude_docs  # a MedMCQA question's own explanation never supports it
+    proc = capr_cli("eval", "--benchmark", f"mcqa:{medqa}", "--index", str(planted_index.root), "-r", "dense", "--json")
+    m = json.loads(proc.stdout)["metrics"]
+    assert m["questions"] == 2 and m["accuracy"] == 100.0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "options": {"A": "a", "B": "b"}, "answer_idx": "B"}) + "\n"
+                   + json.dumps({"question": "q2", "options": {"A": "a", "B": "b"}}) + "\n")
+    proc = capr_cli("eval", "--benchmark", f"mcqa:{bad}", "--index", str(planted_index.root), "-r", "bm25", check=False)
+    assert proc.returncode != 0 and f"{bad}:2" in proc.stderr and "answer" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_mcqa_reader_equals_the_medqa_and_medmcqa_readers_on_the_real_files():
+    from capr.cases.data import MEDMCQA_FILE, MEDQA_FILE, read_mcqa_file, read_medmcqa, read_medqa
+
+    path = need_data(*MEDMCQA_FILE.split("/"))
+    ours, ref = read_mcqa_file(path), read_medmcqa(path.parent.parent)
+    assert len(ours) == len(ref) > 4000
+    assert [(q.description, q.options, q.answer, q.exclude_docs) for q in ours] == \
+        [(q.description, q.options, q.answer, q.exclude_docs) for q in ref]
+
+    path = need_data(*MEDQA_FILE.split("/"))
+    ours, ref = read_mcqa_file(path), read_medqa(path.parent.parent)
+    assert len(ours) == len(ref) > 1000
+    assert [(q.description, q.options, q.answer) for q in ours] == [(q.description, q.options, q.answer) for q in ref]

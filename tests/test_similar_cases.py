@@ -55,6 +55,9 @@ def test_a_bad_codiesp_record_names_line_and_field(tmp_path):
     good = {"id": "a", "split": "train", "text": "Fever.", "diagnoses": ["r50.9"], "procedures": []}
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", "split": "test"}) + "\n")
     assert detect_format(path) is Format.codiesp
+    # the release's test split reads (held-out coded cases are queries, never indexed by `capr case-index`)
+    assert [d.metadata["split"] for d in read_documents(path)] == ["train", "test"]
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", "split": "validation"}) + "\n")
     with pytest.raises(BadInputError) as e:
         list(read_documents(path))
     assert "line 2" in str(e.value) and "split" in str(e.value)

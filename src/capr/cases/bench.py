@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from capr.cases.data import MCQuestion, QuestionSet, load_questions, subsample
+from capr.cases.data import MCQA_PREFIX, MCQuestion, QuestionSet, load_questions, read_mcqa_file, subsample
 from capr.cases.pipeline import CasePipeline
 
 
@@ -31,8 +31,15 @@ BENCHMARK_QUESTIONS = {
 }
 
 
+def is_case_benchmark(name: str) -> bool:
+    """A named multiple-choice benchmark, or ``mcqa:PATH`` (any MedQA- or MedMCQA-style question file)."""
+    return name in {b.value for b in CaseBenchmark} or name.startswith(MCQA_PREFIX)
+
+
 def benchmark_questions(data_dir: str | Path, benchmark: CaseBenchmark | str, limit: int | None = None,
                         seed: int = 0) -> list[MCQuestion]:
+    if isinstance(benchmark, str) and benchmark.startswith(MCQA_PREFIX):
+        return subsample(read_mcqa_file(benchmark[len(MCQA_PREFIX):]), limit, seed)
     return subsample(load_questions(data_dir, BENCHMARK_QUESTIONS[CaseBenchmark(benchmark)]), limit, seed)
 
 
@@ -128,5 +135,5 @@ def write_outcomes(path: str | Path, outcomes: Iterable[QuestionOutcome]) -> Non
     write_bytes(Path(path), ("\n".join(lines) + "\n").encode())
 
 
-__all__ = ["BENCHMARK_QUESTIONS", "CaseBenchmark", "QuestionOutcome", "average_precision", "benchmark_questions",
+__all__ = ["BENCHMARK_QUESTIONS", "CaseBenchmark", "is_case_benchmark", "QuestionOutcome", "average_precision", "benchmark_questions",
            "evaluate_cases", "read_outcomes", "summarize", "write_outcomes"]

@@ -132,6 +132,75 @@ def read_medmcqa(data_dir: str | Path, part: str | None = None) -> list[MCQuesti
     return out
 
 
+MCQA_PREFIX = "mcqa:"
+_LETTERS = "ABCDEFGHIJ"
+
+
+def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
+    """One multiple-choice question in MedQA's layout (``question``, ``options`` as {"A": …} or a list,
+    ``answer_idx`` as a letter or 0-based number, or ``answer`` as the option's text) or MedMCQA's (``question``,
+    ``opa``…``opd``, ``cop`` 1-based; its ``exp`` document is excluded from the support, as in medmcqa-dev)."""
+    if not isinstance(r, dict) or not isinstance(r.get("question"), str) or not r["question"].strip():
+        raise ValueError("a record needs a non-empty \"question\"")
+    qid = str(r.get("id") or r.get("qid") or fallback_id)
+    if "opa" in r:
+        options = [r.get(k) for k in ("opa", "opb", "opc", "opd")]
+        if "cop" not in r:
+            raise ValueError("a MedMCQA record needs \"cop\" (the correct option, 1-4)")
+        answer, source, exclude = int(r["cop"]) - 1, "medmcqa", ((medmcqa_doc_id(str(r["id"])),) if r.get("id") else ())
+    elif "options" in r:
+        opts = r["options"]
+        keys = sorted(opts) if isinstance(opts, dict) else list(range(len(opts)))
+        options = [opts[k] for k in keys] if isinstance(opts, (dict, list)) else []
+        idx = r.get("answer_idx")
+        if isinstance(idx, str) and idx in keys:
+            answer = keys.index(idx)
+        elif isinstance(idx, int) or (isinstance(idx, str) and idx.isdigit()):
+            answer = int(idx)
+        elif isinstance(r.get("answer"), str) and r["answer"] in options:
+            answer = options.index(r["answer"])
+        else:
+            raise ValueError("no answer: give \"answer_idx\" (a key of \"options\" or a 0-based number) or "
+                             "\"answer\" (an option's text)")
+        source, exclude = "mcqa", ()
+    else:
+        raise ValueError("no options: give \"options\" (MedQA layout) or \"opa\"…\"opd\" (MedMCQA layout)")
+    if len(options) < 2 or not all(isinstance(o, str) and o.strip() for o in options):
+        raise ValueError("a question needs at least two non-empty options")
+    if not 0 <= answer < len(options):
+        raise ValueError(f"the answer ({answer}) is not one of the {len(options)} options")
+    return MCQuestion(qid, r["question"], options, answer, source, exclude)
+
+
+def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
+    """Any multiple-choice file in MedQA's or MedMCQA's JSON-lines layout (``.jsonl``, ``.jsonl.gz``): e.g. MedQA
+    test, for `capr eval --benchmark mcqa:PATH`. A bad record is refused naming its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CaprError(f"{path}: no such question file (mcqa:PATH names a MedQA- or MedMCQA-style JSONL file)")
+    out, seen = [], set()
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    q = _mcqa_record(json.loads(line), f"{path.name.split('.')[0]}-{i - 1}")
+                except (ValueError, TypeError, KeyError) as e:
+                    msg = f"not JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e)
+                    raise BadInputError(f"{path}:{i}", msg) from None
+                if q.qid in seen:
+                    raise BadInputError(f"{path}:{i}", f"question id {q.qid!r} repeats")
+                seen.add(q.qid)
+                out.append(q)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise BadInputError(str(path), f"cannot read ({e})") from None
+    if not out:
+        raise BadInputError(str(path), "no questions")
+    return out
+
+
 def load_questions(data_dir: str | Path, which: QuestionSet | str) -> list[MCQuestion]:
     which = QuestionSet(which)
     if which is QuestionSet.medqa_train:

@@ -22,7 +22,7 @@ from capr.records import Document, check_doc_id
 E3C_KEYS = frozenset({"id", "doi", "text", "licence"})
 CODIESP_KEYS = frozenset({"id", "split", "text", "diagnoses"})
 OPENSTAX_KEYS = frozenset({"id", "module", "title", "section", "text"})
-CODIESP_SPLITS = ("train", "dev", "background")
+CODIESP_SPLITS = ("train", "dev", "test", "background")  # the release's three coded splits and its background set
 
 
 def sniff_case_report(record: object) -> str | None:
