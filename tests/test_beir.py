@@ -131,3 +131,29 @@ def test_gzipped_beir_folder_with_space_separated_qrels_reads_like_the_plain_one
     (packed / "qrels" / "test.tsv").write_text("q1 d1 0.5\n")
     with pytest.raises(Exception, match=r"test\.tsv \[line 1\].*integer"):
         read_beir_qrels(packed)
+
+
+def test_a_mediqa_file_is_a_benchmark_equal_to_the_named_one(tmp_path):
+    """`--benchmark mediqa:PATH` (a MEDIQA 2019 Task 3 file, plain or gzip'd: e.g. the test set with its labels) scores
+    as the named `mediqa2019` does on the same file; a file without judgements or not XML is one clear line."""
+    import gzip
+
+    from conftest import need_data
+
+    src = need_data("mediqa2019", "Task3_QA", "MEDIQA2019-Task3-QA-ValidationSet.xml.gz")
+    plain = tmp_path / "val.xml"
+    plain.write_bytes(gzip.decompress(src.read_bytes()))
+    runs = {}
+    for name, bench in (("named", "mediqa2019"), ("plain", f"mediqa:{plain}"), ("gz", f"mediqa:{src}")):
+        proc = capr_cli("eval", "--benchmark", bench, "-r", "bm25", "--json", "--cache-dir", str(tmp_path / name),
+                        "--data-dir", str(src.parents[2]))
+        runs[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert runs["named"]["queries"] == runs["plain"]["queries"] == 25
+    assert runs["named"]["metrics"] == runs["plain"]["metrics"] == runs["gz"]["metrics"]
+    assert runs["plain"]["protocol"] == "rerank64"  # each question re-ranks its own answers
+    unjudged = tmp_path / "unjudged.xml"
+    unjudged.write_text(plain.read_text().replace('ReferenceScore="', 'Score="'))
+    for path, why in ((unjudged, "no answer is judged relevant"), (tmp_path / "none.xml", "no such file")):
+        proc = capr_cli("eval", "--benchmark", f"mediqa:{path}", "-r", "bm25", "--cache-dir", str(tmp_path / "x"),
+                        check=False)
+        assert proc.returncode != 0 and why in proc.stderr and "Traceback" not in proc.stderr

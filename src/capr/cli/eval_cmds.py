@@ -35,8 +35,9 @@ from capr.store.protocol import Backend
 
 @app.command("eval")
 def eval_cmd(
-    benchmark: str = typer.Option("medquad-cdv", help="Benchmark name; beir:PATH (a BEIR folder); mcqa:PATH (a MedQA- "
-                                  "or MedMCQA-style question file, scored over --index like medqa-dev)."),
+    benchmark: str = typer.Option("medquad-cdv", help="Benchmark name; beir:PATH (a BEIR folder); mediqa:PATH (a "
+                                  "MEDIQA 2019 Task 3 file with judgements); mcqa:PATH (a MedQA- or MedMCQA-style "
+                                  "question file, scored over --index like medqa-dev)."),
     data_dir: Path = typer.Option(Path("../shared/data"), help="Folder holding the benchmark data sets."),
     retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
     protocol: Optional[str] = typer.Option(None, help="rerank64 (CDV/CAPR) or full (default: rerank64; full for "
@@ -97,16 +98,17 @@ def eval_cmd(
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.beir import BEIR_PREFIX
-        from capr.eval.runner import BENCHMARKS, EvalConfig, compare_runs, load_benchmark, run_eval
+        from capr.eval.runner import EvalConfig, benchmark_loader, compare_runs, load_benchmark, run_eval
 
         if is_case_benchmark(benchmark):
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match, fallback)
-        if benchmark not in BENCHMARKS and not benchmark.startswith(BEIR_PREFIX):
-            raise CaprError(f"unknown benchmark {benchmark!r}; available: {', '.join(BENCHMARKS)}, "
-                            f"{', '.join(b.value for b in CaseBenchmark)}, beir:PATH (a BEIR folder), mcqa:PATH (MedQA- or "
-                            "MedMCQA-style questions)")
+        try:
+            benchmark_loader(benchmark)
+        except CaprError as e:
+            raise CaprError(f"{e}; similar-case benchmarks (with --index): "
+                            f"{', '.join(b.value for b in CaseBenchmark)}, mcqa:PATH (MedQA- or MedMCQA-style "
+                            "questions)") from None
         if compare is not None and not compare.is_file():
             raise CaprError(f"{compare}: no such run file (--compare)")
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from capr.errors import BadInputError
+
 TASK3_DIR = Path("mediqa2019") / "Task3_QA"
 TASK3_FILES = {
     "mediqa2019": "MEDIQA2019-Task3-QA-ValidationSet.xml.gz",  # 25 questions
@@ -36,16 +38,27 @@ def task3_path(data_dir: str | Path, name: str) -> Path:
 
 
 def read_task3(path: str | Path) -> Iterator[JudgedAnswer]:
-    """Every judged answer with text, in file order."""
-    with gzip.open(path, "rb") as fh:
-        root = ET.parse(fh).getroot()
+    """Every judged answer with text, in file order (``.xml`` or ``.xml.gz``; an answer without ``ReferenceScore``
+    has reference score 0)."""
+    path = Path(path)
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as fh:
+            root = ET.parse(fh).getroot()
+    except ET.ParseError as e:
+        raise BadInputError(str(path), f"not MEDIQA XML ({e})") from None
+    except (OSError, EOFError) as e:
+        raise BadInputError(str(path), f"cannot read ({e})") from None
     for q in root.iter("Question"):
         question = q.findtext("QuestionText") or ""
         for a in q.iter("Answer"):
             text = " ".join((a.findtext("AnswerText") or "").split())
             if text:
-                yield JudgedAnswer(f"mediqa-{q.get('QID')}", question, a.get("AID"), text,
-                                   int(a.get("ReferenceScore", 0)))
+                try:
+                    score = int(a.get("ReferenceScore", 0))
+                except ValueError:
+                    raise BadInputError(str(path), f"answer {a.get('AID')!r}: ReferenceScore "
+                                        f"{a.get('ReferenceScore')!r} is not a number") from None
+                yield JudgedAnswer(f"mediqa-{q.get('QID')}", question, a.get("AID"), text, score)
 
 
 __all__ = ["JudgedAnswer", "TASK3_FILES", "read_task3", "task3_path"]

@@ -211,16 +211,18 @@ def load_mediqa2019(
     progress: Any = None,
     name: str = "mediqa2019",
     titled: bool = False,
+    path: str | Path | None = None,
 ) -> BenchmarkData:
     """MEDIQA 2019 Task 3 validation set (`mediqa2019`: 25 consumer health questions) or training set 2
     (`mediqa2019-train`: 104; a dev set for choices such as the merge weight, which must not see the validation
     set), each question re-ranking its own judged answers (relevant = ReferenceScore 3 or 4, as in the shared
     task). Free-text questions only. The answers have no titles, so ``titled`` changes nothing but the index
-    folder's settings."""
+    folder's settings. ``path``: any MEDIQA 2019 Task 3 file with ``ReferenceScore`` judgements instead (``.xml`` or
+    ``.xml.gz``; `capr eval --benchmark mediqa:PATH`)."""
     from capr.corpus.mediqa import read_task3, task3_path
     from capr.records import Section
 
-    path = task3_path(data_dir, name)
+    path = Path(path) if path is not None else task3_path(data_dir, name)
     if not path.exists():
         raise CaprError(f"{path}: MEDIQA 2019 {name} set not found")
     queries, qrels, pools_pids, docs = [], [], {}, []
@@ -232,6 +234,9 @@ def load_mediqa2019(
                              sections=[Section(heading="", aspect=None, start=0, end=len(ans.text), section_id=ans.aid)]))
         pools_pids[ans.qid].append(ans.aid)
         qrels.append(Qrel(ans.qid, ans.aid, int(ans.relevant)))
+    if not any(q.relevance > 0 for q in qrels):
+        raise CaprError(f"{path}: no answer is judged relevant (ReferenceScore 3 or 4): a MEDIQA file without "
+                        "judgements cannot be a benchmark")
     index = _benchmark_index(index_dir, lambda: docs, analyzer, dense, SegmenterConfig(max_tokens=0, include_title=titled),
                              progress)
     rows_of = index.pid_rows()

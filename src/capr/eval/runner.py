@@ -23,7 +23,7 @@ from capr.eval.benchmarks import (
     BenchmarkData, BenchmarkSearcher, Protocol, QueryField, load_mediqa2019, load_medquad_cdv, load_mtsamples_capr,
     run_benchmark,
 )
-from capr.eval.beir import BEIR_PREFIX, corpus_stamp, load_beir
+from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, load_beir
 from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.profile import Origin, SearchProfile
@@ -52,7 +52,7 @@ def _titles_fixed(loader: Callable[..., BenchmarkData], titled: bool) -> Callabl
 
 
 # name → loader(data_dir, index_dir, dense=..., progress=...) and the query fields its questions have;
-# "beir:PATH" names any BEIR-layout folder (capr.eval.beir)
+# "beir:PATH" and "mediqa:PATH" name files of those layouts (FILE_BENCHMARKS below)
 BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
     "medquad-cdv": load_medquad_cdv,
     "mtsamples-capr": load_mtsamples_capr,
@@ -84,17 +84,66 @@ QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class FileBenchmark:
+    """A benchmark named by where its files are, ``PREFIX:PATH``: how to check, load and version them."""
+
+    prefix: str
+    describe: str  # for the list of known benchmarks
+    load: Callable[..., BenchmarkData]  # load(path, data_dir, index_dir, dense=..., progress=..., titled=..., ...)
+    check: Callable[[Path], Any]  # one clear error when PATH is not such a benchmark
+    stamp: Callable[[Path], str]  # names the files' version: a changed file gets a new benchmark index
+    fields: tuple[QueryField, ...]
+    document_judged: bool  # judged by document, no candidate pools: --protocol full
+    splits: bool  # several sets of judgements (--split)
+
+
+def _file_stamp(path: Path) -> str:
+    st = path.resolve().stat()
+    return hashlib.sha1(f"{path.resolve()}\x00{st.st_size}\x00{st.st_mtime_ns}".encode()).hexdigest()[:12]
+
+
+def _existing_file(path: Path) -> Path:
+    if not path.is_file():
+        raise CaprError(f"{path}: no such file")
+    return path
+
+
+def _load_mediqa_file(path: str, data_dir: str | Path, index_dir: str | Path, **kw: Any) -> BenchmarkData:
+    return load_mediqa2019(data_dir, index_dir, name=f"{MEDIQA_PREFIX}{path}", path=path, **kw)
+
+
+MEDIQA_PREFIX = "mediqa:"
+FILE_BENCHMARKS = (
+    FileBenchmark(BEIR_PREFIX, "beir:PATH (a BEIR folder)", load_beir, beir_folder, corpus_stamp, FREE_TEXT, True, True),
+    FileBenchmark(MEDIQA_PREFIX, "mediqa:PATH (a MEDIQA 2019 Task 3 file with ReferenceScore judgements: each question "
+                  "re-ranks its own answers)", _load_mediqa_file, _existing_file, _file_stamp, FREE_TEXT, False, False),
+)
+
+
+def file_benchmark(name: str) -> tuple[FileBenchmark, Path] | None:
+    """The file benchmark ``name`` spells (``beir:PATH``, ``mediqa:PATH``) and its path; None for a registry name."""
+    for fb in FILE_BENCHMARKS:
+        if name.startswith(fb.prefix):
+            return fb, Path(name[len(fb.prefix):])
+    return None
+
+
 def benchmark_loader(name: str) -> Callable[..., BenchmarkData]:
-    """The registry's loader of ``name``; ``beir:PATH`` reads the BEIR folder at PATH."""
-    if name.startswith(BEIR_PREFIX):
-        return partial(load_beir, name[len(BEIR_PREFIX):])
+    """The registry's loader of ``name``, or the loader of the files a ``PREFIX:PATH`` name points to."""
+    found = file_benchmark(name)
+    if found is not None:
+        fb, path = found
+        return partial(fb.load, str(path))
     if name not in BENCHMARKS:
-        raise CaprError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}, beir:PATH (a BEIR folder)")
+        raise CaprError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}, "
+                        f"{', '.join(fb.describe for fb in FILE_BENCHMARKS)}")
     return BENCHMARKS[name]
 
 
 def query_fields(name: str) -> tuple[QueryField, ...]:
-    return FREE_TEXT if name.startswith(BEIR_PREFIX) else QUERY_FIELDS[name]
+    found = file_benchmark(name)
+    return found[0].fields if found else QUERY_FIELDS[name]
 _FIELD_HINT = {QueryField.tuple: "⟨entity, aspect⟩ queries only", QueryField.question: "free-text questions only"}
 
 
@@ -130,15 +179,15 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         benchmark_loader(self.benchmark)  # an unknown name: the error lists the known ones
-        if self.benchmark.startswith(BEIR_PREFIX):
-            from capr.eval.beir import beir_folder
-
-            beir_folder(self.benchmark[len(BEIR_PREFIX):])
+        found = file_benchmark(self.benchmark)
+        if found is not None:
+            found[0].check(found[1])
         if self.split is not None and not self.is_beir:
             raise CaprError(f"--split is for BEIR benchmarks; {self.benchmark} has one set of judgements")
         self.retriever = Retriever(self.retriever)
         if self.protocol is None:
-            self.protocol = Protocol.full if self.is_beir or self.benchmark in DOCUMENT_JUDGED else Protocol.rerank64
+            judged_by_document = found[0].document_judged if found else self.benchmark in DOCUMENT_JUDGED
+            self.protocol = Protocol.full if judged_by_document else Protocol.rerank64
         if self.query_field is None:
             self.query_field = query_fields(self.benchmark)[0]
         try:
@@ -168,7 +217,9 @@ class EvalConfig:
 
     @property
     def is_beir(self) -> bool:
-        return self.benchmark.startswith(BEIR_PREFIX) or self.benchmark == "nfcorpus-dev"
+        """A benchmark in BEIR's layout: its judgements come in splits."""
+        found = file_benchmark(self.benchmark)
+        return found[0].splits if found else self.benchmark == "nfcorpus-dev"
 
     @property
     def effective_rerank_depth(self) -> int:
@@ -254,9 +305,11 @@ class EvalConfig:
         enc = self.encoder()
         folder = (encoder_slug(enc) if enc else "lexical") + ("-titled" if self.titled else "")
         benchmark = self.benchmark
-        if benchmark.startswith(BEIR_PREFIX):  # one folder per corpus file (a changed file: a new index)
-            path = Path(benchmark[len(BEIR_PREFIX):])
-            benchmark = f"beir-{re.sub(r'[^A-Za-z0-9_.-]', '_', path.resolve().name)}-{corpus_stamp(path)}"
+        found = file_benchmark(benchmark)
+        if found is not None:  # one folder per version of the files (a changed file: a new index)
+            fb, path = found
+            benchmark = (f"{fb.prefix.rstrip(':')}-{re.sub(r'[^A-Za-z0-9_.-]', '_', path.resolve().name)}-"
+                         f"{fb.stamp(path)}")
         return self.cache_dir or cache_root() / "bench" / benchmark / folder
 
     def collection_name(self) -> str:
