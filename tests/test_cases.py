@@ -304,8 +304,35 @@ def test_service_cases_runs_the_pipeline_when_a_model_is_configured(planted_inde
         data = r.json()
         assert data["method"] == "similar-case-cross-encoder"
         top = data["hypotheses"][0]
-        assert top["hypothesis"] == "meningitis" and top["passages"][0]["doc_id"] == "case_men"
+        assert top["hypothesis"] == "meningitis" and top["passages"][0]["doc_id"] == "case_men" and top["notice"] is None
         assert c.post("/cases", json={"description": " ", "hypotheses": ["x"]}).status_code == 422
+        # an option no passage mentions: scored on the passages closest to its words, as `capr cases` does, and said
+        r = c.post("/cases", json={"description": DESCRIPTION, "hypotheses": ["meningitis", "Kawasaki disease"]}).json()
+        kaw = next(h for h in r["hypotheses"] if h["hypothesis"] == "Kawasaki disease")
+        assert "no passage mentions it" in kaw["notice"]
+
+
+def test_one_set_of_case_defaults_for_cli_eval_and_service(planted_index, tmp_path):
+    """`capr cases`, `capr eval` on a multiple-choice benchmark and the service start from capr.cases.config.case_config:
+    without flags `capr eval` scores exactly what `capr cases` answers (dense on an index with vectors, related
+    fallback), and the paper's settings stay one flag away."""
+    from capr.cases.config import Fallback, case_config
+
+    cfg = case_config(True)
+    assert (cfg.scorer, cfg.fallback) == (CaseScorer.dense, Fallback.related)
+    assert case_config(False).scorer is CaseScorer.bm25 and case_config(True, "ce").scorer is CaseScorer.cross
+    assert case_config(True, fallback="text", dense_k=None).fallback is Fallback.text and case_config(True).dense_k == 50
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(json.dumps({"question": DESCRIPTION, "options": {"A": "migraine", "B": "Kawasaki disease",
+                                                                      "C": "meningitis"}, "answer_idx": "C"}) + "\n")
+    ev = json.loads(capr_cli("eval", "--benchmark", f"mcqa:{qfile}", "--index", str(planted_index.root), "--json").stdout)
+    assert ev["scorer"] == "dense" and ev["config"]["fallback"] == "related"
+    cli = json.loads(capr_cli("cases", "--index", str(planted_index.root), "-d", DESCRIPTION, "--options", "migraine",
+                              "Kawasaki disease", "meningitis", "--json").stdout)
+    assert cli["scorer"] == "dense" and cli["answer"] == "meningitis" and ev["metrics"]["accuracy"] == 100.0
+    paper = json.loads(capr_cli("eval", "--benchmark", f"mcqa:{qfile}", "--index", str(planted_index.root), "-r", "bm25",
+                                "--fallback", "text", "--json").stdout)
+    assert paper["scorer"] == "bm25" and paper["config"]["fallback"] == "text"
 
 
 def test_saved_candidates_score_exactly_as_the_pipeline(planted_index, tiny_cross, tmp_path):

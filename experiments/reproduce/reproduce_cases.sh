@@ -17,10 +17,10 @@ $C train cases --stage distant --pretrained "$R/ce-rqe" --index "$R/case-idx" --
   --questions 1200 --dense-k 5 --top-k 1 --max-steps 100000 --time-budget 25 --json > "$R/ce-cases.json"
 for b in medqa-dev headqa medmcqa-dev; do
   for r in bm25 dense; do
-    $C eval --benchmark $b --data-dir $D --index "$R/case-idx" -r $r --json --run-out "$R/ev/$b.$r.jsonl" > "$R/ev/$b.$r.json"
+    $C eval --benchmark $b --data-dir $D --index "$R/case-idx" -r $r --fallback text --json --run-out "$R/ev/$b.$r.jsonl" > "$R/ev/$b.$r.json"
   done
   for m in rqe:ce-rqe distant:ce-cases; do
-    $C eval --benchmark $b --data-dir $D --index "$R/case-idx" --reranker "cross:$R/${m#*:}" --dense-k 5 --json \
+    $C eval --benchmark $b --data-dir $D --index "$R/case-idx" --reranker "cross:$R/${m#*:}" --dense-k 5 --fallback text --json \
       --run-out "$R/ev/$b.${m%%:*}.jsonl" > "$R/ev/$b.${m%%:*}.json"
   done
 done

@@ -80,6 +80,18 @@ class CaseConfig:
         return d
 
 
+def case_config(has_dense: bool, cross_model: str | None = None, **settings: Any) -> CaseConfig:
+    """The similar-case pipeline as capr runs it unless told otherwise — `capr cases`, `capr eval` on the
+    multiple-choice benchmarks and `POST /cases` with a model all start here: the cross-encoder when one is given,
+    else the dense scorer on an index with vectors, else BM25; an option no passage mentions is scored on the passages
+    closest to its words, so its score comes with evidence and a notice (``Fallback.related``). ``settings``: any
+    :class:`CaseConfig` field; None keeps the default."""
+    scorer = CaseScorer.cross if cross_model else CaseScorer.dense if has_dense else CaseScorer.bm25
+    chosen: dict[str, Any] = {"scorer": scorer, "cross_model": cross_model, "fallback": Fallback.related}
+    chosen.update({k: v for k, v in settings.items() if v is not None})
+    return CaseConfig(**chosen)
+
+
 @dataclass(slots=True)
 class Support:
     """One candidate case for a hypothesis, with the score of each stage it reached."""
@@ -150,4 +162,4 @@ class CaseResult:
                 "hypotheses": [h.to_dict(explain) for h in self.hypotheses]}
 
 
-__all__ = ["CaseConfig", "CaseResult", "CaseScorer", "Fallback", "MentionMatch", "HypothesisResult", "Support"]
+__all__ = ["CaseConfig", "CaseResult", "case_config", "CaseScorer", "Fallback", "MentionMatch", "HypothesisResult", "Support"]

@@ -80,8 +80,9 @@ def cases_cmd(
     cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
     match: str = typer.Option("phrase", "--match", help="A passage mentions a hypothesis as a phrase, or by all its "
                               "words anywhere (words: finds long options that are rarely written verbatim)."),
-    fallback: str = typer.Option("related", "--fallback", help="A hypothesis no passage mentions is scored on the "
-                                 "passages closest to its words (related) or on its own text (text)."),
+    fallback: Optional[str] = typer.Option(None, "--fallback", help="A hypothesis no passage mentions is scored on the "
+                                           "passages closest to its words (related, the default) or on its own text "
+                                           "(text)."),
     explain: bool = typer.Option(False, "--explain", help="Show the variants searched and every scored support."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -94,16 +95,17 @@ def cases_cmd(
             _fail(f"missing option {flag} (or a subcommand: capr cases similar \"DESCRIPTION\" --index DIR)")
 
     def body() -> None:
-        from capr.cases import CaseConfig, CasePipeline, CaseScorer
+        from capr.cases import CasePipeline, CaseScorer
+        from capr.cases.config import case_config
 
         index = Index.load(index_dir)
         try:
-            sc = CaseScorer(scorer) if scorer else (CaseScorer.cross if model else CaseScorer.dense if index.has_dense
-                                                     else CaseScorer.bm25)
+            chosen = CaseScorer(scorer) if scorer else None
         except ValueError:
             raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
-        cfg = CaseConfig(scorer=sc, cross_model=str(model) if model else None, dense_k=dense_k, cross_k=cross_k,
-                         match=match, fallback=fallback)
+        cfg = case_config(index.has_dense, str(model) if model else None, scorer=chosen, dense_k=dense_k,
+                          cross_k=cross_k, match=match, fallback=fallback)
+        sc = cfg.scorer
         text = _read_description(description)
         res = CasePipeline(index, cfg).rank(text, [o for o in options])
         if as_json:

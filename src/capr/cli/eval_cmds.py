@@ -39,7 +39,8 @@ def eval_cmd(
                                   "MEDIQA 2019 Task 3 file with judgements); mcqa:PATH (a MedQA- or MedMCQA-style "
                                   "question file, scored over --index like medqa-dev)."),
     data_dir: Path = typer.Option(Path("../shared/data"), help="Folder holding the benchmark data sets."),
-    retriever: Retriever = typer.Option(Retriever.bm25, "--retriever", "-r"),
+    retriever: Optional[Retriever] = typer.Option(None, "--retriever", "-r", help="First stage (default bm25; on the "
+                                                  "similar-case benchmarks: what `capr cases` uses on the index)."),
     protocol: Optional[str] = typer.Option(None, help="rerank64 (CDV/CAPR) or full (default: rerank64; full for "
                                            "BEIR folders and the consumer dev sets)."),
     query_field: Optional[str] = typer.Option(None, help="tuple (entity + aspect) or question (default: tuple "
@@ -88,8 +89,9 @@ def eval_cmd(
     dense_k: int = typer.Option(50, "--dense-k", help="Case benchmarks: supports per option kept by the encoder."),
     match: str = typer.Option("phrase", "--match", help="Case benchmarks: an option is mentioned as a phrase, or by "
                               "all its words (words)."),
-    fallback: str = typer.Option("text", "--fallback", help="Case benchmarks: an option no passage mentions is scored on "
-                                 "its own text (text), or on the passages closest to its words (related)."),
+    fallback: Optional[str] = typer.Option(None, "--fallback", help="Case benchmarks: an option no passage mentions is "
+                                           "scored on the passages closest to its words (related, as `capr cases`), or "
+                                           "on its own text (text, the paper's)."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). A BEIR-layout folder
     (--benchmark beir:PATH, or nfcorpus-dev) is judged by document: nDCG@10, P@1, MRR@10, R@100, MAP. The
@@ -112,7 +114,7 @@ def eval_cmd(
         if compare is not None and not compare.is_file():
             raise CaprError(f"{compare}: no such run file (--compare)")
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
-        config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever, protocol=protocol,
+        config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever or Retriever.bm25, protocol=protocol,
                             query_field=query_field, model=model, query_model=query_model,
                             encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
@@ -168,26 +170,29 @@ def eval_cmd(
     _run_guarded(body)
 
 
-def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Retriever, reranker: Optional[str],
-                rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool,
-                run_out: Optional[Path] = None, match: str = "phrase", fallback: str = "text") -> None:
-    from capr.cases import CaseConfig, CasePipeline, CaseScorer
+def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Optional[Retriever],
+                reranker: Optional[str], rerank_depth: int, limit: Optional[int], seed: int, dense_k: int, as_json: bool,
+                run_out: Optional[Path] = None, match: str = "phrase", fallback: Optional[str] = None) -> None:
+    from capr.cases import CasePipeline, CaseScorer
     from capr.cases.bench import benchmark_questions, evaluate_cases, write_outcomes
+    from capr.cases.config import case_config
 
     if index_dir is None:
         raise CaprError(f"{benchmark} needs --index (the case index from `capr case-index`)")
     if reranker and not reranker.startswith("cross:"):
         raise CaprError(f"{benchmark}: the re-ranker must be cross:DIR, got {reranker!r}")
-    if reranker:
-        sc = CaseScorer.cross
+    if reranker or retriever is None:
+        sc = None  # the cross-encoder given, or what `capr cases` runs on this index
     elif retriever in (Retriever.bm25, Retriever.dense):
         sc = CaseScorer(retriever.value)
     else:
         raise CaprError(f"{benchmark}: use --retriever bm25 or dense, or --reranker cross:DIR")
-    cfg = CaseConfig(scorer=sc, cross_model=reranker[len("cross:"):] if reranker else None, dense_k=dense_k,
-                     cross_k=min(rerank_depth, dense_k), match=match, fallback=fallback)
+    index = Index.load(index_dir)
+    cfg = case_config(index.has_dense, reranker[len("cross:"):] if reranker else None, scorer=sc, dense_k=dense_k,
+                      cross_k=min(rerank_depth, dense_k), match=match, fallback=fallback)
+    sc = cfg.scorer
     qs = benchmark_questions(data_dir, benchmark, limit, seed)
-    pipe = CasePipeline(Index.load(index_dir), cfg)
+    pipe = CasePipeline(index, cfg)
 
     progress = _item_progress(f"{benchmark} {sc.value}")
 

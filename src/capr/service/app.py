@@ -422,12 +422,13 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     case_pipes: dict[int, Any] = {}  # one pipeline per index snapshot; the cross-encoder is shared
 
     def _similar_cases(req: S.CaseRequest, store, t0: float) -> S.CaseResponse:
-        from capr.cases import CaseConfig, CasePipeline, CaseScorer
+        from capr.cases import CasePipeline
+        from capr.cases.config import case_config
 
         pipe = case_pipes.get(id(store.index))
         if pipe is None:
             try:
-                pipe = CasePipeline(store.index, CaseConfig(scorer=CaseScorer.cross, cross_model=config.cases_model))
+                pipe = CasePipeline(store.index, case_config(store.index.has_dense, config.cases_model))
             except QueryError as e:
                 raise ApiError(400, str(e), "index") from None
             old = next(iter(case_pipes.values()), None)
@@ -442,6 +443,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             sups = [s for s in h.supports if s.cross is not None][: req.k]
             out.append(S.HypothesisOut(
                 hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
+                notice=h.notice,
                 passages=[S.SupportOut(pid=s.passage.pid, doc_id=s.passage.doc_id, title=s.passage.title,
                                        aspect=s.passage.aspect, score=round(float(s.cross), 4), start=s.passage.start,
                                        end=s.passage.end, text=s.passage.text, highlights=_spans(s.passage, terms, store),

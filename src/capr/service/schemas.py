@@ -262,6 +262,8 @@ class HypothesisOut(BaseModel):
     rank: int
     score: float = Field(description="Baseline: mean BM25 of the top-k supporting passages (missing ones count 0); similar-case pipeline: the cross-encoder score of the best supporting case.")
     candidates: int = Field(description="Live passages holding every term of the hypothesis.")
+    notice: str | None = Field(None, description="Said when no passage mentions the hypothesis: what its score and "
+                                                 "passages are instead (passages closest to its words, or its own text).")
     passages: list[SupportOut]
 
 
