@@ -11,10 +11,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from capr._version import __version__
 from capr.errors import BadInputError, CaprError
+
+if TYPE_CHECKING:
+    from capr.cases.candidates import CandidateSet
+    from capr.cases.data import MCQuestion
 
 Log = Callable[[str], None]
 
@@ -259,7 +263,7 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
 
 
 # --------------------------------------------------------------------------- distant supervision
-def distant_questions(data_dir: str | Path, args: DistantArgs) -> list[Any]:
+def distant_questions(data_dir: str | Path, args: DistantArgs) -> "list[MCQuestion]":
     """The training questions of distant supervision: ``args.max_questions`` of ``args.sources`` (fixed by the seed);
     held-out and test questions are refused."""
     from capr.cases.data import load_questions, subsample
@@ -274,7 +278,7 @@ def distant_questions(data_dir: str | Path, args: DistantArgs) -> list[Any]:
 
 
 def distant_candidates(index_dir: str | Path, data_dir: str | Path, args: DistantArgs | None = None,
-                       progress: bool = True) -> Any:
+                       progress: bool = True) -> "CandidateSet":
     """Steps 1-2 for the training questions over the case index (``args.dense_k`` supports per option): what the
     pre-trained cross-encoder re-ranks. Saved with :func:`capr.cases.candidates.write_candidates`, they let the
     training run where the index is not (`capr train cases --stage candidates`, then ``--candidates FILE``)."""
@@ -306,7 +310,7 @@ def distant_candidates(index_dir: str | Path, data_dir: str | Path, args: Distan
 
 def distant_pairs(index_dir: str | Path | None, pretrained: str | Path, data_dir: str | Path | None,
                   args: DistantArgs | None = None, progress: bool = True, log: Log | None = None,
-                  candidates: Any = None) -> tuple[list[tuple[str, str, float]], dict[str, Any]]:
+                  candidates: "CandidateSet | None" = None) -> tuple[list[tuple[str, str, float]], dict[str, Any]]:
     """S+ / S-: for each training question and option, steps 1-2 of the pipeline, the supports re-ranked by the
     pre-trained cross-encoder, the top-k kept; labelled by whether the option is the correct one. Options no
     passage mentions contribute (description, option) itself, as the pipeline scores them. ``candidates``: steps 1-2
