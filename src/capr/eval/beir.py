@@ -50,11 +50,16 @@ def _corpus_file(path: str | Path) -> Path:
     return beir_file(folder, "corpus") or folder / "corpus.jsonl"
 
 
-def corpus_stamp(path: str | Path) -> str:
-    """Names the corpus file's version (path, size, modification time): a changed corpus gets a new index."""
-    file = _corpus_file(path).resolve()
+def file_stamp(path: str | Path) -> str:
+    """Names a file's version (path, size, modification time): a changed file gets a new benchmark index."""
+    file = Path(path).resolve()
     st = file.stat()
     return hashlib.sha1(f"{file}\x00{st.st_size}\x00{st.st_mtime_ns}".encode()).hexdigest()[:12]
+
+
+def corpus_stamp(path: str | Path) -> str:
+    """The version of a BEIR folder's corpus file (see :func:`file_stamp`)."""
+    return file_stamp(_corpus_file(path))
 
 
 def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,
@@ -78,5 +83,5 @@ def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, ana
                          {"document_of_row": document_of_rows(index), "metrics": BEIR_METRICS, "split": split})
 
 
-__all__ = ["BEIR_METRICS", "BEIR_PREFIX", "beir_folder", "beir_splits", "corpus_stamp", "default_split", "load_beir",
-           "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]
+__all__ = ["BEIR_METRICS", "BEIR_PREFIX", "beir_folder", "beir_splits", "corpus_stamp", "default_split", "file_stamp",
+           "load_beir", "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]

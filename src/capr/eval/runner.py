@@ -23,7 +23,7 @@ from capr.eval.benchmarks import (
     BenchmarkData, BenchmarkSearcher, Protocol, QueryField, load_mediqa2019, load_medquad_cdv, load_mtsamples_capr,
     run_benchmark,
 )
-from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, load_beir
+from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, file_stamp, load_beir
 from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.profile import Origin, SearchProfile
@@ -98,11 +98,6 @@ class FileBenchmark:
     splits: bool  # several sets of judgements (--split)
 
 
-def _file_stamp(path: Path) -> str:
-    st = path.resolve().stat()
-    return hashlib.sha1(f"{path.resolve()}\x00{st.st_size}\x00{st.st_mtime_ns}".encode()).hexdigest()[:12]
-
-
 def _existing_file(path: Path) -> Path:
     if not path.is_file():
         raise CaprError(f"{path}: no such file")
@@ -117,7 +112,7 @@ MEDIQA_PREFIX = "mediqa:"
 FILE_BENCHMARKS = (
     FileBenchmark(BEIR_PREFIX, "beir:PATH (a BEIR folder)", load_beir, beir_folder, corpus_stamp, FREE_TEXT, True, True),
     FileBenchmark(MEDIQA_PREFIX, "mediqa:PATH (a MEDIQA 2019 Task 3 file with ReferenceScore judgements: each question "
-                  "re-ranks its own answers)", _load_mediqa_file, _existing_file, _file_stamp, FREE_TEXT, False, False),
+                  "re-ranks its own answers)", _load_mediqa_file, _existing_file, file_stamp, FREE_TEXT, False, False),
 )
 
 
