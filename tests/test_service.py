@@ -21,6 +21,7 @@ from capr.index import Index
 from capr.service import ServiceConfig, create_app, load_tokens
 from capr.service.config import TokenSet
 from capr.search import search
+from conftest import capr_cli
 from service_support import AUTH, TOKEN, LiveServer, build_demo_index, copy_index
 
 SECRET = "Zorblatt Quintessa has a purple rash since 1997"  # stands in for patient text
@@ -300,17 +301,25 @@ def test_deleting_everything_leaves_a_working_empty_index(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- cases
-def test_cases_ranks_supported_hypotheses(read_client):
+def test_cases_ranks_supported_hypotheses(read_client, demo_index):
     body = {"description": "23-year-old with wheeze, chest tightness and cough after a cold; albuterol inhaler gives brief relief",
             "hypotheses": ["gout", "Asthma", "xyzzy disease"]}
     data = read_client.post("/cases", json=body).json()
+    # what `capr cases` answers on this (lexical) index: the BM25 scorer, unmentioned options on related passages
+    assert data["method"] == "similar-case-bm25"
     ranked = [h["hypothesis"] for h in data["hypotheses"]]
-    assert ranked[0] == "Asthma" and ranked[-1] == "xyzzy disease"
+    assert ranked[0] == "Asthma"
     asthma = data["hypotheses"][0]
-    assert asthma["rank"] == 1 and len(asthma["passages"]) == 3
+    assert asthma["rank"] == 1 and len(asthma["passages"]) == 3 and asthma["notice"] is None
     assert all("asthma" in p["text"].lower() for p in asthma["passages"])
-    assert asthma["score"] == pytest.approx(sum(p["score"] for p in asthma["passages"]) / 3, abs=1e-3)
-    assert data["hypotheses"][-1]["score"] == 0 and data["hypotheses"][-1]["passages"] == []
+    assert asthma["score"] == pytest.approx(asthma["passages"][0]["score"], abs=1e-3)  # its best supporting case
+    assert [p["score"] for p in asthma["passages"]] == sorted((p["score"] for p in asthma["passages"]), reverse=True)
+    xyzzy = next(h for h in data["hypotheses"] if h["hypothesis"] == "xyzzy disease")
+    assert "no passage mentions it" in xyzzy["notice"] and xyzzy["candidates"] == 0
+    assert not any("xyzzy" in p["text"].lower() for p in xyzzy["passages"])
+    cli = json.loads(capr_cli("cases", "--index", str(demo_index), "-d", body["description"],
+                              "--options", *body["hypotheses"], "--json").stdout)
+    assert [h["hypothesis"] for h in cli["hypotheses"]] == ranked
     assert read_client.post("/cases", json={**body, "hypotheses": []}).status_code == 422
     assert read_client.post("/cases", json={**body, "hypotheses": ["h"] * 21}).status_code == 422
 

@@ -1,7 +1,7 @@
 """Similar-case retrieval: a patient description and candidate hypotheses → ranked hypotheses with support.
 
 `CasePipeline` is the SIGIR'22 method (lexical mention filter → TSDAE dense top-k → cross-encoder);
-`rank_hypotheses` (baseline.py) is the model-free lexical baseline the service falls back to."""
+`rank_hypotheses` (baseline.py) is a model-free lexical baseline (the mean BM25 of a hypothesis' mentions)."""
 
 from capr.cases.baseline import HypothesisScore, rank_hypotheses
 from capr.cases.config import CaseConfig, CaseResult, CaseScorer, HypothesisResult, Support

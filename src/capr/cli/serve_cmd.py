@@ -32,7 +32,8 @@ def serve_cmd(
     milvus_token: Optional[str] = typer.Option(None, "--milvus-token", envvar="CAPR_MILVUS_TOKEN", help=TOKEN_HELP),
     tls_ca: Optional[Path] = TLS_CA_OPTION,
     cases_model: Optional[Path] = typer.Option(None, "--cases-model", help="Cross-encoder from `capr train cases`: POST /cases "
-                                               "runs the similar-case pipeline (index needs vectors); default: lexical baseline."),
+                                               "scores the similar-case pipeline with it (index needs vectors); default: what `capr cases` runs (dense "
+                                               "with vectors, else BM25)."),
     search_concurrency: int = typer.Option(1, "--search-concurrency", help="Searches computed at once per worker "
                                            "(0: one per CPU core); the others wait their turn without a thread."),
     switch_interval_ms: float = typer.Option(0.2, "--switch-interval-ms", help="Python's thread switch interval while "

@@ -29,7 +29,6 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from capr._version import __version__
-from capr.cases.baseline import rank_hypotheses
 from capr.errors import BadInputError, CaprError, QueryError
 from capr.profile import SearchProfile, supported_retrievers
 from capr.query import Retriever
@@ -421,13 +420,14 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
     # -- cases ------------------------------------------------------------------------------
     case_pipes: dict[int, Any] = {}  # one pipeline per index snapshot; the cross-encoder is shared
 
-    def _similar_cases(req: S.CaseRequest, store, t0: float) -> S.CaseResponse:
+    def _case_pipeline(store) -> Any:
         from capr.cases import CasePipeline
         from capr.cases.config import case_config
 
         pipe = case_pipes.get(id(store.index))
         if pipe is None:
             try:
+                # what `capr cases` runs on this index (capr.cases.config.case_config)
                 pipe = CasePipeline(store.index, case_config(store.index.has_dense, config.cases_model))
             except QueryError as e:
                 raise ApiError(400, str(e), "index") from None
@@ -436,27 +436,15 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
                 pipe._cross = old._cross
             case_pipes.clear()
             case_pipes[id(store.index)] = pipe
-        res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
-        out = []
-        for h in res.hypotheses:
-            terms = set(store.analyzer(h.hypothesis))
-            sups = [s for s in h.supports if s.cross is not None][: req.k]
-            out.append(S.HypothesisOut(
-                hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
-                notice=h.notice,
-                passages=[S.SupportOut(pid=s.passage.pid, doc_id=s.passage.doc_id, title=s.passage.title,
-                                       aspect=s.passage.aspect, score=round(float(s.cross), 4), start=s.passage.start,
-                                       end=s.passage.end, text=s.passage.text, highlights=_spans(s.passage, terms, store),
-                                       document_url=_doc_url(s.passage.doc_id))
-                          for s in sups],
-            ))
-        return S.CaseResponse(method="similar-case-cross-encoder", generation=store.generation_info()["generation"],
-                              took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
+        return pipe
 
     @app.post("/cases", response_model=S.CaseResponse, dependencies=read_deps, responses=read_errors, tags=["cases"])
     def cases(req: S.CaseRequest) -> S.CaseResponse:
-        """Rank candidate hypotheses for a patient description by the passages that mention them
-        (baseline: mean BM25 of the top-k passages that mention the hypothesis)."""
+        """Rank candidate hypotheses for a patient description by their most similar case (the similar-case pipeline,
+        as `capr cases` runs it on this index: the cross-encoder of ``--cases-model``, else the dense scorer on an
+        index with vectors, else BM25); each hypothesis with its best supporting passages."""
+        from capr.cases.config import CaseScorer
+
         t0 = time.perf_counter()
         store = holder.store
         if Capability.postings not in store.capabilities:
@@ -466,21 +454,26 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             store.compile_filter(req.filters)
         except QueryError as e:
             raise ApiError(400, str(e), "filters") from None
-        if config.cases_model:
-            return _similar_cases(req, store, t0)
-        ranked = rank_hypotheses(store.index, req.description, req.hypotheses, k=req.k, filters=req.filters or None)
+        pipe = _case_pipeline(store)
+        res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
+        scorer = pipe.config.scorer
+        stage = {CaseScorer.cross: "cross", CaseScorer.dense: "dense", CaseScorer.bm25: "bm25"}[scorer]
         out = []
-        for h in ranked:
+        for h in res.hypotheses:
             terms = set(store.analyzer(h.hypothesis))
+            sups = [s for s in h.supports if getattr(s, stage) is not None][: req.k]
             out.append(S.HypothesisOut(
                 hypothesis=h.hypothesis, rank=h.rank, score=round(h.score, 4), candidates=h.candidates,
-                passages=[S.SupportOut(pid=sp.passage.pid, doc_id=sp.passage.doc_id, title=sp.passage.title,
-                                       aspect=sp.passage.aspect, score=round(sp.score, 4), start=sp.passage.start,
-                                       end=sp.passage.end, text=sp.passage.text, highlights=_spans(sp.passage, terms, store),
-                                       document_url=_doc_url(sp.passage.doc_id))
-                          for sp in h.passages],
+                notice=h.notice,
+                passages=[S.SupportOut(pid=s.passage.pid, doc_id=s.passage.doc_id, title=s.passage.title,
+                                       aspect=s.passage.aspect, score=round(float(getattr(s, stage)), 4),
+                                       start=s.passage.start, end=s.passage.end, text=s.passage.text,
+                                       highlights=_spans(s.passage, terms, store),
+                                       document_url=_doc_url(s.passage.doc_id))
+                          for s in sups],
             ))
-        return S.CaseResponse(method="bm25-mention-baseline", generation=store.generation_info()["generation"],
+        method = "similar-case-cross-encoder" if scorer is CaseScorer.cross else f"similar-case-{scorer.value}"
+        return S.CaseResponse(method=method, generation=store.generation_info()["generation"],
                               took_ms=round((time.perf_counter() - t0) * 1e3, 2), hypotheses=out)
 
     case_finders: dict[int, Any] = {}  # one finder (document maps, patient mask) per index snapshot

@@ -41,8 +41,8 @@ class ServiceConfig:
     rerank_depth: int | None = None  # candidates passed to a re-ranker; None: the index's profile, as `capr search`
     watch_index: bool = True  # pick up generations committed by other processes (capr add, other workers)
     write_wait_s: float = 30.0  # how long a write waits for another process's writer before 503
-    cases_model: str | None = None  # cross-encoder from `capr train cases`: POST /cases runs the similar-case
-    # pipeline (needs an index with vectors); None keeps the lexical baseline
+    cases_model: str | None = None  # cross-encoder from `capr train cases` for POST /cases (needs an index with
+    # vectors); None: the dense scorer on an index with vectors, else BM25, as `capr cases` without --model
     # Back-off for clients that keep sending bad tokens (per client address, per process): after
     # auth_fail_limit failed token checks within auth_fail_window_s, every authenticated request from
     # that address gets 429 with Retry-After for auth_backoff_s, doubled on each further failure (at most

@@ -231,7 +231,7 @@ class CaseRequest(_Strict):
         description="Patient description.", examples=["62-year-old with exertional dyspnoea, orthopnoea and ankle oedema"])
     hypotheses: list[Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_valid_text)]] = Field(
         min_length=1, max_length=20, examples=[["heart failure", "asthma", "pneumonia"]])
-    k: Count = Field(3, ge=1, le=10, description="Supporting passages per hypothesis (baseline: the score is their mean BM25; similar-case pipeline: the best cross-encoder scores).")
+    k: Count = Field(3, ge=1, le=10, description="Supporting passages shown per hypothesis, best first (its score is the best one's).")
     filters: Filters = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -260,8 +260,8 @@ class SupportOut(BaseModel):
 class HypothesisOut(BaseModel):
     hypothesis: str
     rank: int
-    score: float = Field(description="Baseline: mean BM25 of the top-k supporting passages (missing ones count 0); similar-case pipeline: the cross-encoder score of the best supporting case.")
-    candidates: int = Field(description="Live passages holding every term of the hypothesis.")
+    score: float = Field(description="The score of the best supporting case, by the pipeline's scorer (cross-encoder, dense cosine or BM25; see the response's method).")
+    candidates: int = Field(description="Live passages that mention the hypothesis (capped at 1,000).")
     notice: str | None = Field(None, description="Said when no passage mentions the hypothesis: what its score and "
                                                  "passages are instead (passages closest to its words, or its own text).")
     passages: list[SupportOut]
