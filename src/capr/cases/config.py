@@ -82,7 +82,7 @@ class CaseConfig:
 
 def case_config(has_dense: bool, cross_model: str | None = None, **settings: Any) -> CaseConfig:
     """The similar-case pipeline as capr runs it unless told otherwise — `capr cases`, `capr eval` on the
-    multiple-choice benchmarks and `POST /cases` with a model all start here: the cross-encoder when one is given,
+    multiple-choice benchmarks and `POST /cases` all start here: the cross-encoder when one is given,
     else the dense scorer on an index with vectors, else BM25; an option no passage mentions is scored on the passages
     closest to its words, so its score comes with evidence and a notice (``Fallback.related``). ``settings``: any
     :class:`CaseConfig` field; None keeps the default."""
