@@ -11,7 +11,7 @@ import argparse
 import time
 
 from capr.cases.baseline import rank_hypotheses
-from capr.cases.bench import QuestionOutcome, benchmark_questions, summarize
+from capr.cases.bench import benchmark_questions, outcome_of, summarize
 from capr.index.index import Index
 
 
@@ -24,16 +24,9 @@ def main() -> None:
     index = Index.load(a.index)
     for name in a.benchmarks:
         t0 = time.time()
-        outcomes = []
-        for q in benchmark_questions(a.data_dir, name):
-            positions: dict[str, list[int]] = {}
-            for i, option in enumerate(q.options):
-                positions.setdefault(option, []).append(i)
-            scores, found = [0.0] * len(q.options), [False] * len(q.options)
-            for h in rank_hypotheses(index, q.description, q.options):
-                i = positions[h.hypothesis].pop(0)
-                scores[i], found[i] = h.score, h.candidates > 0
-            outcomes.append(QuestionOutcome(q.qid, scores, q.answer, found))
+        outcomes = [outcome_of(q, ((h.hypothesis, h.score, h.candidates > 0, None)
+                                   for h in rank_hypotheses(index, q.description, q.options)))
+                    for q in benchmark_questions(a.data_dir, name)]
         m = summarize(outcomes)
         print(f"{name}: accuracy {m['accuracy']:.2f}, AP {m['AP']:.2f}, {m['questions']} questions, "
               f"{time.time() - t0:.0f} s")

@@ -100,6 +100,22 @@ def read_outcomes(path: str | Path) -> list[QuestionOutcome]:
                 for r in map(json.loads, fh) if r]
 
 
+def outcome_of(q: MCQuestion, ranked: Iterable[tuple[str, float, bool, str | None]]) -> QuestionOutcome:
+    """A question's outcome from its hypotheses as a ranker returns them, best first: (hypothesis, score, found,
+    supporting pid). Ties keep the input order, so each is mapped back to its option's position (options may
+    repeat)."""
+    pos: dict[str, list[int]] = {}
+    for i, o in enumerate(q.options):
+        pos.setdefault(o, []).append(i)
+    scores = [0.0] * len(q.options)
+    found = [False] * len(q.options)
+    supports: list[str | None] = [None] * len(q.options)
+    for hypothesis, score, was_found, pid in ranked:
+        i = pos[hypothesis].pop(0)
+        scores[i], found[i], supports[i] = float(score), was_found, pid
+    return QuestionOutcome(q.qid, scores, q.answer, found, supports)
+
+
 def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
                    progress: Callable[[Iterable], Iterable] | None = None) -> tuple[dict[str, float], list[QuestionOutcome]]:
     questions = list(questions)
@@ -107,18 +123,8 @@ def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
     outcomes: list[QuestionOutcome] = []
     for q in (progress(questions) if progress else questions):
         res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs)
-        # rank() keeps input order in ties; map results back to option positions (options may repeat)
-        pos: dict[str, list[int]] = {}
-        for i, o in enumerate(q.options):
-            pos.setdefault(o, []).append(i)
-        scores = [0.0] * len(q.options)
-        found = [False] * len(q.options)
-        supports: list[str | None] = [None] * len(q.options)
-        for h in res.hypotheses:
-            i = pos[h.hypothesis].pop(0)
-            scores[i], found[i] = float(h.score), h.found
-            supports[i] = h.passage.pid if h.passage is not None else None
-        outcomes.append(QuestionOutcome(q.qid, scores, q.answer, found, supports))
+        outcomes.append(outcome_of(q, ((h.hypothesis, h.score, h.found, h.passage.pid if h.passage is not None else None)
+                                       for h in res.hypotheses)))
     metrics = summarize(outcomes)
     metrics["seconds"] = round(time.time() - t0, 1)
     return metrics, outcomes
@@ -136,4 +142,4 @@ def write_outcomes(path: str | Path, outcomes: Iterable[QuestionOutcome]) -> Non
 
 
 __all__ = ["BENCHMARK_QUESTIONS", "CaseBenchmark", "is_case_benchmark", "QuestionOutcome", "average_precision", "benchmark_questions",
-           "evaluate_cases", "read_outcomes", "summarize", "write_outcomes"]
+           "evaluate_cases", "outcome_of", "read_outcomes", "summarize", "write_outcomes"]

@@ -117,12 +117,10 @@ def export_candidates(pipe: CasePipeline, questions: Iterable[MCQuestion], path:
 
 def read_candidates(path: str | Path) -> CandidateSet:
     """The file :func:`export_candidates` wrote; a damaged or foreign file is refused naming its line."""
+    from capr.corpus.files import read_text
+
     path = Path(path)
-    try:
-        data = path.read_bytes()
-        raw = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise BadInputError(str(path), f"not a candidates file ({e})") from None
+    raw = read_text(path)
     out: CandidateSet | None = None
     for n, line in enumerate(raw.splitlines(), 1):
         try:

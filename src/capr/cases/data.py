@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Iterator
 
+from capr.corpus.files import open_text
 from capr.corpus.mediqa import read_task3, task3_path
 from capr.errors import BadInputError, CaprError
 from capr.records import Document
@@ -133,7 +134,6 @@ def read_medmcqa(data_dir: str | Path, part: str | None = None) -> list[MCQuesti
 
 
 MCQA_PREFIX = "mcqa:"
-_LETTERS = "ABCDEFGHIJ"
 
 
 def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
@@ -179,9 +179,8 @@ def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
     if not path.is_file():
         raise CaprError(f"{path}: no such question file (mcqa:PATH names a MedQA- or MedMCQA-style JSONL file)")
     out, seen = [], set()
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
+        with open_text(path) as fh:
             for i, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

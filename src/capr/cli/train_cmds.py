@@ -293,12 +293,7 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
             if index_dir is None:
                 raise CaprError("--stage candidates needs --index (the case index)")
             counts = write_candidates(distant_candidates(index_dir, data_dir, dargs, progress=err.is_terminal), out_dir)
-            summary = {"out": str(out_dir), **counts, "dense_k": dense_k}
-            if as_json:
-                print(json.dumps(summary, indent=2))
-            else:
-                out.print(f"[bold]candidates[/] -> {escape(str(out_dir))}: {escape(json.dumps(summary))}")
-            return
+            return _print_summary("candidates", out_dir, {"out": str(out_dir), **counts, "dense_k": dense_k}, as_json)
         pargs = dict(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size or 8,
                      lr=lr or 2e-5, max_length=max_length or 256, seed=seed, device=device)
         summary = {"out": str(out_dir)}
@@ -330,10 +325,14 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
                                           "index": str(saved.header.get("index") if saved else index_dir)})
             summary["distant"] = {"steps": rep.steps, "minutes": round(rep.seconds / 60, 2), "pairs": len(pairs),
                                   "stopped": rep.stopped, **stats}
+    _print_summary(kind, out_dir, summary, as_json)
+
+
+def _print_summary(label: str, out_dir: Path, summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        out.print(f"[bold]{kind}[/] -> {escape(str(out_dir))}: {escape(json.dumps(summary))}")
+        out.print(f"[bold]{label}[/] -> {escape(str(out_dir))}: {escape(json.dumps(summary))}")
 
 
 def _case_documents(source: str):

@@ -457,7 +457,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         pipe = _case_pipeline(store)
         res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
         scorer = pipe.config.scorer
-        stage = {CaseScorer.cross: "cross", CaseScorer.dense: "dense", CaseScorer.bm25: "bm25"}[scorer]
+        stage = scorer.value  # the Support field holding that scorer's score
         out = []
         for h in res.hypotheses:
             terms = set(store.analyzer(h.hypothesis))
