@@ -92,7 +92,9 @@ def main() -> None:
                     trained, config.query_field, options=trained_config.search_options(), reranker=load_reranker(spec))
                 indexed[f"{label} default + {second}"] = trained
         for second, spec in (r.split("=", 1) for r in args.reranker):
-            systems[f"default + {second}"] = default_scorer(data, config.query_field, options=config.search_options(),
+            for v in args.variants.split(","):
+                options = replace(config.search_options(), **VARIANTS[v])
+                systems[f"{v} + {second}"] = default_scorer(data, config.query_field, options=options,
                                                             reranker=load_reranker(spec))
         scores = {}
         for system, scorer in systems.items():

@@ -51,17 +51,30 @@ def test_wording_prior_only_inside_the_documents_the_question_names(articles):
     assert explicit == top(articles, Query("q", entity="joint flares", aspect="treatment"), wording_prior="everywhere")
 
 
-def test_fusion_shares_follow_how_rare_the_question_words_are(articles):
-    from capr.query_weights import RARE_SHARES, informativeness, question_fusion
+def test_fusion_shares_follow_how_rare_the_question_words_are(articles, tmp_path):
+    from capr.corpus import read_documents
+    from capr.index import build_index
+    from capr.query_weights import RARE_SHARES, RARE_WORDS, informativeness, mean_idf, question_fusion
     from capr.retrieve.fusion import FusionConfig
 
-    store, base = articles.store, FusionConfig(weights=(0.2, 0.8))
-    rare, common = articles.parse("inhalers creams"), articles.parse("treatment overview")
+    notes = [{"doc_id": f"n{i}", "text": f"Visit {i}: rest, fluids and a follow-up visit."} for i in range(120)]
+    notes[0]["text"] += " Inhalers were refilled."
+    notes[1]["text"] += " Creams were refilled."
+    (tmp_path / "notes.jsonl").write_text("\n".join(json.dumps(d) for d in notes) + "\n")
+    clinic = Searcher(build_index(read_documents(tmp_path / "notes.jsonl"), tmp_path / "idx"))
+    store, base = clinic.store, FusionConfig(weights=(0.2, 0.8))
+    rare, common = clinic.parse("inhalers creams"), clinic.parse("rest and fluids")
     assert informativeness(store, rare.terms) > informativeness(store, common.terms)
-    assert question_fusion(store, rare, base).weights == RARE_SHARES  # words one passage each has: BM25 as dense
-    assert question_fusion(store, common, base) == base  # words in half the passages: the default shares
-    structured = articles.parse(Query("q", entity="eczema", aspect="treatment"))
+    assert question_fusion(store, rare, base).weights == RARE_SHARES  # words one passage in 120 has: BM25 as dense
+    assert question_fusion(store, common, base) == base  # words every passage has: the default shares
+    structured = clinic.parse(Query("q", entity="asthma", aspect="treatment"))
     assert question_fusion(store, structured, base) == base  # ⟨entity, aspect⟩ keeps the fusion it has
+
+    # on an index of a few passages every word reads as rare relative to its size, but none is in absolute terms:
+    # the default shares stay (a paraphrase must not go to BM25's literal match on a small corpus)
+    tiny = articles.parse("inhalers creams")
+    assert informativeness(articles.store, tiny.terms) >= RARE_WORDS and mean_idf(articles.store, tiny.terms) < 4.0
+    assert question_fusion(articles.store, tiny, base) == base
 
 
 def test_a_question_naming_a_title_is_searched_as_about_it(articles):

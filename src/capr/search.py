@@ -108,9 +108,8 @@ class SearchOptions:
     # tiers, as for an ⟨entity, aspect⟩ query; capr.question_focus)
     question_focus: bool = True
     # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.query_weights)
-    # when the fusion is left to the store. Off by default: it helped every dev set but moves a paraphrase ("blood
-    # thinner for an irregular heartbeat") to BM25's literal match on a small index, where every word looks rare
-    fusion_by_question: bool = False
+    # when the fusion is left to the store
+    fusion_by_question: bool = True
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None
