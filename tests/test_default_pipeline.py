@@ -31,11 +31,13 @@ def test_capr_index_writes_vectors_and_search_fuses_by_default(default_index, tm
     res = json.loads(capr_cli("search", str(default_index), "blood thinner for an irregular heartbeat", "-k", "3", "--json").stdout)
     assert res["retriever"] == "hybrid"
     assert "atrial fibrillation" in (res["results"][0]["title"] + res["results"][0]["text"]).lower()
+    # a small index keeps the default shares for a paraphrase (capr.query_weights), and says which it used
+    assert res["fusion"] == {"method": "rrf", "weights": {"bm25": 0.2, "dense": 0.8}}
     lexical = tmp_path / "lex"
     capr_cli("index", "--lexical-only", str(demo_dir), "--out", str(lexical))
     assert not Index.load(lexical).has_dense
     res = json.loads(capr_cli("search", str(lexical), "atrial fibrillation treatment", "--json").stdout)
-    assert res["retriever"] == "bm25"
+    assert res["retriever"] == "bm25" and res["fusion"] is None
 
 
 def test_hybrid_default_equals_the_explicit_dev_chosen_setting(default_index):

@@ -86,7 +86,7 @@ def test_free_text_search_with_filter_and_tfidf(read_client):
     body = {"text": "how is atrial fibrillation treated", "k": 3, "filters": {"aspect": "treatment"}}
     for retriever in ("bm25", "tfidf"):
         data = read_client.post("/search", json={**body, "retriever": retriever}).json()
-        assert data["retriever"] == retriever
+        assert data["retriever"] == retriever and data["fusion"] is None  # only a hybrid first stage fuses
         assert 1 <= len(data["results"]) <= 3
         assert all(r["aspect"] == "treatment" for r in data["results"])
         assert "fibrillation" in data["results"][0]["title"].lower()
@@ -761,6 +761,7 @@ def test_health_says_starting_until_the_models_are_loaded(second_stage_index, mo
         assert r.json()["status"] == "ok" and r.json()["ready"] is True
         early.join(60)
         assert answered[0]["retriever"] == "hybrid" and answered[0]["reranker"] == "bi:minilm"
+        assert set(answered[0]["fusion"]["weights"]) == {"bm25", "dense"}
         # everything the default search needs is loaded
         assert app.state.holder.index._encoder is not None
         from capr.profile import _LOADED as loaded_rerankers

@@ -168,11 +168,20 @@ class SearchResult:
     evidence_method: str | None = None
     notices: list[str] = field(default_factory=list)  # what the user should know about these results
 
+    def fusion_shown(self) -> dict[str, Any] | None:
+        """How the hybrid first stage fused BM25 and dense for this query (the weights may be the question's own:
+        capr.query_weights); None for any other first stage."""
+        fusion = self.options.fusion
+        if self.retriever != Retriever.hybrid.value or fusion is None:
+            return None
+        return {"method": fusion.method.value, "weights": {"bm25": fusion.weights[0], "dense": fusion.weights[-1]}}
+
     def to_dict(self) -> dict[str, Any]:
         q = self.query.query
         return {"query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": self.retriever,
-                "reranker": self.reranker, "filters": _shown_filters(self.options.filters), "evidence_method": self.evidence_method,
-                "notices": list(self.notices), "results": [h.to_dict() for h in self.hits]}
+                "fusion": self.fusion_shown(), "reranker": self.reranker, "filters": _shown_filters(self.options.filters),
+                "evidence_method": self.evidence_method, "notices": list(self.notices),
+                "results": [h.to_dict() for h in self.hits]}
 
 
 def _shown_filters(filters: Any) -> Any:

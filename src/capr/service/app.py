@@ -405,7 +405,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             raise ApiError(400, str(e), e.field or "text") from None
         payload = {
             "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": result.options.retriever.value,
-            "reranker": result.reranker, "evidence_method": result.evidence_method if result.hits else None,
+            "fusion": result.fusion_shown(), "reranker": result.reranker, "evidence_method": result.evidence_method if result.hits else None,
             "generation": index.generation_info()["generation"], "notices": result.notices,
             "results": [{**h.to_dict(), "document_url": _doc_url(h.passage.doc_id)} for h in result.hits],
         }

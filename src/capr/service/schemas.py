@@ -169,6 +169,8 @@ class QueryEcho(BaseModel):
 class SearchResponse(BaseModel):
     query: QueryEcho
     retriever: str
+    fusion: Optional[dict[str, Any]] = Field(None, description="How a hybrid first stage fused BM25 and dense for this "
+                                             "query: method and weights (a question of rare words gets BM25 as dense).")
     reranker: Optional[str]
     evidence_method: Optional[str]
     generation: str
