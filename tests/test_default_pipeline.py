@@ -275,7 +275,6 @@ def test_an_ensemble_sums_its_members_standardised_scores_each_reading_its_own_w
     """Two re-rankers that each put a different passage first agree on a third they both rank second: their
     z-scored sum puts it first. Each member reads the passage as it was trained to (title context vs the index
     text). An ensemble's default share is its own (ENSEMBLE_RERANK_SHARE), not a single re-ranker's."""
-    from capr.records import Query
     from capr.retrieve.rerank import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE, EnsembleReranker, rerank_share
     from capr.search import SearchOptions, Searcher
 
