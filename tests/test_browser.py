@@ -187,7 +187,7 @@ def test_page_searches_with_the_cli_default_and_no_filter(browser, tmp_path, dem
         page.click("#search-button")
         page.wait_for_selector("#results li.result")
         assert "retriever" not in sent[-1] and sent[-1]["filters"] == {}
-        assert "hybrid + second stage bi:minilm" in page.inner_text("#status")
+        assert "hybrid, BM25 : dense = 1 : 4 + second stage bi:minilm" in page.inner_text("#status")  # the fusion it used
         shown = page.locator("#results .pid").all_inner_texts()
         assert shown == [h["pid"] for h in expected["results"]]
         # a retriever picked from the menu is sent as picked

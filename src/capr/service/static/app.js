@@ -202,6 +202,15 @@ function renderResult(r) {
     el("article", { "aria-label": `Result ${r.rank}: ${r.title || r.doc_id}` }, el("h3", {}, link), meta, body));
 }
 
+// "BM25 : dense = 1 : 4": the shares a hybrid first stage fused with (a question of rare words gets 1 : 1)
+function fusionText(fusion) {
+  if (!fusion) return "";
+  const { bm25, dense } = fusion.weights;
+  if (!(bm25 > 0)) return ", dense only";
+  const ratio = Math.round((dense / bm25) * 10) / 10;
+  return `, BM25 : dense = 1 : ${ratio}`;
+}
+
 async function search(ev) {
   ev.preventDefault();
   const body = {
@@ -226,7 +235,7 @@ async function search(ev) {
     const data = await api("/search", { method: "POST", body: JSON.stringify(body) });
     $("results").replaceChildren(...data.results.map(renderResult));
     setStatus(data.results.length
-      ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}` +
+      ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}${fusionText(data.fusion)}` +
         `${data.reranker ? " + second stage " + data.reranker : ""}` +
         `${data.evidence_method ? ", " + data.evidence_method + " evidence" : ""})`
       : "No matching passages.");
