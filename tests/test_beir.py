@@ -109,8 +109,8 @@ def test_gzipped_beir_folder_with_space_separated_qrels_reads_like_the_plain_one
     import gzip
 
     from capr.corpus import Format, detect_format, read_documents
-    from capr.corpus.beir import read_beir_qrels, read_beir_queries
-    from capr.eval.beir import read_beir_corpus
+    from capr.corpus.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
+    from capr.corpus.report import ReadReport
 
     plain = write_beir(tmp_path / "plain")
     packed = tmp_path / "packed"
@@ -122,7 +122,7 @@ def test_gzipped_beir_folder_with_space_separated_qrels_reads_like_the_plain_one
         f"{q} {d} {r}.0\n" for q, rel in QRELS.items() for d, r in rel.items()))
     assert read_beir_qrels(packed) == read_beir_qrels(plain)
     assert read_beir_queries(packed) == read_beir_queries(plain) and len(read_beir_queries(plain, {"q1"})) == 1
-    assert list(read_beir_corpus(packed)) == list(read_beir_corpus(plain))
+    assert list(read_beir_corpus(packed, ReadReport())) == list(read_beir_corpus(plain, ReadReport()))
     assert detect_format(packed) is Format.beir
     assert [d.doc_id for d in read_documents(packed)] == list(DOCS)
     a = eval_json(plain, tmp_path / "c1", "-r", "bm25")

@@ -1,7 +1,7 @@
 """Any benchmark in BEIR's layout, read as a capr benchmark: ``corpus.jsonl`` (``_id``, ``title``, ``text``),
 ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv`` (``query-id corpus-id score`` under a header line,
-graded). The corpus is indexed as ``capr index`` indexes documents (cut into passages, the title in front when the
-index reads titles); runs and metrics are at the document level, a document ranking as its best passage, as
+graded). The corpus is read and indexed as ``capr index`` reads a BEIR folder (capr.corpus.beir: one reader of each
+file) and indexes documents (cut into passages, the title in front when the index reads titles); runs and metrics are at the document level, a document ranking as its best passage, as
 ``capr search --group-by doc`` ranks them. Queries without judgements in the split are left out (as BEIR does).
 
     data = load_beir("../shared/data/nfcorpus_dev", "/tmp/nf-index", dense=EncoderConfig())
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from capr.corpus.beir import beir_file, beir_folder, beir_records, read_beir_qrels, read_beir_queries
+from capr.corpus.beir import beir_file, beir_folder, read_beir_corpus, read_beir_qrels, read_beir_queries
+from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.index import AnalyzerConfig
 from capr.models.encoder import EncoderConfig
-from capr.records import Document
 
 BEIR_PREFIX = "beir:"
 # What a BEIR benchmark reports (BEIR's own headline metric first)
@@ -38,11 +38,6 @@ def default_split(path: str | Path) -> str:
     if len(splits) == 1:
         return splits[0]
     raise CaprError(f"{path}: choose a split with --split ({', '.join(splits) or 'no qrels/*.tsv'})")
-
-
-def read_beir_corpus(path: str | Path) -> Iterator[Document]:
-    for _, rec in beir_records(_corpus_file(path)):
-        yield Document(doc_id=str(rec["_id"]), title=(rec.get("title") or "").strip(), text=rec.get("text") or "")
 
 
 def _corpus_file(path: str | Path) -> Path:
@@ -77,11 +72,11 @@ def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, ana
     unknown = sorted({q.qid for q in qrels} - known)
     if unknown:
         raise CaprError(f"{folder / 'qrels' / (split + '.tsv')}: query {unknown[0]!r} is judged but not in queries.jsonl")
-    index = _benchmark_index(index_dir, lambda: read_beir_corpus(folder), analyzer, dense,
+    index = _benchmark_index(index_dir, lambda: read_beir_corpus(folder, ReadReport()), analyzer, dense,
                              SegmenterConfig(include_title=titled), progress)
     return BenchmarkData(name or f"{BEIR_PREFIX}{folder}", index, queries, qrels,
                          {"document_of_row": document_of_rows(index), "metrics": BEIR_METRICS, "split": split})
 
 
 __all__ = ["BEIR_METRICS", "BEIR_PREFIX", "beir_folder", "beir_splits", "corpus_stamp", "default_split", "file_stamp",
-           "load_beir", "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]
+           "load_beir", "read_beir_qrels", "read_beir_queries"]
