@@ -45,6 +45,7 @@ VARIANTS = {
     "default": {},
     "prior off": {"aspect_boost": 0.0},
     "fusion by question": {"fusion_by_question": True},
+    "fusion fixed": {"fusion_by_question": False},  # the store's fusion for every question (the default before c9f710a)
     "before": {"wording_prior": "everywhere", "question_focus": False},  # the default before issue 36
     "focus off": {"question_focus": False},
     "rrf 1:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5))},
