@@ -1,8 +1,9 @@
 """Any benchmark in BEIR's layout, read as a capr benchmark: ``corpus.jsonl`` (``_id``, ``title``, ``text``),
 ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv`` (``query-id corpus-id score`` under a header line,
-graded). The corpus is read and indexed as ``capr index`` reads a BEIR folder (capr.corpus.beir: one reader of each
-file) and indexes documents (cut into passages, the title in front when the index reads titles); runs and metrics are at the document level, a document ranking as its best passage, as
-``capr search --group-by doc`` ranks them. Queries without judgements in the split are left out (as BEIR does).
+graded). The corpus is read as ``capr index`` reads a BEIR folder (capr.corpus.beir: one reader of each file) and
+indexed as it indexes documents (cut into passages, the title in front when the index reads titles); runs and metrics
+are at the document level, a document ranking as its best passage, as ``capr search --group-by doc`` ranks them.
+Queries without judgements in the split are left out (as BEIR does).
 
     data = load_beir("../shared/data/nfcorpus_dev", "/tmp/nf-index", dense=EncoderConfig())
 """
