@@ -77,12 +77,16 @@ def read_beir_queries(root: str | Path, qids: set[str] | None = None) -> list[Qu
     return out
 
 
+def beir_splits(root: str | Path) -> list[str]:
+    """The judgement splits of a BEIR folder: the names of its qrels/*.tsv files."""
+    return sorted(p.stem for p in (Path(root) / "qrels").glob("*.tsv"))
+
+
 def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
     """qrels/``split``.tsv: one judgement per line (tab- or space-separated), the header line skipped."""
     file = Path(root) / "qrels" / f"{split}.tsv"
     if not file.exists():
-        available = sorted(p.stem for p in (Path(root) / "qrels").glob("*.tsv"))
-        raise CaprError(f"{file}: no such split; available: {', '.join(available) or 'none'}")
+        raise CaprError(f"{file}: no such split; available: {', '.join(beir_splits(root)) or 'none'}")
     out = []
     with open_text(file) as fh:
         for lineno, line in enumerate(fh, 1):
@@ -102,4 +106,4 @@ def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
     return out
 
 
-__all__ = ["beir_file", "beir_folder", "beir_records", "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]
+__all__ = ["beir_file", "beir_folder", "beir_records", "beir_splits", "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]

@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from capr.corpus.beir import beir_file, beir_folder, read_beir_corpus, read_beir_qrels, read_beir_queries
+from capr.corpus.beir import beir_file, beir_folder, beir_splits, read_beir_corpus, read_beir_qrels, read_beir_queries
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
@@ -26,24 +26,15 @@ BEIR_PREFIX = "beir:"
 BEIR_METRICS = ("nDCG@10", "P@1", "MRR@10", "R@100", "MAP")
 
 
-def beir_splits(path: str | Path) -> list[str]:
-    return sorted(p.name[: -len(".tsv")] for p in (beir_folder(path) / "qrels").glob("*.tsv"))
-
-
 def default_split(path: str | Path) -> str:
     """``test`` when the folder has it (BEIR's evaluation split), else ``dev``, else its only split."""
-    splits = beir_splits(path)
+    splits = beir_splits(beir_folder(path))
     for name in ("test", "dev"):
         if name in splits:
             return name
     if len(splits) == 1:
         return splits[0]
     raise CaprError(f"{path}: choose a split with --split ({', '.join(splits) or 'no qrels/*.tsv'})")
-
-
-def _corpus_file(path: str | Path) -> Path:
-    folder = beir_folder(path)
-    return beir_file(folder, "corpus") or folder / "corpus.jsonl"
 
 
 def file_stamp(path: str | Path) -> str:
@@ -55,7 +46,7 @@ def file_stamp(path: str | Path) -> str:
 
 def corpus_stamp(path: str | Path) -> str:
     """The version of a BEIR folder's corpus file (see :func:`file_stamp`)."""
-    return file_stamp(_corpus_file(path))
+    return file_stamp(beir_file(beir_folder(path), "corpus"))  # beir_folder refuses a folder without one
 
 
 def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, analyzer: AnalyzerConfig | None = None,
