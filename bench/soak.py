@@ -20,7 +20,10 @@ file-size limit, the writer lock after --wait: nothing of it may be in the index
 every acknowledged write present exactly once and in its last version, no partial write, no duplicate
 document, every search answered (no "damaged index" that was not), nothing left over after the next writer,
 and the final index equal to a rebuild of the surviving documents (the same ids; BM25 scores of every passage
-for a few queries equal to 1e-6). It prints a table and exits 1 on any violation.
+for a few queries equal to 1e-6). A writer that neither ends nor answers within --wait + --stuck-after seconds,
+or that goes on answering after its SIGTERM, is a violation too: it is ended with SIGABRT and the stacks
+faulthandler prints are reported, so the run never waits on it for ever. It prints a table and exits 1 on any
+violation.
 
 The index is lexical only (--lexical-only): a CLI search then starts in ~1 s instead of loading a model.
 """
@@ -28,8 +31,10 @@ The index is lexical only (--lexical-only): a CLI search then starts in ~1 s ins
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import queue
 import random
 import resource
 import shutil
@@ -40,6 +45,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,11 +53,15 @@ from bench.common import REPO
 
 SRC = REPO / "src"  # the writers and readers it starts run this checkout
 CAPR = [sys.executable, "-m", "capr"]
+# writers run with faulthandler on: one that stops answering is sent SIGABRT, which prints every thread's stack
+WRITER_CAPR = [sys.executable, "-X", "faulthandler", "-m", "capr"]
 CONDITIONS = ["gout", "atrial fibrillation", "asthma", "heart failure", "pneumonia", "migraine", "anemia"]
 DRUGS = ["colchicine", "apixaban", "albuterol", "furosemide", "amoxicillin", "sumatriptan", "ferrous sulfate"]
 QUERIES = ["gout colchicine", "atrial fibrillation apixaban", "heart failure furosemide", "migraine", "asthma inhaler"]
 FALSE_DAMAGE = ("damaged", "corrupt", "missing")
 FULL_DISK_BYTES = 16 * 1024
+STUCK = "stuck"  # what _run_cli and _run_api say of a writer ended by the harness for not answering
+HANG_MARGIN_S = 120  # beyond the lock --wait: a writer silent this long is stuck, not slow
 
 
 def _env() -> dict[str, str]:
@@ -84,6 +94,7 @@ class Stats:
     full_disk_written: int = 0
     lock_timeouts: int = 0
     unexpected_writer_errors: list[str] = field(default_factory=list)
+    stuck_writers: list[str] = field(default_factory=list)
     partial_writes: list[str] = field(default_factory=list)
     failed_but_applied: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -107,6 +118,8 @@ class WriterLane(threading.Thread):
         self.seq = 0
         self.typical_cli_s, self.typical_api_s = 3.0, 0.5
         self.api: subprocess.Popen | None = None
+        self.stderr_tails: dict[int, tuple[collections.deque[str], threading.Thread]] = {}
+        self.answers: dict[int, queue.Queue[str]] = {}
         self.standby: subprocess.Popen | None = None
 
     # -- operations ------------------------------------------------------------------------------
@@ -187,6 +200,19 @@ class WriterLane(threading.Thread):
             return None
         return self.rng.choice([signal.SIGKILL, signal.SIGTERM]), self.rng.uniform(0, typical_s * 1.2)
 
+    def _stuck(self, kind: str, proc: subprocess.Popen, why: str, stderr_tail) -> None:
+        """Record a writer that stopped answering, with the stacks faulthandler prints on SIGABRT, and end it."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        stacks = " | ".join(line.strip() for line in stderr_tail()[-80:] if line.strip() and not line.startswith("Extension modules"))
+        with self.stats.lock:
+            self.stats.stuck_writers.append(f"{kind} (pid {proc.pid}) {why}: {stacks[-6000:]}")
+
     def _run_cli(self, kind: str, argv: list[str]) -> tuple[int | None, str, int, signal.Signals | None]:
         """One `capr` writer process: (exit status, its last stderr line, pid, the signal sent to it)."""
         fault = None if kind == "add-full-disk" else self._fault(self.typical_cli_s)
@@ -195,7 +221,7 @@ class WriterLane(threading.Thread):
             resource.setrlimit(resource.RLIMIT_FSIZE, (FULL_DISK_BYTES, FULL_DISK_BYTES))
 
         t0 = time.monotonic()
-        proc = subprocess.Popen([*CAPR, *argv, "--wait", str(self.args.wait)], stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen([*WRITER_CAPR, *argv, "--wait", str(self.args.wait)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, env=_env(),
                                 preexec_fn=limit_file_size if kind == "add-full-disk" else None)
         sent = None
@@ -205,47 +231,113 @@ class WriterLane(threading.Thread):
             except subprocess.TimeoutExpired:
                 proc.send_signal(fault[0])
                 sent = fault[0]
-        _, err = proc.communicate()
+        try:
+            _, err = proc.communicate(timeout=self.args.wait + self.args.stuck_after)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            self._stuck(kind, proc, f"no exit within {self.args.wait + self.args.stuck_after:.0f} s"
+                        + (f" of {sent.name}" if sent else ""), lambda: err.splitlines())
+            return proc.returncode, STUCK, proc.pid, sent
         if proc.returncode == 0 and sent is None:
             self.typical_cli_s = 0.8 * self.typical_cli_s + 0.2 * (time.monotonic() - t0)
         last = err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"
         return proc.returncode, last, proc.pid, sent
 
     def _spawn_writer(self) -> subprocess.Popen:
-        """A writer process importing capr while another one works: the next one after a kill starts at once."""
-        return subprocess.Popen([sys.executable, "-c", _API_WRITER, str(self.args.wait)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        """A writer process importing capr while another one works: the next one after a kill starts at once.
+        Its stderr is read as it comes (kept: the last lines), so that a full pipe never blocks it, and so are its
+        answers, one thread per pipe for its whole life: a wait for an answer that times out leaves no reader
+        behind to take the next one."""
+        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", _API_WRITER, str(self.args.wait)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_env())
+        self._follow(proc)
+        return proc
+
+    def _follow(self, proc: subprocess.Popen) -> None:
+        tail: collections.deque[str] = collections.deque(maxlen=200)
+        answers: queue.Queue[str] = queue.Queue()
+
+        def read_answers() -> None:
+            for line in proc.stdout:
+                answers.put(line)
+            answers.put("")  # the process has ended
+
+        drain = threading.Thread(target=lambda: tail.extend(proc.stderr), daemon=True)
+        drain.start()
+        threading.Thread(target=read_answers, daemon=True).start()
+        self.stderr_tails[proc.pid] = (tail, drain)
+        self.answers[proc.pid] = answers
+
+    def _stderr_tail(self, proc: subprocess.Popen) -> list[str]:
+        self.answers.pop(proc.pid, None)
+        tail, drain = self.stderr_tails.pop(proc.pid, (collections.deque(), None))
+        if drain is not None and proc.poll() is not None:
+            drain.join(timeout=10)
+        return list(tail)
+
+    def _answer(self, proc: subprocess.Popen, timeout: float) -> str | None:
+        """The writer's next stdout line ("" once it has ended), or None when none came within ``timeout``."""
+        try:
+            return self.answers[proc.pid].get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def _run_api(self, kind: str, argv: list[str]) -> tuple[int | None, str, int, signal.Signals | None]:
         """The same operation through the library, in this lane's long-lived writer process (started again after
         each kill): a kill then lands in the write itself rather than in a CLI's start-up."""
+        limit = self.args.wait + self.args.stuck_after
         if self.api is None or self.api.poll() is not None:
             self.api, self.standby = self.standby or self._spawn_writer(), self._spawn_writer()
-            if self.api.stdout.readline().strip() != "ready":
-                return self.api.wait(), self.api.stderr.read().strip()[-300:], self.api.pid, None
+            ready = self._answer(self.api, limit)
+            if ready is None:
+                self._stuck(kind, self.api, f"not ready within {limit:.0f} s", lambda p=self.api: self._stderr_tail(p))
+                return self.api.returncode, STUCK, self.api.pid, None
+            if ready.strip() != "ready":
+                if self.api.poll() is None:
+                    self.api.kill()
+                code = self.api.wait()
+                return code, "".join(self._stderr_tail(self.api)).strip()[-300:], self.api.pid, None
         proc, fault = self.api, self._fault(self.typical_api_s)
         t0 = time.monotonic()
         proc.stdin.write(json.dumps(argv) + "\n")
         proc.stdin.flush()
-        answer: list[str] = []
-        reader = threading.Thread(target=lambda: answer.append(proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(timeout=fault[1] if fault else None)
-        if reader.is_alive():  # still writing when the fault comes
+        line = self._answer(proc, fault[1] if fault else limit)
+        if line is None and fault:  # still writing when the fault comes
             proc.send_signal(fault[0])
-            reader.join()
-            proc.wait()
             self.api = None
+            # it may still finish the write it is in and answer, but then it must end without being asked again
+            answered, end_by = [], time.monotonic() + limit
+            while (after := self._answer(proc, max(0.0, end_by - time.monotonic()))):
+                answered.append(after.strip())
+            if after is None:
+                self._stuck(kind, proc, f"no end within {limit:.0f} s of {fault[0].name}"
+                            + (f" (answered {', '.join(map(repr, answered))} and went on)" if answered else ""),
+                            lambda: self._stderr_tail(proc))
+                return proc.returncode, STUCK, proc.pid, fault[0]
+            proc.wait()
+            self._stderr_tail(proc)
             return proc.returncode, "", proc.pid, fault[0]
-        line = answer[0].strip() if answer else ""
+        if line is None:
+            self.api = None
+            self._stuck(kind, proc, f"no answer within {limit:.0f} s", lambda: self._stderr_tail(proc))
+            return proc.returncode, STUCK, proc.pid, None
+        line = line.strip()
         if line == "ok":
             self.typical_api_s = 0.8 * self.typical_api_s + 0.2 * (time.monotonic() - t0)
             return 0, "", proc.pid, None
         if line.startswith("error "):
             return 2, line[6:], proc.pid, None
+        if proc.poll() is None:  # an answer that is neither: not a writer to send more to
+            proc.kill()
         proc.wait()
         self.api = None
-        return proc.returncode, f"writer process died: {proc.stderr.read().strip()[-300:]}", proc.pid, None
+        return proc.returncode, f"writer process died: {''.join(self._stderr_tail(proc)).strip()[-300:]}", proc.pid, None
 
     def run_one(self) -> None:
         kind, via, argv, change = self._choose()
@@ -253,6 +345,10 @@ class WriterLane(threading.Thread):
         key = f"{kind} ({via})"
         with self.stats.lock:
             self.stats.ops[key] = self.stats.ops.get(key, 0) + 1
+        if last == STUCK:  # recorded as a violation; what it wrote must still be all there or not at all
+            if self._resolve(kind, change, None) and change:
+                self._apply(change)
+            return
         if status == 0 and sent is None:
             with self.stats.lock:
                 self.stats.acked += 1
@@ -307,8 +403,12 @@ class CliReaderLane(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             q = self.rng.choice(QUERIES)
-            proc = subprocess.run([*CAPR, "search", str(self.root), q, "-k", "5", "--json"], capture_output=True,
-                                  text=True, env=_env())
+            try:
+                proc = subprocess.run([*CAPR, "search", str(self.root), q, "-k", "5", "--json"], capture_output=True,
+                                      text=True, env=_env(), timeout=HANG_MARGIN_S)
+            except subprocess.TimeoutExpired:
+                self.other_failures.append(f"`capr search {q}` gave no answer within {HANG_MARGIN_S} s")
+                continue
             if proc.returncode == 0 and json.loads(proc.stdout)["results"]:
                 self.answered += 1
                 time.sleep(self.pause)
@@ -466,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cli-share", type=float, default=0.3, help="share of writer operations run as `capr` commands "
                     "(the others go through the library in a long-lived writer process)")
     ap.add_argument("--wait", type=float, default=60, help="writers' --wait for the lock")
+    ap.add_argument("--stuck-after", type=float, default=HANG_MARGIN_S,
+                    help="seconds beyond --wait after which a silent writer is taken for stuck and ended (SIGABRT)")
     ap.add_argument("--seed", type=int, default=37)
     ap.add_argument("--workdir", type=Path, default=None, help="where the index lives (default: a temporary folder)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -514,11 +616,19 @@ def main(argv: list[str] | None = None) -> int:
     for t in [*reader_lanes, *lanes]:
         t.start()
     for lane in lanes:
-        lane.join()
+        lane.join(timeout=max(0.0, hard_deadline - time.monotonic()) + 2 * (args.wait + args.stuck_after))
+        if lane.is_alive():  # the harness itself is stuck: say where, instead of waiting for ever
+            frame = sys._current_frames().get(lane.ident)
+            where = " | ".join(traceback.format_stack(frame)[-8:]).replace("\n", " ") if frame else "?"
+            stats.stuck_writers.append(f"harness lane {lane.name} did not end: {where}")
+            continue
         for proc in (lane.api, lane.standby):
             if proc is not None:
                 proc.stdin.close()
-                proc.wait()
+                try:
+                    proc.wait(timeout=args.wait + args.stuck_after)
+                except subprocess.TimeoutExpired:
+                    lane._stuck("end of input", proc, "did not exit once its input closed", lambda p=proc: lane._stderr_tail(p))
     stop_readers.set()
     stop_file.touch()
     for t in reader_lanes:
@@ -577,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
         ("full-disk adds refused (File too large) / written", f"{stats.full_disk_refused} / {stats.full_disk_written}"),
         ("writer lock timeouts", stats.lock_timeouts),
         ("unexpected writer errors", len(stats.unexpected_writer_errors)),
+        ("writers stuck (ended by SIGABRT, stacks below)", len(stats.stuck_writers)),
         ("partial or missing writes seen", len(stats.partial_writes)),
         ("failed writes found applied", len(stats.failed_but_applied)),
         ("lost acknowledged writes", len(lost)),
@@ -587,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
         ("generations on disk after it", len(generations)),
         ("equal to a rebuild (ids, counts, BM25 ≤ 1e-6)", f"{'yes' if equal else 'NO ' + why} (max |Δscore| {worst:.2e})"),
     ]
-    violations = (len(false_damage) + len(other_fail) + len(stats.unexpected_writer_errors) + len(stats.partial_writes)
+    violations = (len(false_damage) + len(other_fail) + len(stats.unexpected_writer_errors) + len(stats.stuck_writers)
+                  + len(stats.partial_writes)
                   + len(stats.failed_but_applied) + len(lost) + len(extra) + duplicates + len(leftovers_after)
                   + (not equal) + (len(generations) != 1))
     rows.append(("violations", violations))
@@ -596,7 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in rows:
         print(f"| {k:<{width}} | {v} |")
     details = {"false_damage": false_damage[:5], "other_failures": other_fail[:5],
-               "unexpected_writer_errors": stats.unexpected_writer_errors[:5], "partial_writes": stats.partial_writes[:5],
+               "unexpected_writer_errors": stats.unexpected_writer_errors[:5], "stuck_writers": stats.stuck_writers[:5],
+               "partial_writes": stats.partial_writes[:5],
                "failed_but_applied": stats.failed_but_applied[:5], "lost": lost[:5], "extra": extra[:5],
                "leftovers_after": leftovers_after[:5]}
     for k, v in details.items():

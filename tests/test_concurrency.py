@@ -209,6 +209,37 @@ def test_sigterm_during_index_is_as_clean_as_ctrl_c(tmp_path):
     assert sorted(p.name for p in (root / SEGMENTS).iterdir()) == load_index(root).manifest["segments"]
 
 
+def test_a_sigterm_landing_in_a_finalizer_is_not_lost(tmp_path):
+    """Python drops an exception raised in a finalizer (an index releases its generation pin in one): a SIGTERM
+    that lands there still ends the process, a moment later, instead of letting it go on as if none had come."""
+    root = tmp_path / "idx"
+    build_index(_docs(5), root)
+    script = textwrap.dedent(f"""
+        import sys, time, weakref
+        from capr.cli.common import terminate_cleanly
+        from capr.index import load_index
+        from capr.search import search
+        terminate_cleanly()
+        class Holder: pass
+        holder = Holder()
+        weakref.finalize(holder, lambda: (print("in finalizer", flush=True), time.sleep(3)))
+        del holder
+        for _ in range(100):  # work after the finalizer: must not happen
+            index = load_index({str(root)!r})
+            search(index, "gout", k=3)
+            index.close()
+            print("went on", flush=True)
+            time.sleep(0.1)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert proc.stdout.readline().strip() == "in finalizer"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Terminated" in err, (proc.returncode, err[-2000:])
+    assert "went on" not in out
+
+
 def test_what_a_killed_writer_leaves_is_harmless(tmp_path):
     """kill -9 leaves a LOCK (with the dead writer's pid) and a half-written segment: the next writer takes the
     lock at once and deletes the leftovers, even when the dead writer's pid now belongs to a live process."""

@@ -39,13 +39,33 @@ class Terminated(KeyboardInterrupt):
 
 
 def terminate_cleanly() -> None:
-    """SIGTERM unwinds like SIGINT; a second SIGTERM during that cleanup ends the process at once."""
+    """SIGTERM unwinds like SIGINT; a second SIGTERM during that cleanup ends the process at once.
+
+    Python drops an exception raised inside a finalizer or ``__del__`` (an index's generation pin is released by
+    one) after printing it: a SIGTERM landing there would be lost and the process would go on as if none had come.
+    Such a lost Terminated is delivered again a moment later, outside the finalizer."""
+    import os
     import signal
+    import sys
+    import threading
 
     def handler(signum, frame) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         raise Terminated()
 
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info) -> None:
+        if not isinstance(info.exc_value, Terminated):
+            previous_hook(info)
+            return
+        signal.signal(signal.SIGTERM, handler)  # the handler runs in the main thread, and so does this hook
+        try:  # sent from another thread: sent from here, the new Terminated would be raised in this hook and dropped
+            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        except RuntimeError:  # the interpreter is already shutting down: nothing is left to unwind
+            pass
+
+    sys.unraisablehook = unraisable
     signal.signal(signal.SIGTERM, handler)
 
 
