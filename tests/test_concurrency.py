@@ -240,6 +240,62 @@ def test_a_sigterm_landing_in_a_finalizer_is_not_lost(tmp_path):
     assert "went on" not in out
 
 
+def _sigterm_when_ready(script: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Runs ``script``, sends SIGTERM once it prints "ready", and returns how it ended and how long that took."""
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert proc.stdout.readline().strip() == "ready"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - t0
+
+
+def test_a_sigterm_turned_into_another_error_is_reported_as_the_termination():
+    """Code running when SIGTERM lands may turn the Terminated into its own error (an index being loaded said
+    "the index is damaged"): a command then says "terminated" (exit 143), not that error."""
+    proc, _ = _sigterm_when_ready("""
+        import time
+        from capr.cli.common import _run_guarded, terminate_cleanly
+        from capr.errors import IndexError_
+        terminate_cleanly()
+        def load():
+            try:
+                print("ready", flush=True)
+                time.sleep(30)
+            except BaseException as e:  # as a C extension may: any exception becomes its own
+                raise IndexError_(f"idx: the index is damaged: manifest.json: not a capr manifest ({e!r})")
+        try:
+            _run_guarded(load)
+        except SystemExit:
+            raise
+        except BaseException as e:  # typer.Exit, as the app ends a command with it
+            raise SystemExit(getattr(e, "exit_code", 1))
+    """)
+    assert proc.returncode == 143 and "terminated" in proc.stderr and "damaged" not in proc.stderr, proc.stderr
+
+
+def test_a_process_that_goes_on_after_sigterm_is_ended_after_the_grace_period():
+    """Whatever swallows the Terminated, the process ends TERMINATE_GRACE_S after the signal, as SIG_DFL ends it."""
+    proc, took = _sigterm_when_ready("""
+        import time
+        import capr.cli.common as common
+        common.TERMINATE_GRACE_S = 2.0
+        common.terminate_cleanly()
+        print("ready", flush=True)
+        try:
+            time.sleep(30)
+        except KeyboardInterrupt:
+            pass
+        print("went on", flush=True)
+        time.sleep(30)
+        print("still here", flush=True)
+    """)
+    assert proc.returncode == -signal.SIGTERM and "went on" in proc.stdout and "still here" not in proc.stdout
+    assert 1.5 < took < 20
+
+
 def test_what_a_killed_writer_leaves_is_harmless(tmp_path):
     """kill -9 leaves a LOCK (with the dead writer's pid) and a half-written segment: the next writer takes the
     lock at once and deletes the leftovers, even when the dead writer's pid now belongs to a live process."""

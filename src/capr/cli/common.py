@@ -3,6 +3,7 @@ backend connection options. Commands only parse options and render; the logic is
 
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -38,19 +39,37 @@ class Terminated(KeyboardInterrupt):
     is left behind, and the index keeps its current generation."""
 
 
+TERMINATE_GRACE_S = 30.0  # after SIGTERM, the most a process gets to unwind before it is ended as by SIG_DFL
+_terminating = threading.Event()
+
+
+def terminating() -> bool:
+    """Whether this process was sent SIGTERM (see terminate_cleanly): an error that surfaces after it may be the
+    interrupted work's, not the input's, and is reported as the termination."""
+    return _terminating.is_set()
+
+
 def terminate_cleanly() -> None:
     """SIGTERM unwinds like SIGINT; a second SIGTERM during that cleanup ends the process at once.
 
-    Python drops an exception raised inside a finalizer or ``__del__`` (an index's generation pin is released by
-    one) after printing it: a SIGTERM landing there would be lost and the process would go on as if none had come.
-    Such a lost Terminated is delivered again a moment later, outside the finalizer."""
+    The Terminated raised where the process is can fail to end it. Python drops an exception raised inside a
+    finalizer or ``__del__`` (an index's generation pin is released by one): such a lost Terminated is delivered
+    again a moment later, outside the finalizer. Code running when it lands may turn it into another error (seen
+    when it landed inside an index's loading: "the index is damaged"): ``terminating()`` lets the CLI report the
+    termination instead, and whatever still runs TERMINATE_GRACE_S after the signal is ended."""
     import os
     import signal
     import sys
-    import threading
 
     def handler(signum, frame) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if not _terminating.is_set():
+            _terminating.set()
+            # from another thread: the SIGTERM it sends then meets SIG_DFL (or, after a lost Terminated, the
+            # handler again) and ends the process if the unwinding has not
+            watchdog = threading.Timer(TERMINATE_GRACE_S, os.kill, (os.getpid(), signal.SIGTERM))
+            watchdog.daemon = True  # never what keeps the process from exiting
+            watchdog.start()
         raise Terminated()
 
     previous_hook = sys.unraisablehook
@@ -61,7 +80,9 @@ def terminate_cleanly() -> None:
             return
         signal.signal(signal.SIGTERM, handler)  # the handler runs in the main thread, and so does this hook
         try:  # sent from another thread: sent from here, the new Terminated would be raised in this hook and dropped
-            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            again = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM))
+            again.daemon = True
+            again.start()
         except RuntimeError:  # the interpreter is already shutting down: nothing is left to unwind
             pass
 
@@ -112,7 +133,7 @@ def _run_guarded(fn):
     except WriterBusy as e:
         _fail(f"{e} (--wait SECONDS waits longer)")
     except CaprError as e:
-        _fail(str(e))
+        _fail("terminated" if terminating() else str(e), 143 if terminating() else 2)
     except Terminated:
         _fail("terminated", 143)
     except KeyboardInterrupt:
