@@ -73,7 +73,8 @@ def test_beir_folder_metrics_match_trec_eval_and_runs_compare(tmp_path):
     assert bm25["metrics"] == trec_eval(ranked, QRELS)
     from capr.index import Index
 
-    assert len(Index.load(tmp_path / "lexical")) > len(DOCS)  # the long document is cut into passages, as capr index cuts it
+    [index_dir] = [p.parent for p in (tmp_path / "lexical").rglob("CURRENT")]  # its folder under --cache-dir
+    assert len(Index.load(index_dir)) > len(DOCS)  # the long document is cut into passages, as capr index cuts it
     assert 0 < bm25["metrics"]["nDCG@10"] < 100  # a ranking the graded gains can tell apart
 
     dense = eval_json(folder, tmp_path / "dense", "--retriever", "dense", "--run-out", str(dense_run),
@@ -157,3 +158,94 @@ def test_a_mediqa_file_is_a_benchmark_equal_to_the_named_one(tmp_path):
         proc = capr_cli("eval", "--benchmark", f"mediqa:{path}", "-r", "bm25", "--cache-dir", str(tmp_path / "x"),
                         check=False)
         assert proc.returncode != 0 and why in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_one_cache_dir_keeps_each_folder_and_each_version_of_a_corpus_apart(tmp_path):
+    """--cache-dir is a folder of indexes: a second BEIR folder evaluated with it, or the first one after its corpus
+    changed, is scored on its own documents, never on the index another corpus left there."""
+    first = write_beir(tmp_path / "first")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "corpus.jsonl").write_text('{"_id": "x1", "text": "kidney stones cause flank pain"}\n'
+                                        '{"_id": "x2", "text": "migraine headache is treated with triptans"}\n')
+    (other / "queries.jsonl").write_text('{"_id": "z1", "text": "kidney stones"}\n{"_id": "z2", "text": "migraine"}\n')
+    (other / "qrels").mkdir()
+    (other / "qrels" / "test.tsv").write_text("z1\tx1\t1\nz2\tx2\t1\n")
+    shared = tmp_path / "cache"
+    assert eval_json(first, shared, "-r", "bm25")["metrics"]["R@100"] == 100.0
+    assert eval_json(other, shared, "-r", "bm25")["metrics"]["nDCG@10"] == 100.0
+    with (first / "corpus.jsonl").open("a") as fh:  # a new document judged for q9: the old index would miss it
+        fh.write(json.dumps({"_id": "d8", "title": "", "text": "An unjudged question, judged now."}) + "\n")
+    with (first / "qrels" / "test.tsv").open("a") as fh:
+        fh.write("q9\td8\t1\n")
+    after = eval_json(first, shared, "-r", "bm25")
+    assert after["queries"] == 4 and after["metrics"]["R@100"] == 100.0
+    assert after["metrics"] == eval_json(first, tmp_path / "fresh", "-r", "bm25")["metrics"]
+
+
+def test_beir_files_as_real_datasets_write_them(tmp_path):
+    """Tab-separated qrels whose ids hold spaces; a corpus record with another "id" beside its "_id"; a query line
+    repeated verbatim; a document that is only a title (TREC-COVID papers without an abstract): all read as BEIR
+    means them. A qrels file with no judgement, or none above 0, and one query id with two texts are refused."""
+    from capr.corpus import read_documents
+    from capr.corpus.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
+    from capr.corpus.report import ReadReport
+    from capr.errors import CaprError
+
+    root = tmp_path / "b"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text('{"_id": "doc 1", "id": "PMID9", "title": "", "text": "gout"}\n'
+                                       '{"_id": "d2", "title": "Hydroxychloroquine for COVID-19", "text": ""}\n')
+    (root / "queries.jsonl").write_text('{"_id": "q 1", "text": "gout"}\n{"_id": "q 1", "text": "gout"}\n'
+                                        '{"_id": "q2", "text": "hydroxychloroquine"}\n')
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq 1\tdoc 1\t2\nq2\td2\t1\n")
+    assert [(q.qid, q.pid, q.relevance) for q in read_beir_qrels(root)] == [("q 1", "doc 1", 2), ("q2", "d2", 1)]
+    assert [d.doc_id for d in read_beir_corpus(root, ReadReport())] == ["doc 1", "d2"]
+    assert [(q.qid, q.text) for q in read_beir_queries(root)] == [("q 1", "gout"), ("q2", "hydroxychloroquine")]
+    [_, title_only] = read_documents(root)
+    assert title_only.text == title_only.title == "Hydroxychloroquine for COVID-19"
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    with pytest.raises(CaprError, match=r"test\.tsv: no judgements"):
+        read_beir_qrels(root)
+    (root / "qrels" / "test.tsv").write_text("q2\td2\t0\n")
+    with pytest.raises(CaprError, match="no judgement marks a document relevant"):
+        read_beir_qrels(root)
+    (root / "queries.jsonl").write_text('{"_id": "q2", "text": "hydroxychloroquine"}\n{"_id": "q2", "text": "gout"}\n')
+    with pytest.raises(CaprError, match=r"queries\.jsonl \[line 2\].*'q2' has another text on line 1"):
+        read_beir_queries(root)
+
+
+def test_a_title_only_beir_document_is_found_by_its_title(tmp_path):
+    """`capr index` of a BEIR folder keeps a record whose text is empty but whose title is not (BEIR reads title +
+    text; it used to be dropped as empty), and the index reads that title once, not as title and text both."""
+    from capr.index import load_index
+    from capr.index.segment import passage_index_text
+
+    folder = write_beir(tmp_path / "b")
+    with (folder / "corpus.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "t1", "title": "Hydroxychloroquine for COVID-19", "text": ""}) + "\n")
+    capr_cli("index", "--lexical-only", str(folder), "--out", str(tmp_path / "idx"))
+    hits = json.loads(capr_cli("search", str(tmp_path / "idx"), "hydroxychloroquine", "--json").stdout)["results"]
+    assert [h["doc_id"] for h in hits] == ["t1"]
+    index = load_index(tmp_path / "idx")
+    read = {passage_index_text(index.passage(row), include_title=True) for row in range(index.counts["passages"])}
+    assert "Hydroxychloroquine for COVID-19" in read and "Asthma\nAsthma is treated with inhaled corticosteroids and " \
+        "bronchodilators." in read
+
+
+def test_eval_input_errors_name_the_place_before_any_work(tmp_path):
+    """A run file that cannot be written is refused before the evaluation (not after it, with a traceback); a
+    header-only qrels file and a duplicate document id are one line naming the file (and the line)."""
+    folder = write_beir(tmp_path / "b")
+    proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"),
+                    "--run-out", str(tmp_path / "missing" / "run.trec"), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "--run-out" in proc.stderr
+    assert not (tmp_path / "c").exists()
+    with (folder / "corpus.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "d1", "title": "", "text": "again"}) + "\n")
+    proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"{folder / 'corpus.jsonl'} [line {len(DOCS) + 1}]" in proc.stderr and "duplicate document id" in proc.stderr
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "test.tsv: no judgements" in proc.stderr

@@ -47,7 +47,8 @@ def eval_cmd(
                                               "where the benchmark has it)."),
     run_out: Optional[Path] = typer.Option(None, help="Write the ranking as a TREC run file (case benchmarks: one JSON "
                                            "line per question: option scores, answer, supporting pids)."),
-    cache_dir: Optional[Path] = typer.Option(None, help="Where the benchmark index is kept between runs."),
+    cache_dir: Optional[Path] = typer.Option(None, help="Folder under which benchmark indexes are kept between runs, one sub-folder per benchmark, corpus "
+                                               "version and encoder (default: the capr cache's bench/)."),
     model: str = typer.Option("minilm", help="Dense encoder (dense/hybrid): 'minilm', a Hugging Face id, a path, or an index "
                                             "(`capr adapt --out IDX`): the encoder it was built with."),
     query_model: Optional[str] = typer.Option(None, help="Separate query encoder."),
@@ -102,6 +103,10 @@ def eval_cmd(
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
         from capr.eval.runner import EvalConfig, benchmark_loader, compare_runs, load_benchmark, run_eval
 
+        if run_out is not None and (run_out.is_dir() or not run_out.parent.is_dir()):
+            # checked before the evaluation runs: the run file is written only once it is over
+            raise CaprError(f"{run_out}: cannot write the run file (--run-out): "
+                            + ("it is a folder" if run_out.is_dir() else f"no such folder {run_out.parent}"))
         if is_case_benchmark(benchmark):
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match, fallback)

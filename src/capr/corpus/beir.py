@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.files import open_text
-from capr.corpus.jsonl import read_jsonl
+from capr.corpus.jsonl import BEIR_ID_KEYS, read_jsonl
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError, CaprError
 from capr.records import Document, Qrel, Query
@@ -59,21 +59,33 @@ def beir_records(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def read_beir_corpus(root: Path, report: ReadReport) -> Iterator[Document]:
-    """The corpus as `capr index` reads any JSONL documents file (ids from ``_id``)."""
-    return read_jsonl(_need(Path(root), "corpus"), report)
+    """The corpus as `capr index` reads any JSONL documents file (ids from ``_id``). BEIR reads a document as title +
+    text, so a record that is only a title (TREC-COVID papers without an abstract) is searchable by it."""
+    for doc in read_jsonl(_need(Path(root), "corpus"), report, BEIR_ID_KEYS):
+        if doc.title.strip() and not doc.text.strip():
+            doc.text = doc.title
+        yield doc
 
 
 def read_beir_queries(root: str | Path, qids: set[str] | None = None) -> list[Query]:
     """The queries (only ``qids`` when given); a query without text is refused."""
     path = _need(Path(root), "queries")
     out = []
+    seen: dict[str, tuple[int, str]] = {}
     for lineno, rec in beir_records(path):
         qid = str(rec["_id"])
         if qids is not None and qid not in qids:
             continue
         if not (rec.get("text") or "").strip():
             raise BadInputError(str(path), f"query {qid!r} has no text", f"line {lineno}")
-        out.append(Query(qid, text=" ".join(rec["text"].split())))
+        text = " ".join(rec["text"].split())
+        if qid in seen:  # a repeated line is harmless; two texts under one id: which one were the judgements for?
+            if seen[qid][1] != text:
+                raise BadInputError(str(path), f"query id {qid!r} has another text on line {seen[qid][0]}",
+                                    f"line {lineno}")
+            continue
+        seen[qid] = (lineno, text)
+        out.append(Query(qid, text=text))
     return out
 
 
@@ -83,15 +95,18 @@ def beir_splits(root: str | Path) -> list[str]:
 
 
 def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
-    """qrels/``split``.tsv: one judgement per line (tab- or space-separated), the header line skipped."""
+    """qrels/``split``.tsv: one judgement per line (tab-separated, else space-separated), the header line skipped."""
     file = Path(root) / "qrels" / f"{split}.tsv"
     if not file.exists():
         raise CaprError(f"{file}: no such split; available: {', '.join(beir_splits(root)) or 'none'}")
     out = []
     with open_text(file) as fh:
         for lineno, line in enumerate(fh, 1):
-            parts = line.split()
-            if not parts or (lineno == 1 and not parts[-1].lstrip("-").replace(".", "", 1).isdigit()):
+            # BEIR writes qrels tab-separated (ids may hold spaces: "doc 1"); a file without tabs splits on blanks
+            parts = [p.strip() for p in line.rstrip("\r\n").split("\t")] if "\t" in line else line.split()
+            if parts and not parts[-1]:
+                parts.pop()  # a trailing tab
+            if not any(parts) or (lineno == 1 and not parts[-1].lstrip("-").replace(".", "", 1).isdigit()):
                 continue  # the header line
             if len(parts) != 3:
                 raise BadInputError(str(file), f"qrels lines have 3 columns (query-id corpus-id score), found {len(parts)}",
@@ -103,6 +118,11 @@ def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
             except ValueError:
                 raise BadInputError(str(file), f"score must be an integer: {parts[2]!r}", f"line {lineno}") from None
             out.append(Qrel(parts[0], parts[1], int(score)))
+    if not out:
+        raise BadInputError(str(file), "no judgements (a qrels file needs query-id corpus-id score lines under its "
+                            "header)")
+    if not any(q.relevance > 0 for q in out):
+        raise BadInputError(str(file), "no judgement marks a document relevant (every score is 0 or less)")
     return out
 
 

@@ -10,10 +10,13 @@ from capr.corpus.report import ReadReport
 from capr.records import Document, check_doc_id
 
 ID_KEYS = ("doc_id", "id", "_id", "docid")
+# BEIR's corpus names a document by "_id" (an "id" beside it is some other identifier, e.g. a PubMed id)
+BEIR_ID_KEYS = ("_id", "doc_id", "id", "docid")
 _RESERVED = {"text", "title", "metadata", "sections", *ID_KEYS}
 
 
-def parse_document_json(obj: object, source: str, record: str, report: ReadReport) -> Document | None:
+def parse_document_json(obj: object, source: str, record: str, report: ReadReport,
+                        id_keys: tuple[str, ...] = ID_KEYS) -> Document | None:
     if not isinstance(obj, dict):
         report.bad(source, f"expected a JSON object, got {type(obj).__name__}", record)
         return None
@@ -21,7 +24,7 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
     if not isinstance(text, str):
         report.bad(source, "missing string field 'text'", record)
         return None
-    key = next((k for k in ID_KEYS if obj.get(k) not in (None, "")), None)
+    key = next((k for k in id_keys if obj.get(k) not in (None, "")), None)
     if key is None:
         report.bad(source, f"missing document id (one of {', '.join(ID_KEYS)})", record)
         return None
@@ -38,10 +41,10 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
     return Document(doc_id=doc_id, title=str(obj.get("title") or ""), text=text, metadata=meta)
 
 
-def read_jsonl(path: Path, report: ReadReport) -> Iterator[Document]:
+def read_jsonl(path: Path, report: ReadReport, id_keys: tuple[str, ...] = ID_KEYS) -> Iterator[Document]:
     path = Path(path)
     for record, obj in json_lines(path, report):
-        doc = parse_document_json(obj, str(path), record, report)
+        doc = parse_document_json(obj, str(path), record, report, id_keys)
         if doc is not None:
             report.at(str(path), record)
             yield doc

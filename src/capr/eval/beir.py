@@ -14,7 +14,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from capr.corpus.beir import beir_file, beir_folder, beir_splits, read_beir_corpus, read_beir_qrels, read_beir_queries
+from capr.corpus import Format, read_documents
+from capr.corpus.beir import beir_file, beir_folder, beir_splits, read_beir_qrels, read_beir_queries
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
@@ -64,8 +65,9 @@ def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, ana
     unknown = sorted({q.qid for q in qrels} - known)
     if unknown:
         raise CaprError(f"{folder / 'qrels' / (split + '.tsv')}: query {unknown[0]!r} is judged but not in queries.jsonl")
-    index = _benchmark_index(index_dir, lambda: read_beir_corpus(folder, ReadReport()), analyzer, dense,
-                             SegmenterConfig(include_title=titled), progress)
+    report = ReadReport()  # read as `capr index` reads the folder: a refused document is named by file and line
+    index = _benchmark_index(index_dir, lambda: read_documents(folder, Format.beir, report, require_documents=True),
+                             analyzer, dense, SegmenterConfig(include_title=titled), progress, report=report)
     return BenchmarkData(name or f"{BEIR_PREFIX}{folder}", index, queries, qrels,
                          {"document_of_row": document_of_rows(index), "metrics": BEIR_METRICS, "split": split})
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from capr.corpus import Format, read_documents
 from capr.corpus.medquad import read_medquad_cdv_queries
+from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.eval.metrics import METRICS, evaluate
@@ -97,13 +98,16 @@ def untitled_pool_index(index_dir: str | Path, documents: Callable[[], Iterable[
 
 
 def _benchmark_index(index_dir: str | Path, documents: Callable[[], Iterable[Document]], analyzer: AnalyzerConfig | None,
-                     dense: EncoderConfig | None, segmenter: SegmenterConfig, progress: Any) -> Index:
+                     dense: EncoderConfig | None, segmenter: SegmenterConfig, progress: Any,
+                     report: ReadReport | None = None) -> Index:
     """The benchmark's index from `index_dir` when it was built with the same settings, else built there now."""
     index_dir = Path(index_dir)
     analyzer = analyzer or AnalyzerConfig()
     index = _cached_index(index_dir, analyzer, dense, segmenter)
     if index is None:
-        with IndexWriter(index_dir, segmenter=segmenter, analyzer=analyzer, dense=dense, progress=progress) as w:
+        # ``report``: the one the documents' reader fills, so a refused document is named by its file and line
+        with IndexWriter(index_dir, segmenter=segmenter, analyzer=analyzer, dense=dense, progress=progress,
+                         report=report) as w:
             for doc in documents():
                 w.add(doc)
         index = Index.load(index_dir)

@@ -305,7 +305,9 @@ class EvalConfig:
             fb, path = found
             benchmark = (f"{fb.prefix.rstrip(':')}-{re.sub(r'[^A-Za-z0-9_.-]', '_', path.resolve().name)}-"
                          f"{fb.stamp(path)}")
-        return self.cache_dir or cache_root() / "bench" / benchmark / folder
+        # a cache folder, the default or one given, holds each benchmark's index in its own sub-folder: two
+        # benchmarks, or two versions of one corpus file, never find each other's index there
+        return (self.cache_dir or cache_root() / "bench") / benchmark / folder
 
     def collection_name(self) -> str:
         enc = self.encoder()

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Iterable
 
 from capr.corpus.files import open_text
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError
 from capr.index.atomic import write_bytes
 from capr.records import Qrel, Run, ScoredPassage
 
@@ -57,4 +57,7 @@ def write_run(path: Path, run: Run) -> None:
         for qid, hits in run.results.items()
         for i, h in enumerate(hits)
     ]
-    write_bytes(Path(path), "".join(lines).encode())
+    try:
+        write_bytes(Path(path), "".join(lines).encode())
+    except OSError as e:
+        raise CaprError(f"{path}: cannot write the run file: {e.strerror or e}") from None

@@ -53,7 +53,8 @@ _SEG_RE = re.compile(r"^seg-(\d{6})$")
 
 def passage_index_text(p: Passage, include_title: bool) -> str:
     """What both the lexical and the dense side index for a passage."""
-    return f"{p.title}\n{p.text}" if include_title and p.title else p.text
+    # a document that is only its title has it as its text too (capr.corpus.beir.read_beir_corpus): read it once
+    return f"{p.title}\n{p.text}" if include_title and p.title and p.text != p.title else p.text
 
 
 class SegmentBuilder:
