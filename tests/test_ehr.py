@@ -273,6 +273,57 @@ def test_malformed_records_name_file_record_and_reason(tmp_path):
         list(read_documents(MIMIC3, Format.mimic4))
 
 
+def test_fhir_patient_references_name_the_patient(tmp_path):
+    """A versioned reference ("Patient/bob/_history/3") names bob, not "3"; a Bundle entry's fullUrl ("urn:uuid:...")
+    names the resource's id. Either way a patient filter finds bob's notes under bob."""
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"fullUrl": "urn:uuid:p-bob", "resource": {"resourceType": "Patient", "id": "bob"}},
+        {"fullUrl": "urn:uuid:d-1", "resource": _docref(1, subject={"reference": "Patient/bob/_history/3"})},
+        {"fullUrl": "urn:uuid:d-2", "resource": _docref(2, subject={"reference": "urn:uuid:p-bob"})},
+        {"fullUrl": "urn:uuid:d-3", "resource": _docref(3, subject={"reference": "Patient/alice"})}]}
+    (tmp_path / "bundle.json").write_text(json.dumps(bundle))
+    assert [d.metadata["patient"] for d in read_documents(tmp_path / "bundle.json")] == ["bob", "bob", "alice"]
+
+
+def test_fhir_renditions_are_one_document_and_a_declared_charset_is_read(tmp_path):
+    """Repeated content elements are one document in several formats: its plain text is indexed once (not the
+    text and the HTML joined, every passage twice). "charset=ISO-8859-1" is decoded as such; an unknown one is named."""
+    note = b"Assessment: community-acquired pneumonia. Plan: amoxicillin."
+    html = b"<div><p>Assessment: community-acquired pneumonia.</p><p>Plan: amoxicillin.</p></div>"
+    twice = _docref(1, content=[{"attachment": {"contentType": "text/html", "data": base64.b64encode(html).decode()}},
+                                {"attachment": {"contentType": "text/plain", "data": base64.b64encode(note).decode()}}])
+    latin = _docref(2, content=[{"attachment": {"contentType": "text/plain; charset=ISO-8859-1",
+                                                "data": base64.b64encode("Ménière's disease.".encode("latin-1")).decode()}}])
+    odd = _docref(3, content=[{"attachment": {"contentType": "text/plain; charset=x-unknown",
+                                              "data": base64.b64encode(b"x").decode()}}])
+    nd = tmp_path / "DocumentReference.ndjson"
+    nd.write_text("\n".join(json.dumps(r) for r in (twice, latin, odd)) + "\n")
+    report = ReadReport(skip_bad=True)
+    first, second = read_documents(nd, report=report)
+    assert first.text == note.decode() and second.text == "Ménière's disease."
+    assert [e.record for e in report.skipped] == ["line 3"] and "unknown charset 'x-unknown'" in report.skipped[0].reason
+
+
+def test_ccda_ids_are_root_and_extension_and_never_an_ssn(tmp_path):
+    """An HL7 id is unique as root + extension: two systems' DOC-1 are two documents (`capr add` of the second used
+    to replace the first patient's note). The patient id passes over an SSN listed first."""
+    tree = ET.parse(CCDA)
+    root = tree.getroot()
+    patient_role = root.find(f"{V3}recordTarget/{V3}patientRole")
+    for el in patient_role.findall(f"{V3}id"):
+        patient_role.remove(el)
+    patient_role.insert(0, ET.Element(f"{V3}id", {"root": "2.16.840.1.113883.4.1", "extension": "111-22-3333"}))
+    patient_role.insert(1, ET.Element(f"{V3}id", {"root": "1.2.3.4", "extension": "MRN-2002"}))
+    folder = tmp_path / "ccda"
+    folder.mkdir()
+    for name, id_root in (("a.xml", "2.16.840.1.113883.19.5"), ("b.xml", "1.2.3.4.5")):
+        root.find(f"{V3}id").attrib.update({"root": id_root, "extension": "DOC-1"})
+        tree.write(folder / name, xml_declaration=True, encoding="utf-8")
+    docs = list(read_documents(folder, Format.ccda))
+    assert len({d.doc_id for d in docs}) == 2 and all(d.doc_id.endswith("^DOC-1") for d in docs)
+    assert {d.metadata["patient"] for d in docs} == {"MRN-2002"} and all(d.metadata["patient_id_root"] == "1.2.3.4" for d in docs)
+
+
 def test_cli_malformed_record_one_line_then_skip_bad(tmp_path):
     src = tmp_path / "export"
     src.mkdir()
@@ -418,7 +469,7 @@ def test_value_table_ranges_equal_the_per_value_rule():
 def test_milvus_expressions():
     expr = milvus_expr(parse_filters(["subject_id=10006", "charttime<=2150-01-01", "charttime>2150-02",
                                       "category in (Discharge summary, Radiology)", "note_seq>=2", "aspect=plan",
-                                      "category not in (Echo)", "patient!=p1", "date=2150-01-03", "aspect!=plan"]))
+                                      "category not in (Echo)", "patient!=p1", "aspect!=plan"]))
     assert expr.split(" and ") == [
         'metadata["subject_id"] == "10006"',
         'metadata["charttime"] < "2150-01-01~"',  # the whole day: "~" sorts after every ISO character
@@ -428,13 +479,50 @@ def test_milvus_expressions():
         'aspect == "plan"',
         '(metadata["category"] < "Echo" or metadata["category"] > "Echo")',  # a missing key never passes
         '(metadata["patient"] < "p1" or metadata["patient"] > "p1")',
-        '(metadata["date"] >= "2150-01-03"', 'metadata["date"] < "2150-01-03~")',
         'aspect != "plan"']
     assert "not (" not in expr  # Milvus Lite 2.5 cannot run not(...) on JSON paths
     assert milvus_expr([FilterClause("flag", "=", True), FilterClause("n", "=", 3)]) == \
         'metadata["flag"] == true and metadata["n"] == 3'  # dict filters keep their types, as before
     assert milvus_expr(parse_filters(['title=a "quoted" \\ one'])) == 'title == "a \\"quoted\\" \\\\ one"'
     assert milvus_expr([FilterClause("doc_id", "=", 17)]) == 'doc_id == "17"'  # VARCHAR column: a string literal
+
+
+def test_milvus_date_equality_covers_the_day_and_not_a_longer_number():
+    """date=2150-01-03 on Milvus: that day at any time, as on the embedded index; 2041 is not 20415. (The
+    expression is run here as Python: its comparisons and and/or read the same.)"""
+    def passes(clause: str, value: str) -> bool:
+        return eval(milvus_expr(parse_filters([clause])).replace('metadata["f"]', "x"), {"x": value})
+
+    for value, on_day in [("2150-01-03", True), ("2150-01-03T08:00:00", True), ("2150-01-03 08:00", True),
+                          ("2150-01-030", False), ("2150-01-04", False), ("2150-01-02T23:59", False)]:
+        assert passes("f=2150-01-03", value) is on_day and passes("f!=2150-01-03", value) is not on_day, value
+    assert passes("f=2041", "2041") and not passes("f=2041", "20415") and passes("f!=2041", "20415")
+
+
+def test_an_identifier_shaped_like_a_date_is_matched_exactly(tmp_path):
+    """patient=2041 is that patient, not also 2041-17 and 2041-17-03 (the whole-day rule is for dates only); a
+    charttime filter keeps it. A patient id with no match gets no "close" ids of other patients in the message."""
+    from capr.errors import QueryError
+    from capr.index import build_index, load_index
+    from capr.records import Document
+    from capr.search import search
+
+    docs = [Document(f"n{i}", "Clinic note", f"Assessment: asthma, visit {i}.",
+                     metadata={"patient": p, "charttime": t})
+            for i, (p, t) in enumerate([("2041", "2150-01-03T08:00:00"), ("2041-17", "2150-01-04"),
+                                        ("2041-17-03", "2150-01-03 10:00"), ("10020", "2150-02-01")])]
+    build_index(docs, tmp_path / "idx")
+    index = load_index(tmp_path / "idx")
+
+    def found(*filters: str) -> set[str]:
+        return {h.passage.doc_id for h in search(index, "asthma", k=10, filters=parse_filters(list(filters)))}
+
+    assert found("patient=2041") == {"n0"} and found("patient=2041-17") == {"n1"}
+    assert found("patient in (2041, 10020)") == {"n0", "n3"} and found("patient!=2041") == {"n1", "n2", "n3"}
+    assert found("charttime=2150-01-03") == {"n0", "n2"} and found("charttime=2150-01") == {"n0", "n1", "n2"}
+    with pytest.raises(QueryError) as e:
+        found("patient=10021")
+    assert "10020" not in str(e.value) and "close" not in str(e.value)
 
 
 def test_milvus_store_filter_expr_checks_fields_and_normalizes_aspects():

@@ -43,6 +43,17 @@ _CMP_RE = re.compile(rf"^\s*(?P<field>{_FIELD})\s*(?P<op>>=|<=|!=|==|=|>|<)\s*(?
 # an ISO date or a leading part of one (year, year-month, date, date+hour, +minute, +second)
 _ISO_PREFIX_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?)?$")
 _ISO_VALUE_RE = re.compile(r"^\d{4}-\d{2}")
+# a stored value that is a calendar date (and maybe a time): only such a value is "on" the day, month or year an
+# equality names. An identifier shaped like one (patient 2041-17, an accession 2041-17-03) is compared exactly.
+_DATE_VALUE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?"
+                            r"(Z|[+-]\d{2}:?\d{2})?$")
+# fields that name a patient, a stay or a record: a filter value with no match gets no "close" spellings there,
+# which would list other patients' ids to a client that named one it may not know
+IDENTIFIER_FIELDS = frozenset({"id", "patient", "subject", "encounter", "mrn", "doc_id", "path", "title"})
+
+
+def is_identifier_field(name: str) -> bool:
+    return name.lower() in IDENTIFIER_FIELDS or name.lower().endswith("_id") or name.endswith("Id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +226,7 @@ def _equal(value: Any, wanted: Any) -> bool:
         return True
     b, v = str(wanted).strip().replace(" ", "T"), str(value).strip().replace(" ", "T")
     # charttime=2150-01-01 means "on that day"; identifiers and numbers keep exact equality
-    return bool(_ISO_PREFIX_RE.match(b) and _ISO_VALUE_RE.match(v) and len(v) > len(b) and v[: len(b)] == b)
+    return bool(_ISO_PREFIX_RE.match(b) and _DATE_VALUE_RE.match(v) and len(v) > len(b) and v[: len(b)] == b)
 
 
 _MAX_CHAR = "\U0010ffff"
@@ -237,6 +248,9 @@ class ValueTable:
         iso.sort()
         self.iso_keys = [k for k, _ in iso]
         self.iso_rows = np.array([i for _, i in iso], dtype=np.int64)
+        dates = [(k, i) for k, i in iso if _DATE_VALUE_RE.match(k)]
+        self.date_keys = [k for k, _ in dates]
+        self.date_rows = np.array([i for _, i in dates], dtype=np.int64)
         low = sorted((s.lower(), i) for i, (s, v) in enumerate(zip(strs, values)) if v is not None)
         self.str_keys = [k for k, _ in low]
         self.str_rows = np.array([i for _, i in low], dtype=np.int64)
@@ -246,9 +260,9 @@ class ValueTable:
             good[rows] = True
 
     def prefix_eq(self, bound: str, good: np.ndarray) -> None:
-        """ISO values starting with ``bound`` (charttime=2150-01-01: that day)."""
+        """Dates starting with ``bound`` (charttime=2150-01-01: that day)."""
         b = bound.strip().replace(" ", "T")
-        self._take(self.iso_rows[bisect_left(self.iso_keys, b):bisect_left(self.iso_keys, b + _MAX_CHAR)], good)
+        self._take(self.date_rows[bisect_left(self.date_keys, b):bisect_left(self.date_keys, b + _MAX_CHAR)], good)
 
     def range(self, op: str, bound: Any) -> np.ndarray:
         good = np.zeros(len(self.present), dtype=bool)
@@ -367,16 +381,20 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
         # built-in fields are VARCHAR columns: their literals are always strings
         lit = _literal if meta else _quote
 
+        # a date bound covers the values that start with it and go on with a separator, not with a digit
+        # (2041 is not 20415); whether "-17" after it is a month, a string comparison cannot tell
         def eq(v: Any) -> str:
             if _is_date_bound(v):
                 b = str(v).strip().replace(" ", "T")
-                return f"({ref} >= {_quote(b)} and {ref} < {_quote(b + '~')})"
+                return (f"({ref} == {_quote(b)} or ({ref} >= {_quote(b + ' ')} and {ref} < {_quote(b + '0')}) "
+                        f"or ({ref} >= {_quote(b + ':')} and {ref} < {_quote(b + '~')}))")
             return f"{ref} == {lit(v)}"
 
         def ne(v: Any) -> str:
             if _is_date_bound(v):
                 b = str(v).strip().replace(" ", "T")
-                return f"({ref} < {_quote(b)} or {ref} >= {_quote(b + '~')})"
+                return (f"({ref} < {_quote(b)} or ({ref} > {_quote(b)} and {ref} < {_quote(b + ' ')}) "
+                        f"or ({ref} >= {_quote(b + '0')} and {ref} < {_quote(b + ':')}) or {ref} >= {_quote(b + '~')})")
             return f"({ref} < {lit(v)} or {ref} > {lit(v)})" if meta else f"{ref} != {lit(v)}"
 
         if c.op == "=":
@@ -404,5 +422,6 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
     return " and ".join(parts)
 
 
-__all__ = ["FilterClause", "Filters", "ValueTable", "as_clauses", "check_range_bound", "column_mask", "is_range", "milvus_expr", "parse_filter",
+__all__ = ["FilterClause", "Filters", "IDENTIFIER_FIELDS", "ValueTable", "as_clauses", "check_range_bound", "column_mask",
+           "is_identifier_field", "is_range", "milvus_expr", "parse_filter",
            "parse_filters", "value_matches"]

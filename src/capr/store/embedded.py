@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from capr.errors import QueryError
-from capr.filters import Filters, as_clauses
+from capr.filters import Filters, as_clauses, is_identifier_field
 from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
 from capr.query import Retriever, check_aspect, filter_aspect, no_aspect_message
 from capr.records import Document, Passage
@@ -180,7 +180,10 @@ class EmbeddedStore:
                 shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
                 if c.field == "aspect":
                     raise QueryError(no_aspect_message(c.values[0], shown, index.aspect_counts()))
-                close = difflib.get_close_matches(str(c.values[0]), index.stored_values(c.field), n=5, cutoff=0.6)
+                # close spellings help with words (category=Radiolgy), but for an identifier they would list other
+                # patients' (encounters', notes') ids to a client that named one it may not know: none then
+                close = [] if is_identifier_field(c.field) else \
+                    difflib.get_close_matches(str(c.values[0]), index.stored_values(c.field), n=5, cutoff=0.6)
                 hint = f" (close: {', '.join(close)})" if close else ""
                 raise QueryError(f"no passage has {shown}{hint}")
             mask &= m
