@@ -69,10 +69,30 @@ def read_ccda(path: Path, report: ReadReport) -> Iterator[Document]:
             yield doc
 
 
+# identifiers that name a person nationally, not a patient record (US SSN): never used as the patient id
+_PERSON_ID_ROOTS = {"2.16.840.1.113883.4.1"}
+
+
 def _id(el: ET.Element | None) -> str:
     if el is None:
         return ""
     return (el.get("extension") or el.get("root") or "").strip()
+
+
+def _qualified_id(el: ET.Element | None) -> str:
+    """An HL7 II is unique only as (root, extension): "1.2.3^DOC-1", so two systems' "DOC-1" stay two documents."""
+    if el is None:
+        return ""
+    root, ext = (el.get("root") or "").strip(), (el.get("extension") or "").strip()
+    return f"{root}^{ext}" if root and ext else (ext or root)
+
+
+def _patient_id(root_el: ET.Element) -> tuple[str, str]:
+    """The first record identifier of the patient (its extension, and its root apart), passing over SSNs."""
+    for el in root_el.findall("v3:recordTarget/v3:patientRole/v3:id", _N):
+        if (el.get("root") or "").strip() not in _PERSON_ID_ROOTS and _id(el):
+            return _id(el), (el.get("root") or "").strip() if el.get("extension") else ""
+    return "", ""
 
 
 def _read_file(path: Path, report: ReadReport) -> Document | None:
@@ -136,9 +156,11 @@ def _read_file(path: Path, report: ReadReport) -> Document | None:
     title_el = root.find("v3:title", _N)
     effective = root.find("v3:effectiveTime", _N)
     note_type = (doc_code.get("displayName") or "").strip() if doc_code is not None else ""
-    doc_id = _id(root.find("v3:id", _N)) or path.stem
+    doc_id = _qualified_id(root.find("v3:id", _N)) or path.stem
+    patient, patient_root = _patient_id(root)
     meta = {
-        "patient": _id(root.find("v3:recordTarget/v3:patientRole/v3:id", _N)),
+        "patient": patient,
+        "patient_id_root": patient_root,
         "encounter": _id(root.find("v3:componentOf/v3:encompassingEncounter/v3:id", _N)),
         "date": hl7_time(effective.get("value") if effective is not None else None),
         "note_type": note_type,

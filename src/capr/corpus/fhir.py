@@ -159,15 +159,22 @@ class _Unreadable(Exception):
 
 
 # -- values ---------------------------------------------------------------------------------------
-def _ref_id(ref: Any) -> str:
-    """"Patient/123" → "123"; "urn:uuid:abc" → "abc"."""
+def _ref_id(ref: Any, ctx: dict[str, dict] | None = None) -> str:
+    """"Patient/123" → "123"; "Patient/123/_history/2" → "123"; a Bundle entry's fullUrl ("urn:uuid:abc") → the id
+    of the resource it names, else "abc"."""
     r = getattr(ref, "reference", None) if ref is not None else None
     if not r:
         return ""
     r = str(r)
+    target = (ctx or {}).get(r)
+    if isinstance(target, dict) and target.get("id"):
+        return str(target["id"])
     if r.startswith("urn:uuid:"):
         return r[9:]
-    return r.rstrip("/").rsplit("/", 1)[-1]
+    parts = r.rstrip("/").split("/")
+    if "_history" in parts[1:]:  # a versioned reference: the id is before "_history", not the version after it
+        parts = parts[: parts.index("_history", 1)]
+    return parts[-1]
 
 
 def _iso(v: Any) -> str:
@@ -208,30 +215,40 @@ def _attachment_text(att: Any, what: str) -> str | None:
     if att.data is None or (ctype not in _TEXT_TYPES and ctype not in _HTML_TYPES):
         return None
     raw = att.data if isinstance(att.data, bytes) else str(att.data).encode("utf-8")
+    charset = "utf-8"  # the contentType's charset parameter ("text/plain; charset=ISO-8859-1"), else UTF-8
+    for param in (att.contentType or "").split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip().strip('"'):
+            charset = value.strip().strip('"')
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode(charset)
+    except LookupError:
+        raise _Unreadable(f"{what} declares an unknown charset {charset!r}") from None
     except UnicodeDecodeError as e:
-        raise _Unreadable(f"{what} is not UTF-8 text (invalid byte at offset {e.start})") from None
+        raise _Unreadable(f"{what} is not {charset} text (invalid byte at offset {e.start})") from None
     return xhtml_text(text) if ctype in _HTML_TYPES else text
 
 
 def _attachments_text(atts: list, what: str) -> str:
+    """The text of one rendition: FHIR's repeated content / presentedForm elements are the same document in
+    different formats, so they are not joined (that would index every passage twice); plain text is preferred."""
     texts, kinds = [], []
     for i, att in enumerate(atts, 1):
         t = _attachment_text(att, f"{what} {i}")
         kinds.append((att.contentType or "no contentType") + ("" if att.data is not None else " without inline data"))
         if t is not None and t.strip():
-            texts.append(t.strip())
+            html = (att.contentType or "").split(";")[0].strip().lower() in _HTML_TYPES
+            texts.append((html, t.strip()))
     if not texts and atts:
         raise _Unreadable(f"no readable {what}: need text/plain or text/html with inline data, found {', '.join(kinds)}")
-    return "\n\n".join(texts)
+    return min(texts, key=lambda ht: ht[0])[1] if texts else ""
 
 
 # -- resources ------------------------------------------------------------------------------------
 def _document_reference(res: Any, ctx: dict[str, dict]) -> Document:
     text = _attachments_text([c.attachment for c in res.content or []], "attachment")
     context = res.context
-    encounter = _ref_id(context.encounter[0]) if context is not None and context.encounter else ""
+    encounter = _ref_id(context.encounter[0], ctx) if context is not None and context.encounter else ""
     period_start = _iso(context.period.start) if context is not None and context.period is not None else ""
     note_type = _concept_text(res.type)
     return Document(
@@ -239,7 +256,7 @@ def _document_reference(res: Any, ctx: dict[str, dict]) -> Document:
         title=str(res.description or note_type or "Clinical note"),
         text=text,
         metadata={
-            "patient": _ref_id(res.subject),
+            "patient": _ref_id(res.subject, ctx),
             "encounter": encounter,
             "date": _iso(res.date) or period_start,
             "note_type": note_type,
@@ -284,8 +301,8 @@ def _composition(res: Any, ctx: dict[str, dict]) -> Document:
         text="\n\n".join(parts),
         sections=sections,
         metadata={
-            "patient": _ref_id(res.subject),
-            "encounter": _ref_id(res.encounter),
+            "patient": _ref_id(res.subject, ctx),
+            "encounter": _ref_id(res.encounter, ctx),
             "date": _iso(res.date),
             "note_type": note_type,
             "category": _concept_text(res.category[0]) if res.category else "",
@@ -307,8 +324,8 @@ def _diagnostic_report(res: Any, ctx: dict[str, dict]) -> Document:
         title=note_type or "Diagnostic report",
         text=text,
         metadata={
-            "patient": _ref_id(res.subject),
-            "encounter": _ref_id(res.encounter),
+            "patient": _ref_id(res.subject, ctx),
+            "encounter": _ref_id(res.encounter, ctx),
             "date": date,
             "note_type": note_type,
             "category": _concept_text(res.category[0]) if res.category else "",
