@@ -257,3 +257,28 @@ def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
                    check=False)
     assert bad.returncode != 0 and "cases.jsonl.gz: not found" in bad.stderr
     assert "Traceback" not in bad.stderr and not (tmp_path / "x").exists()
+
+
+def test_a_users_own_notes_are_cases_and_reference_texts_are_not(tmp_path):
+    """Notes added to a case index (`capr case-index --add`, a MIMIC or FHIR export: another source, or none) are
+    patient descriptions; reference texts (MedQuAD, OpenStax...) never are. A case sharing no word with the
+    description is not returned as similar at score 0, and a description with no searchable word is refused."""
+    import capr
+    from capr.cases.similar import CaseFinder
+    from capr.records import Document
+
+    docs = [Document("codiesp:1", "", "A 60-year-old woman with fever and a productive cough; pneumonia.",
+                     {"source": "codiesp"}),
+            Document("my-1", "", "A 37-year-old man with fever, a swollen painful right testicle after fresh goat "
+                     "cheese: brucellosis.", {"source": "user"}),
+            Document("note-7", "", "Swollen testicle and fever in a farmer; Brucella serology positive.", {}),
+            Document("GARD_9", "Brucellosis", "Brucellosis is an infection spread from animals; fever, testicle "
+                     "swelling.", {"source": "GARD"}),  # a MedQuAD page: its source is its collection
+            Document("openstax:3", "Brucella", "Brucella: fever and a swollen testicle.", {"source": "openstax"})]
+    finder = CaseFinder(capr.build_index(docs, tmp_path / "idx"))
+    found = [c.doc_id for c in finder.similar("fever and a swollen testicle after goat cheese", k=10).cases]
+    assert found[:2] == ["my-1", "note-7"] and "GARD_9" not in found and "openstax:3" not in found
+    assert "codiesp:1" in found  # it shares "fever"
+    assert [c.doc_id for c in finder.similar("goat cheese", k=10).cases] == ["my-1"]  # no zero-score fill
+    with pytest.raises(QueryError, match="no searchable words"):
+        finder.similar("the of and")

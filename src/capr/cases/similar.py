@@ -32,8 +32,12 @@ from capr.store.embedded import EmbeddedStore
 if TYPE_CHECKING:
     from capr.index.index import Index
 
-# the `source` values of patient descriptions in a case index (capr.cases.data.case_corpus)
-PATIENT_SOURCES = ("codiesp", "e3c", "mtsamples")
+# the `source` values of the reference texts `capr case-index` puts beside the cases (capr.cases.data.case_corpus):
+# textbooks, abstracts, explanations and MedQuAD's pages, whose source is their collection. Never cases; a document
+# with another source or none (a user's notes, `capr case-index --add`, a MIMIC or FHIR export) describes a patient.
+MEDQUAD_COLLECTIONS = ("ADAM", "CDC", "CancerGov", "GARD", "GHR", "MPlusDrugs", "MPlusHealthTopics",
+                       "MPlusHerbsSupplements", "MedQuAD", "NHLBI", "NIDDK", "NIHSeniorHealth", "NINDS")
+REFERENCE_SOURCES = ("medmcqa", "openstax", "pubmedqa", *MEDQUAD_COLLECTIONS)
 RRF_K = 60
 RRF_WEIGHTS = {"bm25": 1.0, "dense": 4.0}
 RETRIEVERS = ("auto", "bm25", "dense", "hybrid")
@@ -131,15 +135,21 @@ class CaseFinder:
             mask = index.live.copy()
             if "source" in index.fields():
                 present = {str(v) for v in index.live_values("source")}
-                wanted = sorted(present & set(self._sources or PATIENT_SOURCES))
-                if self._sources is not None and not wanted:
-                    raise QueryError(f"no case of source {', '.join(self._sources)} in {index.root}; sources: "
-                                     f"{', '.join(sorted(present))}")
-                if wanted:
-                    mask &= EmbeddedStore.of(index).compile_filter([f"source in ({', '.join(wanted)})"])
+                store = EmbeddedStore.of(index)
+                if self._sources is not None:
+                    wanted = sorted(present & set(self._sources))
+                    if not wanted:
+                        raise QueryError(f"no case of source {', '.join(self._sources)} in {index.root}; sources: "
+                                         f"{', '.join(sorted(present))}")
+                    mask &= store.compile_filter([f"source in ({', '.join(wanted)})"])
                 else:
-                    self.notices.append("no patient descriptions (case reports, notes) in this index: every document "
-                                        "counts as a case")
+                    reference = sorted(present & set(REFERENCE_SOURCES))
+                    cases = mask & ~store.compile_filter([f"source in ({', '.join(reference)})"]) if reference else mask
+                    if cases.any():
+                        mask = cases
+                    else:
+                        self.notices.append("no patient descriptions (case reports, notes) in this index: every "
+                                            "document counts as a case")
             self._mask = mask
         return self._mask
 
@@ -188,8 +198,9 @@ class CaseFinder:
         if retriever in ("bm25", "hybrid"):
             from capr.query import Retriever
 
-            bm25 = index.scorer(Retriever.bm25).scores(index.analyzer(description))[rows]
-            runs["bm25"] = self._doc_best(rows, np.asarray(bm25, dtype=np.float64))
+            bm25 = np.asarray(index.scorer(Retriever.bm25).scores(index.analyzer(description))[rows], dtype=np.float64)
+            hit = bm25 > 0  # a case sharing no word with the description is not similar by BM25 (not a tie at 0)
+            runs["bm25"] = self._doc_best(rows[hit], bm25[hit])
         if retriever in ("dense", "hybrid"):
             qvec = index.encoder().encode_queries([description])[0]
             runs["dense"] = self._doc_best(rows, index.dense_scores(qvec, rows).astype(np.float64))
@@ -254,6 +265,9 @@ class CaseFinder:
                              "--dense")
         if index.is_empty:
             return SimilarCases(description, retriever, [], ["the index is empty"])
+        if retriever == "bm25" and not index.analyzer(description):
+            raise QueryError(f"the patient description has no searchable words after stopword removal: "
+                             f"{description.strip()[:80]!r}; describe the patient (age, symptoms, findings)")
         keys, scores = self.document_scores(description, retriever, set(exclude_docs))
         cases: list[SimilarCase] = []
         for key, score in zip(keys.tolist(), scores.tolist()):
@@ -281,5 +295,5 @@ def similar_cases(index: "Index", description: str, k: int = 10, retriever: str 
                                               diagnoses=diagnoses)
 
 
-__all__ = ["CaseFinder", "Evidence", "LikelyDiagnosis", "PATIENT_SOURCES", "SimilarCase", "SimilarCases", "similar_cases",
+__all__ = ["CaseFinder", "Evidence", "LikelyDiagnosis", "REFERENCE_SOURCES", "SimilarCase", "SimilarCases", "similar_cases",
            "split_sentences"]

@@ -138,8 +138,9 @@ def similar_cmd(
     k: int = typer.Option(10, "--k", "-k", help="Cases to return."),
     retriever: str = typer.Option("auto", "--retriever", "-r", help="auto (hybrid with vectors, else bm25) | bm25 | "
                                   "dense | hybrid."),
-    sources: List[str] = typer.Option([], "--source", help="Only cases of these sources (repeatable; default: the "
-                                      "patient descriptions: codiesp, e3c, mtsamples)."),
+    sources: List[str] = typer.Option([], "--source", help="Only cases of these sources (repeatable; default: "
+                                      "every patient description: all but the reference texts of MedQuAD, MedMCQA, "
+                                      "OpenStax and PubMedQA)."),
     labelled: bool = typer.Option(False, "--labelled", help="Only cases that carry diagnosis codes."),
     evidence: int = typer.Option(2, "--evidence", help="Sentences per case that make it similar."),
     diagnoses: int = typer.Option(10, "--diagnoses", help="Likely diagnoses to list (0: none): the codes of the most "
