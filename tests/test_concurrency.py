@@ -283,8 +283,8 @@ def test_a_process_that_goes_on_after_sigterm_is_ended_after_the_grace_period():
         import capr.cli.common as common
         common.TERMINATE_GRACE_S = 2.0
         common.terminate_cleanly()
-        print("ready", flush=True)
-        try:
+        try:  # "ready" inside: the signal may come before the sleep starts
+            print("ready", flush=True)
             time.sleep(30)
         except KeyboardInterrupt:
             pass
@@ -294,6 +294,30 @@ def test_a_process_that_goes_on_after_sigterm_is_ended_after_the_grace_period():
     """)
     assert proc.returncode == -signal.SIGTERM and "went on" in proc.stdout and "still here" not in proc.stdout
     assert 1.5 < took < 20
+
+
+def test_a_pin_released_by_the_collector_inside_a_locked_section_does_not_deadlock(tmp_path):
+    """A snapshot's pin is released by a finalizer, and the cyclic collector may run it at any allocation, also in
+    the thread that holds the pins' lock (as inside pin_generation): the release waits for that section's end
+    instead of for ever (a `capr serve` stopped answering in the soak that way)."""
+    script = textwrap.dedent(f"""
+        import gc
+        from capr.index import build_index, load_index
+        from capr.index import directory
+        from capr.records import Document
+        build_index([Document("a", "", "gout and colchicine")], {str(tmp_path / "idx")!r})
+        index = load_index({str(tmp_path / "idx")!r})
+        index.cycle = index  # garbage only the cyclic collector frees
+        del index
+        gc.disable()
+        with directory._pins_locked():
+            gc.collect()  # the finalizer runs here, in the lock holder's own thread
+            print("pinned inside", len(directory._pins))
+        print("pinned after", len(directory._pins))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert proc.returncode == 0 and proc.stdout.split("\n")[:2] == ["pinned inside 1", "pinned after 0"], proc.stderr
 
 
 def test_what_a_killed_writer_leaves_is_harmless(tmp_path):

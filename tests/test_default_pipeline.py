@@ -123,7 +123,8 @@ def test_eval_default_pipeline_is_capr_search_defaults(tmp_path):
     assert res["retriever"] == "default" and res["queries"] == 25
     from capr.index import Index
 
-    assert Index.load(tmp_path / "c").has_dense  # the benchmark index is what `capr index` builds: with vectors
+    [built] = [f.parent for f in (tmp_path / "c").rglob("CURRENT")]  # --cache-dir holds the benchmark's index folder
+    assert Index.load(built).has_dense  # the benchmark index is what `capr index` builds: with vectors
     bm25 = json.loads(capr_cli("eval", "--benchmark", "mediqa2019", "--data-dir", str(data), "--query-field", "question",
                                "--retriever", "bm25", "--cache-dir", str(tmp_path / "c"), "--json").stdout)
     assert res["metrics"]["MAP"] >= bm25["metrics"]["MAP"]

@@ -11,6 +11,7 @@ leaves CURRENT pointing at the previous one.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import itertools
 import json
@@ -96,6 +97,25 @@ class _Pin:
 
 _pins: dict[str, _Pin] = {}
 _pins_lock = threading.Lock()
+# A reader's pin is released by a finalizer when its snapshot is garbage, and the cyclic collector runs at any
+# allocation, also inside a locked section of the same thread: waiting for the lock there would wait for ever
+# (a `capr serve` that stopped answering in the soak). Such a release is queued here and done by that section
+# before it lets the lock go.
+_pending_releases: collections.deque[Callable[[], None]] = collections.deque()
+_pins_owner: int | None = None  # the thread inside a _pins_locked() section
+
+
+@contextmanager
+def _pins_locked() -> Iterator[None]:
+    global _pins_owner
+    with _pins_lock:
+        _pins_owner = threading.get_ident()
+        try:
+            yield
+        finally:
+            while _pending_releases:
+                _pending_releases.popleft()()
+            _pins_owner = None
 
 
 def pin_generation(gen: Path) -> Callable[[], None] | None:
@@ -103,7 +123,7 @@ def pin_generation(gen: Path) -> Callable[[], None] | None:
     gone, or the file system has no flock; the reader then finds out by reading it). Costs one open and one
     flock for the first reader of a generation in a process."""
     key = str(gen)
-    with _pins_lock:
+    with _pins_locked():
         pin = _own_pin(gen)
         if pin is not None:
             pin.count += 1
@@ -123,17 +143,23 @@ def pin_generation(gen: Path) -> Callable[[], None] | None:
             pin = _pins[key] = _Pin(fh)
     released = False
 
-    def release() -> None:
+    def release_locked() -> None:
         nonlocal released
-        with _pins_lock:
-            if released:
-                return
-            released = True
-            pin.count -= 1
-            if pin.count == 0:
-                if _pins.get(key) is pin:
-                    del _pins[key]
-                pin.fh.close()
+        if released:
+            return
+        released = True
+        pin.count -= 1
+        if pin.count == 0:
+            if _pins.get(key) is pin:
+                del _pins[key]
+            pin.fh.close()
+
+    def release() -> None:
+        if _pins_owner == threading.get_ident():  # a finalizer run inside this thread's own section
+            _pending_releases.append(release_locked)
+            return
+        with _pins_locked():
+            release_locked()
     return release
 
 
@@ -156,7 +182,7 @@ def _own_pin(gen: Path) -> _Pin | None:
 def _lock_for_deletion(gen: Path):
     """Exclusively locks an obsolete generation's manifest when no other process pins it: returns a function
     that ends the lock (after the folder is renamed away), or None when another process reads it."""
-    with _pins_lock:
+    with _pins_locked():
         own = _own_pin(gen)
         if own is not None:
             try:
