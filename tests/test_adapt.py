@@ -399,6 +399,19 @@ def test_a_budget_too_small_to_train_says_what_would_do(tmp_path, demo_dir):
     assert not (tmp_path / "idx.adapt" / "trained").exists()
 
 
+def test_a_corpus_without_headings_is_told_why_it_gave_no_labels(tmp_path):
+    """Labels take their aspect from section headings: notes with none give no labels, and the reason says so
+    (it used to end at "too few labels", which reads as "add more notes")."""
+    src = tmp_path / "notes.jsonl"
+    src.write_text("".join(json.dumps({"id": f"n{i}", "text": f"Patient {i} has hypertension and takes lisinopril "
+                                        f"{i + 5} mg daily; blood pressure is stable on review today."}) + "\n"
+                           for i in range(6)))
+    messages: list[str] = []
+    report = adapt(AdaptConfig(corpora=[str(src)], out=str(tmp_path / "idx"), time_budget_min=1), log=messages.append,
+                   progress=False)
+    assert "none of the 6 documents has section headings" in report.reason
+
+
 def test_the_gates_second_stage_check_ranks_as_search_does_at_the_rerankers_share():
     """A second stage that prefers a wrong candidate: alone (share 1) it costs the check its first place; at a share
     that leaves the first stage most of the say (as Searcher.rerank fuses them) the relevant candidate stays first."""

@@ -153,6 +153,31 @@ def test_search_favours_the_nearest_corpus_aspect_and_says_so(demo_index):
     assert not searcher.search(q, SearchOptions(k=3, aspect_boost=0)).notices
 
 
+def test_an_asked_aspect_no_section_has_is_said_not_implied(tmp_path):
+    """On notes without headings no passage is of any aspect: an ⟨entity, aspect⟩ search still answers from the
+    words, and says that no section is about the aspect, instead of showing the hits as if they were."""
+    from capr.index import Index, build_index
+    from capr.records import Document
+    from capr.search import Searcher
+
+    build_index([Document(f"n{i}", "", f"Patient {i} with hypertension on lisinopril {i} mg daily, stable.")
+                 for i in range(4)], tmp_path / "idx")
+    res = Searcher(Index.load(tmp_path / "idx")).search(Query("q", entity="hypertension", aspect="medications"),
+                                                         SearchOptions(k=3))
+    assert res.hits and any("no section of this index is about 'medications'" in n for n in res.notices)
+
+
+def test_accented_headings_start_sections():
+    """"EXPLORACIÓN FÍSICA:" is a heading as "PHYSICAL EXAM:" is (it used to stay inside the section before it, which
+    then read as that aspect); English headings are found exactly as before."""
+    from capr.corpus.segment import detect_headings
+
+    text = ("MOTIVO DE CONSULTA: tos y fiebre.\nTRATAMIENTO ACTUAL: ninguno.\nEXPLORACIÓN FÍSICA: crepitantes.\n"
+            "Diagnóstico: neumonía.\nPHYSICAL EXAM: crackles.\n")
+    assert [h.heading for h in detect_headings(text)] == [
+        "MOTIVO DE CONSULTA", "TRATAMIENTO ACTUAL", "EXPLORACIÓN FÍSICA", "Diagnóstico", "PHYSICAL EXAM"]
+
+
 def _articles(tmp_path, overviews: int) -> "object":
     """Eight health articles with a Treatment section each; the first ``overviews`` open with an Overview."""
     from capr.corpus import read_documents

@@ -333,6 +333,11 @@ class Searcher:
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         if aspect and aspect != pq.aspect:
             notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
+        elif options.aspect_boost and pq.query.aspect and not aspect:
+            # an asked aspect that no section has (or an index without headings): say so, or every hit looks like
+            # an answer from that section
+            notices.append(f"no section of this index is about {pq.aspect!r}; no section is favoured, "
+                           "its words are searched")
         try:
             flt = self.store.compile_filter(options.filters)
         except QueryError as e:

@@ -433,6 +433,13 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     if report.labeled_passages < config.min_labels or len(held_out) < 4:
         report.reason = (f"too few labels to train on ({report.labeled_passages} labeled passages, "
                          f"{len(held_out)} held out; at least {config.min_labels} needed)")
+        if not report.labeled_passages and docs:
+            from capr.corpus.segment import detect_headings
+
+            if not any(d.sections or detect_headings(d.text) for d in docs):
+                # say why: a label's aspect is its section's heading, and this corpus has none
+                report.reason += (f"; none of the {len(docs)} documents has section headings, and labels take "
+                                  "their aspect from them (the index is built; --aspect searches get no section prior)")
         log(report.reason)
     else:
         # the gate encodes every check once per candidate: its share of the budget grows with the candidates

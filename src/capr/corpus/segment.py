@@ -17,11 +17,14 @@ _MAX_HEADING_WORDS = 7
 _MAX_MARKDOWN_HEADING_CHARS = 200
 
 _MARKDOWN_RE = re.compile(r"^[ \t]*(#{1,6})[ \t]+(?P<h>[^\n]+?)[ \t#]*$", re.M)
-_NUMBERED_RE = re.compile(r"^[ \t]*\d{1,2}(?:\.\d{1,2})*[.)]?[ \t]+(?P<h>[A-Za-z][^\n.:]{1,60}?)[ \t]*:?[ \t]*$", re.M)
-_COLON_RE = re.compile(r"^[ \t]*(?P<h>[A-Za-z][A-Za-z0-9 /&\-(),']{0,60}?)[ \t]*:(?=[ \t]|$)", re.M)
-_CAPS_LINE_RE = re.compile(r"^[ \t]*(?P<h>[A-Z][A-Z0-9 /&\-]{2,60}?)[ \t]*$", re.M)
+# Latin letters with diacritics count as letters of a heading ("EXPLORACIÓN FÍSICA:", "Anamnèse:", "ÜBERWEISUNG")
+_UP = "A-ZÀ-ÖØ-Þ"
+_AL = "A-Za-zÀ-ÖØ-öø-ÿ"
+_NUMBERED_RE = re.compile(rf"^[ \t]*\d{{1,2}}(?:\.\d{{1,2}})*[.)]?[ \t]+(?P<h>[{_AL}][^\n.:]{{1,60}}?)[ \t]*:?[ \t]*$", re.M)
+_COLON_RE = re.compile(rf"^[ \t]*(?P<h>[{_AL}][{_AL}0-9 /&\-(),']{{0,60}}?)[ \t]*:(?=[ \t]|$)", re.M)
+_CAPS_LINE_RE = re.compile(rf"^[ \t]*(?P<h>[{_UP}][{_UP}0-9 /&\-]{{2,60}}?)[ \t]*$", re.M)
 # A heading inside running text: "... stable. PLAN: continue". All caps only, to avoid "Note: ...".
-_INLINE_RE = re.compile(r"(?<=[.!?])[ \t]+(?P<h>[A-Z][A-Z/&\-]+(?:[ \t][A-Z/&\-]+){0,5}):[ \t]")
+_INLINE_RE = re.compile(rf"(?<=[.!?])[ \t]+(?P<h>[{_UP}][{_UP}/&\-]+(?:[ \t][{_UP}/&\-]+){{0,5}}):[ \t]")
 
 
 _NON_SPACE = re.compile(r"\S")
