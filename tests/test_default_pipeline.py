@@ -401,11 +401,16 @@ def test_a_filter_that_keeps_none_of_the_entitys_documents_says_so_truly(medicat
     from capr.records import Query
     from capr.search import SearchOptions, Searcher
 
-    result = Searcher(medication_notes).search(Query("q", entity="atrial fibrillation", aspect="medications"),
-                                               SearchOptions(k=2, filters={"doc_id": "note02"}))
-    assert result.notices == ["passages mention 'atrial fibrillation', but the filter keeps none of their documents' "
-                              "passages; showing the closest matches that pass it"]
+    searcher = Searcher(medication_notes)
+    result = searcher.search(Query("q", entity="atrial fibrillation", aspect="medications"),
+                             SearchOptions(k=2, filters={"doc_id": "note02"}))
+    assert result.notices == ["no passage that passes the filter mentions 'atrial fibrillation'; showing the closest "
+                              "matches that pass it"]
     assert {h.passage.doc_id for h in result.hits} == {"note02"}
+    # the same words whether or not notes the filter drops name the entity: a one-patient view learns nothing of others
+    nowhere = searcher.search(Query("q", entity="brucellosis", aspect="medications"),
+                              SearchOptions(k=2, filters={"doc_id": "note02"}))
+    assert nowhere.notices == [result.notices[0].replace("'atrial fibrillation'", "'brucellosis'")]
 
 
 def test_the_cli_filter_keeps_the_entitys_patient(medication_notes):

@@ -554,7 +554,7 @@ class RowTiers:
         searcher, store = self.searcher, self.searcher.store
         mention = self._mention_mask(forms, scope)
         if mention is None:
-            notices.append(_entity_notice(pq.entity, mentioned=False))
+            notices.append(_entity_notice(pq.entity, filtered=flt is not None))
             return searcher.first_stage(pq, k, options, flt)
         # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
         in_document = store.document_rows(mention) & ~mention
@@ -562,7 +562,7 @@ class RowTiers:
             mention = mention & flt
             in_document &= flt
             if not (mention | in_document).any():
-                notices.append(_entity_notice(pq.entity, mentioned=True))
+                notices.append(_entity_notice(pq.entity, filtered=True))
         if options.entity_scope is EntityScope.passage:
             levels = [(mention, None), (in_document, None), (flt, None)]
         else:
@@ -628,7 +628,7 @@ class ListTiers:
                 hits = searcher.first_stage(pq, k, options, flt, keep=lambda keys: np.asarray(
                     [p.doc_id in about for p in store.passages(keys)], dtype=bool))
         if not hits:
-            notices.append(_entity_notice(pq.entity, mentioned=bool(about)))
+            notices.append(_entity_notice(pq.entity, filtered=bool(options.filters)))
             return searcher.first_stage(pq, k, options, flt)
         seen = {h.pid for h in hits}
         rest = [h for h in searcher.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
@@ -643,12 +643,11 @@ def entity_tiers(searcher: Searcher) -> RowTiers | ListTiers:
     return (RowTiers if Capability.exhaustive in searcher.store.capabilities else ListTiers)(searcher)
 
 
-def _entity_notice(entity: str | None, mentioned: bool) -> str:
-    """What a user is told when no result is about the entity: nothing names it, or the filter left none of the
-    documents that do."""
-    if mentioned:
-        return (f"passages mention {entity!r}, but the filter keeps none of their documents' passages; "
-                "showing the closest matches that pass it")
+def _entity_notice(entity: str | None, filtered: bool) -> str:
+    """What a user is told when no result is about the entity. Under a filter it speaks of what the filter keeps
+    only: whether passages it drops (another patient's notes) name the entity is not the client's to learn."""
+    if filtered:
+        return f"no passage that passes the filter mentions {entity!r}; showing the closest matches that pass it"
     return f"no passage mentions {entity!r}; showing the closest matches"
 
 
