@@ -43,9 +43,10 @@ _CMP_RE = re.compile(rf"^\s*(?P<field>{_FIELD})\s*(?P<op>>=|<=|!=|==|=|>|<)\s*(?
 # an ISO date or a leading part of one (year, year-month, date, date+hour, +minute, +second)
 _ISO_PREFIX_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?)?$")
 _ISO_VALUE_RE = re.compile(r"^\d{4}-\d{2}")
-# a stored value that is a calendar date (and maybe a time): only such a value is "on" the day, month or year an
-# equality names. An identifier shaped like one (patient 2041-17, an accession 2041-17-03) is compared exactly.
-_DATE_VALUE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?"
+# a stored value that is a calendar date (a month, as FHIR allows, or a day, maybe with a time): only such a value
+# is "on" the day, month or year an equality names. An identifier shaped like one (patient 2041-17, an accession
+# 2041-17-03) is compared exactly.
+_DATE_VALUE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?"
                             r"(Z|[+-]\d{2}:?\d{2})?$")
 # fields that name a patient, a stay or a record: a filter value with no match gets no "close" spellings there,
 # which would list other patients' ids to a client that named one it may not know
