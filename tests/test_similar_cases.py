@@ -282,3 +282,8 @@ def test_a_users_own_notes_are_cases_and_reference_texts_are_not(tmp_path):
     assert [c.doc_id for c in finder.similar("goat cheese", k=10).cases] == ["my-1"]  # no zero-score fill
     with pytest.raises(QueryError, match="no searchable words"):
         finder.similar("the of and")
+    with pytest.raises(QueryError, match="evidence must be 0 or more"):
+        finder.similar("goat cheese", evidence=-1)
+    proc = capr_cli("cases", "similar", str(tmp_path / "missing" / "case.txt"), "--index", str(tmp_path / "idx"),
+                    check=False)  # a mistyped file is said so, not searched for its words
+    assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr

@@ -257,6 +257,8 @@ class CaseFinder:
             raise QueryError(f"unknown retriever {retriever!r}; choose {', '.join(RETRIEVERS)}")
         if k < 1:
             raise QueryError(f"k must be at least 1, got {k}")
+        if evidence < 0:
+            raise QueryError(f"evidence must be 0 or more sentences per case, got {evidence}")
         index = self.index
         if retriever == "auto":
             retriever = "hybrid" if index.has_dense else "bm25"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -14,7 +15,7 @@ from rich.table import Table
 from capr.cli.common import _encoder_config, _fail, _print_write_summary, _run_guarded, app, out, write_to_store
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
-from capr.errors import CaprError
+from capr.errors import CaprError, QueryError
 from capr.index import AnalyzerConfig, Index
 from capr.store import BackendOptions
 
@@ -59,6 +60,9 @@ def _read_description(text: str) -> str:
         is_file = len(text) < 4096 and "\n" not in text and Path(text).is_file()
     except OSError:  # a description longer than a file name can be
         is_file = False
+    if not is_file and not any(c.isspace() for c in text.strip()) and (os.sep in text or text.endswith((".txt", ".md"))):
+        # one word that names a file: a mistyped path, not a patient description to search for
+        raise QueryError(f"{text}: no such file (give the patient description as text or an existing file)")
     return Path(text).read_text(encoding="utf-8") if is_file else text
 
 
