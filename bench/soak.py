@@ -54,7 +54,8 @@ from bench.common import REPO
 SRC = REPO / "src"  # the writers and readers it starts run this checkout
 CAPR = [sys.executable, "-m", "capr"]
 # writers run with faulthandler on: one that stops answering is sent SIGABRT, which prints every thread's stack
-WRITER_CAPR = [sys.executable, "-X", "faulthandler", "-m", "capr"]
+WRITER_PYTHON = [sys.executable, "-X", "faulthandler"]
+WRITER_CAPR = [*WRITER_PYTHON, "-m", "capr"]
 CONDITIONS = ["gout", "atrial fibrillation", "asthma", "heart failure", "pneumonia", "migraine", "anemia"]
 DRUGS = ["colchicine", "apixaban", "albuterol", "furosemide", "amoxicillin", "sumatriptan", "ferrous sulfate"]
 QUERIES = ["gout colchicine", "atrial fibrillation apixaban", "heart failure furosemide", "migraine", "asthma inhaler"]
@@ -253,7 +254,7 @@ class WriterLane(threading.Thread):
         Its stderr is read as it comes (kept: the last lines), so that a full pipe never blocks it, and so are its
         answers, one thread per pipe for its whole life: a wait for an answer that times out leaves no reader
         behind to take the next one."""
-        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", _API_WRITER, str(self.args.wait)],
+        proc = subprocess.Popen([*WRITER_PYTHON, "-c", _API_WRITER, str(self.args.wait)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=_env())
         self._follow(proc)

@@ -133,7 +133,9 @@ def _run_guarded(fn):
     except WriterBusy as e:
         _fail(f"{e} (--wait SECONDS waits longer)")
     except CaprError as e:
-        _fail("terminated" if terminating() else str(e), 143 if terminating() else 2)
+        if terminating():  # the interrupted work's error, not the input's
+            _fail("terminated", 143)
+        _fail(str(e))
     except Terminated:
         _fail("terminated", 143)
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
         return None
     key = next((k for k in id_keys if obj.get(k) not in (None, "")), None)
     if key is None:
-        report.bad(source, f"missing document id (one of {', '.join(ID_KEYS)})", record)
+        report.bad(source, f"missing document id (one of {', '.join(id_keys)})", record)
         return None
     try:
         doc_id = check_doc_id(obj[key])  # ["x"] used to be stored as the id "['x']"
