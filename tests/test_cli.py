@@ -10,7 +10,7 @@ import pytest
 
 from capr.cli import app
 
-from conftest import capr_cli, need_data
+from conftest import capr_cli, need_data, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,27 @@ def test_index_invalid_xml_and_unknown_format(tmp_path):
     assert proc.returncode == 2 and "MedQuAD-broken.xml: invalid XML" in proc.stderr
     proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(tmp_path / "i"), "--format", "docx", check=False)
     assert proc.returncode == 2 and "docx" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_query_without_accents_finds_and_highlights_the_accented_word(tmp_path):
+    src = write_jsonl(tmp_path / "notes.jsonl", [
+        {"doc_id": "menieres", "title": "Vertigo clinic", "text": "SYMPTOMS:\nMénière's disease with episodic vertigo."},
+        {"doc_id": "sjogren", "title": "Dry eyes", "text": "HISTORY:\nSjögren syndrome, dry mouth and dry eyes."},
+        {"doc_id": "other", "title": "Knee", "text": "HISTORY:\nOsteoarthritis of the knee."},
+    ])
+    folded, kept = tmp_path / "folded", tmp_path / "kept"
+    capr_cli("index", "--lexical-only", str(src), "--out", str(folded))
+    capr_cli("index", "--lexical-only", "--keep-accents", str(src), "--out", str(kept))
+    for query, doc_id, word in [("meniere", "menieres", "Ménière"), ("sjogren", "sjogren", "Sjögren")]:
+        res = json.loads(capr_cli("search", str(folded), query, "--json").stdout)
+        top = res["results"][0]
+        assert top["doc_id"] == doc_id
+        assert word in {top["text"][a - top["start"]:b - top["start"]] for a, b in top["highlights"]}
+        # an index that keeps accents reads its queries as it read its text: the plain spelling is another word
+        res = json.loads(capr_cli("search", str(kept), query, "--json").stdout)
+        assert all(r["doc_id"] != doc_id for r in res["results"])
+        res = json.loads(capr_cli("search", str(kept), word, "--json").stdout)
+        assert res["results"][0]["doc_id"] == doc_id
 
 
 def test_index_mtsamples_real(tmp_path):

@@ -68,8 +68,35 @@ def test_unicode_languages():
     assert de("Die Müdigkeit und Übelkeit des Patienten") == ["mudig", "ubel", "patient"]
     ru = Analyzer(AnalyzerConfig(language="russian"))
     assert ru("Боли в груди у пациентов") == ["бол", "груд", "пациент"]
+    assert ru("Новый йод") == ["нов", "йод"]  # accent folding is for Latin letters: "й" stays "й"
     raw = Analyzer(AnalyzerConfig(language="english", stopwords=False, stem=False))
-    assert raw("Naïve IgA-nephropathy, 50mg") == ["naïve", "iga", "nephropathy", "50mg"]
+    assert raw("Naïve IgA-nephropathy, 50mg") == ["naive", "iga", "nephropathy", "50mg"]
+    kept = Analyzer(AnalyzerConfig(language="english", stopwords=False, stem=False, fold_accents=False))
+    assert kept("Naïve IgA-nephropathy, 50mg") == ["naïve", "iga", "nephropathy", "50mg"]
+
+
+def test_accented_and_plain_spellings_are_one_term():
+    """Users type "meniere", "sjogren", "behcet"; documents write Ménière, Sjögren, Behçet (or the other way round)."""
+    analyzer = Analyzer(AnalyzerConfig())
+    for accented, plain in [("Ménière's disease", "meniere's disease"), ("Sjögren syndrome", "sjogren syndrome"),
+                            ("Behçet", "behcet"), ("Guillain-Barré", "guillain-barre"), ("œdème", "oedeme"),
+                            ("STRAßE", "strasse"), ("İnsülin", "insulin")]:
+        assert analyzer(accented) == analyzer(plain), accented
+        words = [w for w, _, _ in analyzer.words(accented)]
+        # the highlighter and the segment writer analyse word by word: the same terms as the whole text
+        assert [t for t in analyzer.analyze_words(analyzer.folded_words(accented)) if t] == analyzer(accented)
+        assert [t for t in (analyzer.analyze_word(w) for w in words) if t] == analyzer(accented)
+    # French stopwords are matched once their accents are folded too
+    fr = Analyzer(AnalyzerConfig(language="french"))
+    assert fr("a été traité") == fr("a ete traite") and "ete" not in fr("a été traité")
+
+
+def test_an_index_written_before_accent_folding_keeps_reading_as_it_wrote():
+    old_manifest = {"language": "english", "lowercase": True, "stopwords": True, "stem": True, "extra_stopwords": []}
+    config = AnalyzerConfig.from_dict(old_manifest)
+    assert config.fold_accents is False
+    assert Analyzer(config)("Ménière") != Analyzer(config)("meniere")
+    assert AnalyzerConfig.from_dict(AnalyzerConfig().to_dict()).fold_accents is True
 
 
 def test_unknown_language_is_a_clear_error():

@@ -48,6 +48,8 @@ def index_cmd(
     lowercase: bool = typer.Option(True, help="Fold case."),
     stopwords: bool = typer.Option(True, help="Remove stopwords."),
     stem: bool = typer.Option(True, help="Snowball stemming."),
+    fold_accents: bool = typer.Option(True, "--fold-accents/--keep-accents", help="Read Latin letters without their "
+                                      "accents, so that 'meniere' finds 'Ménière' (--keep-accents: 'e' and 'é' differ)."),
     title: bool = typer.Option(True, help="Index each passage together with its document title."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed files/records and report them."),
     dense: bool = typer.Option(True, "--dense/--lexical-only", help="Encode passages for dense and hybrid search "
@@ -75,7 +77,8 @@ def index_cmd(
         opts.index_type = milvus_index
         opts.lock_wait_s = wait
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
-        ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem)
+        ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem,
+                             fold_accents=fold_accents)
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
         store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
         report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)

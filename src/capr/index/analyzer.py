@@ -1,9 +1,10 @@
-"""Text analysis for lexical retrieval: Unicode word tokens, case folding,
+"""Text analysis for lexical retrieval: Unicode word tokens, case folding, accent folding of Latin letters,
 per-language stopwords and Snowball stemming."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,6 +31,30 @@ _STOPWORD_LISTS = {
 }
 
 
+# letters NFKD leaves whole, as Lucene's ASCIIFoldingFilter spells them
+_LATIN_LETTERS = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O",
+                                "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "TH", "ð": "d", "Ð": "D",
+                                "ı": "i"})
+
+
+def fold_latin_accents(word: str) -> str:
+    """``word`` with its Latin letters' diacritics removed ("Ménière" → "Meniere", "Sjögren" → "Sjogren", "æ" → "ae"):
+    users type health terms without their accents. Letters of other scripts keep theirs ("й" is not "и")."""
+    if word.isascii():
+        return word
+    out = []
+    for ch in word.translate(_LATIN_LETTERS):
+        if ch.isascii():
+            out.append(ch)
+            continue
+        base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+        if base.isascii():
+            out.append(base)  # "" for a lone combining mark ("İ".lower() is "i" + a combining dot)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 @dataclass(slots=True)
 class AnalyzerConfig:
     language: str = "english"
@@ -37,13 +62,15 @@ class AnalyzerConfig:
     stopwords: bool = True
     stem: bool = True
     extra_stopwords: list[str] = field(default_factory=list)
+    fold_accents: bool = True  # Latin letters to ASCII before stopwords and stemming ("meniere" finds "Ménière")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AnalyzerConfig":
-        return cls(**d)
+        # an index written before accent folding existed kept its accents: it must read its queries as it read its text
+        return cls(**{"fold_accents": False, **d})
 
 
 class Analyzer:
@@ -78,6 +105,8 @@ class Analyzer:
             import bm25s.stopwords
 
             words |= {w.lower() for w in getattr(bm25s.stopwords, name)}
+        if self.config.fold_accents:  # "été" is a stopword as "ete" once the text's accents are folded
+            words = {fold_latin_accents(w) for w in words}
         return words
 
     def words(self, text: str) -> list[tuple[str, int, int]]:
@@ -86,6 +115,8 @@ class Analyzer:
 
     def analyze_word(self, word: str) -> str | None:
         w = word.lower() if self.config.lowercase else word
+        if self.config.fold_accents:
+            w = fold_latin_accents(w)
         if w.lower() in self._stopwords:
             return None
         if self._stemmer is not None:
@@ -111,6 +142,8 @@ class Analyzer:
         """``analyze_words`` without the table, for a caller that keeps its own (the segment writer asks about
         each distinct word once)."""
         low = [w.lower() for w in words] if self.config.lowercase else list(words)
+        if self.config.fold_accents:
+            low = [fold_latin_accents(w) for w in low]
         stop = self._stopwords
         keep = [(w if self.config.lowercase else w.lower()) not in stop for w in low] if stop else [True] * len(low)
         stems = self._stemmer.stemWords(low) if self._stemmer is not None else low
@@ -129,10 +162,14 @@ class Analyzer:
             # ASCII text: fold the whole string once (same words: ASCII case never changes a word boundary);
             # other text word by word, since folding can change lengths ("İ" → "i̇") and so the words
             raw = _TOKEN_RE.findall(text.lower()) if text.isascii() else [w.lower() for w in _TOKEN_RE.findall(text)]
+            if self.config.fold_accents and not text.isascii():
+                raw = [fold_latin_accents(w) for w in raw]
             if stop:
                 raw = [w for w in raw if w not in stop]  # already folded
         else:
             raw = _TOKEN_RE.findall(text)
+            if self.config.fold_accents and not text.isascii():
+                raw = [fold_latin_accents(w) for w in raw]
             if stop:
                 raw = [w for w in raw if w.lower() not in stop]
         if self._stemmer is not None:
