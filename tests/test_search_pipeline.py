@@ -207,3 +207,50 @@ def test_what_is_x_favours_the_overview_only_where_overviews_are_the_corpus_conv
     assert stray.search("What is gout?", SearchOptions(k=1)).hits[0].passage.aspect == "treatment"
     assert stray.query_prior_aspect(stray.parse(Query("q", entity="gout", aspect="information"))) == "information"
     assert stray.query_prior_aspect(stray.parse("How is gout treated?")) == "treatment"  # specific wording: as before
+
+
+def test_scores_fall_with_rank_across_the_entity_tiers(tmp_path):
+    """A lower tier is ranked on its own and its best can outscore the tier above's last; the scores a client sees
+    (and a run file that trec_eval sorts by score) must keep the ranking."""
+    from capr.index import IndexWriter, load_index
+    from capr.records import Document
+
+    filler = " ".join(f"word{i}" for i in range(300))
+    docs = [Document("named", "Clinic note", f"HISTORY:\nThe zorbifen trial. {filler}")]
+    docs += [Document(f"other{i}", f"Note {i}", "PLAN:\n" + "Wheeze. " * (i + 1) + "Inhaler.") for i in range(3)]
+    docs += [Document(f"filler{i}", f"Filler {i}", f"HISTORY:\nNothing of note {i}.") for i in range(20)]
+    with IndexWriter(tmp_path / "idx") as w:
+        for d in docs:
+            w.add(d)
+    searcher = Searcher(load_index(tmp_path / "idx"))
+    res = searcher.search(Query("q", entity="zorbifen", aspect="plan"), SearchOptions(k=5, retriever="bm25"))
+    ids = [h.passage.doc_id for h in res.hits]
+    assert ids[0] == "named" and set(ids[1:4]) == {"other0", "other1", "other2"}  # the entity's tier first
+    scores = [h.score for h in res.hits]
+    assert scores == sorted(scores, reverse=True), scores
+    assert [h.rank for h in res.hits] == list(range(1, len(res.hits) + 1))
+    # the rest keep their own order and relative scores
+    plain = searcher.search(Query("q", entity="zorbifen", aspect="plan"),
+                            SearchOptions(k=5, retriever="bm25", entity_first=False))
+    others = [h for h in plain.hits if h.passage.doc_id != "named"]
+    assert [h.pid for h in others] == [h.pid for h in res.hits[1:4]]
+    assert others[0].score > res.hits[0].score  # the case in point: the lower tier's best outscores the entity's
+    ratios = [a.score / b.score for a, b in zip(others, res.hits[1:4])]
+    assert max(ratios) == pytest.approx(min(ratios))
+
+
+@pytest.mark.parametrize("scores", [[0.5, -0.2, 0.3, 0.1], [0.03, 0.02, 9.5, 7.0, 0.01, 3.0], [-1.0, 2.0, 1.0],
+                                    [0.0, 0.5, 0.2], [1.0, 1.0, 2.0]])
+def test_scores_falling_with_rank_keeps_each_part_in_its_order(scores):
+    from capr.records import ScoredPassage
+    from capr.search import scores_falling_with_rank
+
+    hits = [ScoredPassage(pid=str(i), score=s, rank=i + 1) for i, s in enumerate(scores)]
+    scores_falling_with_rank(hits)
+    after = [h.score for h in hits]
+    assert all(a >= b for a, b in zip(after, after[1:])), after
+    assert all(a > b for a, b, x, y in zip(after, after[1:], scores, scores[1:]) if y > x)  # no tie made
+    for i in range(len(scores)):  # within what was already falling, the order of the given scores holds
+        for j in range(i + 1, len(scores)):
+            if all(scores[t] >= scores[t + 1] for t in range(i, j)):
+                assert (scores[i] > scores[j]) <= (after[i] > after[j])

@@ -376,6 +376,7 @@ class Searcher:
         if options.group_by is GroupBy.doc:
             first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
+        scores_falling_with_rank(hits)
         if options.highlights:
             self.annotate(pq, hits, self.entity_forms(pq, options)[1:] if pq.entity and options.entity_first else [])
         method = self.add_evidence(pq, hits, options) if options.evidence is not Evidence.none else None
@@ -392,8 +393,10 @@ class Searcher:
         rest = [h for h in whole.hits if h.pid not in seen][: options.k - len(head.hits)]
         for rank, h in enumerate(rest, len(head.hits) + 1):
             h.rank = rank
+        hits = head.hits + rest
+        scores_falling_with_rank(hits)
         notices = list(dict.fromkeys(head.notices + whole.notices))
-        return replace(head, options=options, hits=head.hits + rest, notices=notices)
+        return replace(head, options=options, hits=hits, notices=notices)
 
     def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None,
                     keep: Any = None, named: np.ndarray | None = None) -> list[ScoredPassage]:
@@ -651,6 +654,29 @@ def _entity_notice(entity: str | None, filtered: bool) -> str:
     return f"no passage mentions {entity!r}; showing the closest matches"
 
 
+def scores_falling_with_rank(hits: Sequence[Hit | ScoredPassage]) -> None:
+    """Make each score at most the one ranked above it, keeping the order. A ranking built in parts (the entity's
+    tiers, each ranked on its own; the re-ranked head before the first stage's tail) can score a lower part's best
+    above a higher part's last; a client that sorts by score (trec_eval reads a run file so) would then undo the
+    ranking. Each such part, with all below it, is scaled down (or, at scores <= 0, shifted down) to fit under the
+    hit above it: order within it, and every rank, stay as they were."""
+    for i in range(1, len(hits)):
+        above, here = hits[i - 1].score, hits[i].score
+        if here <= above:
+            continue
+        if above > 0:
+            factor = above / here * _BELOW
+            for h in hits[i:]:
+                h.score *= factor
+        else:
+            drop = here - above + (1 - _BELOW) * max(abs(above), abs(here))
+            for h in hits[i:]:
+                h.score -= drop
+
+
+_BELOW = 0.999  # a part moved under the hit above it ends this much below it
+
+
 def best_per_document(ranked: list[ScoredPassage], k: int) -> list[ScoredPassage]:
     """One hit per document, its best-ranked passage, in rank order: a document scores as its best passage."""
     out: list[ScoredPassage] = []
@@ -670,4 +696,4 @@ def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> lis
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "SearchOptions", "SearchResult", "Searcher", "WordingPrior", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "scores_falling_with_rank", "SearchOptions", "SearchResult", "Searcher", "WordingPrior", "search"]

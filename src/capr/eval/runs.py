@@ -53,7 +53,7 @@ def read_run(path: Path) -> Run:
 
 def write_run(path: Path, run: Run) -> None:
     lines = [
-        f"{qid} Q0 {h.pid} {i + 1} {h.score:.6f} {run.name}\n"
+        f"{qid} Q0 {h.pid} {i + 1} {h.score:.9g} {run.name}\n"
         for qid, hits in run.results.items()
         for i, h in enumerate(hits)
     ]
