@@ -104,3 +104,21 @@ def test_unknown_language_is_a_clear_error():
 
     with pytest.raises(CaprError, match="no stemmer for language 'klingon'"):
         Analyzer(AnalyzerConfig(language="klingon"))
+
+
+def test_an_index_from_a_newer_capr_is_named_so_not_damaged(tmp_path):
+    from capr.errors import CaprError
+    from capr.index import IndexWriter, load_index
+    from capr.records import Document
+
+    with pytest.raises(CaprError, match="written by a newer capr"):
+        AnalyzerConfig.from_dict({**AnalyzerConfig().to_dict(), "fold_ligatures": True})
+    with IndexWriter(tmp_path / "idx") as w:
+        w.add(Document("d1", "Note", "Ménière's disease."))
+    manifest = next((tmp_path / "idx").glob("gen-*/manifest.json"))
+    data = json.loads(manifest.read_text())
+    data["analyzer"]["fold_ligatures"] = True
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(CaprError) as e:
+        load_index(tmp_path / "idx")
+    assert "written by a newer capr" in str(e.value) and "damaged" not in str(e.value) and str(tmp_path) in str(e.value)

@@ -69,7 +69,13 @@ class AnalyzerConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AnalyzerConfig":
-        # an index written before accent folding existed kept its accents: it must read its queries as it read its text
+        """The settings an index was written with. Each setting added later reads as what indexes written before it
+        did, so that queries are analysed as their text was; a setting this capr does not know came from a newer one."""
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise CaprError(f"analyzer setting {', '.join(map(repr, unknown))} is unknown to this capr: the index was "
+                            "written by a newer capr; upgrade capr (or rebuild the index with this one)")
+        # an index written before accent folding existed kept its accents
         return cls(**{"fold_accents": False, **d})
 
 

@@ -623,6 +623,8 @@ class Index:
             self.manifest["counts"]["passages"], self.manifest["fields"]
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise damaged(manifest_path, f"not a capr manifest ({type(e).__name__}: {e})") from None
+        except CaprError as e:
+            raise IndexError_(f"{root}: {e}") from None
         known: dict[str, Segment] = {s.name: s for s in previous.segments} if previous is not None else {}
         known.update(reuse or {})
         self.segments = [_open_segment(root / SEGMENTS / name, known.get(name)) for name in names]
