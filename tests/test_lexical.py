@@ -91,6 +91,26 @@ def test_accented_and_plain_spellings_are_one_term():
     assert fr("a été traité") == fr("a ete traite") and "ete" not in fr("a été traité")
 
 
+def test_a_word_keeps_its_combining_marks():
+    """\\w leaves combining marks out: the vowel signs of Indic scripts cut "खांसी" (cough) into ख, स, which matched
+    "बुखार" (fever); decomposed (NFD) text, as macOS and some PDF tools write it, cut "Ménière" into me, nie, re."""
+    import unicodedata
+
+    analyzer = Analyzer(AnalyzerConfig(stopwords=False))
+    assert analyzer("खांसी") == ["खांसी"] and not set(analyzer("खांसी")) & set(analyzer("बुखार और सिरदर्द"))
+    nfd = unicodedata.normalize("NFD", "Ménière disease, Sjögren, йод")
+    assert analyzer(nfd) == analyzer("Ménière disease, Sjögren, йод") == analyzer("meniere disease, sjogren, йод")
+    # the highlighter's words span the whole decomposed word; word by word, the same terms
+    assert [w for w, _, _ in analyzer.words(nfd)][0] == unicodedata.normalize("NFD", "Ménière")
+    assert [t for t in analyzer.analyze_words(analyzer.folded_words(nfd)) if t] == analyzer(nfd)
+    assert [t for t in (analyzer.analyze_word(w) for w, _, _ in analyzer.words(nfd)) if t] == analyzer(nfd)
+    kept = Analyzer(AnalyzerConfig(fold_accents=False, stopwords=False, stem=False))
+    assert kept(nfd) == kept("Ménière disease, Sjögren, йод") == ["ménière", "disease", "sjögren", "йод"]
+    # an index written before reads its queries as it read its text
+    old = Analyzer(AnalyzerConfig.from_dict({k: v for k, v in AnalyzerConfig().to_dict().items() if k != "word_marks"}))
+    assert old("खांसी") == ["ख", "स"]
+
+
 def test_an_index_written_before_accent_folding_keeps_reading_as_it_wrote():
     old_manifest = {"language": "english", "lowercase": True, "stopwords": True, "stem": True, "extra_stopwords": []}
     config = AnalyzerConfig.from_dict(old_manifest)

@@ -108,3 +108,28 @@ def test_focus_among_titles():
     assert focus_among(an, ask, ["Diabetes", "Type 2 Diabetes", "Asthma"]) == "Type 2 Diabetes"
     assert focus_among(an, ask, ["Type 2 diabetes", "type 2 Diabetes"]) == "Type 2 diabetes"  # read alike
     assert focus_among(an, ask, ["Asthma", ""]) is None
+
+
+def test_a_notice_of_a_favoured_section_only_when_the_wording_favoured_one(tmp_path):
+    # "how ... treated" reads as treatment; this index has "treatment options" sections instead. The wording's
+    # prior favours them only in documents whose title the question names: a question naming none must not be
+    # told that they are favoured (its scores are those without any prior)
+    from capr.corpus import read_documents
+    from capr.index import build_index
+
+    wounds = ["Burn wound", "Pressure injury", "Venous leg ulcer", "Skin tear", "Diabetic foot ulcer", "Surgical site infection"]
+    docs = [{"doc_id": f"w{i}", "title": t, "text": f"HISTORY:\n{t} seen in clinic.\n\nTREATMENT OPTIONS:\nWound "
+             f"dressings changed daily for the {t.lower()}.\n"} for i, t in enumerate(wounds)]
+    (tmp_path / "w.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    searcher = Searcher(build_index(read_documents(tmp_path / "w.jsonl"), tmp_path / "idx"))
+    said = "no section of this index is about 'treatment'; sections about 'treatment options' are favoured"
+
+    unnamed = searcher.search("how are wound dressings treated", SearchOptions(k=3))
+    plain = searcher.search("how are wound dressings treated", SearchOptions(k=3, aspect_boost=0))
+    assert [h.score for h in unnamed.hits] == [h.score for h in plain.hits]  # nothing was favoured ...
+    assert said not in unnamed.notices  # ... and the user is not told otherwise
+
+    named = searcher.search("how is a burn wound treated", SearchOptions(k=3))
+    assert named.hits[0].passage.aspect == "treatment options" and said in named.notices
+    explicit = searcher.search(Query("q", entity="wound", aspect="treatment"), SearchOptions(k=3))
+    assert said in explicit.notices  # an aspect asked for is favoured everywhere

@@ -331,8 +331,15 @@ class Searcher:
         if self.reranker is not None and options.group_by is GroupBy.passage and options.k > options.rerank_depth:
             return self._rerank_head(pq, options, within)
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
+        # an aspect read from the question's wording favours only the sections of documents whose title the question
+        # names: said once a hit shows that it favoured one (a question that names no title has no prior at all)
+        wording_notice = None
         if aspect and aspect != pq.aspect:
-            notices.append(f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured")
+            notice = f"no section of this index is about {pq.aspect!r}; sections about {aspect!r} are favoured"
+            if pq.query.aspect or options.wording_prior is WordingPrior.everywhere:
+                notices.append(notice)
+            else:
+                wording_notice = notice
         elif options.aspect_boost and pq.query.aspect and not aspect:
             # an asked aspect that no section has (or an index without headings): say so, or every hit looks like
             # an answer from that section
@@ -371,6 +378,10 @@ class Searcher:
                 self.store.explain_empty(options.filters)  # a filter value no passage has: say so
             except QueryError as e:
                 raise e.about("filters") from None
+        if wording_notice and first:
+            keys = self.store.keys_of([h.pid for h in first])
+            if (self.store.aspect_flags(keys, aspect) & wording_prior_rows(self.store, pq, keys, [h.passage.title for h in first])).any():
+                notices.insert(0, wording_notice)
         if self.reranker is not None:
             first = self.rerank(pq, first, options, tiers, depth if options.group_by is GroupBy.doc else options.k)
         if options.group_by is GroupBy.doc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,6 +13,24 @@ from capr.errors import CaprError
 
 # Unicode-aware: \w matches letters and digits of any script (é, ß, кириллица, 汉字).
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+
+
+@lru_cache(maxsize=1)
+def _marked_token_re() -> re.Pattern[str]:
+    """Words with their combining marks (Unicode category M), which \\w leaves out: the vowel signs of Indic
+    scripts ("हिन्दी" is one word, not ह, न, द) and the accents of decomposed (NFD) Latin text ("Me\\u0301nie\\u0300re")."""
+    cat = unicodedata.category
+    ranges: list[list[int]] = []
+    for cp in range(0x300, 0x10000):  # the first mark is U+0300; past the BMP (rare scripts) the scan costs 0.3 s
+        if cat(chr(cp))[0] == "M":
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1][1] = cp
+            else:
+                ranges.append([cp, cp])
+    marks = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+    return re.compile(rf"\w[\w{marks}]*", re.UNICODE)
+
+
 
 _MEMO_WORDS = 50_000  # distinct surface words analyze_words remembers (a few MB)
 
@@ -63,6 +82,8 @@ class AnalyzerConfig:
     stem: bool = True
     extra_stopwords: list[str] = field(default_factory=list)
     fold_accents: bool = True  # Latin letters to ASCII before stopwords and stemming ("meniere" finds "Ménière")
+    # a word keeps its combining marks and is read in NFC: "हिन्दी" is one term, decomposed "Ménière" is "Ménière"
+    word_marks: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,8 +96,9 @@ class AnalyzerConfig:
         if unknown:
             raise CaprError(f"analyzer setting {', '.join(map(repr, unknown))} is unknown to this capr: the index was "
                             "written by a newer capr; upgrade capr (or rebuild the index with this one)")
-        # an index written before accent folding existed kept its accents
-        return cls(**{"fold_accents": False, **d})
+        # an index written before accent folding (and words with their marks) existed kept its accents (and cut
+        # words at marks)
+        return cls(**{"fold_accents": False, "word_marks": False, **d})
 
 
 class Analyzer:
@@ -99,6 +121,15 @@ class Analyzer:
         self._stopwords = frozenset(self._load_stopwords(lang))
         self._memo: dict[str, str | None] = {}  # surface word → analyze_word(word), for analyze_words
 
+    def _tokens(self, text: str) -> re.Pattern[str]:
+        """The word pattern for ``text``: ASCII text has no marks, so it keeps the plain (fast) pattern, and the
+        pattern with marks is built the first time text with other letters comes (12 ms, once per process)."""
+        return _marked_token_re() if self.config.word_marks and not text.isascii() else _TOKEN_RE
+
+    def _nfc(self, word: str) -> str:
+        """``word`` composed (NFC) when words keep their marks: "e" + U+0301 is "é", as a user types it."""
+        return unicodedata.normalize("NFC", word) if self.config.word_marks and not word.isascii() else word
+
     def _load_stopwords(self, lang: str) -> set[str]:
         words: set[str] = {w.lower() for w in self.config.extra_stopwords}
         if self.config.stopwords:
@@ -117,9 +148,10 @@ class Analyzer:
 
     def words(self, text: str) -> list[tuple[str, int, int]]:
         """Surface words with their character spans (for highlighting)."""
-        return [(m.group(), m.start(), m.end()) for m in _TOKEN_RE.finditer(text)]
+        return [(m.group(), m.start(), m.end()) for m in self._tokens(text).finditer(text)]
 
     def analyze_word(self, word: str) -> str | None:
+        word = self._nfc(word)
         w = word.lower() if self.config.lowercase else word
         if self.config.fold_accents:
             w = fold_latin_accents(w)
@@ -147,6 +179,7 @@ class Analyzer:
     def analyze_unseen(self, words: list[str]) -> list[str | None]:
         """``analyze_words`` without the table, for a caller that keeps its own (the segment writer asks about
         each distinct word once)."""
+        words = [self._nfc(w) for w in words]
         low = [w.lower() for w in words] if self.config.lowercase else list(words)
         if self.config.fold_accents:
             low = [fold_latin_accents(w) for w in low]
@@ -159,21 +192,21 @@ class Analyzer:
         """The words of ``text`` as ``__call__`` sees them before stopwords and stemming (case-folded if so
         configured): ``analyze_words`` of them is ``__call__``'s result with None for each dropped word."""
         if not self.config.lowercase:
-            return _TOKEN_RE.findall(text)
-        return _TOKEN_RE.findall(text.lower()) if text.isascii() else [w.lower() for w in _TOKEN_RE.findall(text)]
+            return [self._nfc(w) for w in self._tokens(text).findall(text)]
+        return _TOKEN_RE.findall(text.lower()) if text.isascii() else [self._nfc(w).lower() for w in self._tokens(text).findall(text)]
 
     def __call__(self, text: str) -> list[str]:
         stop = self._stopwords
         if self.config.lowercase:
             # ASCII text: fold the whole string once (same words: ASCII case never changes a word boundary);
             # other text word by word, since folding can change lengths ("İ" → "i̇") and so the words
-            raw = _TOKEN_RE.findall(text.lower()) if text.isascii() else [w.lower() for w in _TOKEN_RE.findall(text)]
+            raw = _TOKEN_RE.findall(text.lower()) if text.isascii() else [self._nfc(w).lower() for w in self._tokens(text).findall(text)]
             if self.config.fold_accents and not text.isascii():
                 raw = [fold_latin_accents(w) for w in raw]
             if stop:
                 raw = [w for w in raw if w not in stop]  # already folded
         else:
-            raw = _TOKEN_RE.findall(text)
+            raw = [self._nfc(w) for w in self._tokens(text).findall(text)]
             if self.config.fold_accents and not text.isascii():
                 raw = [fold_latin_accents(w) for w in raw]
             if stop:
