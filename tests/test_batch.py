@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capr.batch import LocalRunner, RayRunner, embed_texts, evaluate_queries, generate_labels
+from capr.batch import LocalRunner, RayRunner, embed_texts, evaluate_queries, generate_labels, search_queries
 from capr.corpus import Format, read_documents
 from capr.errors import CaprError
 from capr.index import build_index
@@ -67,3 +67,28 @@ def test_evaluation_on_ray_equals_local(ray_runner, docs, tmp_path):
 def test_runner_errors():
     with pytest.raises(CaprError, match="at least one actor"):
         RayRunner(actors=0)
+
+
+def test_search_queries_searches_as_capr_search_and_refuses_repeated_ids(tmp_path, demo_dir):
+    """A batch search with no retriever named returns what `capr search` returns (the index's profile: hybrid on an
+    index with vectors); two queries under one id would leave one ranking in the run, so they are refused; a query
+    that cannot be answered is named by its id."""
+    from capr.errors import QueryError
+    from capr.index import load_index
+    from capr.search import SearchOptions, Searcher
+
+    from service_support import build_dense_demo_index
+
+    idx = build_dense_demo_index(demo_dir, tmp_path / "idx")
+    queries = [Query("q1", text="chest pain"), Query("q2", entity="asthma", aspect="treatment")]
+    run = search_queries(idx, queries, k=5, runner=LocalRunner())
+    searcher = Searcher.open(load_index(idx))
+    for q in queries:
+        result = searcher.search(q, SearchOptions(k=5, highlights=False))
+        assert result.retriever == "hybrid"
+        assert [(p.pid, p.score) for p in run.results[q.qid]] == [(h.pid, h.score) for h in result.hits]
+    assert run.name == "capr-default" and search_queries(idx, queries[:1], k=5, retriever="bm25").name == "capr-bm25"
+    with pytest.raises(CaprError, match="'q1' is given twice"):
+        search_queries(idx, [queries[0], Query("q1", text="insulin dose")], k=5)
+    with pytest.raises(QueryError, match="query 'bad': query has no searchable terms"):
+        search_queries(idx, [queries[0], Query("bad", text="the of")], k=5)

@@ -249,3 +249,27 @@ def test_eval_input_errors_name_the_place_before_any_work(tmp_path):
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
     proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"), check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "test.tsv: no judgements" in proc.stderr
+
+
+def test_a_query_capr_search_refuses_counts_as_returning_nothing_and_is_named(tmp_path):
+    """`capr eval --pipeline default` searches as `capr search`, which refuses a question of stopwords only. One such
+    query among hundreds must not cost the evaluation: it ranks nothing (0 for it, as trec_eval scores a query without
+    results), the others are scored as before, and the warning names it."""
+    folder = write_beir(tmp_path / "tiny")
+    args = ("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "cache"), "-r", "bm25",
+            "--pipeline", "default", "--json")
+    before = json.loads(capr_cli(*args, "--run-out", str(tmp_path / "before.trec")).stdout)
+    with open(folder / "queries.jsonl", "a") as fh:
+        fh.write(json.dumps({"_id": "q8", "text": "what is it?"}) + "\n")
+    with open(folder / "qrels" / "test.tsv", "a") as fh:
+        fh.write("q8\td3\t1\n")
+    proc = capr_cli(*args, "--run-out", str(tmp_path / "after.trec"))
+    assert "Traceback" not in proc.stderr and "'q8'" in proc.stderr and "returning nothing" in proc.stderr
+    after = json.loads(proc.stdout)
+    assert any("'q8'" in w for w in after["warnings"])
+    n = before["queries"]
+    assert after["queries"] == n + 1
+    for m in ("nDCG@10", "MAP", "P@1"):  # the others' scores, averaged with one more query at 0
+        assert after["metrics"][m] == pytest.approx(before["metrics"][m] * n / (n + 1), abs=0.01)
+    run = read_trec(tmp_path / "after.trec")
+    assert "q8" not in run and run == read_trec(tmp_path / "before.trec")

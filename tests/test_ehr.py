@@ -526,6 +526,28 @@ def test_an_identifier_shaped_like_a_date_is_matched_exactly(tmp_path):
     assert "10020" not in str(e.value) and "close" not in str(e.value)
 
 
+def test_a_csv_patient_column_gets_no_close_ids_of_other_patients(tmp_path):
+    """A CSV export's PatientID column (read as "patientid") and a patient_name column identify patients as the
+    patient field does: a value with no match names no other patient's id or name; a word field still gets its
+    close spellings."""
+    from capr.corpus import Format, ReadReport, read_documents
+    from capr.index import load_index
+    from capr.store.embedded import EmbeddedStore
+
+    (tmp_path / "notes.csv").write_text(
+        "id,title,text,PatientID,patient_name,category\n"
+        "n1,Asthma note,HPI: wheeze and cough for two days.,P-1001,John Smith,Radiology\n"
+        "n2,CHF note,HPI: dyspnea and ankle edema.,P-1002,Joan Smyth,Nursing\n")
+    build_index(read_documents(tmp_path / "notes.csv", Format.auto, ReadReport()), tmp_path / "idx")
+    store = EmbeddedStore.of(load_index(tmp_path / "idx"))
+    for clause, others in [("patientid=P-1003", ("P-1001", "P-1002")), ("patient_name=John Smit", ("John Smith", "Joan Smyth"))]:
+        with pytest.raises(QueryError) as e:
+            store.compile_filter([clause])
+        assert "close" not in str(e.value) and not any(o in str(e.value) for o in others), str(e.value)
+    with pytest.raises(QueryError, match=r"close: Radiology"):
+        store.compile_filter(["category=Radiolgy"])
+
+
 def test_milvus_store_filter_expr_checks_fields_and_normalizes_aspects():
     from capr.store.milvus_backend import MilvusStore
 

@@ -287,3 +287,32 @@ def test_a_users_own_notes_are_cases_and_reference_texts_are_not(tmp_path):
     proc = capr_cli("cases", "similar", str(tmp_path / "missing" / "case.txt"), "--index", str(tmp_path / "idx"),
                     check=False)  # a mistyped file is said so, not searched for its words
     assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_description_with_no_searchable_word_is_refused_naming_the_description(tmp_path):
+    """"!!!" or "the of and" describes no patient: on an index with vectors the default (hybrid) refuses it as bm25
+    does (as POST /search refuses such a question), rather than returning the dense side's nearest cases as "similar
+    patients"; POST /cases/similar names the field at fault, the description."""
+    import capr
+    from fastapi.testclient import TestClient
+
+    from capr.cases.similar import CaseFinder
+    from capr.models import EncoderConfig
+    from capr.records import Document
+    from capr.service import ServiceConfig, create_app
+
+    docs = [Document("my-1", "", "A 37-year-old man with fever and a swollen right testicle: brucellosis.", {}),
+            Document("my-2", "", "A 60-year-old woman with a productive cough; pneumonia.", {})]
+    finder = CaseFinder(capr.build_index(docs, tmp_path / "dense", dense=EncoderConfig()))
+    for description in ("!!!", "the of and"):
+        with pytest.raises(QueryError, match="no searchable words") as e:
+            finder.similar(description)  # auto: hybrid on this index
+        assert e.value.field == "description"
+    assert finder.similar("!!!", retriever="dense").cases  # dense embeds any text, as `capr search -r dense` does
+    assert finder.similar("fever and a swollen testicle").cases[0].doc_id == "my-1"
+    capr.build_index(docs, tmp_path / "lexical")
+    client = TestClient(create_app(tmp_path / "lexical", ServiceConfig(warm_up=False)))
+    r = client.post("/cases/similar", json={"description": "!!!"})
+    assert r.status_code == 400 and r.json()["field"] == "description", r.text
+    r = client.post("/cases/similar", json={"description": "fever", "retriever": "dense"})
+    assert r.status_code == 400 and r.json()["field"] == "retriever", r.text

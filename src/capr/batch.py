@@ -156,34 +156,47 @@ def generate_labels(documents: Iterable[Document], config: "LabelConfig | None" 
 
 # ------------------------------------------------------------------------------ evaluation
 class SearchJob:
-    def __init__(self, index_dir: str, k: int, retriever: str, search_kwargs: dict[str, Any]) -> None:
+    def __init__(self, index_dir: str, k: int, retriever: str | None, search_kwargs: dict[str, Any]) -> None:
         from capr.index import Index
 
         self.index = Index.load(index_dir)
         self.k, self.retriever, self.kwargs = k, retriever, search_kwargs
 
     def __call__(self, queries: list[Query]) -> list[list[tuple[str, float]]]:
+        from capr.errors import QueryError
         from capr.search import SearchOptions, Searcher
 
         searcher = Searcher.open(self.index)  # the index's profile: a second stage it records re-ranks here too
         options = SearchOptions(k=self.k, retriever=self.retriever, highlights=False, **self.kwargs)
-        return [[(h.pid, h.score) for h in searcher.search(q, options).hits] for q in queries]
+        out = []
+        for q in queries:
+            try:
+                out.append([(h.pid, h.score) for h in searcher.search(q, options).hits])
+            except QueryError as e:  # which of thousands of queries cannot be answered
+                raise QueryError(f"query {q.qid!r}: {e}", e.field) from None
+        return out
 
 
-def search_queries(index_dir: str | Path, queries: Sequence[Query], k: int = 100, retriever: str = "bm25",
+def search_queries(index_dir: str | Path, queries: Sequence[Query], k: int = 100, retriever: str | None = None,
                    runner: Runner | None = None, batch_size: int = 64, **search_kwargs: Any) -> Run:
     """Top-k for every query (the index is opened once per worker; on a cluster it must be on a path
-    every worker can read)."""
-    results = _runner(runner).map_batches(SearchJob, list(queries), batch_size,
-                                          (str(index_dir), k, str(getattr(retriever, "value", retriever)), search_kwargs))
-    run = Run(name=f"capr-{retriever}")
+    every worker can read). ``retriever``: None searches as `capr search` does (the index's profile: hybrid
+    with vectors, else bm25). Query ids must be unique (a run holds one ranking per id)."""
+    seen: set[str] = set()
+    for q in queries:
+        if q.qid in seen:
+            raise CaprError(f"query id {q.qid!r} is given twice: a run holds one ranking per query id")
+        seen.add(q.qid)
+    name = None if retriever is None else str(getattr(retriever, "value", retriever))
+    results = _runner(runner).map_batches(SearchJob, list(queries), batch_size, (str(index_dir), k, name, search_kwargs))
+    run = Run(name=f"capr-{name or 'default'}")
     for q, hits in zip(queries, results):
         run.results[q.qid] = [ScoredPassage(pid=p, score=s, rank=i + 1) for i, (p, s) in enumerate(hits)]
     return run
 
 
 def evaluate_queries(index_dir: str | Path, queries: Sequence[Query], qrels: Sequence[Qrel], k: int = 100,
-                     retriever: str = "bm25", runner: Runner | None = None, batch_size: int = 64,
+                     retriever: str | None = None, runner: Runner | None = None, batch_size: int = 64,
                      **search_kwargs: Any) -> tuple[dict[str, float], Run]:
     """Metrics (R@1/5/10, MAP, MRR@10, nDCG@10) of a retriever over a query set, searched in batches."""
     from capr.eval.metrics import evaluate

@@ -51,10 +51,15 @@ _DATE_VALUE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])([T ]
 # fields that name a patient, a stay or a record: a filter value with no match gets no "close" spellings there,
 # which would list other patients' ids to a client that named one it may not know
 IDENTIFIER_FIELDS = frozenset({"id", "patient", "subject", "encounter", "mrn", "doc_id", "path", "title"})
+# words that make any field name one of them: a CSV's PatientID column is read as "patientid", and a patient's name,
+# MRN or birth date identifies the patient as well as the id does
+IDENTIFIER_WORDS = ("patient", "subject", "encounter", "mrn", "birth", "ssn", "dob")
 
 
 def is_identifier_field(name: str) -> bool:
-    return name.lower() in IDENTIFIER_FIELDS or name.lower().endswith("_id") or name.endswith("Id")
+    low = name.lower()
+    return (low in IDENTIFIER_FIELDS or low.endswith("_id") or name.endswith(("Id", "ID"))
+            or any(w in low for w in IDENTIFIER_WORDS))
 
 
 @dataclass(frozen=True, slots=True)

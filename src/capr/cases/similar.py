@@ -252,24 +252,26 @@ class CaseFinder:
         else bm25), bm25, dense or hybrid. ``labelled_only``: only cases that carry diagnosis codes.
         ``diagnoses``: how many likely diagnoses to rank (0: none; an index without labelled cases has none)."""
         if not isinstance(description, str) or not description.strip():
-            raise QueryError("empty patient description: give the case as text or a file")
+            raise QueryError("empty patient description: give the case as text or a file", "description")
         if retriever not in RETRIEVERS:
-            raise QueryError(f"unknown retriever {retriever!r}; choose {', '.join(RETRIEVERS)}")
+            raise QueryError(f"unknown retriever {retriever!r}; choose {', '.join(RETRIEVERS)}", "retriever")
         if k < 1:
-            raise QueryError(f"k must be at least 1, got {k}")
+            raise QueryError(f"k must be at least 1, got {k}", "k")
         if evidence < 0:
-            raise QueryError(f"evidence must be 0 or more sentences per case, got {evidence}")
+            raise QueryError(f"evidence must be 0 or more sentences per case, got {evidence}", "evidence")
         index = self.index
         if retriever == "auto":
             retriever = "hybrid" if index.has_dense else "bm25"
         if retriever in ("dense", "hybrid") and not index.has_dense:
             raise QueryError(f"{index.root}: the {retriever} retriever needs passage vectors; build the index with "
-                             "--dense")
+                             "--dense", "retriever")
         if index.is_empty:
             return SimilarCases(description, retriever, [], ["the index is empty"])
-        if retriever == "bm25" and not index.analyzer(description):
+        # as capr.query.check_searchable: a lexical or hybrid search needs a searchable word (hybrid would otherwise
+        # return the dense side's nearest cases to an empty description as "similar patients")
+        if retriever in ("bm25", "hybrid") and not index.analyzer(description):
             raise QueryError(f"the patient description has no searchable words after stopword removal: "
-                             f"{description.strip()[:80]!r}; describe the patient (age, symptoms, findings)")
+                             f"{description.strip()[:80]!r}; describe the patient (age, symptoms, findings)", "description")
         keys, scores = self.document_scores(description, retriever, set(exclude_docs))
         cases: list[SimilarCase] = []
         for key, score in zip(keys.tolist(), scores.tolist()):

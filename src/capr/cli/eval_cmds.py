@@ -142,6 +142,8 @@ def eval_cmd(
                                 progress=lambda n: p.advance(task, n), **opts.milvus_options())
         result, run = run_eval(config, data, progress=_item_progress(label), cdv_store=cdv_store,
                                store_progress=store_progress)
+        for warning in result.get("warnings", [])[len(config.warnings()):]:  # those found while running
+            err.print(f"[yellow]warning:[/] {escape(warning)}")
         if run_out:
             write_run(run_out, run)
         if compare is not None:

@@ -23,7 +23,7 @@ from capr.corpus import Format, read_documents
 from capr.corpus.medquad import read_medquad_cdv_queries
 from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig
-from capr.errors import CaprError
+from capr.errors import CaprError, QueryError
 from capr.eval.metrics import METRICS, evaluate
 from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.models.encoder import EncoderConfig
@@ -322,6 +322,8 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     if rerank_depth:
         options = replace(options, rerank_depth=rerank_depth)
     parsed = {q.qid: searcher.parse(as_query(q, field), expand=options.expand, validate=False) for q in data.queries}
+    unsearchable: dict[str, str] = {}
+    data.extra["unsearchable"] = unsearchable
     row_of = data.index.pid_rows()
     every = len(data.index)
 
@@ -330,7 +332,13 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
         k = FULL_DEPTH if whole else len(rows)
         within = None if whole else bench.keys(rows)
         # (a second stage re-orders the top rerank_depth; the rest of the k keep the first stage's order)
-        pids = [h.pid for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
+        try:
+            pids = [h.pid for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
+        except QueryError as e:
+            # a question `capr search` refuses (only stopwords, no letters): it returns nothing, and the evaluation
+            # of the others goes on and names it (one such query among hundreds must not cost the whole run)
+            unsearchable[q.qid] = str(e)
+            return np.full(len(rows), -np.inf)
         position = {int(r): i for i, r in enumerate(rows)}
         out = np.full(len(rows), -np.inf)
         for rank, pid in enumerate(pids):
@@ -427,6 +435,8 @@ def run_benchmark(
         rows = pools[q.qid] if pools is not None else all_rows
         s = np.asarray(scorer(as_query(q, field), rows), dtype=np.float64)
         order = np.argsort(-s, kind="stable")  # stable: ties keep the (shuffled) pool order
+        if len(s) and np.isneginf(s).all():
+            order = order[:0]  # the pipeline returned nothing: an empty ranking, as trec_eval scores it
         if document_of_row is not None:
             ids = best_passage_documents([document_of_row[rows[i]] for i in order])
         else:

@@ -316,6 +316,17 @@ class EvalConfig:
                                          + ("_titled" if self.titled else ""))
 
 
+def unsearchable_warnings(data: BenchmarkData) -> list[str]:
+    """What the evaluation says of the queries the pipeline could not search (each scored as returning nothing)."""
+    skipped: dict[str, str] = data.extra.get("unsearchable") or {}
+    if not skipped:
+        return []
+    shown = "; ".join(f"{qid!r}: {reason}" for qid, reason in list(skipped.items())[:3])
+    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return [f"{len(skipped)} of {len(data.queries)} queries cannot be searched and count as returning nothing "
+            f"({shown}{more})"]
+
+
 def encoder_slug(enc: EncoderConfig) -> str:
     return "dense-" + hashlib.sha1(json.dumps(enc.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
@@ -412,8 +423,9 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
             from capr.retrieve.rerank import spec_share
 
             result["reranker"]["share"] = spec_share(config.effective_reranker, config.search_options().rerank_share)
-    if config.warnings():
-        result["warnings"] = config.warnings()
+    warnings = config.warnings() + unsearchable_warnings(data)
+    if warnings:
+        result["warnings"] = warnings
     if config.cdv is not None:
         result["cdv"] = str(config.cdv)
     if config.boundaries == "free":

@@ -499,7 +499,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             res = finder.similar(req.description, k=req.k, retriever=req.retriever, evidence=req.evidence,
                                  labelled_only=req.labelled_only, diagnoses=req.diagnoses)
         except QueryError as e:
-            raise ApiError(400, str(e), "retriever") from None
+            raise ApiError(400, str(e), e.field or "retriever") from None
         return S.SimilarCasesResponse(
             retriever=res.retriever, generation=store.generation_info()["generation"],
             took_ms=round((time.perf_counter() - t0) * 1e3, 2), notices=res.notices,
