@@ -546,6 +546,10 @@ def test_a_csv_patient_column_gets_no_close_ids_of_other_patients(tmp_path):
         assert "close" not in str(e.value) and not any(o in str(e.value) for o in others), str(e.value)
     with pytest.raises(QueryError, match=r"close: Radiology"):
         store.compile_filter(["category=Radiolgy"])
+    # the column as the CSV names it: read as the field it is stored as
+    assert store.compile_filter(["PatientID=P-1001"]).sum() == store.compile_filter(["patientid=P-1001"]).sum() > 0
+    with pytest.raises(QueryError, match="unknown filter field 'PatientIDs'"):
+        store.compile_filter(["PatientIDs=P-1001"])
 
 
 def test_milvus_store_filter_expr_checks_fields_and_normalizes_aspects():

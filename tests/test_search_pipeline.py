@@ -254,3 +254,17 @@ def test_scores_falling_with_rank_keeps_each_part_in_its_order(scores):
         for j in range(i + 1, len(scores)):
             if all(scores[t] >= scores[t + 1] for t in range(i, j)):
                 assert (scores[i] > scores[j]) <= (after[i] > after[j])
+
+
+def test_an_entity_nothing_mentions_or_matches_shows_nothing_and_says_no_more(tmp_path):
+    from capr.index import IndexWriter, load_index
+    from capr.records import Document
+
+    with IndexWriter(tmp_path / "idx") as w:
+        w.add(Document("d1", "Gout", "PLAN:\nColchicine for the flare."))
+        w.add(Document("d2", "Asthma", "PLAN:\nInhaled steroids."))
+    searcher = Searcher(load_index(tmp_path / "idx"))
+    res = searcher.search(Query("q", entity="zorbifen"), SearchOptions(k=5, retriever="bm25"))
+    assert res.hits == [] and res.notices == ["no passage mentions 'zorbifen'"]
+    res = searcher.search(Query("q", entity="zorbifen colchicine"), SearchOptions(k=5, retriever="bm25"))
+    assert res.hits and res.notices == ["no passage mentions 'zorbifen colchicine'; showing the closest matches"]

@@ -27,7 +27,7 @@ import math
 import re
 from datetime import datetime
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import numpy as np
@@ -60,6 +60,19 @@ def is_identifier_field(name: str) -> bool:
     low = name.lower()
     return (low in IDENTIFIER_FIELDS or low.endswith("_id") or name.endswith(("Id", "ID"))
             or any(w in low for w in IDENTIFIER_WORDS))
+
+
+def known_field(clause: "FilterClause", fields: Iterable[str]) -> "FilterClause":
+    """``clause`` on a field the index has: its own name, else the one field that differs from it only in case
+    (a CSV's ``PatientID`` column is stored as ``patientid``, and users type the name they see in their file).
+    QueryError when there is none, or several."""
+    known = set(fields)
+    if clause.field in known:
+        return clause
+    same = [f for f in known if f.lower() == clause.field.lower()]
+    if len(same) == 1:
+        return replace(clause, field=same[0])
+    raise QueryError(f"unknown filter field {clause.field!r}; filterable fields: {', '.join(sorted(known))}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,5 +442,5 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
 
 
 __all__ = ["FilterClause", "Filters", "IDENTIFIER_FIELDS", "ValueTable", "as_clauses", "check_range_bound", "column_mask",
-           "is_identifier_field", "is_range", "milvus_expr", "parse_filter",
+           "is_identifier_field", "known_field", "is_range", "milvus_expr", "parse_filter",
            "parse_filters", "value_matches"]

@@ -568,15 +568,16 @@ class RowTiers:
         searcher, store = self.searcher, self.searcher.store
         mention = self._mention_mask(forms, scope)
         if mention is None:
-            notices.append(_entity_notice(pq.entity, filtered=flt is not None))
-            return searcher.first_stage(pq, k, options, flt)
+            closest = searcher.first_stage(pq, k, options, flt)
+            notices.append(_entity_notice(pq.entity, filtered=flt is not None, shown=bool(closest)))
+            return closest
         # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
         in_document = store.document_rows(mention) & ~mention
+        none_named = False
         if flt is not None:
             mention = mention & flt
             in_document &= flt
-            if not (mention | in_document).any():
-                notices.append(_entity_notice(pq.entity, filtered=True))
+            none_named = not (mention | in_document).any()
         if options.entity_scope is EntityScope.passage:
             levels = [(mention, None), (in_document, None), (flt, None)]
         else:
@@ -591,6 +592,8 @@ class RowTiers:
                 names = mention[store.keys_of([h.pid for h in found])]
                 tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
             hits += found
+        if none_named:
+            notices.append(_entity_notice(pq.entity, filtered=True, shown=bool(hits)))
         return hits
 
     def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
@@ -642,8 +645,9 @@ class ListTiers:
                 hits = searcher.first_stage(pq, k, options, flt, keep=lambda keys: np.asarray(
                     [p.doc_id in about for p in store.passages(keys)], dtype=bool))
         if not hits:
-            notices.append(_entity_notice(pq.entity, filtered=bool(options.filters)))
-            return searcher.first_stage(pq, k, options, flt)
+            closest = searcher.first_stage(pq, k, options, flt)
+            notices.append(_entity_notice(pq.entity, filtered=bool(options.filters), shown=bool(closest)))
+            return closest
         seen = {h.pid for h in hits}
         rest = [h for h in searcher.first_stage(pq, k, options, flt, keep=lambda keys: ~mentions(keys))
                 if h.pid not in seen][: k - len(hits)] if len(hits) < k else []
@@ -657,12 +661,14 @@ def entity_tiers(searcher: Searcher) -> RowTiers | ListTiers:
     return (RowTiers if Capability.exhaustive in searcher.store.capabilities else ListTiers)(searcher)
 
 
-def _entity_notice(entity: str | None, filtered: bool) -> str:
+def _entity_notice(entity: str | None, filtered: bool, shown: bool = True) -> str:
     """What a user is told when no result is about the entity. Under a filter it speaks of what the filter keeps
-    only: whether passages it drops (another patient's notes) name the entity is not the client's to learn."""
+    only: whether passages it drops (another patient's notes) name the entity is not the client's to learn.
+    ``shown``: whether any closest match is shown (none may match at all)."""
     if filtered:
-        return f"no passage that passes the filter mentions {entity!r}; showing the closest matches that pass it"
-    return f"no passage mentions {entity!r}; showing the closest matches"
+        said = f"no passage that passes the filter mentions {entity!r}"
+        return said + ("; showing the closest matches that pass it" if shown else "")
+    return f"no passage mentions {entity!r}" + ("; showing the closest matches" if shown else "")
 
 
 def scores_falling_with_rank(hits: Sequence[Hit | ScoredPassage]) -> None:

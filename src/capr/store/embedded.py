@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from capr.errors import QueryError
-from capr.filters import Filters, as_clauses, is_identifier_field
+from capr.filters import Filters, as_clauses, is_identifier_field, known_field
 from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
 from capr.query import Retriever, check_aspect, filter_aspect, no_aspect_message
 from capr.records import Document, Passage
@@ -172,8 +172,7 @@ class EmbeddedStore:
         mask = index.live.copy()
         fields = set(index.fields())
         for c in clauses:
-            if c.field not in fields:
-                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(fields))}")
+            c = known_field(c, fields)
             norm = (lambda v: filter_aspect(v, index.aspect_counts(), index.analyzer)) if c.field == "aspect" else None
             m = index.clause_rows(c, norm)
             if not m.any() and c.op in ("=", "in"):

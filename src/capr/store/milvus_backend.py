@@ -36,7 +36,7 @@ from capr._version import __version__
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
-from capr.filters import FilterClause, as_clauses, milvus_expr
+from capr.filters import FilterClause, as_clauses, known_field, milvus_expr
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
@@ -441,10 +441,7 @@ class MilvusStore:
     # -- filters ------------------------------------------------------------------------------
     def compile_filter(self, filters: Any) -> str:
         """A Milvus expression for a {field: value} dict or range/set clauses (capr.filters)."""
-        clauses = as_clauses(filters)
-        for c in clauses:
-            if c.field not in self.meta["fields"]:
-                raise QueryError(f"unknown filter field {c.field!r}; filterable fields: {', '.join(sorted(self.meta['fields']))}")
+        clauses = [known_field(c, self.meta["fields"]) for c in as_clauses(filters)]
         return milvus_expr(self._normalized(clauses), BUILTIN)
 
     filter_expr = compile_filter
@@ -465,7 +462,7 @@ class MilvusStore:
     def explain_empty(self, filters: Any) -> None:
         """The embedded backend's error for a filter value no passage has, found only when a filtered
         search comes back empty (one count per equality/set clause then, nothing extra on the common path)."""
-        for c in as_clauses(filters):
+        for c in (known_field(c, self.meta["fields"]) for c in as_clauses(filters)):
             if c.op not in ("=", "in"):
                 continue  # an empty range is an answer, not a typo
             res = self.client.query(self.name, filter=milvus_expr(self._normalized([c]), BUILTIN), output_fields=["count(*)"])
