@@ -783,3 +783,20 @@ def test_health_reports_a_second_stage_that_cannot_load(tmp_path, demo_dir):
         # the search names the same reason rather than hanging or answering without its second stage
         r = httpx.post(s.url + "/search", json={"text": "kidney"})
         assert r.status_code == 400 and "deleted-model" in r.json()["detail"]
+
+
+def test_errors_name_the_index_not_the_servers_path_to_it(tmp_path):
+    """The server's path to its index can name a ward, a patient or a user's home: a client's error names the
+    index's folder only."""
+    import capr
+    from fastapi.testclient import TestClient
+
+    from capr.records import Document
+    from capr.service import ServiceConfig, create_app
+
+    root = tmp_path / "ward-7-smith" / "notes-idx"
+    capr.build_index([Document("n1", "Note", "HPI: cough and fever.")], root)
+    client = TestClient(create_app(root, ServiceConfig(warm_up=False)))
+    r = client.post("/search", json={"text": "cough", "retriever": "dense"})
+    assert r.status_code == 400 and "notes-idx" in r.json()["detail"], r.text
+    assert "ward-7-smith" not in r.text and str(tmp_path) not in r.text

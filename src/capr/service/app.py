@@ -180,6 +180,20 @@ BUSY: dict[int | str, dict[str, Any]] = {503: {"model": S.ErrorOut, "description
 
 
 # ---------------------------------------------------------------------------------- the app
+def _server_paths(index_dir: str | Path) -> Callable[[str], str]:
+    """A message as a client may read it: the server's path to the index (which can name a ward, a patient or a
+    user's home) becomes the index's folder name."""
+    path = Path(index_dir)
+    spellings = sorted({str(path), str(path.absolute()), str(path.resolve())} - {"", "."}, key=len, reverse=True)
+
+    def private(message: str) -> str:
+        for spelled in spellings:
+            message = message.replace(spelled, path.name or "index")
+        return message
+
+    return private
+
+
 def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store: Any = None) -> FastAPI:
     """The FastAPI application serving the index at ``index_dir``, or ``store`` (any other backend, e.g. a
     Milvus collection). Both are searched by the same Searcher; what a backend cannot do is refused naming
@@ -195,6 +209,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         holder = IndexHolder(index_dir, watch=config.watch_index, write_wait_s=config.write_wait_s)
     readiness = Readiness()
     tokens = TokenSet(config.tokens)
+    private = _server_paths(index_dir)
     bearer = HTTPBearer(auto_error=False, description="An API token from $CAPR_API_TOKENS or --token-file.")
 
     app = FastAPI(
@@ -278,16 +293,16 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             methods = {m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path) for m in r.methods}
             headers["Allow"] = ", ".join(sorted(methods))
         return JSONResponse(status_code=exc.status_code, headers=headers or None,
-                            content={"detail": str(exc.detail), "field": getattr(exc, "field", None)})
+                            content={"detail": private(str(exc.detail)), "field": getattr(exc, "field", None)})
 
     @app.exception_handler(QueryError)
     @app.exception_handler(BadInputError)
     async def _query(request: Request, exc: CaprError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"detail": str(exc), "field": None})
+        return JSONResponse(status_code=400, content={"detail": private(str(exc)), "field": None})
 
     @app.exception_handler(WriteBusy)
     async def _busy(request: Request, exc: WriteBusy) -> JSONResponse:
-        return JSONResponse(status_code=503, headers={"Retry-After": "5"}, content={"detail": str(exc), "field": None})
+        return JSONResponse(status_code=503, headers={"Retry-After": "5"}, content={"detail": private(str(exc)), "field": None})
 
     @app.exception_handler(CaprError)
     async def _capr(request: Request, exc: CaprError) -> JSONResponse:
