@@ -623,3 +623,13 @@ def test_milvus_lite_range_and_set_filters_match_embedded(tmp_path):
             search(st, q, k=5, filters=["category in (Radiolgy)"])
     finally:
         server.stop()
+
+
+def test_a_ccda_note_keeps_its_path_under_the_folder_not_the_servers(tmp_path):
+    folder = tmp_path / "home" / "dr-jones" / "exports"
+    (folder / "2024").mkdir(parents=True)
+    shutil.copy(CCDA, folder / "2024" / "a.xml")
+    [doc] = list(read_documents(folder, Format.ccda))
+    assert doc.metadata["path"] == "2024/a.xml"
+    [doc] = list(read_documents(folder / "2024" / "a.xml", Format.ccda))
+    assert doc.metadata["path"] == "a.xml"

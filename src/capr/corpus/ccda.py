@@ -60,11 +60,11 @@ def read_ccda(path: Path, report: ReadReport) -> Iterator[Document]:
             if not is_ccda_head(read_head(f, 4096)):
                 report.bad(str(f), "not a C-CDA document (root element is not ClinicalDocument)")
                 continue
-            doc = _read_file(f, report)
+            doc = _read_file(f, report, f.relative_to(path).as_posix())
             if doc is not None:
                 yield doc
     else:
-        doc = _read_file(path, report)
+        doc = _read_file(path, report, path.name)
         if doc is not None:
             yield doc
 
@@ -95,7 +95,9 @@ def _patient_id(root_el: ET.Element) -> tuple[str, str]:
     return "", ""
 
 
-def _read_file(path: Path, report: ReadReport) -> Document | None:
+def _read_file(path: Path, report: ReadReport, shown: str) -> Document | None:
+    """``shown``: the file's path under the folder read (its name when a file was read), as plain-text notes keep
+    theirs: the server's own path to it never reaches a client with the note's metadata."""
     try:
         # XML says its own encoding (ISO-8859-1 from older EHR exports): the parser honours the
         # declaration, so the text check must too; without one, XML is UTF-8
@@ -167,7 +169,7 @@ def _read_file(path: Path, report: ReadReport) -> Document | None:
         "document_code": (doc_code.get("code") or "") if doc_code is not None else "",
         "author_role": ((author_code.get("displayName") or author_code.get("code") or "").strip()
                         if author_code is not None else ""),
-        "path": str(path),
+        "path": shown,
     }
     return Document(
         doc_id=f"ccda-{doc_id}",
