@@ -161,6 +161,22 @@ def test_bad_input_gives_clear_errors(planted_index, tmp_path):
     assert proc.returncode == 2 and "unknown scorer" in proc.stderr
 
 
+def test_a_description_without_a_searchable_word_is_refused_not_ranked(planted_index, tmp_path):
+    # BM25 scores every passage 0 for it: the "answer" would be the first option, on an arbitrary passage
+    pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
+    with pytest.raises(QueryError, match="no searchable words") as e:
+        pipe.rank("Is it this or that?", ["migraine", "meningitis"])
+    assert e.value.field == "description"
+    proc = capr_cli("cases", "--index", str(planted_index.root), "-d", "the of and", "--options", "migraine",
+                    "meningitis", "--scorer", "bm25", check=False)
+    assert proc.returncode == 2 and "no searchable words" in proc.stderr and "Traceback" not in proc.stderr
+    # in an evaluation it ties its options (chance credit) and is counted, without ending the run
+    metrics, outcomes = evaluate_cases(pipe, [MCQuestion("q9", "Is it?", ["migraine", "meningitis"], 1, "t")])
+    assert metrics["unreadable"] == 1 and outcomes[0].credit == 0.5
+    # the dense scorer embeds the whole text, as a dense search does: still answered
+    assert CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.dense)).rank("the of and", ["migraine"]).answer
+
+
 def test_cli_ranks_and_explains(planted_index, tmp_path):
     desc = tmp_path / "case.txt"
     desc.write_text(DESCRIPTION)

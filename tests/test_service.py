@@ -324,6 +324,12 @@ def test_cases_ranks_supported_hypotheses(read_client, demo_index):
     assert read_client.post("/cases", json={**body, "hypotheses": ["h"] * 21}).status_code == 422
 
 
+def test_cases_refuses_a_description_without_a_searchable_word(read_client):
+    # as capr cases on this lexical index: nothing to score it by, so not a ranking of the options as given
+    r = read_client.post("/cases", json={"description": "Is it this or that?", "hypotheses": ["asthma", "gout"]})
+    assert r.status_code == 400 and r.json()["field"] == "description" and "no searchable words" in r.json()["detail"]
+
+
 def test_case_baseline_phrase_match():
     from capr.cases.baseline import mention_pattern, score_support
 

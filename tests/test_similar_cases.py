@@ -75,6 +75,20 @@ def test_icd10_names_and_mentions():
     assert found["R16.0"].mention == "hepatomegaly" and found["R16.0"].kind == "mention"
 
 
+def test_a_negation_governs_every_item_of_its_list():
+    # a review of systems: every item denied, not only the first three words after the cue
+    assert find_mentions("She denies chest pain, shortness of breath, palpitations, or syncope.") == []
+    assert [d.code for d in find_mentions("No fever, cough, dyspnea or hemoptysis. History of asthma.")] == ["J45"]
+    assert [d.code for d in find_mentions("There were no clinical signs of meningitis.")] == []
+    # the scope ends with the clause: a full stop, a semicolon, "but", a new statement
+    assert [d.code for d in find_mentions("No fever, but a long history of asthma.")] == ["J45"]
+    assert [d.code for d in find_mentions("No hemoptysis; palpitations at night.")] == ["R00.2"]
+    assert [d.code for d in find_mentions("Patient does not have asthma. Temperature 38.5 C, hemoptysis.")] == ["R04.2"]
+    # "without" negates what follows it closely, not a list ("without apparent focus, dry cough")
+    assert "R05" in [d.code for d in find_mentions("Fever without apparent focus, dry cough and anorexia.")]
+    assert [d.code for d in find_mentions("Hypertension without treatment, heart failure for 6 years.")][-1:] == ["I50"]
+
+
 @pytest.fixture(scope="module")
 def case_index(tmp_path_factory):
     """150 labelled CodiEsp train cases and 150 E3C narratives, lexical index."""
@@ -151,6 +165,29 @@ def test_likely_diagnoses_vote_and_match_names(case_index, tmp_path):
     assert CaseFinder(e3c_only).similar(query, k=2).diagnoses == []
 
 
+def test_the_description_itself_and_repeated_reports_are_not_similar_cases(case_index, tmp_path):
+    import capr
+    from capr.cases.similar import CaseFinder
+    from capr.records import Document
+
+    # the description is a case of the index, pasted whole: not its own most similar patient, nor a voter for its codes
+    doc, _ = _query_case(case_index)
+    res = CaseFinder(case_index).similar(doc.text + "\n", k=5, diagnoses=0)
+    assert doc.doc_id not in [c.doc_id for c in res.cases] and len(res.cases) == 5
+    assert any(doc.doc_id in n and "description itself" in n for n in res.notices)
+    finder = CaseFinder(case_index)
+    pasted = finder.similar(doc.text, k=1, diagnoses=20).diagnoses
+    held_out = finder.similar(doc.text, k=1, diagnoses=20, exclude_docs=[doc.doc_id]).diagnoses
+    assert [(d.code, d.cases) for d in pasted] == [(d.code, d.cases) for d in held_out]
+    # one report twice in a corpus (E3C repeats a few word for word): one patient, listed once
+    text = "A 56-year-old man with persistent hematuria from bladder cancer was referred for peritoneal carcinosis."
+    idx = capr.build_index([Document("r1", "", text), Document("r2", "", "  " + text.upper()),
+                            Document("r3", "", "A man with hematuria and a bladder tumour.")], tmp_path / "dup")
+    res = CaseFinder(idx).similar("hematuria from bladder cancer in a 56-year-old man", k=3)
+    assert [c.doc_id for c in res.cases] == ["r1", "r3"]
+    assert any("r2 repeats r1" in n for n in res.notices)
+
+
 def test_cli_similar(case_index):
     doc, query = _query_case(case_index)
     proc = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "3", "--json")
@@ -165,6 +202,16 @@ def test_cli_similar(case_index):
                                               "--diagnoses", "0").stdout
     bad = capr_cli("cases", "similar", " ", "--index", str(case_index.root), check=False)
     assert bad.returncode == 2 and "empty patient description" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_description_file_that_is_not_utf8_is_one_clear_error(case_index, tmp_path):
+    latin1 = tmp_path / "note.txt"
+    latin1.write_bytes("Fi\u00e8vre et toux depuis trois jours.".encode("latin-1"))
+    for args in (("cases", "similar", str(latin1), "--index", str(case_index.root)),
+                 ("cases", "--index", str(case_index.root), "-d", str(latin1), "--options", "fever")):
+        proc = capr_cli(*args, check=False)
+        assert proc.returncode == 2 and "not UTF-8" in proc.stderr and str(latin1) in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
 
 
 def test_service_similar(case_index):

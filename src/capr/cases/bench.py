@@ -14,6 +14,7 @@ import numpy as np
 
 from capr.cases.data import MCQA_PREFIX, MCQuestion, QuestionSet, load_questions, read_mcqa_file, subsample
 from capr.cases.pipeline import CasePipeline
+from capr.errors import QueryError
 
 
 class CaseBenchmark(str, Enum):
@@ -121,11 +122,21 @@ def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
     questions = list(questions)
     t0 = time.time()
     outcomes: list[QuestionOutcome] = []
+    unreadable = 0
     for q in (progress(questions) if progress else questions):
-        res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs)
+        try:
+            res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs)
+        except QueryError:
+            # a question this scorer cannot read (only stopwords, for BM25): its options tie, chance credit, as a
+            # guess would get; one such question among thousands must not end the evaluation, and the count is said
+            unreadable += 1
+            outcomes.append(outcome_of(q, ((o, 0.0, False, None) for o in q.options)))
+            continue
         outcomes.append(outcome_of(q, ((h.hypothesis, h.score, h.found, h.passage.pid if h.passage is not None else None)
                                        for h in res.hypotheses)))
     metrics = summarize(outcomes)
+    if unreadable:
+        metrics["unreadable"] = unreadable
     metrics["seconds"] = round(time.time() - t0, 1)
     return metrics, outcomes
 

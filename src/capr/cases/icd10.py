@@ -7,8 +7,11 @@ Mentions are dictionary matches of ICD-10-CM names in the text: each code's name
 parenthesised qualifiers ("Essential (primary) hypertension" → "essential hypertension") and "unspecified", also
 cut at a comma that only qualifies it ("Hepatomegaly, not elsewhere classified" → "hepatomegaly"); names
 starting with "other" or shorter than four letters are left out, and so are external causes and factors (V-Z).
-Longest match first; a name shared by several codes is read as the most general one. A mention right after a
-negation ("no", "without", "denies", "negative for", "ruled out") is not a diagnosis of the case and is skipped."""
+Longest match first; a name shared by several codes is read as the most general one. A mention a negation governs
+is not a diagnosis of the case and is skipped: "no", "without", "denies", "negative for", "ruled out", "absence of",
+"free of" govern the rest of their clause — every item of "denies chest pain, palpitations or syncope" — up to a
+sentence or clause mark (. ; : ! ?) or a word that starts another statement ("but", "which", "has", "was", …);
+"not", which more often negates a verb than a finding, governs its next three words."""
 
 from __future__ import annotations
 
@@ -18,8 +21,18 @@ from functools import lru_cache
 from typing import Any
 
 _WORD_RE = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
+# a word, or a mark that ends a clause (a full stop inside "38.5" does not)
+_TOKEN_RE = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[.;:!?,](?=\s|$)|\n", re.IGNORECASE)
 _PAREN_RE = re.compile(r"\s*\([^()]*\)")
-_NEGATIONS = ("no", "not", "without", "denies", "denied", "negative for", "ruled out", "absence of", "free of")
+# negation cues (as word sequences) and how many words they govern (None: the rest of the clause)
+_NEGATIONS: dict[tuple[str, ...], int | None] = {
+    ("no",): None, ("without",): 3, ("denies",): None, ("denied",): None, ("deny",): None,
+    ("negative", "for"): None, ("ruled", "out"): None, ("absence", "of"): None, ("free", "of"): None, ("not",): 3}
+# words that start another statement and so end a negation's scope ("no fever, but a history of asthma")
+_SCOPE_ENDS = frozenset(("but", "however", "although", "though", "except", "apart", "aside", "yet", "which", "who",
+                         "whose", "whereas", "while", "because", "since", "due", "secondary", "presented", "presents",
+                         "reports", "reported", "complains", "complained", "developed", "has", "had", "have", "is",
+                         "are", "was", "were", "showed", "shows", "revealed", "diagnosed", "now", "then", "later"))
 _MAX_WORDS = 8
 # what follows a comma in a name that only qualifies it ("Hepatomegaly, not elsewhere classified"); a comma that
 # lists ("Blood, injection, injury type phobia") does not end the name
@@ -106,28 +119,64 @@ def mention_table() -> dict[str, str]:
     return table
 
 
-def _negated(words: list[str], start: int) -> bool:
-    before = " ".join(words[max(0, start - 3):start])
-    return any(re.search(rf"(?<![a-z]){re.escape(n)}(?![a-z])", before) for n in _NEGATIONS)
+def _scan(text: str, limit: int | None = None) -> tuple[list[tuple[str, int, int]], list[bool], list[tuple[int, str, str]]]:
+    """The words of ``text`` (lower case, with their character spans), whether a negation governs each, and the
+    mentions found ((first word, code, surface form), longest match first; a cue inside a mention is no cue).
+    Stops after ``limit`` distinct codes."""
+    table = mention_table()
+    words: list[tuple[str, int, int]] = []
+    breaks: set[int] = set()  # word positions a clause mark precedes
+    commas: set[int] = set()  # word positions a comma precedes
+    for m in _TOKEN_RE.finditer(text):
+        if m.group() == ",":
+            commas.add(len(words))
+        elif m.group()[0].isalnum():
+            words.append((m.group().lower(), m.start(), m.end()))
+        else:
+            breaks.add(len(words))
+    plain = [w for w, _, _ in words]
+    negated = [False] * len(plain)
+    mentions: list[tuple[int, str, str]] = []
+    codes: set[str] = set()
+    scope_start = scope_end = 0  # the words in [scope_start, scope_end) are governed by a negation
+    windowed = False  # the scope is a cue's few words, which a comma ends ("without treatment, heart failure")
+    i = 0
+    while i < len(plain) and (limit is None or len(codes) < limit):
+        # a statement word right after the cue is what it negates ("does not have asthma"), later it starts another
+        if i in breaks or (plain[i] in _SCOPE_ENDS and i > scope_start) or (windowed and i in commas):
+            scope_end = i
+        for n in range(min(_MAX_WORDS, len(plain) - i), 0, -1):
+            form = " ".join(plain[i:i + n])
+            code = table.get(form)
+            if code is not None:
+                mentions.append((i, code, form))
+                codes.add(code)
+                for j in range(i, i + n):
+                    negated[j] = j < scope_end
+                i += n
+                break
+        else:
+            for cue, span in _NEGATIONS.items():
+                if tuple(plain[i:i + len(cue)]) == cue:
+                    i = scope_start = i + len(cue)
+                    windowed = span is not None and scope_end <= i
+                    scope_end = max(scope_end, len(plain) if span is None else i + span)
+                    break
+            else:
+                negated[i] = i < scope_end
+                i += 1
+    return words, negated, mentions
 
 
 def find_mentions(text: str, limit: int = 10) -> list[Diagnosis]:
     """ICD-10-CM names the text mentions (affirmed), in text order, one per code, at most ``limit``."""
-    table = mention_table()
-    words = _words(text)
+    words, negated, mentions = _scan(text)
     out: dict[str, Diagnosis] = {}
-    i = 0
-    while i < len(words) and len(out) < limit:
-        for n in range(min(_MAX_WORDS, len(words) - i), 0, -1):
-            form = " ".join(words[i:i + n])
-            code = table.get(form)
-            if code is not None:
-                if not _negated(words, i) and code not in out:
-                    out[code] = Diagnosis(code, code_name(code), "mention", form)
-                i += n
-                break
-        else:
-            i += 1
+    for i, code, form in mentions:
+        if len(out) >= limit:
+            break
+        if not negated[i] and code not in out:
+            out[code] = Diagnosis(code, code_name(code), "mention", form)
     return list(out.values())
 
 

@@ -111,6 +111,12 @@ class CasePipeline:
         step 3 can run where the index is not."""
         _check_input(description, hypotheses)
         cfg, index = self.config, self.index
+        if cfg.scorer is CaseScorer.bm25 and index.matrix is not None and not index.analyzer(description):
+            # as capr.query.check_searchable: BM25 would score every passage 0, "rank" the options in the order
+            # given and show an arbitrary passage as each one's supporting case
+            raise QueryError(f"the patient description has no searchable words after stopword removal: "
+                             f"{description.strip()[:80]!r}; describe the patient (age, symptoms, findings)",
+                             "description")
         excluded = set(exclude_docs)
         mask = EmbeddedStore.of(index).compile_filter(filters)
         allowed = index.live if mask is None else (index.live & mask)

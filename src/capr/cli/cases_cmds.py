@@ -63,7 +63,14 @@ def _read_description(text: str) -> str:
     if not is_file and not any(c.isspace() for c in text.strip()) and (os.sep in text or text.endswith((".txt", ".md"))):
         # one word that names a file: a mistyped path, not a patient description to search for
         raise QueryError(f"{text}: no such file (give the patient description as text or an existing file)")
-    return Path(text).read_text(encoding="utf-8") if is_file else text
+    if not is_file:
+        return text
+    try:
+        return Path(text).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise QueryError(f"{text}: not UTF-8 text (byte {e.start}); save the patient description as UTF-8") from None
+    except OSError as e:
+        raise QueryError(f"{text}: cannot read the patient description ({e.strerror or e})") from None
 
 
 cases_app = typer.Typer(help="Similar cases: rank hypotheses by their most similar case (no subcommand), or find "

@@ -204,6 +204,9 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
     progress = _item_progress(f"{benchmark} {sc.value}")
 
     metrics, outcomes = evaluate_cases(pipe, qs, progress)
+    if metrics.get("unreadable"):
+        err.print(f"[yellow]warning:[/] {metrics['unreadable']} question(s) have no word the {sc.value} scorer can "
+                  "search; their options tie (chance credit)")
     if run_out is not None:
         write_outcomes(run_out, outcomes)
     result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),

@@ -470,7 +470,10 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         except QueryError as e:
             raise ApiError(400, str(e), "filters") from None
         pipe = _case_pipeline(store)
-        res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
+        try:
+            res = pipe.rank(req.description, req.hypotheses, filters=req.filters or None)
+        except QueryError as e:
+            raise ApiError(400, str(e), e.field or "description") from None
         scorer = pipe.config.scorer
         stage = scorer.value  # the Support field holding that scorer's score
         out = []
