@@ -155,6 +155,29 @@ def test_cli_writers_wait_for_the_lock(tmp_path):
     assert all(index.has_document(d) for d in ("d50", "m0", "m2"))
 
 
+def test_an_add_that_waited_counts_only_its_own_documents(tmp_path):
+    """The summary of a `capr add` that waited for another writer counts its own new and replacing documents
+    against the generation it updated, not the other writer's documents as its own."""
+    root = tmp_path / "idx"
+    build_index(_docs(5), root)
+    batch = tmp_path / "more.jsonl"
+    batch.write_text("".join(json.dumps({"id": d, "text": f"PLAN: metformin {d}."}) + "\n" for d in ("d1", "m0", "m1")))
+    holder = IndexWriter(root, mode="update")
+    try:
+        waiting = _capr("add", str(root), str(batch), "--wait", "120")
+        time.sleep(1.5)
+        assert waiting.poll() is None  # still waiting
+        for doc in _docs(2, 50):
+            holder.add(doc)
+        holder.commit()
+    finally:
+        holder.abort()
+    _, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert "added 3 document(s) (2 new, 1 replacing the same id)" in err, err
+    assert load_index(root).counts["documents"] == 9
+
+
 def test_two_cli_adds_at_once_both_succeed(tmp_path):
     root = tmp_path / "idx"
     build_index(_docs(5), root)

@@ -237,3 +237,27 @@ def test_background_cleanup_removes_obsolete_folders(tmp_path, docs):
         w.add(docs[11])
     assert not leftover.exists()
     assert load_index(root).has_document(docs[11].doc_id)
+
+
+def test_a_field_only_deleted_documents_had_is_no_longer_filterable(tmp_path):
+    """The filterable fields are those of the live documents once their segments are dropped or merged, as a
+    fresh rebuild lists them: `capr compact` does not keep a field of deleted documents (listed by /stats and in
+    the unknown-field error, where a filter on it matched nothing)."""
+    from capr.errors import QueryError
+
+    root = tmp_path / "idx"
+    build_index([Document(f"d{i}", "Gout", "PLAN:\nColchicine.", {"specialty": "Rheumatology"}) for i in range(3)], root)
+    with IndexWriter(root, mode="update", merge_policy=None) as w:
+        w.add(Document("d1", "Gout", "PLAN:\nAllopurinol.", {"specialty": "Rheumatology"}))
+        w.add(Document("w1", "Asthma", "PLAN:\nSteroids.", {"ward": "W9"}))
+    with IndexWriter(root, mode="update", merge_policy=None) as w:
+        w.add(Document("x1", "Migraine", "PLAN:\nTriptans.", {"room": "12"}))
+    with IndexWriter(root, mode="update", merge_policy=None) as w:
+        w.delete("w1")
+        w.delete("x1")  # its segment is dropped: "room" goes with it
+    assert "room" not in load_index(root).fields()
+    compacted = compact_index(root)
+    fresh = build_index(_live_docs_in_order(compacted), tmp_path / "fresh")
+    assert compacted.fields() == fresh.fields() == ["aspect", "doc_id", "heading", "specialty", "title"]
+    with pytest.raises(QueryError, match="unknown filter field 'ward'"):
+        search(compacted, "gout", filters={"ward": "W9"})

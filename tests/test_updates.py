@@ -224,3 +224,25 @@ def test_second_concurrent_writer_is_refused(tmp_path, docs):
     finally:
         first.abort()
     assert load_index(root).counts["documents"] == 4
+
+
+def test_a_deleted_or_replaced_documents_values_are_not_offered_as_close_filter_values(tmp_path):
+    """A filter value no live passage has is refused with the close values a live passage has: never the value
+    of a deleted or replaced document (it would match nothing, and it is the removed record's data)."""
+    root = tmp_path / "idx"
+    build_index([Document("d1", "Asthma", "PLAN:\nInhaled steroids.", {"specialty": "Pulmonology", "ward": "Ward 9"}),
+                 Document("d2", "Gout", "PLAN:\nColchicine.", {"specialty": "Rheumatology", "ward": "Ward 1"}),
+                 *[Document(f"d{i}", "Migraine", "PLAN:\nTriptans.", {"specialty": "Psychiatry"}) for i in (3, 4, 5)]],
+                root)  # d3-d5 keep the first segment (its deleted rows a minority: not rewritten)
+    with IndexWriter(root, mode="update") as w:  # d1 replaced with another specialty, then d2 deleted
+        w.add(Document("d1", "Asthma", "PLAN:\nAlbuterol.", {"specialty": "Allergy", "ward": "Ward 2"}))
+    with IndexWriter(root, mode="update") as w:
+        w.delete("d2")
+    idx = load_index(root)
+    with pytest.raises(QueryError) as e:
+        search(idx, "asthma", filters={"specialty": "Pulmonology"})
+    assert str(e.value) == "no passage has specialty='Pulmonology'"
+    with pytest.raises(QueryError) as e:
+        search(idx, "asthma", filters={"ward": "Ward 8"})
+    assert str(e.value) == "no passage has ward='Ward 8' (close: Ward 2)"
+    assert sorted(idx.stored_values("specialty")) == ["Allergy", "Psychiatry"]

@@ -131,8 +131,15 @@ def add_cmd(
                 yield d
 
         secs = write_to_store(store, counted(docs), f"adding {source.name}", report, max_doc_chars=max_doc_chars)
-        new = store.stats()["documents"] - before
-        _print_write_summary(f"added {len(seen)} document(s) ({new} new, {len(seen) - new} replacing the same id)",
+        # counted by the writer against the generation it updated: `before` is older when this add waited for
+        # another process's write (whose documents are not this add's)
+        written = getattr(store, "last_added", None)
+        if written is not None:
+            added, replaced = written["documents"], written["replaced"]
+        else:
+            added = len(seen)
+            replaced = added - (store.stats()["documents"] - before)
+        _print_write_summary(f"added {added} document(s) ({added - replaced} new, {replaced} replacing the same id)",
                              store, report, secs)
 
     _run_guarded(body)

@@ -92,7 +92,6 @@ class IndexWriter:
         self.max_doc_chars = max_doc_chars
         self.segment_passages = segment_passages
         self._flushed: list[tuple[str, int, int, set[str]]] = []  # (segment, passages, documents, terms) written so far
-        self._field_names: set[str] = set()
         self.root = Path(root)
         self.mode = mode
         # segments a write cuts at full size are never merged again (merging exists for the small ones)
@@ -141,6 +140,9 @@ class IndexWriter:
         # grow with its passages.
         self._source_pids: set[str] = set()
         self._delete: set[str] = set()  # documents of earlier segments to tombstone
+        # ids added that replace a document of the generation this writer updates (read under the lock: a write
+        # another process committed while this one waited for the lock is counted as it is)
+        self.replaced: set[str] = set()
         self._t0 = time.time()
         self._queries_prepared = False
 
@@ -179,6 +181,11 @@ class IndexWriter:
         return builder
 
     @property
+    def n_documents(self) -> int:
+        """Documents added by this writer so far (new or replacing one with the same id)."""
+        return len(self._new_ids)
+
+    @property
     def n_passages(self) -> int:
         """Passages written by this writer so far (after commit: all of them, each counted once)."""
         pending = 0 if self._builder_done else self.builder.n_passages
@@ -211,7 +218,6 @@ class IndexWriter:
         b = self.builder
         name = self._finish_builder()
         self._flushed.append((name, b.n_passages, len(b.doc_ids), b.terms))
-        self._field_names |= b.field_names
         if more:
             self.builder = self._new_builder()
         else:
@@ -247,6 +253,7 @@ class IndexWriter:
             return 0
         if self.base is not None and self.base.has_document(doc.doc_id):
             self._delete.add(doc.doc_id)
+            self.replaced.add(doc.doc_id)
         self._new_ids.add(doc.doc_id)
         self._source_pids.update(sourced)
         try:
@@ -388,7 +395,12 @@ class IndexWriter:
                     write_npy(dst, mask, atomic=False)
                 live_passages += int(np.count_nonzero(plive))
                 live_docs += int(np.count_nonzero(dlive))
-            fields = self._field_names | (set(self.base.manifest["fields"]) if self.base else set())
+            # the filterable fields are those of the segments this generation names: a field only deleted or
+            # replaced documents had goes with their segment (dropped, or merged without it), as in a rebuild
+            fields: set[str] = set()
+            for seg_name, seg, *_ in entries:
+                fields.update(seg.fields if seg is not None else
+                              read_json(self.root / SEGMENTS / seg_name / "segment.json")["fields"])
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
@@ -808,8 +820,9 @@ class Index:
         return Document.from_dict(self.segments[loc[0]].documents.get(loc[1]))
 
     def _value_counts(self, field: str) -> dict[str, tuple[Any, int]]:
-        """Per distinct value (by filter key: case and outer spaces folded) of a column: its first spelling in
-        segment order and its live passages, counted segment by segment."""
+        """Per distinct value (by filter key: case and outer spaces folded) of a column that a live passage has:
+        its first spelling among live passages in segment order (a rebuild's) and its live passages, counted
+        segment by segment. A value only deleted passages had is not one."""
         out: dict[str, list[Any]] = {}
         for seg, live in zip(self.segments, self.seg_live):
             if field not in seg.fields:
@@ -817,7 +830,7 @@ class Index:
             col = seg.column(field)
             counts = np.bincount(np.asarray(col.codes)[live], minlength=len(col.values))
             for v, n in zip(col.values, counts.tolist()):
-                if v is None:
+                if v is None or not n:
                     continue
                 entry = out.setdefault(Column._key(v), [v, 0])
                 entry[1] += n
@@ -1016,9 +1029,9 @@ class Index:
         return (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
 
     def stored_values(self, field: str) -> list[str]:
-        """Every distinct value of a column as stored, in segment order (deleted rows' values included)."""
-        return list(dict.fromkeys(str(v) for seg in self.segments if field in seg.fields
-                                  for v in seg.column(field).values if v is not None))
+        """Every distinct value of a column among live passages, in segment order: the spellings a filter can
+        still match (a deleted or replaced document's values are neither offered nor shown)."""
+        return [str(v) for v, _ in self._value_counts(field).values()]
 
 
 def build_index(

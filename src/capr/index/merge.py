@@ -106,7 +106,7 @@ def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.n
     live document mask), in order, and returns its name. Nothing is re-analysed or re-encoded: records are
     copied, term matrices and columns re-indexed, vectors concatenated. Rows keep their order, so a generation
     naming the merged segment in place of its sources gives every search the same result (ties included)."""
-    from capr.index.segment import new_segment_dir, publish_segment, write_segment_files
+    from capr.index.segment import BUILTIN_FIELDS, new_segment_dir, publish_segment, write_segment_files
 
     name, tmp = new_segment_dir(root)
     try:
@@ -151,7 +151,8 @@ def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.n
                     raw.extend(values[c] for c in np.asarray(col.codes)[live].tolist())
                 else:
                     raw.extend([None] * n)
-            columns[f] = Column.build(raw)
+            if f in BUILTIN_FIELDS or any(v is not None for v in raw):  # a field only deleted passages had is gone
+                columns[f] = Column.build(raw)
         vectors = None
         svs = [seg.vectors() for seg, _, _ in parts]
         if all(sv is not None for sv in svs) and svs:

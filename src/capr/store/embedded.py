@@ -37,6 +37,8 @@ class EmbeddedStore:
         self._index = index if index is not None else Index.load(self.root)
         self._create_args: dict[str, Any] | None = None
         self.lock_wait_s = lock_wait_s
+        # the last add's documents and how many of them replaced one with the same id, counted by its writer
+        self.last_added: dict[str, int] | None = None
 
     @classmethod
     def of(cls, index: Index) -> "EmbeddedStore":
@@ -53,6 +55,7 @@ class EmbeddedStore:
         store.root, store.name, store._index = Path(root), str(root), None
         store._create_args = dict(segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense)
         store.lock_wait_s = lock_wait_s
+        store.last_added = None
         return store
 
     @property
@@ -215,7 +218,9 @@ class EmbeddedStore:
                 if read is not None:
                     read(writer.n_passages)
             n = writer.n_passages
+            written = {"documents": writer.n_documents, "replaced": len(writer.replaced)}
             self._replace(writer.commit())
+            self.last_added = written
         except BaseException:
             writer.abort()
             raise
