@@ -380,7 +380,8 @@ class Searcher:
                 raise e.about("filters") from None
         if wording_notice and first:
             keys = self.store.keys_of([h.pid for h in first])
-            if (self.store.aspect_flags(keys, aspect) & wording_prior_rows(self.store, pq, keys, [h.passage.title for h in first])).any():
+            favoured = self.store.aspect_flags(keys, aspect)
+            if (favoured & wording_prior_rows(self.store, pq, keys, [h.passage.title for h in first])).any():
                 notices.insert(0, wording_notice)
         if self.reranker is not None:
             first = self.rerank(pq, first, options, tiers, depth if options.group_by is GroupBy.doc else options.k)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from capr.errors import CaprError
@@ -29,7 +29,6 @@ def _marked_token_re() -> re.Pattern[str]:
                 ranges.append([cp, cp])
     marks = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
     return re.compile(rf"\w[\w{marks}]*", re.UNICODE)
-
 
 
 _MEMO_WORDS = 50_000  # distinct surface words analyze_words remembers (a few MB)
