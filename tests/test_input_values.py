@@ -310,3 +310,28 @@ def test_a_document_of_nothing_but_its_title_keeps_it():
 
     only = segment(Document("d", "Purple rash since 1997", "Purple rash since 1997"))
     assert [p.text for p in only] == ["Purple rash since 1997"]
+
+
+def test_a_range_bound_is_checked_against_the_whole_index_not_one_segment(tmp_path):
+    """`grade>=II` on a column of words and numbers compares as strings, as a rebuild does, also when one added
+    batch (a segment of its own) holds only numbers: no "grade holds numbers" error from that segment."""
+    from capr.filters import parse_filters
+    from capr.index import IndexWriter
+    from capr.records import Document
+
+    first = [Document(f"d{i}", "Tumour", "PLAN:\nResection.", {"grade": g}) for i, g in enumerate(["II", "III", "IV"])]
+    added = [Document(f"a{i}", "Tumour", "PLAN:\nResection.", {"grade": g}) for i, g in enumerate([1, 2])]
+    root = tmp_path / "idx"
+    build_index(first, root)
+    with IndexWriter(root, mode="update", merge_policy=None) as w:
+        for d in added:
+            w.add(d)
+    fresh = build_index(first + added, tmp_path / "fresh")
+    for clauses in (["grade>=II"], ["grade<III"]):
+        got = sorted(h.passage.doc_id for h in search(load_index(root), "resection", k=10, filters=parse_filters(clauses)))
+        assert got == sorted(h.passage.doc_id for h in search(fresh, "resection", k=10, filters=parse_filters(clauses)))
+    assert sorted(h.passage.doc_id for h in search(load_index(root), "resection", k=10,
+                                                   filters=parse_filters(["grade>=II"]))) == ["d0", "d1", "d2"]
+    only_numbers = build_index(added, tmp_path / "numbers")  # where the column holds only numbers, still refused
+    with pytest.raises(QueryError, match="grade holds numbers and 'II' is not one"):
+        search(only_numbers, "resection", filters=parse_filters(["grade>=II"]))

@@ -307,17 +307,18 @@ class ValueTable:
 
 def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
                 normalize: Callable[[Any], Any] | None = None, lookup: Mapping[str, int] | None = None,
-                table: Callable[[], ValueTable] | None = None) -> np.ndarray:
+                table: Callable[[], ValueTable] | None = None, check: bool = True) -> np.ndarray:
     """Rows of a categorical column (distinct ``values`` + per-row ``codes``) that pass ``clause``.
     The clause is decided per distinct value, then the codes index that table: with ``lookup``
     (lower-cased value → code) equality and sets are a dict hit (a one-patient filter on an index of
     100k patients is one vectorised comparison over the codes); with ``table`` (a function returning the
     column's cached :class:`ValueTable`) ranges and date-prefix equality are bisections; without either,
-    each distinct value is tested in Python."""
+    each distinct value is tested in Python. ``check=False``: the caller checked a range bound against the whole
+    column already (:func:`check_range_bound_in_parts`), of which ``values`` are a part (one segment's)."""
     if normalize is not None:
         clause = FilterClause(clause.field, clause.op,
                               tuple(normalize(v) for v in clause.value) if clause.op in ("in", "not in") else normalize(clause.value))
-    if clause.op in _RANGE_OPS:
+    if clause.op in _RANGE_OPS and check:
         check_range_bound(clause, table() if table is not None else ValueTable(values))
     iso_eq = [w for w in clause.values if _ISO_PREFIX_RE.match(str(w).strip())] if clause.op in ("=", "!=", "in", "not in") else []
     if lookup is not None and clause.op in ("=", "!=", "in", "not in") and (not iso_eq or table is not None):
@@ -339,6 +340,16 @@ def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
     return good[np.asarray(codes)]
 
 
+def _only_kind(table: ValueTable) -> str | None:
+    """"dates" or "numbers" when every value the table holds is one; None when it holds words (or nothing)."""
+    present = int(table.present.sum())
+    if present and len(table.iso_keys) == present:
+        return "dates"
+    if present and int(np.isfinite(table.nums).sum()) == present:
+        return "numbers"
+    return None
+
+
 def check_range_bound(clause: FilterClause, table: ValueTable) -> None:
     """A range bound that is neither a number nor a date, on a column that holds only dates (or only
     numbers), compares with nothing there: a QueryError naming the field and the value, not an empty answer.
@@ -346,12 +357,22 @@ def check_range_bound(clause: FilterClause, table: ValueTable) -> None:
     bound = str(clause.value).strip()
     if _number(bound) is not None or _ISO_PREFIX_RE.match(bound):
         return
-    present = int(table.present.sum())
-    if present and len(table.iso_keys) == present:
+    kind = _only_kind(table)
+    if kind == "dates":
         raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds dates (e.g. {table.iso_keys[0]}) and "
                          f"{bound!r} is not one; give a date or its start: 2150, 2150-01, 2150-01-31, 2150-01-31T08:30")
-    if present and int(np.isfinite(table.nums).sum()) == present:
+    if kind == "numbers":
         raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds numbers and {bound!r} is not one")
+
+
+def check_range_bound_in_parts(clause: FilterClause, tables: Iterable[ValueTable]) -> None:
+    """:func:`check_range_bound` over a column kept in parts (an index's segments, each with its cached table): the
+    bound is refused only when the whole column holds only dates (or only numbers), as one table of every value
+    would; a part of words (or of the other kind) makes it a string comparison everywhere, as in a rebuild."""
+    held = [t for t in tables if t.present.any()]
+    kinds = {_only_kind(t) for t in held}
+    if len(kinds) == 1 and None not in kinds:
+        check_range_bound(clause, held[0])
 
 
 def is_range(clause: FilterClause) -> bool:
@@ -442,5 +463,5 @@ def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspe
 
 
 __all__ = ["FilterClause", "Filters", "IDENTIFIER_FIELDS", "ValueTable", "as_clauses", "check_range_bound", "column_mask",
-           "is_identifier_field", "known_field", "is_range", "milvus_expr", "parse_filter",
+           "check_range_bound_in_parts", "is_identifier_field", "known_field", "is_range", "milvus_expr", "parse_filter",
            "parse_filters", "value_matches"]

@@ -18,7 +18,7 @@ from capr._version import __version__
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
-from capr.filters import column_mask
+from capr.filters import check_range_bound_in_parts, column_mask, is_range
 from capr.index import directory as dirs
 from capr.index.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import fsync_dir, write_json, write_npy
@@ -1018,6 +1018,10 @@ class Index:
         """Live rows passing one filter clause (capr.filters), decided per segment's distinct values (no merged
         column per generation); a field some segment lacks matches none of its passages. ``normalize``: maps a
         clause value to the stored spelling (the aspect filter's reading of a synonym)."""
+        if is_range(clause) and normalize is None:
+            # a bound is refused by what the whole index holds, not by what one segment happens to hold
+            check_range_bound_in_parts(clause, (seg.value_table(clause.field) for seg in self.segments
+                                                if clause.field in seg.fields))
         parts = []
         for seg in self.segments:
             if clause.field not in seg.fields:
@@ -1025,7 +1029,8 @@ class Index:
                 continue
             col = seg.column(clause.field)
             parts.append(column_mask(clause, col.values, col.codes, normalize, col._lookup,
-                                     lambda seg=seg, col=col, f=clause.field: seg.value_table(f)))
+                                     lambda seg=seg, col=col, f=clause.field: seg.value_table(f),
+                                     check=not (is_range(clause) and normalize is None)))
         return (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
 
     def stored_values(self, field: str) -> list[str]:
