@@ -120,6 +120,31 @@ def test_document_added_through_the_api_is_found_in_the_page(page, server):
     expect(page.locator("#results li.result[data-doc-id='browser_note_1']")).to_have_count(0)
 
 
+def test_a_document_that_cannot_be_opened_says_so_and_leaves_no_other_open(page, server):
+    """A listed case (or passage) whose document was deleted since: clicking it shows the server's reason in the view
+    in use, and does not leave the document opened before on screen under the click."""
+    for i in (1, 2):
+        doc = {"doc_id": f"browser_gone_{i}", "title": f"Gone note {i}",
+               "text": f"Zorbitis with quuxomab rash, case {i}. The rash of zorbitis cleared on quuxomab."}
+        r = httpx.post(server.url + "/documents", json=doc, headers=AUTH)
+        assert r.status_code == 201, r.text
+    try:
+        page.click("#tab-cases")
+        page.fill("#case-description", "Zorbitis with a quuxomab rash.")
+        page.click("#cases-button")
+        expect(page.locator("#cases-status")).not_to_have_text("Searching…", timeout=120_000)
+        one, two = (page.locator(f"#cases li.case[data-doc-id='browser_gone_{i}'] h3 a") for i in (1, 2))
+        one.click()
+        expect(page.locator("#doc-meta")).to_have_text("browser_gone_1")
+        assert httpx.delete(server.url + "/documents/browser_gone_2", headers=AUTH).status_code == 200
+        two.click()
+        expect(page.locator("#cases-status.error")).to_contain_text("no document with id 'browser_gone_2'")
+        expect(page.locator("#document")).to_be_hidden()
+    finally:
+        for i in (1, 2):
+            httpx.delete(server.url + f"/documents/browser_gone_{i}", headers=AUTH)
+
+
 def test_filters_and_error_messages(page):
     page.fill("#text", "atrial fibrillation")
     page.select_option("#filter-field", "aspect")
@@ -139,6 +164,19 @@ def test_filters_and_error_messages(page):
     assert page.locator("#results li").count() == 0
 
 
+def test_search_notices_are_shown_with_the_results(page, server):
+    """An entity no passage mentions gets the closest matches and a notice saying so (as `capr search` prints it):
+    the page shows that notice, not only "10 passages", which reads as answers about the entity."""
+    query = {"entity": "Flibbertigibbet syndrome", "aspect": "treatment"}
+    notices = httpx.post(server.url + "/search", json=query).json()["notices"]
+    assert notices == ["no passage mentions 'Flibbertigibbet syndrome'; showing the closest matches"]
+    page.fill("#entity", query["entity"])
+    page.fill("#aspect", query["aspect"])
+    page.click("#search-button")
+    page.wait_for_selector("#results li.result")
+    expect(page.locator("#status")).to_contain_text(notices[0])
+
+
 def test_page_asks_for_a_token_when_reads_need_one(browser, tmp_path, demo_dir):
     index_dir = build_demo_index(demo_dir, tmp_path / "idx")
     with LiveServer(create_app(index_dir, ServiceConfig(tokens=(TOKEN,), auth_reads=True))) as s:
@@ -155,6 +193,24 @@ def test_page_asks_for_a_token_when_reads_need_one(browser, tmp_path, demo_dir):
         page.wait_for_selector("#results li.result")
         assert "asthma" in page.locator("#results li.result").first.inner_text().lower()
         context.close()
+
+
+def test_a_filter_typed_but_not_added_is_applied(page):
+    """Field chosen and value typed, then Search (not "Add filter"): the search is filtered, as the form shows it;
+    a value with no field chosen is refused, not silently dropped."""
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/search") else None)
+    page.fill("#text", "atrial fibrillation")
+    page.fill("#filter-value", "treatment")
+    page.click("#search-button")
+    expect(page.locator("#status.error")).to_contain_text("field")
+    assert sent == []
+    page.select_option("#filter-field", "aspect")
+    page.click("#search-button")
+    page.wait_for_selector("#results li.result")
+    assert sent[-1]["filters"] == {"aspect": "treatment"}
+    assert set(page.locator("#results .badge.aspect").all_inner_texts()) == {"treatment"}
+    assert page.inner_text("#filters").startswith("aspect = treatment")
 
 
 def test_page_searches_with_the_cli_default_and_no_filter(browser, tmp_path, demo_dir):
@@ -282,3 +338,44 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         r = httpx.post(s.url + "/cases/similar", json={"description": description},
                        headers={**AUTH, "Host": "attacker.example"})
         assert r.status_code == 421 and "epididym" not in r.text.lower()
+
+
+def test_highlights_and_marks_count_characters_beyond_the_bmp_once(page, server):
+    """The server's offsets count code points, a JS string UTF-16 units: an emoji or a mathematical letter (𝜇)
+    before a highlighted word must not shift the query terms, the evidence, the document's mark or the similar-case
+    view's shared words by one character each."""
+    text = "PLAN: patient 😀😀 on 𝜇g dosing. Start 💊 quuxomab 40 mg weekly for zorbitis. Recheck in 2 weeks."
+    r = httpx.post(server.url + "/documents", json={"doc_id": "browser_astral", "title": "Zorbitis clinic note",
+                                                    "text": text}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    try:
+        page.fill("#text", "quuxomab zorbitis")
+        page.click("#search-button")
+        page.wait_for_selector("#results li.result")
+        first = page.locator("#results li.result").first
+        assert first.get_attribute("data-doc-id") == "browser_astral"
+        assert first.locator("strong.term").all_inner_texts() == ["quuxomab", "zorbitis"]
+        assert "Start 💊 quuxomab 40 mg weekly for zorbitis." in "".join(first.locator("mark.evidence").all_inner_texts())
+        first.locator("h3 a").click()
+        page.wait_for_selector("#document:not([hidden])")
+        assert page.inner_text("#doc-passage") == text
+        page.click("#close-doc")
+
+        description = "Patient 😀 started quuxomab weekly for zorbitis."
+        expected = httpx.post(server.url + "/cases/similar", json={"description": description, "k": 5}, timeout=120).json()
+        case = next(c for c in expected["cases"] if c["doc_id"] == "browser_astral")
+        page.click("#tab-cases")
+        page.fill("#case-description", description)
+        page.select_option("#case-k", "5")
+        page.click("#cases-button")
+        expect(page.locator("#cases-status")).not_to_have_text("Searching…", timeout=120_000)
+        pair = page.locator("#cases li.case[data-doc-id='browser_astral'] li.pair").first
+        e = case["evidence"][0]
+        assert "💊" in e["sentence"] and "😀" in e["query_sentence"]
+        assert pair.locator(".case-sentence mark.shared").all_inner_texts() == [e["sentence"][a:b] for a, b in e["highlights"]]
+        assert pair.locator(".query-sentence mark.shared").all_inner_texts() == \
+            [e["query_sentence"][a:b] for a, b in e["query_highlights"]]
+        page.locator("#cases li.case[data-doc-id='browser_astral'] h3 a").click()
+        expect(page.locator("#doc-passage")).to_have_text(e["sentence"])
+    finally:
+        httpx.delete(server.url + "/documents/browser_astral", headers=AUTH)

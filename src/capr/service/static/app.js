@@ -123,14 +123,26 @@ function addFilter() {
 }
 
 // ---------------------------------------------------------------------------- results
+// The server's offsets count Unicode code points (Python's string indices); a JS string counts UTF-16 units, in
+// which a character beyond U+FFFF (an emoji, a mathematical letter such as 𝜇) takes two. unitsOf(text) maps a
+// code-point offset in text to its UTF-16 offset (an offset outside text moves by as much as it lies outside).
+function unitsOf(text) {
+  if (!/[\uD800-\uDFFF]/.test(text)) return (i) => i;
+  const at = [0];
+  for (const ch of text) at.push(at[at.length - 1] + ch.length);
+  const n = at.length - 1;
+  return (i) => (i < 0 ? i : i > n ? text.length + (i - n) : at[i]);
+}
+
 // The passage text split at every sentence and highlight boundary; each piece knows whether it is
 // in an evidence sentence (and which sentence) and whether it is a query term.
 function passageNodes(r) {
   const text = r.text;
   const base = r.start;
+  const u = unitsOf(text);
   const cuts = new Set([0, text.length]);
-  const sents = (r.sentences || []).map((s, i) => ({ a: s.start - base, b: s.end - base, i, evidence: s.evidence }));
-  const terms = r.highlights.map(([a, b]) => ({ a: a - base, b: b - base }));
+  const sents = (r.sentences || []).map((s, i) => ({ a: u(s.start - base), b: u(s.end - base), i, evidence: s.evidence }));
+  const terms = r.highlights.map(([a, b]) => ({ a: u(a - base), b: u(b - base) }));
   for (const s of sents) { cuts.add(s.a); cuts.add(s.b); }
   for (const t of terms) { cuts.add(t.a); cuts.add(t.b); }
   const points = [...cuts].filter((x) => x >= 0 && x <= text.length).sort((x, y) => x - y);
@@ -213,6 +225,16 @@ function fusionText(fusion) {
 
 async function search(ev) {
   ev.preventDefault();
+  // a filter typed but not added with "Add filter" is meant all the same: searching without it would show notes
+  // the person filtered out (another patient's) as if they passed it
+  if ($("filter-value").value.trim()) {
+    if (!$("filter-field").value) {
+      setStatus("Choose the field of the filter value (or clear the value).", true);
+      $("filter-field").focus();
+      return;
+    }
+    addFilter();
+  }
   const body = {
     k: Number($("k").value),
     evidence: $("evidence").checked,
@@ -234,11 +256,13 @@ async function search(ev) {
   try {
     const data = await api("/search", { method: "POST", body: JSON.stringify(body) });
     $("results").replaceChildren(...data.results.map(renderResult));
-    setStatus(data.results.length
+    // what to know about these results (no passage mentions the entity, no section has the aspect): said with them
+    const notes = data.notices && data.notices.length ? " — " + data.notices.join("; ") : "";
+    setStatus((data.results.length
       ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}${fusionText(data.fusion)}` +
         `${data.reranker ? " + second stage " + data.reranker : ""}` +
         `${data.evidence_method ? ", " + data.evidence_method + " evidence" : ""})`
-      : "No matching passages.");
+      : "No matching passages.") + notes);
   } catch (e) {
     $("results").replaceChildren();
     setStatus(e.message, true);
@@ -248,11 +272,12 @@ async function search(ev) {
 }
 
 // ---------------------------------------------------------------------------- similar cases
-// `text` with its [start, end) spans wrapped in <mark class="shared">.
+// `text` with its [start, end) spans (code-point offsets) wrapped in <mark class="shared">.
 function highlighted(text, spans) {
   const nodes = [];
+  const u = unitsOf(text);
   let at = 0;
-  for (const [a, b] of [...spans].sort((x, y) => x[0] - y[0])) {
+  for (const [a, b] of spans.map(([x, y]) => [u(x), u(y)]).sort((x, y) => x[0] - y[0])) {
     if (a < at || b > text.length) continue;
     if (a > at) nodes.push(document.createTextNode(text.slice(at, a)));
     nodes.push(el("mark", { class: "shared", text: text.slice(a, b) }));
@@ -273,12 +298,15 @@ function renderDiagnosis(d) {
 }
 
 function renderCase(c) {
-  const first = c.evidence.length ? c.text.indexOf(c.evidence[0].sentence) : -1;
+  const found = c.evidence.length ? c.text.indexOf(c.evidence[0].sentence) : -1;
+  // openDocument takes the server's code-point offsets; indexOf counts UTF-16 units
+  const points = (s) => Array.from(s).length;
+  const first = found >= 0 ? points(c.text.slice(0, found)) : -1;
   const link = el("a", { href: c.document_url, class: "doc-link", text: c.doc_id });
   link.addEventListener("click", (ev) => {
     ev.preventDefault();
     // the document opens with the case's best evidence sentence marked
-    openDocument(c.doc_id, Math.max(first, 0), first >= 0 ? first + c.evidence[0].sentence.length : 0);
+    openDocument(c.doc_id, Math.max(first, 0), first >= 0 ? first + points(c.evidence[0].sentence) : 0);
   });
   const meta = el("p", { class: "meta" },
     el("span", { class: "badge source", text: c.source || "case" }),
@@ -358,6 +386,9 @@ async function openDocument(docId, start, end) {
     $("doc-title").textContent = d.title || d.doc_id;
     $("doc-meta").textContent = d.doc_id;
     const text = d.text;
+    const u = unitsOf(text);
+    start = u(start);
+    end = u(end);
     $("doc-text").replaceChildren(
       document.createTextNode(text.slice(0, start)),
       el("mark", { id: "doc-passage", text: text.slice(start, end) }),
@@ -367,7 +398,10 @@ async function openDocument(docId, start, end) {
     sec.focus();
     $("doc-passage").scrollIntoView({ block: "center" });
   } catch (e) {
-    setStatus(e.message, true);
+    // not the document asked for: the one open before must not stay (it would read as this one), and the reason
+    // is said in the view the person is in
+    $("document").hidden = true;
+    setStatus(e.message, true, $("cases-view").hidden ? "status" : "cases-status");
   }
 }
 
