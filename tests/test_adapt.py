@@ -399,6 +399,29 @@ def test_a_budget_too_small_to_train_says_what_would_do(tmp_path, demo_dir):
     assert not (tmp_path / "idx.adapt" / "trained").exists()
 
 
+def test_an_out_that_cannot_be_an_index_is_refused_before_any_work(tmp_path, demo_dir):
+    """--out a file, a folder of other things (the corpus itself), or OUT.adapt a file: one error before labelling
+    and training (it came only once the whole time budget was spent, when the index was written; OUT.adapt as a
+    file was a FileExistsError traceback), and nothing of the run is left in OUT.adapt/."""
+    from capr.errors import CaprError
+
+    calls: list[str] = []
+    (tmp_path / "afile").write_text("mine\n")
+    notes = tmp_path / "notes"
+    shutil.copytree(demo_dir, notes)
+    for out, match in ((tmp_path / "afile", "afile: exists and is not a directory"),
+                       (notes, "notes: directory is not empty and is not a capr index")):
+        with pytest.raises(CaprError, match=match):
+            adapt(AdaptConfig(corpora=[str(demo_dir)], out=str(out), time_budget_min=1), log=calls.append, progress=False)
+        assert not calls and not (tmp_path / f"{out.name}.adapt").exists()
+    assert (tmp_path / "afile").read_text() == "mine\n" and sorted(p.name for p in notes.iterdir()) == \
+        sorted(p.name for p in demo_dir.iterdir())
+    (tmp_path / "idx.adapt").write_text("")
+    proc = capr_cli("adapt", str(demo_dir), "--out", str(tmp_path / "idx"), "--time-budget", "1", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "idx.adapt: exists and is not a directory" in proc.stderr and not (tmp_path / "idx").exists()
+
+
 def test_a_corpus_without_headings_is_told_why_it_gave_no_labels(tmp_path):
     """Labels take their aspect from section headings: notes with none give no labels, and the reason says so
     (it used to end at "too few labels", which reads as "add more notes")."""

@@ -273,3 +273,61 @@ def test_a_query_capr_search_refuses_counts_as_returning_nothing_and_is_named(tm
         assert after["metrics"][m] == pytest.approx(before["metrics"][m] * n / (n + 1), abs=0.01)
     run = read_trec(tmp_path / "after.trec")
     assert "q8" not in run and run == read_trec(tmp_path / "before.trec")
+
+
+def test_a_damaged_queries_qrels_or_run_file_is_one_line_naming_it(tmp_path):
+    """A gzip'd queries file cut short, qrels with non-UTF-8 bytes past the first block, a --compare run cut short:
+    one line naming the file and where, as for the corpus (not click's bare "Aborted." or a UnicodeDecodeError
+    traceback)."""
+    import gzip
+
+    from capr.corpus.beir import read_beir_qrels, read_beir_queries
+    from capr.errors import BadInputError
+    from capr.eval.runs import read_qrels, read_run
+
+    folder = write_beir(tmp_path / "b")
+    filler = "".join(json.dumps({"_id": f"z{i}", "text": f"filler {i}"}) + "\n" for i in range(20000))
+    packed = gzip.compress((filler + (folder / "queries.jsonl").read_text()).encode())
+    (folder / "queries.jsonl").unlink()
+    (folder / "queries.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(BadInputError, match=r"queries\.jsonl\.gz \[line \d+\]: truncated gzip data"):
+        read_beir_queries(folder)
+    qrels = folder / "qrels" / "test.tsv"
+    qrels.write_bytes(qrels.read_bytes() + b"".join(b"q1\tz%d\t0\n" % i for i in range(3000)) + b"q1\td\xff\t1\n")
+    with pytest.raises(BadInputError, match=r"test\.tsv \[line \d+\]: not UTF-8 text"):
+        read_beir_qrels(folder, "test")
+    run, trec_qrels = tmp_path / "run.trec.gz", tmp_path / "qrels.txt.gz"
+    for path, line in ((run, "q{i} Q0 d{j} {j} 1.5 t\n"), (trec_qrels, "q{i} 0 d{j} 1\n")):
+        packed = gzip.compress("".join(line.format(i=i, j=j) for i in range(2000) for j in range(10)).encode())
+        path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(BadInputError, match=r"run\.trec\.gz \[line \d+\]: truncated gzip data"):
+        read_run(run)
+    with pytest.raises(BadInputError, match=r"qrels\.txt\.gz \[line \d+\]: truncated gzip data"):
+        read_qrels(trec_qrels)
+    proc = capr_cli("eval", "--benchmark", f"beir:{write_beir(tmp_path / 'ok')}", "-r", "bm25",
+                    "--cache-dir", str(tmp_path / "c"), "--compare", str(run), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "Aborted" not in proc.stderr
+    assert f"{run} [line " in proc.stderr and "truncated gzip data" in proc.stderr
+
+
+def test_compare_with_a_run_of_other_queries_is_refused_before_the_evaluation(tmp_path):
+    """`--compare` a run of another benchmark or split (none of the judged queries): one error, not a comparison
+    against zeros with p-values; a run lacking some queries is compared with a warning naming how many; a malformed
+    run file is refused before the evaluation writes --run-out."""
+    folder = write_beir(tmp_path / "b")
+    base = ("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"))
+    other = tmp_path / "other.trec"
+    other.write_text("x1 Q0 d1 1 2.0 t\nx2 Q0 d3 1 1.0 t\n")
+    proc = capr_cli(*base, "--json", "--compare", str(other), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and not proc.stdout.strip()
+    assert f"{other} (--compare): none of its 2 queries is a judged query" in proc.stderr
+    part = tmp_path / "part.trec"
+    part.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    proc = capr_cli(*base, "--json", "--compare", str(part))
+    c = json.loads(proc.stdout.strip().splitlines()[-1])["compare"]
+    assert c["queries"] == 3 and c["queries_missing_in_run"] == 2
+    assert "2 of 3 judged queries have no results in it" in proc.stderr
+    bad, run_out = tmp_path / "bad.trec", tmp_path / "out.trec"
+    bad.write_text("q1 Q0 d1 first 2.0 t\n")
+    proc = capr_cli(*base, "--compare", str(bad), "--run-out", str(run_out), check=False)
+    assert proc.returncode != 0 and f"{bad} [line 1]" in proc.stderr and not run_out.exists()

@@ -473,6 +473,38 @@ def test_any_multiple_choice_file_is_a_benchmark(planted_index, tmp_path):
     assert proc.returncode != 0 and f"{bad}:2" in proc.stderr and "answer" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_damaged_mcqa_file_and_a_limit_below_one_are_one_line(planted_index, tmp_path):
+    """A gzip'd question file with a damaged deflate block (zlib.error) was a traceback without the file's name;
+    --limit 0 scored no question and printed a table of zeros (exit 0), a negative one was a ValueError traceback."""
+    import gzip
+
+    from capr.cases.bench import benchmark_questions
+    from capr.cases.data import read_mcqa_file
+    from capr.errors import BadInputError, CaprError
+
+    lines = "".join(json.dumps({"question": f"{DESCRIPTION} {i}", "options": {"A": "migraine", "B": "meningitis"},
+                                "answer_idx": "B"}) + "\n" for i in range(3000))
+    bad = bytearray(gzip.compress(b"more\n", mtime=0))
+    bad[10] = 0b111  # its deflate block's header: a reserved block type, which zlib refuses (zlib.error)
+    bad = gzip.compress(lines.encode(), mtime=0) + bytes(bad)  # read past the head: a second member, damaged
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(bytes(bad))
+    with pytest.raises(BadInputError, match=r"damaged\.jsonl\.gz \[line \d+\]: corrupt gzip data"):
+        read_mcqa_file(damaged)
+    proc = capr_cli("eval", "--benchmark", f"mcqa:{damaged}", "--index", str(planted_index.root), "-r", "bm25",
+                    check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and f"{damaged} [line " in proc.stderr
+    plain = tmp_path / "q.jsonl"
+    plain.write_text(lines[: lines.index("\n") + 1])
+    for limit in ("0", "-2"):
+        proc = capr_cli("eval", "--benchmark", f"mcqa:{plain}", "--index", str(planted_index.root), "-r", "bm25",
+                        "--limit", limit, check=False)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr and "--limit must be at least 1" in proc.stderr
+    assert len(benchmark_questions(tmp_path, f"mcqa:{plain}", 5)) == 1
+    with pytest.raises(CaprError, match="--limit"):
+        benchmark_questions(tmp_path, f"mcqa:{plain}", 0)
+
+
 def test_mcqa_reader_equals_the_medqa_and_medmcqa_readers_on_the_real_files():
     from capr.cases.data import MEDMCQA_FILE, MEDQA_FILE, read_mcqa_file, read_medmcqa, read_medqa
 

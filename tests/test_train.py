@@ -281,3 +281,50 @@ def test_first_stage_must_match_the_cross_encoders_context(tmp_path):
     r = capr_cli("train", "bi", "--labels", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "y"),
                  "--first-stage", str(tmp_path), check=False)
     assert r.returncode != 0 and "--first-stage is for cross-encoders" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_out_that_is_not_a_model_folder_is_never_replaced(tmp_path):
+    """`--out` naming a folder of the user's files, or a file (the labels themselves): refused before any training,
+    both left as they were (the trained model used to replace them, deleting the folder's files); a capr model folder
+    and an empty folder are replaced as before."""
+    from capr.errors import CaprError
+    from capr.labels.generate import write_labels
+    from capr.train.merge import merge_with_start
+
+    labels = tmp_path / "labels.jsonl"
+    write_labels(labels, tiny_labels())
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("precious\n")
+    for out, match in ((mine, "not empty and is not a capr model"), (labels, "exists and is not a folder")):
+        with pytest.raises(CaprError, match=match):
+            train(labels, out, tiny_args("bi", max_steps=2), progress=False)
+    assert (mine / "thesis.txt").read_text() == "precious\n" and labels.is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing set aside
+    proc = capr_cli("train", "bi", "--labels", str(labels), "--out", str(mine), "--max-steps", "1", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "refusing to replace it" in proc.stderr
+    model = tmp_path / "model"
+    (tmp_path / "empty").mkdir()
+    for out in (model, model, tmp_path / "empty"):  # new, a capr model again, an empty folder
+        train(labels, out, tiny_args("bi", max_steps=2), progress=False)
+        assert (out / "capr.json").is_file()
+    with pytest.raises(CaprError, match="refusing to replace it"):
+        merge_with_start(model, mine, 0.5)
+    assert (mine / "thesis.txt").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--time-budget", "0", "--time-budget must be positive"), ("--time-budget", "-1", "--time-budget must be positive"),
+    ("--eval-every", "0", "--eval-every must be at least 1"), ("--batch-size", "0", "--batch-size must be at least 1"),
+    ("--lr", "-0.001", "--lr must be a number >= 0")])
+def test_settings_no_training_can_run_with_are_one_line_and_write_no_model(tmp_path, option, value, message):
+    """A zero or negative budget trained one step and saved it (exit 0); a zero --eval-every or --batch-size and a
+    negative --lr were tracebacks, after the starting checkpoint had been saved as the model."""
+    from capr.labels.generate import write_labels
+
+    labels = tmp_path / "labels.jsonl"
+    write_labels(labels, tiny_labels())
+    proc = capr_cli("train", "bi", "--labels", str(labels), "--out", str(tmp_path / "m"), "--max-steps", "2",
+                    option, value, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and message in proc.stderr
+    assert not (tmp_path / "m").exists()

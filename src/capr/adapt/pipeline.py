@@ -400,6 +400,12 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     if any(not 0 < a <= 1 for a in config.alphas):
         raise CaprError("merge weights (--alphas) must be in (0, 1]")
     work = config.work_dir
+    # --out is refused before the labels, the training and the gate (minutes), not when the index is written at the end
+    from capr.index.directory import check_root
+
+    check_root(Path(config.out))
+    if work.exists() and not work.is_dir():
+        raise CaprError(f"{work}: exists and is not a directory (capr adapt keeps its labels, models and report there)")
     report = AdaptReport(config=asdict(config))
     docs = read_corpus(config, ReadReport(skip_bad=config.skip_bad), log)
     # made once the corpus is read: a corpus that cannot be read leaves no empty OUT.adapt/ behind (what a

@@ -14,7 +14,7 @@ import numpy as np
 
 from capr.cases.data import MCQA_PREFIX, MCQuestion, QuestionSet, load_questions, read_mcqa_file, subsample
 from capr.cases.pipeline import CasePipeline
-from capr.errors import QueryError
+from capr.errors import CaprError, QueryError
 
 
 class CaseBenchmark(str, Enum):
@@ -39,6 +39,8 @@ def is_case_benchmark(name: str) -> bool:
 
 def benchmark_questions(data_dir: str | Path, benchmark: CaseBenchmark | str, limit: int | None = None,
                         seed: int = 0) -> list[MCQuestion]:
+    if limit is not None and limit < 1:  # 0 scored no question as a table of zeros; a negative one was a traceback
+        raise CaprError(f"--limit must be at least 1 (questions), got {limit}")
     if isinstance(benchmark, str) and benchmark.startswith(MCQA_PREFIX):
         return subsample(read_mcqa_file(benchmark[len(MCQA_PREFIX):]), limit, seed)
     return subsample(load_questions(data_dir, BENCHMARK_QUESTIONS[CaseBenchmark(benchmark)]), limit, seed)

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import open_text
+from capr.corpus.files import READ_ERRORS, open_text, read_error_reason
 from capr.corpus.mediqa import read_task3, task3_path
 from capr.errors import BadInputError, CaprError
 from capr.records import Document
@@ -179,6 +179,7 @@ def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
     if not path.is_file():
         raise CaprError(f"{path}: no such question file (mcqa:PATH names a MedQA- or MedMCQA-style JSONL file)")
     out, seen = [], set()
+    i = 0
     try:
         with open_text(path) as fh:
             for i, line in enumerate(fh, 1):
@@ -193,8 +194,8 @@ def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
                     raise BadInputError(f"{path}:{i}", f"question id {q.qid!r} repeats")
                 seen.add(q.qid)
                 out.append(q)
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise BadInputError(str(path), f"cannot read ({e})") from None
+    except READ_ERRORS as e:  # a damaged gzip stream (zlib.error too, which was a traceback), not UTF-8, I/O
+        raise BadInputError(str(path), read_error_reason(e), f"line {i + 1}") from None
     if not out:
         raise BadInputError(str(path), "no questions")
     return out

@@ -118,6 +118,9 @@ def eval_cmd(
                             "questions)") from None
         if compare is not None and not compare.is_file():
             raise CaprError(f"{compare}: no such run file (--compare)")
+        from capr.eval.runs import read_run
+
+        compared = read_run(compare) if compare is not None else None  # a bad run file: refused before any work
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
         config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever or Retriever.bm25, protocol=protocol,
                             query_field=query_field, model=model, query_model=query_model,
@@ -129,6 +132,11 @@ def eval_cmd(
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
+        if compared is not None:  # a run of other queries: refused before the evaluation, not compared as zeros
+            from capr.eval.runner import compare_coverage
+
+            for warning in compare_coverage(compared, data, f"{compare} (--compare)"):
+                err.print(f"[yellow]warning:[/] {escape(warning)}")
         cdv_store = _open_cdv_store(EmbeddedStore.of(data.index), cdv) if cdv is not None else None
         label = f"{benchmark} {config.protocol.value} {'default' if pipeline == 'default' else config.retriever.value}"
         store_progress = None
@@ -146,11 +154,10 @@ def eval_cmd(
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         if run_out:
             write_run(run_out, run)
-        if compare is not None:
-            from capr.eval.runs import read_run
+        if compared is not None:
             from capr.eval.metrics import ALL_METRICS
 
-            result["compare"] = compare_runs(run, read_run(compare), data, [m for m in result["metrics"] if m in ALL_METRICS])
+            result["compare"] = compare_runs(run, compared, data, [m for m in result["metrics"] if m in ALL_METRICS])
             result["compare"]["file"] = str(compare)
         if as_json:
             sys.stdout.write(json.dumps(result) + "\n")

@@ -373,12 +373,29 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
     return scorer
 
 
+def compare_coverage(other: Run, data: BenchmarkData, where: str = "the compared run") -> list[str]:
+    """Whether ``other`` is a run of ``data``'s queries: none of them in it is an error (a run of another benchmark
+    or split would be compared as scoring 0 everywhere, with a p-value); some missing is a warning (each counts 0
+    for it)."""
+    judged = {q.qid for q in data.qrels}
+    missing = judged - set(other.results)
+    if missing == judged:
+        raise CaprError(f"{where}: none of its {len(other.results)} queries is a judged query of {data.name} "
+                        f"({len(judged)} queries); --compare needs a run of the same benchmark and split")
+    if missing:
+        return [f"{where}: {len(missing)} of {len(judged)} judged queries have no results in it (e.g. "
+                f"{sorted(missing)[0]!r}); they count as 0 for it"]
+    return []
+
+
 def compare_runs(run: Run, other: Run, data: BenchmarkData, names: Sequence[str] | None = None) -> dict[str, Any]:
     """Each metric of ``run`` and ``other`` (e.g. a TREC run file read back) on ``data``'s judgements, per query,
-    with the two-sided paired randomisation test (capr.eval.significance)."""
+    with the two-sided paired randomisation test (capr.eval.significance); ``other`` must rank some of the judged
+    queries (:func:`compare_coverage`)."""
     from capr.eval.metrics import METRICS, per_query_metrics
     from capr.eval.significance import paired_randomisation_p as paired_p
 
+    compare_coverage(other, data)
     qrels = qrels_as_dict(data.qrels)
     missing = sorted(set(qrels) - set(other.results))
     names = names or data.extra.get("metrics", METRICS)

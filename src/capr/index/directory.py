@@ -319,14 +319,20 @@ def write_lock(root: Path, wait_s: float = 0.0) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def prepare_root(root: Path) -> None:
+def check_root(root: Path) -> None:
+    """Refuses a ``root`` an index cannot be written to (a file; a folder of other things), creating nothing: a
+    command that works long before it writes the index (`capr adapt`) checks its --out first."""
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise IndexError_(f"{root}: exists and is not a directory")
     foreign = [p for p in root.iterdir() if p.name not in ("LOCK", "segments") and not _TMP_RE.match(p.name)] if root.is_dir() else []
     if foreign and not is_index_dir(root):
         raise IndexError_(f"{root}: directory is not empty and is not a capr index; refusing to overwrite it")
-    root.mkdir(parents=True, exist_ok=True)
+
+
+def prepare_root(root: Path) -> None:
+    check_root(root)
+    Path(root).mkdir(parents=True, exist_ok=True)
 
 
 def new_generation(root: Path) -> tuple[Path, str]:

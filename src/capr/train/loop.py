@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from capr.errors import CaprError
-from capr.models.card import read_card, replace_card, write_card
+from capr.models.card import CARD_FILE, read_card, replace_card, write_card
 from capr.models.loading import pick_device
 
 Log = Callable[[str], None]
@@ -139,9 +139,38 @@ class EarlyStopping:
         return "stop" if self.bad >= self.patience else "continue"
 
 
+def check_loop_args(args: LoopArgs) -> None:
+    """One clear error for settings no training can run with, before anything is read or written (a zero
+    --eval-every was a ZeroDivisionError after the starting checkpoint was saved; a zero --time-budget saved a
+    one-step model)."""
+    if args.max_steps < 1:
+        raise CaprError(f"--max-steps must be at least 1, got {args.max_steps}")
+    if not (math.isfinite(args.lr) and args.lr >= 0):  # 0: a model saved as it starts (the tests read one)
+        raise CaprError(f"--lr must be a number >= 0, got {args.lr:g}")
+    if args.time_budget_min is not None and not (args.time_budget_min > 0):
+        raise CaprError(f"--time-budget must be positive (minutes), got {args.time_budget_min:g}")
+    if args.eval_every < 1:
+        raise CaprError(f"--eval-every must be at least 1, got {args.eval_every}")
+    if args.patience < 0:
+        raise CaprError(f"--patience must be 0 or more, got {args.patience}")
+
+
+def check_save_dir(out_dir: str | Path) -> None:
+    """Refuses an `out_dir` that a model must not replace: a file, or a folder of other things (one that is neither
+    empty nor a capr model, with its capr.json): replacing it would delete them (`capr train bi --out ~/notes`)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CaprError(f"{out_dir}: exists and is not a folder; --out names the model folder to write")
+    if out_dir.is_dir() and not (out_dir / CARD_FILE).is_file() and any(out_dir.iterdir()):
+        raise CaprError(f"{out_dir}: folder is not empty and is not a capr model (no {CARD_FILE}); refusing to "
+                        "replace it")
+
+
 def atomic_save_dir(out_dir: Path, write: Callable[[Path], None]) -> None:
     """`write` fills a temporary folder beside `out_dir`, which then replaces it: a reader sees the old model or
-    the new one, never half of one, and a crash leaves the old one in place."""
+    the new one, never half of one, and a crash leaves the old one in place. Only a capr model folder (or an empty
+    one) is replaced (:func:`check_save_dir`)."""
+    check_save_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -194,6 +223,8 @@ class TrainingLoop:
 
     def __init__(self, args: LoopArgs, out_dir: str | Path, *, what: str = "training", desc: str = "training",
                  progress: bool = True, log: Log | None = None, device: str | None = None) -> None:
+        check_save_dir(out_dir)  # before any training, not when the trained model is saved over the user's folder
+        check_loop_args(args)
         seed_everything(args.seed)
         self.args, self.out_dir = args, Path(out_dir)
         self.what, self.desc, self.progress = what, desc, progress
@@ -298,4 +329,4 @@ class TrainingLoop:
 
 
 __all__ = ["BudgetSchedule", "EarlyStopping", "LoopArgs", "TrainResult", "TrainingLoop",
-           "atomic_save_dir", "dev_metrics", "file_sha1", "loss_history", "seed_everything", "use_cpu_threads"]
+           "atomic_save_dir", "check_loop_args", "check_save_dir", "dev_metrics", "file_sha1", "loss_history", "seed_everything", "use_cpu_threads"]

@@ -37,7 +37,7 @@ def merge_with_start(model_dir: str | Path, out_dir: str | Path, alpha: float, s
     from sentence_transformers import SentenceTransformer
 
     from capr.models.loading import resolve_model
-    from capr.train.loop import atomic_save_dir
+    from capr.train.loop import atomic_save_dir, check_save_dir
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     if not 0.0 <= alpha <= 1.0:
@@ -48,6 +48,7 @@ def merge_with_start(model_dir: str | Path, out_dir: str | Path, alpha: float, s
     start = start or (card.get("args") or {}).get("base_model") or "minilm"
     if out_dir.resolve() == model_dir.resolve():
         raise CaprError("--out must differ from the model folder")
+    check_save_dir(out_dir)  # before the models are loaded
     quiet_transformers()
     start_model = SentenceTransformer(local_path(resolve_model(start)), device="cpu")
     sides = ["."] + (["query"] if card.get("query_model") else [])
