@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import guard_reads, open_text
+from capr.corpus.files import numbered_lines, open_text
 from capr.corpus.jsonl import BEIR_ID_KEYS, read_jsonl
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError, CaprError
@@ -44,10 +44,7 @@ def beir_records(path: Path) -> Iterator[tuple[int, dict]]:
     """The JSON records of a corpus or queries file with their line numbers: each an object with a non-empty
     ``_id`` and string ``text`` / ``title``."""
     with open_text(path) as fh:
-        lineno = 0
-        # a damaged gzip stream or non-UTF-8 bytes past the checked head: one error naming the file and line
-        for line in guard_reads(path, fh, lambda: f"line {lineno + 1}"):
-            lineno += 1
+        for lineno, line in numbered_lines(path, fh):
             if not line.strip():
                 continue
             try:
@@ -104,9 +101,7 @@ def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
         raise CaprError(f"{file}: no such split; available: {', '.join(beir_splits(root)) or 'none'}")
     out = []
     with open_text(file) as fh:
-        lineno = 0
-        for line in guard_reads(file, fh, lambda: f"line {lineno + 1}"):
-            lineno += 1
+        for lineno, line in numbered_lines(file, fh):
             # BEIR writes qrels tab-separated (ids may hold spaces: "doc 1"); a file without tabs splits on blanks
             parts = [p.strip() for p in line.rstrip("\r\n").split("\t")] if "\t" in line else line.split()
             if parts and not parts[-1]:

@@ -75,6 +75,15 @@ def guard_reads(path: Path, items: Iterable[T], where: Callable[[], str | None])
         yield box.pop()
 
 
+def numbered_lines(path: Path, fh: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """(line number, line) of an open text file; a damaged gzip stream or non-UTF-8 bytes past the checked head are
+    one BadInputError naming the file and the line (:func:`guard_reads`)."""
+    lineno = 0
+    for line in guard_reads(path, fh, lambda: f"line {lineno + 1}"):
+        lineno += 1
+        yield lineno, line
+
+
 def csv_header(path: Path, reader: "csv.DictReader") -> list[str]:
     """The column names of a DictReader (reading them can already hit a damaged gzip stream)."""
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from capr.corpus.files import guard_reads, open_text
+from capr.corpus.files import numbered_lines, open_text
 from capr.errors import BadInputError, CaprError
 from capr.index.atomic import write_bytes
 from capr.records import Qrel, Run, ScoredPassage
@@ -14,10 +14,7 @@ from capr.records import Qrel, Run, ScoredPassage
 def read_qrels(path: Path) -> list[Qrel]:
     out = []
     with open_text(Path(path)) as fh:
-        lineno = 0
-        # a damaged gzip stream or non-UTF-8 bytes past the checked head: one error naming the file and line
-        for line in guard_reads(Path(path), fh, lambda: f"line {lineno + 1}"):
-            lineno += 1
+        for lineno, line in numbered_lines(Path(path), fh):
             parts = line.split()
             if not parts:
                 continue
@@ -37,10 +34,7 @@ def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
 def read_run(path: Path) -> Run:
     run = Run()
     with open_text(Path(path)) as fh:
-        lineno = 0
-        # a damaged gzip stream or non-UTF-8 bytes past the checked head: one error naming the file and line
-        for line in guard_reads(Path(path), fh, lambda: f"line {lineno + 1}"):
-            lineno += 1
+        for lineno, line in numbered_lines(Path(path), fh):
             parts = line.split()
             if not parts:
                 continue
