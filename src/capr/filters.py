@@ -49,10 +49,10 @@ _ISO_VALUE_RE = re.compile(r"^\d{4}-\d{2}")
 _DATE_VALUE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?"
                             r"(Z|[+-]\d{2}:?\d{2})?$")
 # fields that name a patient, a stay or a record: a filter value with no match gets no "close" spellings there,
-# which would list other patients' ids to a client that named one it may not know
-IDENTIFIER_FIELDS = frozenset({"id", "patient", "subject", "encounter", "mrn", "doc_id", "path", "title"})
-# words that make any field name one of them: a CSV's PatientID column is read as "patientid", and a patient's name,
+# which would list other patients' ids to a client that named one it may not know. Besides these names (and *_id,
+# *Id), any field holding one of the words: a CSV's PatientID column is read as "patientid", and a patient's name,
 # MRN or birth date identifies the patient as well as the id does
+IDENTIFIER_FIELDS = frozenset({"id", "path", "title"})
 IDENTIFIER_WORDS = ("patient", "subject", "encounter", "mrn", "birth", "ssn", "dob")
 
 

@@ -101,7 +101,8 @@ def eval_cmd(
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.runner import EvalConfig, benchmark_loader, compare_runs, load_benchmark, run_eval
+        from capr.eval.runner import (EvalConfig, benchmark_loader, compare_runs, load_benchmark, run_eval,
+                                      unsearchable_warnings)
 
         if run_out is not None and (run_out.is_dir() or not run_out.parent.is_dir()):
             # checked before the evaluation runs: the run file is written only once it is over
@@ -150,7 +151,7 @@ def eval_cmd(
                                 progress=lambda n: p.advance(task, n), **opts.milvus_options())
         result, run = run_eval(config, data, progress=_item_progress(label), cdv_store=cdv_store,
                                store_progress=store_progress)
-        for warning in result.get("warnings", [])[len(config.warnings()):]:  # those found while running
+        for warning in unsearchable_warnings(data):  # found while running (the config's were said above)
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         if run_out:
             write_run(run_out, run)

@@ -1018,7 +1018,8 @@ class Index:
         """Live rows passing one filter clause (capr.filters), decided per segment's distinct values (no merged
         column per generation); a field some segment lacks matches none of its passages. ``normalize``: maps a
         clause value to the stored spelling (the aspect filter's reading of a synonym)."""
-        if is_range(clause) and normalize is None:
+        whole_bound = is_range(clause) and normalize is None
+        if whole_bound:
             # a bound is refused by what the whole index holds, not by what one segment happens to hold
             check_range_bound_in_parts(clause, (seg.value_table(clause.field) for seg in self.segments
                                                 if clause.field in seg.fields))
@@ -1030,7 +1031,7 @@ class Index:
             col = seg.column(clause.field)
             parts.append(column_mask(clause, col.values, col.codes, normalize, col._lookup,
                                      lambda seg=seg, col=col, f=clause.field: seg.value_table(f),
-                                     check=not (is_range(clause) and normalize is None)))
+                                     check=not whole_bound))
         return (np.concatenate(parts) if parts else np.zeros(0, dtype=bool)) & self.live
 
     def stored_values(self, field: str) -> list[str]:
