@@ -208,7 +208,7 @@ def test_a_filter_typed_but_not_added_is_applied(page):
     page.select_option("#filter-field", "aspect")
     page.click("#search-button")
     page.wait_for_selector("#results li.result")
-    assert sent[-1]["filters"] == {"aspect": "treatment"}
+    assert sent[-1]["filters"] == ["aspect=treatment"]
     assert set(page.locator("#results .badge.aspect").all_inner_texts()) == {"treatment"}
     assert page.inner_text("#filters").startswith("aspect = treatment")
 
@@ -242,7 +242,7 @@ def test_page_searches_with_the_cli_default_and_no_filter(browser, tmp_path, dem
         page.fill("#text", question)
         page.click("#search-button")
         page.wait_for_selector("#results li.result")
-        assert "retriever" not in sent[-1] and sent[-1]["filters"] == {}
+        assert "retriever" not in sent[-1] and sent[-1]["filters"] == []
         assert "hybrid, BM25 : dense = 1 : 4 + second stage bi:minilm" in page.inner_text("#status")  # the fusion it used
         shown = page.locator("#results .pid").all_inner_texts()
         assert shown == [h["pid"] for h in expected["results"]]
@@ -379,3 +379,95 @@ def test_highlights_and_marks_count_characters_beyond_the_bmp_once(page, server)
         expect(page.locator("#doc-passage")).to_have_text(e["sentence"])
     finally:
         httpx.delete(server.url + "/documents/browser_astral", headers=AUTH)
+
+
+# three notes of one made-up condition, with an admission time, a grade (a number) and a patient id
+DATED_NOTES = [("browser_dated_a", "2149-12-20", 1, "S-1001"), ("browser_dated_b", "2150-01-15T08:30", 2, "S-1002"),
+               ("browser_dated_c", "2150-03-02", 3, "S-1003")]
+
+
+@pytest.fixture
+def dated_notes(server):
+    for doc_id, admitted, grade, subject in DATED_NOTES:
+        doc = {"doc_id": doc_id, "title": f"Quorbitis note {doc_id[-1]}",
+               "text": f"Quorbitis treated with blenoxate, case {doc_id[-1]}.",
+               "metadata": {"admitted": admitted, "grade": grade, "subject_id": subject}}
+        r = httpx.post(server.url + "/documents", json=doc, headers=AUTH)
+        assert r.status_code == 201, r.text
+    yield [d[0] for d in DATED_NOTES]
+    for doc_id, *_ in DATED_NOTES:
+        httpx.delete(server.url + "/documents/" + doc_id, headers=AUTH)
+
+
+def _add_filter(page, text, field=None):
+    if field is not None:
+        page.select_option("#filter-field", field)
+    page.fill("#filter-value", text)
+    page.click("#add-filter")
+
+
+def _chips(page):
+    return [t.removesuffix("×").strip() for t in page.locator("#filters li").all_inner_texts()]
+
+
+def _search_ids(page):
+    page.click("#search-button")
+    expect(page.locator("#status")).not_to_have_text("Searching…")
+    assert page.locator("#status.error").count() == 0, page.inner_text("#status")
+    return [i.get_attribute("data-doc-id") for i in page.locator("#results li.result").all()]
+
+
+def test_range_and_set_filters_are_sent_as_the_cli_takes_them(page, server, dated_notes):
+    """A filter typed as `capr search --filter` takes it (admitted>=2150-01-01, grade in (1, 3)) or as an operator and
+    bound after the chosen field (<2150-02) narrows the results as the service does for that clause; two bounds on one
+    field make a window, and each filter is listed as it was typed."""
+    a, b, c = dated_notes
+    page.reload()  # the field menu lists the fields the notes above brought
+    expect(page.locator("#filter-field option[value='admitted']")).to_have_count(1)
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/search") else None)
+    page.fill("#text", "quorbitis blenoxate")
+    _add_filter(page, "admitted>=2150-01-01")
+    assert _chips(page) == ["admitted>=2150-01-01"]
+    assert sorted(_search_ids(page)) == [b, c]
+    assert sent[-1]["filters"] == ["admitted>=2150-01-01"]
+    _add_filter(page, "<2150-02", field="admitted")
+    assert _chips(page) == ["admitted>=2150-01-01", "admitted<2150-02"]
+    assert _search_ids(page) == [b]
+    assert sent[-1]["filters"] == ["admitted>=2150-01-01", "admitted<2150-02"]
+    page.click("#filters li:nth-child(2) button")
+    # the chosen field's name typed again: a whole filter, not the value "grade in (1, 3)" of grade
+    _add_filter(page, "grade in (1, 3)", field="grade")
+    assert _chips(page) == ["admitted>=2150-01-01", "grade in (1, 3)"]
+    shown = _search_ids(page)
+    assert shown == [c]
+    assert sent[-1]["filters"] == ["admitted>=2150-01-01", "grade in (1, 3)"]
+    expected = httpx.post(server.url + "/search", json={**sent[-1], "text": "quorbitis blenoxate"}).json()["results"]
+    assert shown == [h["doc_id"] for h in expected]
+
+
+def test_a_refused_filter_shows_the_server_error_and_keeps_the_others(page, dated_notes):
+    """An unknown field, a bound of the wrong kind, a date that does not exist: the server's reason is shown as an
+    alert, with no results, and every filter stays listed; a patient id with no match names no other patient's id.
+    With the refused filter removed, the others still apply."""
+    a, b, c = dated_notes
+    page.reload()
+    expect(page.locator("#filter-field option[value='grade']")).to_have_count(1)
+    page.fill("#text", "quorbitis blenoxate")
+    _add_filter(page, "admitted>=2150-01-01")
+    for bad, reason in [("admittd<2151", "unknown filter field 'admittd'"),
+                        ("grade>=II", "grade holds numbers and 'II' is not one"),
+                        ("admitted>=2150-13-01", "admitted bound '2150-13-01' is not a valid date"),
+                        ("subject_id=S-1009", "no passage has subject_id='S-1009'")]:
+        _add_filter(page, bad)
+        assert _chips(page) == ["admitted>=2150-01-01", bad]
+        page.click("#search-button")
+        expect(page.locator("#status.error")).to_contain_text(reason)
+        assert page.get_attribute("#status", "role") == "alert"
+        assert page.locator("#results li").count() == 0
+        assert _chips(page) == ["admitted>=2150-01-01", bad]
+        if bad.startswith("subject_id"):
+            said = page.inner_text("#status")
+            assert "close" not in said and "S-100" not in said.replace("S-1009", "")
+        page.click("#filters li:nth-child(2) button")
+    assert sorted(_search_ids(page)) == [b, c]

@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
-const state = { filters: [], authReads: false };
+const state = { filters: [], fields: new Set(), authReads: false };
 
 function token() {
   return $("token").value.trim() || sessionStorage.getItem("capr-token") || "";
@@ -81,6 +81,7 @@ async function loadInfo() {
     ff.replaceChildren(el("option", { value: "", text: "choose a field" }),
       ...stats.fields.map((f) => el("option", { value: f, text: f })));
     ff.value = "";
+    state.fields = new Set(stats.fields.map((f) => f.toLowerCase()));
   } catch (e) {
     $("index-info").textContent = "Could not reach the index: " + e.message;
   }
@@ -105,21 +106,69 @@ async function suggest(field) {
 }
 
 // ---------------------------------------------------------------------------- filters
+// Each filter is sent as the text `capr search --filter` takes (charttime>=2150-01-01, category in (A, B)): the
+// server parses it with the CLI's parser and names what it refuses, so the page only needs to tell a whole filter
+// from a value of the chosen field. state.filters holds { clause: the text sent, shown: as typed, field, equality }.
+const FIELD = "[A-Za-z_][A-Za-z0-9_.\\-]*";
+const OPERATOR = "(>=|<=|!=|==|=|>|<)";
+const STARTS_WITH_OPERATOR = new RegExp(`^(${OPERATOR}|(not\\s+)?in\\s*\\()`, "i");
+const WHOLE_FILTER = new RegExp(`^(${FIELD})(\\s*${OPERATOR}|\\s+(not\\s+)?in\\s*\\()`, "i");
+
+// The filter the field menu and the filter box describe; null for no filter, { error } for one that names no field.
+function typedFilter() {
+  const f = $("filter-field").value;
+  const v = $("filter-value").value.trim();
+  if (!v) return null;
+  const whole = v.match(WHOLE_FILTER);
+  // the field menu keeps its choice after a filter is added, so a whole filter typed next must win over it
+  // (admitted>=2150-01-01 with "aspect" still chosen); but a value of the chosen field may look like one ("BP>140" as a
+  // finding): it is a whole filter only when it starts with a field the index has
+  if (whole && (!f || state.fields.has(whole[1].toLowerCase()) || whole[1].toLowerCase() === f.toLowerCase())) {
+    return { clause: v, shown: v, field: whole[1], equality: ["=", "=="].includes(whole[3]) };
+  }
+  if (!f) {
+    return { error: "Choose the field of the filter value, or type a whole filter such as charttime>=2150-01-01 " +
+      "(or clear the value)." };
+  }
+  const op = v.match(STARTS_WITH_OPERATOR);
+  if (op) {
+    const clause = /^[<>=!]/.test(v) ? f + v : `${f} ${v}`;
+    return { clause, shown: clause, field: f, equality: ["=", "=="].includes(op[2] || "") };
+  }
+  return { clause: `${f}=${v}`, shown: `${f} = ${v}`, field: f, equality: true };
+}
+
 function renderFilters() {
-  $("filters").replaceChildren(...state.filters.map(([f, v], i) => {
-    const remove = el("button", { type: "button", "aria-label": `Remove filter ${f} = ${v}`, text: "×" });
+  $("filters").replaceChildren(...state.filters.map((flt, i) => {
+    const remove = el("button", { type: "button", "aria-label": `Remove filter ${flt.shown}`, text: "×" });
     remove.addEventListener("click", () => { state.filters.splice(i, 1); renderFilters(); });
-    return el("li", {}, `${f} = ${v}`, remove);
+    return el("li", {}, flt.shown, remove);
   }));
 }
 
+// Adds the typed filter; returns why it cannot be added, or null. An equality replaces the earlier equality on its
+// field (picking another value); ranges and sets add up, as two bounds make a window.
 function addFilter() {
-  const f = $("filter-field").value;
-  const v = $("filter-value").value.trim();
-  if (!f || !v) return;
-  state.filters = state.filters.filter(([g]) => g !== f).concat([[f, v]]);
+  const flt = typedFilter();
+  if (!flt) return null;
+  if (flt.error) return flt.error;
+  const key = (x) => x.field.toLowerCase();
+  state.filters = state.filters
+    .filter((g) => g.clause.toLowerCase() !== flt.clause.toLowerCase() && !(flt.equality && g.equality && key(g) === key(flt)))
+    .concat([flt]);
   $("filter-value").value = "";
   renderFilters();
+  return null;
+}
+
+// Whether the typed filter (if any) was added; why not is said in the status line.
+function addFilterFromForm() {
+  const problem = addFilter();
+  if (problem) {
+    setStatus(problem, true);
+    $("filter-field").focus();
+  }
+  return !problem;
 }
 
 // ---------------------------------------------------------------------------- results
@@ -227,18 +276,11 @@ async function search(ev) {
   ev.preventDefault();
   // a filter typed but not added with "Add filter" is meant all the same: searching without it would show notes
   // the person filtered out (another patient's) as if they passed it
-  if ($("filter-value").value.trim()) {
-    if (!$("filter-field").value) {
-      setStatus("Choose the field of the filter value (or clear the value).", true);
-      $("filter-field").focus();
-      return;
-    }
-    addFilter();
-  }
+  if (!addFilterFromForm()) return;
   const body = {
     k: Number($("k").value),
     evidence: $("evidence").checked,
-    filters: Object.fromEntries(state.filters),
+    filters: state.filters.map((f) => f.clause),
   };
   if ($("retriever").value) body.retriever = $("retriever").value;
   for (const f of ["entity", "aspect", "text"]) {
@@ -411,8 +453,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("cases-form").addEventListener("submit", findCases);
   $("tab-search").addEventListener("click", () => showView("search-view"));
   $("tab-cases").addEventListener("click", () => showView("cases-view"));
-  $("add-filter").addEventListener("click", addFilter);
-  $("filter-value").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); addFilter(); } });
+  $("add-filter").addEventListener("click", addFilterFromForm);
+  $("filter-value").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); addFilterFromForm(); } });
   $("close-doc").addEventListener("click", () => { $("document").hidden = true; $("results").focus(); });
   for (const f of ["entity", "aspect"]) {
     const run = debounce(() => suggest(f), 150);
