@@ -74,6 +74,43 @@ def test_missing_values_never_match_a_filter(tmp_path):
         search(idx, "paragraph", filters={"aspect": "none"})
 
 
+def test_an_unfilterable_value_leaves_out_only_its_document(tmp_path):
+    """A metadata value no filter can match (a list, an object, a long text) in one document leaves the field out of
+    that document's filters alone: the other documents of the same batch keep it, and `capr index` / `capr add` say
+    once per field which document's value was left out."""
+    from conftest import capr_cli, write_jsonl
+
+    src, more, root = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "idx"
+    write_jsonl(src, [
+        {"id": "d1", "title": "Gout", "text": "PLAN:\nColchicine for gout.", "note_type": "discharge", "grade": "II"},
+        {"id": "d2", "title": "Asthma", "text": "PLAN:\nSteroids for asthma.", "note_type": ["discharge", "progress"],
+         "grade": "III", "ward": None},
+        {"id": "d3", "title": "Migraine", "text": "PLAN:\nTriptans for migraine.", "note_type": "radiology",
+         "grade": {"value": "I"}, "ward": "W9"},
+        {"id": "d4", "title": "Flu", "text": "PLAN:\nOseltamivir for flu.", "note_type": "discharge", "grade": "x" * 300},
+    ])
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(root))
+    notes = [line.strip() for line in proc.stderr.splitlines() if "filterable value" in line]
+    assert notes == [
+        "note: field 'note_type' of document 'd2' is a list, not a filterable value: left out of that document's "
+        "filters (the other documents keep the field)",
+        "note: field 'grade' holds no filterable value in 2 documents (the first, 'd3', has an object): left out of "
+        "their filters (the other documents keep the field)",
+    ] and "Traceback" not in proc.stderr
+    res = json.loads(capr_cli("search", str(root), "plan", "--filter", "note_type=discharge", "--json").stdout)
+    assert sorted(r["doc_id"] for r in res["results"]) == ["d1", "d4"]
+    res = json.loads(capr_cli("search", str(root), "plan", "--filter", "grade in (II, III)", "--json").stdout)
+    assert sorted(r["doc_id"] for r in res["results"]) == ["d1", "d2"]
+    res = json.loads(capr_cli("search", str(root), "plan", "--filter", "ward=W9", "--json").stdout)
+    assert [r["doc_id"] for r in res["results"]] == ["d3"]  # a null is a value d2 lacks, not an unusable one
+    assert load_index(root).document("d2").metadata["note_type"] == ["discharge", "progress"]  # the record keeps it
+    write_jsonl(more, [{"id": "d5", "title": "Angina", "text": "PLAN:\nNitrates.", "note_type": {"a": 1}, "grade": "I"}])
+    proc = capr_cli("add", str(root), str(more))
+    assert "field 'note_type' of document 'd5' is an object" in proc.stderr
+    res = json.loads(capr_cli("search", str(root), "plan", "--filter", "grade=I", "--json").stdout)
+    assert [r["doc_id"] for r in res["results"]] == ["d5"]
+
+
 def test_query_errors_are_clear(demo_index):
     with pytest.raises(QueryError, match="empty query"):
         search(demo_index, "   ")

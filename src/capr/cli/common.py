@@ -181,6 +181,8 @@ def _print_write_summary(verb: str, store, report: ReadReport, secs: float) -> N
         err.print(f"  [yellow]skipped[/] {escape(str(e))}")
     if len(report.skipped) > 50:
         err.print(f"  … and {len(report.skipped) - 50} more")
+    for note in report.unfilterable_notes():
+        err.print(f"  [yellow]note:[/] {escape(note)}")
 
 
 def _encoder_config(dense: bool, model: str, query_model: Optional[str], backend: str, max_length: int) -> EncoderConfig | None:

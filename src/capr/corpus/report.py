@@ -22,6 +22,9 @@ class ReadReport:
     # about the document it is about to yield (see ``at``).
     location: tuple[str, str, str | None] | None = None
     _at: tuple[str, str | None] | None = field(default=None, repr=False)
+    # metadata fields some documents give a value no filter can match (a list, an object, a long text): field →
+    # [the first such document's id, what its value is, how many documents]. Only those documents lack the field.
+    unfilterable: dict[str, list] = field(default_factory=dict)
 
     def bad(self, source: str, reason: str, record: str | None = None) -> None:
         err = BadInputError(source, reason, record)
@@ -46,6 +49,26 @@ class ReadReport:
         if self.location is not None and self.location[0] == doc_id:
             return self.location[1], self.location[2]
         return None
+
+    def unfilterable_value(self, field_name: str, doc_id: str, why: str) -> None:
+        """A document's metadata value that was left out of the filters (the index writer calls it)."""
+        seen = self.unfilterable.get(field_name)
+        if seen is None:
+            self.unfilterable[field_name] = [doc_id, why, 1]
+        else:
+            seen[2] += 1
+
+    def unfilterable_notes(self) -> list[str]:
+        """One line per metadata field left out of some documents' filters."""
+        notes = []
+        for name, (doc_id, why, n) in self.unfilterable.items():
+            if n == 1:
+                notes.append(f"field {name!r} of document {doc_id!r} is {why}, not a filterable value: left out of "
+                             "that document's filters (the other documents keep the field)")
+            else:
+                notes.append(f"field {name!r} holds no filterable value in {n} documents (the first, {doc_id!r}, has "
+                             f"{why}): left out of their filters (the other documents keep the field)")
+        return notes
 
     def counts(self) -> tuple[int, int, int, int]:
         """(skipped, empty, flagged, duplicates) so far: a read's own share is the difference (one report

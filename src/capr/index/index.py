@@ -175,6 +175,7 @@ class IndexWriter:
     def _new_builder(self) -> SegmentBuilder:
         builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
         builder.keep_texts = self._dense_encoder is not None
+        builder.on_unfilterable = self.report.unfilterable_value
         if self._dense_encoder is not None:
             # a model trained with document context reads each passage with its title (and heading)
             builder.dense_text = self._dense_encoder.passage_text

@@ -51,6 +51,19 @@ def _lazy_passage_json(p: Passage, drow: int) -> str | None:
 _SEG_RE = re.compile(r"^seg-(\d{6})$")
 
 
+def _unfilterable(value: Any) -> str | None:
+    """What makes a metadata value unusable as a filter value, None when it is usable."""
+    if isinstance(value, (int, float, bool)):
+        return None
+    if isinstance(value, str):
+        return f"a text of {len(value)} characters" if len(value) > _MAX_FILTER_VALUE_LEN else None
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
 def passage_index_text(p: Passage, include_title: bool) -> str:
     """What both the lexical and the dense side index for a passage."""
     # a document that is only its title has it as its text too (capr.corpus.beir.read_beir_corpus): read it once
@@ -83,7 +96,8 @@ class SegmentBuilder:
         self._pass_doc = array.array("i")  # each passage's document row (deletes find a document's rows by it)
         self._lens = array.array("f")
         self._fields: dict[str, list[Any]] = {f: [] for f in BUILTIN_FIELDS}
-        self._dropped_fields: set[str] = set()
+        # told of each metadata value that cannot be a filter value: (field, document id, what the value is)
+        self.on_unfilterable: Callable[[str, str, str], None] | None = None
         self.n_passages = 0
 
     @property
@@ -98,6 +112,7 @@ class SegmentBuilder:
         drow = len(self.doc_ids)
         self.doc_ids.append(doc.doc_id)
         self._write_document(doc.to_dict())
+        meta = self._filter_values(doc)
         for p in passages:
             line = _lazy_passage_json(p, drow)
             if line is None:
@@ -135,7 +150,7 @@ class SegmentBuilder:
             self._tfs.extend(row.values())
             self._nnz.append(len(row))
             self._lens.append(n_tokens)
-            self._add_fields(p, doc.metadata)
+            self._add_fields(p, meta)
             self.n_passages += 1
 
     def _write_document(self, rec: dict) -> None:
@@ -162,6 +177,24 @@ class SegmentBuilder:
         fh.write(_encode_json(rec).encode("utf-8") + b"\n")
         offsets.append(fh.tell())
 
+    def _filter_values(self, doc: Document) -> dict[str, Any]:
+        """The document's metadata values a filter can match. A value that is not one scalar (a list, an object) or
+        is a long text is left out for this document alone, and said once to ``on_unfilterable``: the field stays
+        filterable on every other document. A null is a value the document lacks."""
+        meta = doc.metadata
+        if not meta:
+            return meta
+        out: dict[str, Any] = {}
+        for k, v in meta.items():
+            if v is None or k in BUILTIN_FIELDS:
+                continue
+            why = _unfilterable(v)
+            if why is None:
+                out[k] = v
+            elif self.on_unfilterable is not None:
+                self.on_unfilterable(k, doc.doc_id, why)
+        return out
+
     def _add_fields(self, p: Passage, meta: dict[str, Any]) -> None:
         fields = self._fields
         if not meta and len(fields) == len(BUILTIN_FIELDS):  # only the built-in fields (always present): fast path
@@ -171,21 +204,13 @@ class SegmentBuilder:
             fields["title"].append(p.title)
             return
         row = self.n_passages
-        values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title}
-        for k, v in meta.items():
-            if k in self._dropped_fields or k in values:
-                continue
-            if isinstance(v, (str, int, float, bool)) and not (isinstance(v, str) and len(v) > _MAX_FILTER_VALUE_LEN):
-                values[k] = v
-            else:
-                self._dropped_fields.add(k)
-                self._fields.pop(k, None)
+        values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title, **meta}
         for k, v in values.items():
-            col = self._fields.get(k)
+            col = fields.get(k)
             if col is None:  # a field first seen now: earlier passages have no value
-                col = self._fields[k] = [None] * row
+                col = fields[k] = [None] * row
             col.append(v)
-        for col in self._fields.values():
+        for col in fields.values():
             if len(col) < row + 1:
                 col.append(None)
 
