@@ -396,12 +396,25 @@ class IndexWriter:
                     write_npy(dst, mask, atomic=False)
                 live_passages += int(np.count_nonzero(plive))
                 live_docs += int(np.count_nonzero(dlive))
-            # the filterable fields are those of the segments this generation names: a field only deleted or
-            # replaced documents had goes with their segment (dropped, or merged without it), as in a rebuild
+            # the filterable fields are those a live passage has, as in a rebuild: a field only deleted or replaced
+            # documents had is not one. A segment's fields that no live passage has are kept in the manifest, so a
+            # commit looks again only at the segments it deletes from (a manifest without them: at every segment
+            # with deleted passages, once)
+            base_dead = self.base.manifest.get("dead_fields") if self.base is not None else {}
             fields: set[str] = set()
-            for seg_name, seg, *_ in entries:
-                fields.update(seg.fields if seg is not None else
-                              read_json(self.root / SEGMENTS / seg_name / "segment.json")["fields"])
+            dead_fields: dict[str, list[str]] = {}
+            for seg_name, seg, plive, _dlive, unchanged in entries:
+                names = seg.fields if seg is not None else \
+                    read_json(self.root / SEGMENTS / seg_name / "segment.json")["fields"]
+                if plive.all():
+                    dead: list[str] = []
+                elif unchanged and base_dead is not None:
+                    dead = list(base_dead.get(seg_name, []))
+                else:
+                    dead = sorted(set(names).difference(seg.live_fields(plive)))
+                if dead:
+                    dead_fields[seg_name] = dead
+                fields.update(f for f in names if f not in dead)
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "capr_version": __version__,
@@ -415,6 +428,7 @@ class IndexWriter:
                 "segments": [e[0] for e in entries],
                 "counts": {"documents": live_docs, "passages": live_passages},
                 "fields": sorted(fields),
+                "dead_fields": dead_fields,
                 "write_seconds": round(time.time() - self._t0, 3),
             }
             write_json(gen_tmp / "manifest.json", manifest, atomic=False)
@@ -659,6 +673,7 @@ class Index:
         self._encoder = None
         self._bm25: _SegmentedBM25 | None = None
         self._counts: dict[str, int] | None = None
+        self._values: dict[str, dict[str, tuple[Any, int]]] = {}  # see _value_counts
 
     @staticmethod
     def _live_mask(path: Path, n: int) -> np.ndarray:
@@ -823,7 +838,10 @@ class Index:
     def _value_counts(self, field: str) -> dict[str, tuple[Any, int]]:
         """Per distinct value (by filter key: case and outer spaces folded) of a column that a live passage has:
         its first spelling among live passages in segment order (a rebuild's) and its live passages, counted
-        segment by segment. A value only deleted passages had is not one."""
+        segment by segment. A value only deleted passages had is not one. Kept per field: a generation never changes."""
+        known = self._values.get(field)
+        if known is not None:
+            return known
         out: dict[str, list[Any]] = {}
         for seg, live in zip(self.segments, self.seg_live):
             if field not in seg.fields:
@@ -835,7 +853,8 @@ class Index:
                     continue
                 entry = out.setdefault(Column._key(v), [v, 0])
                 entry[1] += n
-        return {k: (v, n) for k, (v, n) in out.items()}
+        known = self._values[field] = {k: (v, n) for k, (v, n) in out.items()}
+        return known
 
     def aspects(self) -> list[str]:
         return sorted(str(v) for v, n in self._value_counts("aspect").values() if v and n)
@@ -941,7 +960,8 @@ class Index:
         return out
 
     def has_aspect(self, aspect: str) -> bool:
-        return any(Column._key(aspect) in s.column("aspect")._lookup for s in self.segments)
+        """Whether a live passage has this aspect (an aspect only deleted passages had is not one, as in a rebuild)."""
+        return Column._key(aspect) in self._value_counts("aspect")
 
     def restrict(self, flt: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
         """The filter narrowed to the given rows."""

@@ -353,6 +353,23 @@ class Segment:
             tables[name] = ValueTable(self.column(name).values)
         return tables[name]
 
+    def live_fields(self, live: np.ndarray) -> list[str]:
+        """The fields a live passage (``live``: this segment's passage mask) has a value of: the built-in ones always,
+        as in a rebuild, another only while a live passage has it. A column has at most one code for the missing
+        value, so two codes among the live rows settle it without reading the column's values."""
+        if live.all():
+            return list(self.fields)
+        out = []
+        for f in self.fields:
+            if f not in BUILTIN_FIELDS:
+                col = self._columns.get(f)
+                codes = np.asarray(col.codes if col is not None else
+                                   load_npy(self.path / "columns" / f"{f}.codes.npy", mmap_mode="r"))[live]
+                if not len(codes) or (codes.min() == codes.max() and self.column(f).values[int(codes[0])] is None):
+                    continue
+            out.append(f)
+        return out
+
     @cached_property
     def doc_rows(self) -> dict[str, int]:
         """doc_id → document row (built once per segment, reused by every generation: not per commit)."""
