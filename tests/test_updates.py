@@ -282,3 +282,35 @@ def test_a_field_or_aspect_only_deleted_documents_had_is_not_present(tmp_path):
     with IndexWriter(root, mode="update", merge_policy=None) as w:
         w.add(Document("d7", "Flu", "PLAN:\nRest.", {"grade": "I"}))
     assert load_index(root).fields() == fresh.fields()
+
+
+def test_a_value_is_spelled_as_a_live_document_spells_it(tmp_path):
+    """Values that differ only in case share a filter value, shown as its first passage spelled it. When that passage
+    is deleted or replaced, the value is shown as the first live passage spells it — in listings, in the close values
+    offered for a misspelt one, and in the compacted index — as a rebuild of the live documents shows it."""
+    from capr.index import compact_index
+
+    root = tmp_path / "idx"
+    build_index([Document("d1", "asthma", "Plan:\nInhaled steroids.", {"note_type": "DISCHARGE", "grade": "ii"}),
+                 Document("d2", "Gout", "PLAN:\nColchicine.", {"note_type": "Progress", "grade": "iii"}),
+                 Document("d3", "Asthma", "PLAN:\nAlbuterol.", {"note_type": "discharge", "grade": "II"}),
+                 *[Document(f"d{i}", "Migraine", "PLAN:\nTriptans.", {"note_type": "progress", "grade": "III"})
+                   for i in (4, 5, 6)]],
+                root)  # d3-d6 keep the first segment (its deleted rows a minority: not rewritten)
+    with IndexWriter(root, mode="update", merge_policy=None) as w:
+        w.delete("d1")
+        w.add(Document("d2", "Gout", "PLAN:\nAllopurinol.", {"note_type": "progress", "grade": "III"}))
+    idx = load_index(root)
+    assert not idx.live.all() and len(idx.segments) == 2
+    fresh = build_index([idx.document(d) for d in idx.document_ids()], tmp_path / "fresh")
+    for field in ("note_type", "grade", "title", "heading"):
+        assert idx.stored_values(field) == fresh.stored_values(field), field
+    assert idx.stored_values("note_type") == ["discharge", "progress"]
+    assert idx.live_values("title") == ["Asthma", "Migraine", "Gout"]
+    for index in (idx, fresh):
+        with pytest.raises(QueryError) as e:
+            search(index, "asthma", filters={"note_type": "dischage"})
+        assert str(e.value) == "no passage has note_type='dischage' (close: discharge)"
+    compacted = compact_index(root)
+    for field in ("note_type", "grade", "title", "heading"):
+        assert compacted.segments[0].column(field).values == fresh.segments[0].column(field).values, field

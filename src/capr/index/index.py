@@ -846,10 +846,8 @@ class Index:
         for seg, live in zip(self.segments, self.seg_live):
             if field not in seg.fields:
                 continue
-            col = seg.column(field)
-            counts = np.bincount(np.asarray(col.codes)[live], minlength=len(col.values))
-            for v, n in zip(col.values, counts.tolist()):
-                if v is None or not n:
+            for v, n in seg.live_values(field, live):
+                if v is None:
                     continue
                 entry = out.setdefault(Column._key(v), [v, 0])
                 entry[1] += n

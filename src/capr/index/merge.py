@@ -146,9 +146,8 @@ def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.n
             for seg, live, _ in parts:
                 n = int(np.count_nonzero(live))
                 if f in seg.fields:
-                    col = seg.column(f)
-                    values = col.values
-                    raw.extend(values[c] for c in np.asarray(col.codes)[live].tolist())
+                    values = seg.spellings(f, live)  # a value spelled as a deleted passage had it is not kept
+                    raw.extend(values[c] for c in np.asarray(seg.column(f).codes)[live].tolist())
                 else:
                     raw.extend([None] * n)
             if f in BUILTIN_FIELDS or any(v is not None for v in raw):  # a field only deleted passages had is gone

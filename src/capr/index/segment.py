@@ -370,6 +370,55 @@ class Segment:
             out.append(f)
         return out
 
+    def live_values(self, field: str, live: np.ndarray) -> list[tuple[Any, int]]:
+        """(value, live passages) of each distinct value of a column that a live passage has, in the order of its
+        first live passage and spelled as that passage spells it: what a rebuild of the live passages lists."""
+        col = self.column(field)
+        codes = np.asarray(col.codes)
+        if live.all():  # codes are numbered in the order of their first passage (Column.build)
+            counts = np.bincount(codes, minlength=len(col.values)).tolist()
+            return [(v, n) for v, n in zip(col.values, counts) if n]
+        live_codes = codes[live]
+        counts = np.bincount(live_codes, minlength=len(col.values)).tolist()
+        found, first = np.unique(live_codes, return_index=True)
+        values = self.spellings(field, live)
+        return [(values[c], counts[c]) for c in found[np.argsort(first)].tolist()]
+
+    def spellings(self, field: str, live: np.ndarray) -> list[Any]:
+        """A column's distinct values as its live passages spell them. A value is stored as its first passage spelled
+        it (values that differ only in case or outer spaces share a code); when that passage is deleted, it is
+        spelled as the first live passage that has it, read back from its record (only deleted passages make such
+        values, so they are few)."""
+        col = self.column(field)
+        values = col.values
+        dead = np.flatnonzero(~live)
+        if not len(dead):
+            return values
+        codes = np.asarray(col.codes)
+        n = len(codes)
+        rows = np.flatnonzero(live)
+        first_live = np.full(len(values), n, dtype=np.int64)
+        found, at = np.unique(codes[rows], return_index=True)
+        first_live[found] = rows[at]
+        first_dead = np.full(len(values), n, dtype=np.int64)
+        found, at = np.unique(codes[dead], return_index=True)
+        first_dead[found] = dead[at]
+        respelled = np.flatnonzero((first_dead < first_live) & (first_live < n)).tolist()
+        if not respelled:
+            return values
+        values = list(values)
+        for c in respelled:
+            if values[c] is not None:
+                values[c] = self._row_value(field, int(first_live[c]))
+        return values
+
+    def _row_value(self, field: str, row: int) -> Any:
+        """The value of ``field`` that passage ``row`` was indexed with, from its records."""
+        rec = self.passages.get(row)
+        if field in BUILTIN_FIELDS:
+            return rec.get(field)
+        return self.documents.get(int(rec["doc_row"]))["metadata"].get(field)
+
     @cached_property
     def doc_rows(self) -> dict[str, int]:
         """doc_id → document row (built once per segment, reused by every generation: not per commit)."""
