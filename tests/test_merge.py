@@ -261,3 +261,34 @@ def test_a_field_only_deleted_documents_had_is_no_longer_filterable(tmp_path):
     assert compacted.fields() == fresh.fields() == ["aspect", "doc_id", "heading", "specialty", "title"]
     with pytest.raises(QueryError, match="unknown filter field 'ward'"):
         search(compacted, "gout", filters={"ward": "W9"})
+
+
+def test_compact_summary_is_the_generation_it_compacted(tmp_path, runner, monkeypatch):
+    """`capr compact` (and EmbeddedStore.compact) report the generation they compacted, read under the writer lock:
+    a write another process commits while compact waits for the lock is counted in "before", not missed."""
+    import time
+
+    from capr.cli import app
+    from capr.store.embedded import EmbeddedStore
+
+    root = tmp_path / "idx"
+    build_index([Document(f"d{i}", "Gout", f"PLAN:\nColchicine {i}.") for i in range(3)], root)
+    writer = IndexWriter(root, mode="update", merge_policy=None)  # holds the lock until it commits
+    writer.add(Document("n1", "Flu", "PLAN:\nFluids."))
+    real_sleep, pending = time.sleep, [writer]
+
+    def sleep(s: float) -> None:  # compact waits for the lock: the other write commits meanwhile
+        while pending:
+            pending.pop().commit()
+        real_sleep(s)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    res = runner.invoke(app, ["compact", str(root), "--wait", "30"])
+    assert res.exit_code == 0, res.output
+    assert f"compacted {root}: 2 segment(s), 4 rows → 1 segment(s), 4 rows (4 documents, 4 passages)" in res.output
+    store = EmbeddedStore(root)  # a store opened before another writer's commit
+    with IndexWriter(root, mode="update", merge_policy=None) as w:
+        w.delete("d0")
+    assert store.compact() == {"segments_before": 1, "rows_before": 4, "segments_after": 1, "rows_after": 3,
+                               "documents": 3, "passages": 3}
+    store.close()

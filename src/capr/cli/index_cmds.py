@@ -179,16 +179,17 @@ def compact_cmd(
         from rich.markup import escape
 
         from capr.cli.common import err
-        from capr.index import Index, compact_index
+        from capr.store.embedded import EmbeddedStore
 
-        before = Index.load(Path(index_dir))
-        n_before, rows_before = len(before.segments), len(before)
-        before.close()
+        store = EmbeddedStore(Path(index_dir), lock_wait_s=wait)
         t0 = time.time()
-        idx = compact_index(index_dir, progress=lambda what: err.print(f"  {escape(what)}"), lock_wait_s=wait)
-        err.print(f"compacted {escape(str(index_dir))}: {n_before} segment(s), {rows_before} rows → {len(idx.segments)} segment(s), "
-                  f"{len(idx)} rows ({idx.counts['documents']} documents, {idx.counts['passages']} passages) "
-                  f"in {time.time() - t0:.1f}s")
+        try:
+            s = store.compact(progress=lambda what: err.print(f"  {escape(what)}"))
+        finally:
+            store.close()
+        err.print(f"compacted {escape(str(index_dir))}: {s['segments_before']} segment(s), {s['rows_before']} rows → "
+                  f"{s['segments_after']} segment(s), {s['rows_after']} rows ({s['documents']} documents, "
+                  f"{s['passages']} passages) in {time.time() - t0:.1f}s")
 
     _run_guarded(body)
 

@@ -240,16 +240,23 @@ class EmbeddedStore:
         return len(ids)
 
     def compact(self, progress: Any = None) -> dict[str, int]:
-        """Merge all segments into one (see capr.index.compact_index); returns segments before and after."""
-        before = len(self.index.segments)
+        """Merge all segments into one (see capr.index.compact_index). Returns the segments and rows (deleted passages
+        included) before and after, and the live documents and passages: "before" is the generation compacted, read
+        under the writer lock (this store's may be older: another process may have written since, or while this one
+        waited for the lock)."""
         writer = IndexWriter(self.root, mode="update", progress=progress, base=self._index, lock_wait_s=self.lock_wait_s)
         try:
+            base = writer.base
+            assert base is not None  # an update always has one
+            before = {"segments_before": len(base.segments), "rows_before": len(base)}
             writer.compact()
             self._replace(writer.commit())
         except BaseException:
             writer.abort()
             raise
-        return {"segments_before": before, "segments_after": len(self.index.segments)}
+        index = self.index
+        return {**before, "segments_after": len(index.segments), "rows_after": len(index),
+                "documents": index.counts["documents"], "passages": index.counts["passages"]}
 
     def _replace(self, index: Index) -> None:
         self._index = index  # the old generation stays readable for whoever still holds it
