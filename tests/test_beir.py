@@ -331,3 +331,54 @@ def test_compare_with_a_run_of_other_queries_is_refused_before_the_evaluation(tm
     bad.write_text("q1 Q0 d1 first 2.0 t\n")
     proc = capr_cli(*base, "--compare", str(bad), "--run-out", str(run_out), check=False)
     assert proc.returncode != 0 and f"{bad} [line 1]" in proc.stderr and not run_out.exists()
+
+
+def test_a_pair_repeated_in_qrels_or_run_is_refused_when_it_conflicts_and_said_once_when_it_does_not(tmp_path):
+    """trec_eval refuses a qrels or run file naming a (query, document) pair twice ("duplicate docs"); capr read the
+    last one silently. A repeat with another grade or score is refused in one line naming file, line and pair, before
+    any work; a repeat with the same value changes nothing and is said in one warning that counts them."""
+    import warnings
+
+    from capr.errors import BadInputError
+    from capr.eval.runs import read_qrels, read_run
+
+    folder = write_beir(tmp_path / "b")
+    qrels = folder / "qrels" / "test.tsv"
+    original = qrels.read_text()
+    base = ("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"))
+    qrels.write_text(original + "q1\td1\t0\n")  # q1 d1 is judged 2 at line 2
+    proc = capr_cli(*base, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1
+    assert f"{qrels} [line 10]: query 'q1', document 'd1': grade 2 at line 2 and 0 here" in proc.stderr
+    assert not (tmp_path / "c").exists()  # refused before the benchmark was indexed
+    qrels.write_text(original + "q2\td3\t1\nq2\td3\t1\nq3\td5\t2\n")
+    proc = capr_cli(*base, "--json")
+    assert proc.stderr.count("warning:") == 1 and f"{qrels}: 3 line(s) repeat an earlier judgement with the same " \
+        "grade (the first at line 10: query 'q2', document 'd3', as at line 5)" in proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["metrics"] == trec_eval(read_trec_run(tmp_path, base), QRELS) and len(result["warnings"]) == 1
+
+    qrels.write_text(original)
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 d1 3 0.5 t\n")
+    proc = capr_cli(*base, "--compare", str(run), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"{run} [line 3]: query 'q1', document 'd1': score 2 at line 1 and 0.5 here" in proc.stderr
+    run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 d1 3 2.0 t\nq1 Q0 d1 4 2.0 t\n")
+    proc = capr_cli(*base, "--compare", str(run))
+    assert proc.stderr.count(f"{run}: 2 line(s) repeat a document already ranked") == 1
+    with warnings.catch_warnings(record=True) as said:  # the Python API says it too
+        warnings.simplefilter("always")
+        assert [h.pid for h in read_run(run).results["q1"]] == ["d1", "d2"]
+    assert len(said) == 1 and "2 line(s) repeat" in str(said[0].message)
+    trec_qrels = tmp_path / "qrels.txt"
+    trec_qrels.write_text("q1 0 d1 1\nq1 0 d1 2\n")
+    with pytest.raises(BadInputError, match=r"qrels\.txt \[line 2\]: query 'q1', document 'd1': grade 1 at line 1"):
+        read_qrels(trec_qrels)
+
+
+def read_trec_run(tmp_path: Path, base: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """The run of ``capr BASE`` as trec_eval reads it."""
+    out = tmp_path / "written.trec"
+    capr_cli(*base, "--run-out", str(out))
+    return read_trec(out)

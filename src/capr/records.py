@@ -9,7 +9,9 @@ from __future__ import annotations
 import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from capr.errors import BadInputError
 
 Span = tuple[int, int]
 
@@ -222,6 +224,47 @@ class Run:
 
     def as_scores(self) -> dict[str, dict[str, float]]:
         return {qid: {sp.pid: sp.score for sp in hits} for qid, hits in self.results.items()}
+
+
+class PairRepeats:
+    """The (query, document) pairs of one judgement or run file, seen line by line. trec_eval refuses a file that
+    names a pair twice ("duplicate docs"), and a reader that keeps the last one silently changes the metrics: a
+    repeat with another grade or score is refused here, since which one counts would decide the result; a repeat
+    with the same value changes nothing, so it is dropped (the pair counts once) and said in one warning."""
+
+    def __init__(self, path: object, value_name: str, repeat_name: str) -> None:
+        self.path, self.value_name, self.repeat_name = str(path), value_name, repeat_name
+        self.first: dict[tuple[str, str], tuple[int, float]] = {}
+        self.repeats = 0
+        self.example = ""
+
+    def is_new(self, qid: str, pid: str, value: float, lineno: int) -> bool:
+        """False for a repeat with the same value (skip the line); a repeat with another value is a BadInputError."""
+        seen = self.first.get((qid, pid))
+        if seen is None:
+            self.first[(qid, pid)] = (lineno, value)
+            return True
+        if seen[1] != value:
+            raise BadInputError(self.path, f"query {qid!r}, document {pid!r}: {self.value_name} {seen[1]:g} at line "
+                                f"{seen[0]} and {value:g} here; a pair may appear once (trec_eval refuses repeats), "
+                                "and which one counts would change the metrics", f"line {lineno}")
+        if not self.repeats:
+            self.example = f"the first at line {lineno}: query {qid!r}, document {pid!r}, as at line {seen[0]}"
+        self.repeats += 1
+        return False
+
+    def report(self, warn: Callable[[str], None] | None) -> None:
+        """Says the repeats once, through ``warn`` (default: Python's warnings)."""
+        if not self.repeats:
+            return
+        message = (f"{self.path}: {self.repeats} line(s) repeat {self.repeat_name} with the same {self.value_name} "
+                   f"({self.example}); each pair counts once")
+        if warn is None:
+            import warnings
+
+            warnings.warn(message, stacklevel=3)
+        else:
+            warn(message)
 
 
 def qrels_as_dict(qrels: list[Qrel]) -> dict[str, dict[str, int]]:

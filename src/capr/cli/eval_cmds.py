@@ -101,8 +101,8 @@ def eval_cmd(
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.runner import (EvalConfig, benchmark_loader, compare_runs, load_benchmark, run_eval,
-                                      unsearchable_warnings)
+        from capr.eval.runner import (EvalConfig, benchmark_loader, compare_runs, load_benchmark, reading_warnings,
+                                      run_eval, unsearchable_warnings)
 
         if run_out is not None and (run_out.is_dir() or not run_out.parent.is_dir()):
             # checked before the evaluation runs: the run file is written only once it is over
@@ -121,7 +121,11 @@ def eval_cmd(
             raise CaprError(f"{compare}: no such run file (--compare)")
         from capr.eval.runs import read_run
 
-        compared = read_run(compare) if compare is not None else None  # a bad run file: refused before any work
+        def warn(message: str) -> None:
+            err.print(f"[yellow]warning:[/] {escape(message)}")
+
+        # a bad run file: refused before any work
+        compared = read_run(compare, warn=warn) if compare is not None else None
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
         config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever or Retriever.bm25, protocol=protocol,
                             query_field=query_field, model=model, query_model=query_model,
@@ -133,6 +137,8 @@ def eval_cmd(
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         with _progress() as p:
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
+        for warning in reading_warnings(data):
+            warn(warning)
         if compared is not None:  # a run of other queries: refused before the evaluation, not compared as zeros
             from capr.eval.runner import compare_coverage
 

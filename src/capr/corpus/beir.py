@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from capr.corpus.files import numbered_lines, open_text
 from capr.corpus.jsonl import BEIR_ID_KEYS, read_jsonl
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError, CaprError
-from capr.records import Document, Qrel, Query
+from capr.records import Document, PairRepeats, Qrel, Query
 
 
 def beir_file(root: str | Path, stem: str) -> Path | None:
@@ -94,12 +94,15 @@ def beir_splits(root: str | Path) -> list[str]:
     return sorted(p.stem for p in (Path(root) / "qrels").glob("*.tsv"))
 
 
-def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
-    """qrels/``split``.tsv: one judgement per line (tab-separated, else space-separated), the header line skipped."""
+def read_beir_qrels(root: str | Path, split: str = "test", warn: Callable[[str], None] | None = None) -> list[Qrel]:
+    """qrels/``split``.tsv: one judgement per line (tab-separated, else space-separated), the header line skipped;
+    a pair judged twice with different grades is refused, a repeat of the same grade counted once and said through
+    ``warn`` (see PairRepeats)."""
     file = Path(root) / "qrels" / f"{split}.tsv"
     if not file.exists():
         raise CaprError(f"{file}: no such split; available: {', '.join(beir_splits(root)) or 'none'}")
     out = []
+    repeats = PairRepeats(file, "grade", "an earlier judgement")
     with open_text(file) as fh:
         for lineno, line in numbered_lines(file, fh):
             # BEIR writes qrels tab-separated (ids may hold spaces: "doc 1"); a file without tabs splits on blanks
@@ -117,12 +120,14 @@ def read_beir_qrels(root: str | Path, split: str = "test") -> list[Qrel]:
                     raise ValueError
             except ValueError:
                 raise BadInputError(str(file), f"score must be an integer: {parts[2]!r}", f"line {lineno}") from None
-            out.append(Qrel(parts[0], parts[1], int(score)))
+            if repeats.is_new(parts[0], parts[1], int(score), lineno):
+                out.append(Qrel(parts[0], parts[1], int(score)))
     if not out:
         raise BadInputError(str(file), "no judgements (a qrels file needs query-id corpus-id score lines under its "
                             "header)")
     if not any(q.relevance > 0 for q in out):
         raise BadInputError(str(file), "no judgement marks a document relevant (every score is 0 or less)")
+    repeats.report(warn)
     return out
 
 

@@ -59,7 +59,8 @@ def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, ana
 
     folder = beir_folder(path)
     split = split or default_split(folder)
-    qrels = read_beir_qrels(folder, split)
+    notes: list[str] = []  # said by capr eval before the evaluation (capr.eval.runner.reading_warnings)
+    qrels = read_beir_qrels(folder, split, warn=notes.append)
     queries = read_beir_queries(folder, {q.qid for q in qrels})
     known = {q.qid for q in queries}
     unknown = sorted({q.qid for q in qrels} - known)
@@ -69,7 +70,8 @@ def load_beir(path: str | Path, data_dir: str | Path, index_dir: str | Path, ana
     index = _benchmark_index(index_dir, lambda: read_documents(folder, Format.beir, report, require_documents=True),
                              analyzer, dense, SegmenterConfig(include_title=titled), progress, report=report)
     return BenchmarkData(name or f"{BEIR_PREFIX}{folder}", index, queries, qrels,
-                         {"document_of_row": document_of_rows(index), "metrics": BEIR_METRICS, "split": split})
+                         {"document_of_row": document_of_rows(index), "metrics": BEIR_METRICS, "split": split,
+                          "warnings": notes})
 
 
 __all__ = ["BEIR_METRICS", "BEIR_PREFIX", "beir_folder", "beir_splits", "corpus_stamp", "default_split", "file_stamp",

@@ -316,6 +316,11 @@ class EvalConfig:
                                          + ("_titled" if self.titled else ""))
 
 
+def reading_warnings(data: BenchmarkData) -> list[str]:
+    """What reading the benchmark's files found and let pass (e.g. a judgement repeated with the same grade)."""
+    return list(data.extra.get("warnings") or ())
+
+
 def unsearchable_warnings(data: BenchmarkData) -> list[str]:
     """What the evaluation says of the queries the pipeline could not search (each scored as returning nothing)."""
     skipped: dict[str, str] = data.extra.get("unsearchable") or {}
@@ -440,7 +445,7 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
             from capr.retrieve.rerank import spec_share
 
             result["reranker"]["share"] = spec_share(config.effective_reranker, config.search_options().rerank_share)
-    warnings = config.warnings() + unsearchable_warnings(data)
+    warnings = config.warnings() + reading_warnings(data) + unsearchable_warnings(data)
     if warnings:
         result["warnings"] = warnings
     if config.cdv is not None:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from capr.corpus.files import numbered_lines, open_text
 from capr.errors import BadInputError, CaprError
 from capr.index.atomic import write_bytes
-from capr.records import Qrel, Run, ScoredPassage
+from capr.records import PairRepeats, Qrel, Run, ScoredPassage
 
 
-def read_qrels(path: Path) -> list[Qrel]:
+def read_qrels(path: Path, warn: Callable[[str], None] | None = None) -> list[Qrel]:
+    """A TREC qrels file; a (query, document) pair judged twice with different grades is refused, and a repeat of
+    the same grade is counted once and said through ``warn`` (see PairRepeats)."""
     out = []
+    repeats = PairRepeats(path, "grade", "an earlier judgement")
     with open_text(Path(path)) as fh:
         for lineno, line in numbered_lines(Path(path), fh):
             parts = line.split()
@@ -21,9 +24,12 @@ def read_qrels(path: Path) -> list[Qrel]:
             if len(parts) != 4:
                 raise BadInputError(str(path), f"qrels lines have 4 columns, found {len(parts)}", f"line {lineno}")
             try:
-                out.append(Qrel(parts[0], parts[2], int(parts[3])))
+                qrel = Qrel(parts[0], parts[2], int(parts[3]))
             except ValueError:
                 raise BadInputError(str(path), f"relevance must be an integer: {parts[3]!r}", f"line {lineno}") from None
+            if repeats.is_new(qrel.qid, qrel.pid, qrel.relevance, lineno):
+                out.append(qrel)
+    repeats.report(warn)
     return out
 
 
@@ -31,8 +37,11 @@ def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
     write_bytes(Path(path), "".join(f"{q.qid} 0 {q.pid} {q.relevance}\n" for q in qrels).encode())
 
 
-def read_run(path: Path) -> Run:
+def read_run(path: Path, warn: Callable[[str], None] | None = None) -> Run:
+    """A TREC run file; a document ranked twice for one query with different scores is refused, and a repeat with
+    the same score is counted once and said through ``warn`` (see PairRepeats)."""
     run = Run()
+    repeats = PairRepeats(path, "score", "a document already ranked for the query")
     with open_text(Path(path)) as fh:
         for lineno, line in numbered_lines(Path(path), fh):
             parts = line.split()
@@ -45,7 +54,9 @@ def read_run(path: Path) -> Run:
             except ValueError as e:
                 raise BadInputError(str(path), f"bad rank or score: {e}", f"line {lineno}") from None
             run.name = parts[5]
-            run.results.setdefault(parts[0], []).append(sp)
+            if repeats.is_new(parts[0], sp.pid, sp.score, lineno):
+                run.results.setdefault(parts[0], []).append(sp)
+    repeats.report(warn)
     for hits in run.results.values():
         hits.sort(key=lambda h: h.rank)
     return run
