@@ -13,7 +13,7 @@ from capr.adapt.checks import FREE_TEXT, REPORTED, SELF, CheckScores, DevCheck, 
 from capr.eval.metrics import candidate_metrics
 from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.adapt.pipeline import Candidate
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError
 from conftest import capr_cli
 
 
@@ -454,3 +454,22 @@ def test_the_gates_second_stage_check_ranks_as_search_does_at_the_rerankers_shar
     alone = reranked_check_metrics(check, sims, DEFAULT_FUSION, PrefersTheSecond(1.0), depth=5)
     fused = reranked_check_metrics(check, sims, DEFAULT_FUSION, PrefersTheSecond(0.3), depth=5)
     assert alone["MRR"][0] == 50.0 and fused["MRR"][0] == 100.0
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--max-tokens", "0", "--max-tokens must be at least 1, got 0"),
+    ("--max-steps", "0", "--max-steps must be at least 1, got 0"),
+    ("--seed", "-1", "--seed must be between 0 and 4294967295, got -1"),
+    ("--free-text-margin", "nan", "--free-text-margin must be a number >= 0, got nan")])
+def test_numeric_adapt_options_out_of_range_are_refused_before_the_labels(tmp_path, demo_dir, option, value, message):
+    """A zero --max-tokens labelled and indexed anyway, a zero --max-steps was refused only after the labels were
+    written, a negative --seed was a numpy traceback after them and a NaN margin was taken: one line naming the option,
+    before any document is read."""
+    out = tmp_path / "idx"
+    # a budget too short to train: were the option let through, the run would stop after the labels, not train
+    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--time-budget", "0.1", option, value, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert message in proc.stderr and not out.exists() and not (tmp_path / "idx.adapt").exists()
+    with pytest.raises(CaprError, match="--max-tokens must be at least 1"):  # the Python API refuses it too
+        adapt(AdaptConfig(corpora=[str(demo_dir)], out=str(out), max_tokens=0), log=lambda m: None, progress=False)
+    assert not (tmp_path / "idx.adapt").exists()

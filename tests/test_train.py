@@ -328,3 +328,32 @@ def test_settings_no_training_can_run_with_are_one_line_and_write_no_model(tmp_p
                     option, value, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and message in proc.stderr
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("kind, option, value, message", [
+    ("bi", "--max-length", "0", "--max-length must be at least 1, got 0"),
+    ("bi", "--hard-negatives", "-1", "--hard-negatives must be 0 or more, got -1"),
+    ("bi", "--question-prob", "1.5", "--question-prob must be between 0 and 1, got 1.5"),
+    ("bi", "--seed", "-1", "--seed must be between 0 and 4294967295, got -1"),
+    ("tsdae", "--max-length", "0", "--max-length must be at least 1, got 0"),
+    ("cases", "--top-k", "0", "--top-k must be at least 1, got 0")])
+def test_numeric_training_options_out_of_range_are_refused_before_any_work(tmp_path, demo_dir, kind, option, value,
+                                                                          message):
+    """A zero --max-length trained (the default silently took its place for tsdae and cases), a negative
+    --hard-negatives sampled none, a share above 1 was used as is and a negative --seed was a numpy traceback after the
+    labels had been read: each is one line naming the option, before anything is read or written."""
+    from capr.errors import CaprError
+    from capr.labels.generate import write_labels
+
+    labels = tmp_path / "labels.jsonl"
+    write_labels(labels, tiny_labels())
+    where = {"bi": ("--labels", str(labels)), "tsdae": (str(demo_dir),), "cases": ("--data-dir", str(tmp_path / "none"))}
+    proc = capr_cli("train", kind, *where[kind], "--out", str(tmp_path / "m"), "--max-steps", "1", option, value,
+                    check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert message in proc.stderr and not (tmp_path / "m").exists()
+    with pytest.raises(CaprError, match="--poly-codes must be at least 1"):  # the Python API refuses them too
+        TrainArgs.for_kind("poly", poly_codes=0)
+    with pytest.raises(CaprError, match="--max-length must be at least 1"):
+        train(labels, tmp_path / "m", tiny_args("bi", max_length=0), progress=False)
+    assert not (tmp_path / "m").exists()

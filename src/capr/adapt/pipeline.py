@@ -397,6 +397,13 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     keep = KeepPolicy(config.keep)
     if config.time_budget_min <= 0:
         raise CaprError("--time-budget must be positive (minutes)")
+    from capr.train.args import OptionRange as R
+    from capr.train.args import check_options
+
+    check_options([("--max-tokens", config.max_tokens, R.count), ("--max-steps", config.max_steps, R.count),
+                   ("--batch-size", config.batch_size, R.count), ("--context-dropout", config.context_dropout, R.share),
+                   ("--ict-prob", config.ict_prob, R.share), ("--free-text-margin", config.free_text_margin, R.rate),
+                   ("--seed", config.seed, R.seed)])
     if any(not 0 < a <= 1 for a in config.alphas):
         raise CaprError("merge weights (--alphas) must be in (0, 1]")
     work = config.work_dir

@@ -58,7 +58,13 @@ def adapt_cmd(
 
     def run() -> None:
         from capr.adapt import AdaptConfig, KeepPolicy, adapt, config_for_more
+        from capr.train.args import OptionRange as R
+        from capr.train.args import check_options
 
+        # every numeric option: refused before any document is read (or, with --add, the kept model copied)
+        check_options([("--time-budget", time_budget, R.positive), ("--max-tokens", max_tokens, R.count),
+                       ("--free-text-margin", free_text_margin, R.rate), ("--max-steps", max_steps, R.count),
+                       ("--seed", seed, R.seed)])
         if not corpus:
             raise CaprError("give the corpus to adapt to (or, with --add, the documents to add)")
         try:
@@ -67,8 +73,6 @@ def adapt_cmd(
             raise CaprError(f"--keep must be auto, trained or start, not {keep!r}") from None
         if second_stage not in ("auto", "off"):
             raise CaprError(f"--second-stage must be auto or off, not {second_stage!r}")
-        if free_text_margin < 0:
-            raise CaprError("--free-text-margin must be >= 0")
         if not 0 <= context_dropout < 1 or not 0 <= ict_prob < 1:
             raise CaprError("--context-dropout and --ict-prob must be in [0, 1)")
         for c in corpus + ([question_pairs] if question_pairs else []):

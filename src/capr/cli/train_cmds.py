@@ -153,7 +153,18 @@ def train_cmd(
 
     def run() -> None:
         from capr.train import ModelKind, TrainArgs, train
+        from capr.train.args import OptionRange as R
+        from capr.train.args import check_options
 
+        # every numeric option, whichever kind reads it: refused before any data is read
+        check_options([
+            ("--max-steps", max_steps, R.count), ("--time-budget", time_budget, R.positive),
+            ("--batch-size", batch_size, R.count), ("--lr", lr, R.rate), ("--max-length", max_length, R.count),
+            ("--query-max-length", question_max_length, R.count), ("--hard-negatives", hard_negatives, R.count0),
+            ("--context-dropout", context_dropout, R.share), ("--question-prob", question_prob, R.share),
+            ("--poly-codes", poly_codes, R.count), ("--eval-every", eval_every, R.count), ("--patience", patience, R.count0),
+            ("--seed", seed, R.seed), ("--questions", questions, R.count), ("--top-k", top_k, R.count),
+            ("--dense-k", dense_k, R.count), ("--sentences", sentences, R.count)])
         if kind == "diagnoses":
             return _train_diagnoses(data_dir, out_dir, base_model or "minilm", codes_only, max_steps, time_budget,
                                     batch_size, lr, max_length, seed, device, as_json)
@@ -223,7 +234,7 @@ def _train_cdv(labels: Path, out_dir: Path, encoder: str, encoder_backend: str, 
     if max_steps < 1:
         raise CaprError("--max-steps must be at least 1")
     args = CDVArgs(encoder=encoder, encoder_backend=parse_backend(encoder_backend).value, max_steps=max_steps,
-                   time_budget_min=time_budget, batch_docs=batch_size or 16, lr=lr or 1e-3, eval_every=eval_every if eval_every != 50 else 100, patience=patience, seed=seed,
+                   time_budget_min=time_budget, batch_docs=batch_size or 16, lr=lr if lr is not None else 1e-3, eval_every=eval_every if eval_every != 50 else 100, patience=patience, seed=seed,
                    device=device)
     result = train_cdv(labels, out_dir, args, progress=err.is_terminal, log=lambda m: err.print(escape(m)))
     _print_train_summary("cdv", out_dir, result, as_json)
@@ -236,7 +247,7 @@ def _train_diagnoses(data_dir: Path, out_dir: Path, base_model: str, codes_only:
 
     defaults = DiagnosisArgs()
     args = DiagnosisArgs(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
-                         batch_size=batch_size or defaults.batch_size, lr=lr or defaults.lr,
+                         batch_size=batch_size or defaults.batch_size, lr=lr if lr is not None else defaults.lr,
                          max_length=max_length or defaults.max_length, seed=seed, device=device)
     result = train_diagnoses(data_dir, out_dir, args, codes_only=codes_only, progress=err.is_terminal,
                              log=lambda m: err.print(escape(m)))
@@ -273,7 +284,7 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
         if not source:
             raise CaprError("capr train tsdae needs a corpus: a file, a folder, or cases:DATA_DIR")
         args = TsdaeArgs(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget,
-                         batch_size=batch_size or 8, lr=lr or 3e-5, max_length=max_length or 128,
+                         batch_size=batch_size or 8, lr=lr if lr is not None else 3e-5, max_length=max_length or 128,
                          max_sentences=sentences, seed=seed, device=device)
         docs = _case_documents(source)
         sents = corpus_sentences((d.text for d in docs), args.max_sentences, seed)
@@ -295,7 +306,7 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
             counts = write_candidates(distant_candidates(index_dir, data_dir, dargs, progress=err.is_terminal), out_dir)
             return _print_summary("candidates", out_dir, {"out": str(out_dir), **counts, "dense_k": dense_k}, as_json)
         pargs = dict(base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size or 8,
-                     lr=lr or 2e-5, max_length=max_length or 256, seed=seed, device=device)
+                     lr=lr if lr is not None else 2e-5, max_length=max_length or 256, seed=seed, device=device)
         summary = {"out": str(out_dir)}
         init = str(pretrained) if pretrained else None
         if st in (CaseStage.pretrain, CaseStage.all):

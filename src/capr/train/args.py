@@ -2,9 +2,50 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Iterable
+
+from capr.errors import CaprError
+
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: a larger or negative one was a ValueError traceback
+
+
+class OptionRange(str, Enum):
+    """The values a numeric training option can take; each reads as what the error says it must be."""
+
+    count = "at least 1"
+    count0 = "0 or more"
+    share = "between 0 and 1"
+    positive = "positive"
+    rate = "a number >= 0"
+    seed = f"between 0 and {SEED_MAX}"
+
+
+def check_option(option: str, value: float | None, must: OptionRange) -> None:
+    """One clear error naming ``option`` when ``value`` is outside ``must``; None (unset: the default) passes. Such
+    values trained anyway (a zero --max-length silently became the default, a negative --hard-negatives sampled none)
+    or failed with a traceback after the work had started."""
+    if value is None:
+        return
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    ok = math.isfinite(value) and {
+        OptionRange.count: whole and value >= 1,
+        OptionRange.count0: whole and value >= 0,
+        OptionRange.share: 0 <= value <= 1,
+        OptionRange.positive: value > 0,
+        OptionRange.rate: value >= 0,
+        OptionRange.seed: whole and 0 <= value <= SEED_MAX,
+    }[must]
+    if not ok:
+        raise CaprError(f"{option} must be {must.value}, got {value:g}")
+
+
+def check_options(options: Iterable[tuple[str, float | None, OptionRange]]) -> None:
+    """:func:`check_option` for each (option, value, range), in order: the first one out of range is the error."""
+    for option, value, must in options:
+        check_option(option, value, must)
 
 
 class ModelKind(str, Enum):
@@ -76,7 +117,19 @@ class TrainArgs:
 
             given.setdefault("base_model", given["first_stage"])
             given.setdefault("context", card_context(read_card(resolve_model(given["first_stage"]))).value)
-        return cls(**{**KIND_DEFAULTS[kind], **given, "kind": kind})
+        args = cls(**{**KIND_DEFAULTS[kind], **given, "kind": kind})
+        args.check()
+        return args
+
+    def check(self) -> None:
+        """Refuses values no training can use, before any is read or written (the loop's own settings, steps,
+        rate, budget, evaluation and seed, are checked by capr.train.loop.check_loop_args)."""
+        R = OptionRange
+        check_options([("--batch-size", self.batch_size, R.count), ("--max-length", self.max_length, R.count),
+                       ("--query-max-length", self.query_max_length, R.count),
+                       ("--hard-negatives", self.hard_negatives, R.count0), ("--poly-codes", self.poly_codes, R.count),
+                       ("--context-dropout", self.context_dropout, R.share), ("--ict-prob", self.ict_prob, R.share),
+                       ("--question-prob", self.question_prob, R.share), ("--seed", self.seed, R.seed)])
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

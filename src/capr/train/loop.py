@@ -32,6 +32,7 @@ import torch
 from capr.errors import CaprError
 from capr.models.card import CARD_FILE, read_card, replace_card, write_card
 from capr.models.loading import pick_device
+from capr.train.args import OptionRange, check_option
 
 Log = Callable[[str], None]
 
@@ -153,6 +154,7 @@ def check_loop_args(args: LoopArgs) -> None:
         raise CaprError(f"--eval-every must be at least 1, got {args.eval_every}")
     if args.patience < 0:
         raise CaprError(f"--patience must be 0 or more, got {args.patience}")
+    check_option("--seed", args.seed, OptionRange.seed)
 
 
 def check_save_dir(out_dir: str | Path) -> None:

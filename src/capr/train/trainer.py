@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from capr._version import __version__
-from capr.errors import BadInputError, CaprError
+from capr.errors import BadInputError
 from capr.labels.generate import LabeledPassage, read_labels
 from capr.models.context import parse_context
 from capr.train.args import ModelKind, TrainArgs
@@ -62,12 +62,11 @@ def train(
     """Train a bi-, poly- or cross-encoder (`args.kind`; `TrainArgs.for_kind` gives each kind's defaults) into
     `out_dir`, keeping the best dev checkpoint."""
     args = args or TrainArgs()
+    args.check()
     out_dir = Path(out_dir)
     labels_path = Path(labels) if isinstance(labels, (str, Path)) else None
     records = read_labels(labels_path) if labels_path is not None else labels
     kind = ModelKind(args.kind)
-    if args.batch_size < 1:
-        raise CaprError(f"--batch-size must be at least 1, got {args.batch_size}")
     loop = TrainingLoop(LoopArgs(max_steps=args.max_steps, lr=args.lr, seed=args.seed, weight_decay=args.weight_decay,
                                  warmup=args.warmup, time_budget_min=args.time_budget_min, eval_every=args.eval_every,
                                  patience=args.patience),
