@@ -382,3 +382,25 @@ def read_trec_run(tmp_path: Path, base: tuple[str, ...]) -> dict[str, dict[str, 
     out = tmp_path / "written.trec"
     capr_cli(*base, "--run-out", str(out))
     return read_trec(out)
+
+
+def test_limit_evaluates_the_same_fixed_subset_of_any_benchmark_each_query_as_in_the_whole_evaluation(tmp_path):
+    """`--limit N --seed S` was read by the multiple-choice benchmarks only: a passage benchmark evaluated every query.
+    It takes the same seeded subset there; each query keeps the candidate pool (shuffled in turn over all queries)
+    and so the ranking it has in the whole evaluation; the record says the limit."""
+    folder = write_beir(tmp_path / "b")
+    base = ("--retriever", "bm25", "--protocol", "rerank64")
+    whole, part = tmp_path / "whole.trec", tmp_path / "part.trec"
+    full = eval_json(folder, tmp_path / "c", *base, "--run-out", str(whole))
+    sub = eval_json(folder, tmp_path / "c", *base, "--limit", "2", "--run-out", str(part))  # seed 0: q2, q3
+    assert full["queries"] == 3 and "limit" not in full
+    assert sub["queries"] == 2 and (sub["limit"], sub["seed"]) == (2, 0)
+    ranked, ranked_part = read_trec(whole), read_trec(part)
+    assert sorted(ranked_part) == ["q2", "q3"] and all(ranked_part[q] == ranked[q] for q in ranked_part)
+    assert sub["metrics"] == trec_eval(ranked_part, {q: QRELS[q] for q in ranked_part})
+    other = eval_json(folder, tmp_path / "c", *base, "--limit", "2", "--seed", "4")
+    assert other["queries"] == 2 and other["metrics"] == trec_eval({q: ranked[q] for q in ("q1", "q2")},
+                                                                   {q: QRELS[q] for q in ("q1", "q2")})
+    proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "c"), "--limit", "0",
+                    check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "--limit must be at least 1" in proc.stderr

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 from capr.corpus.files import READ_ERRORS, open_text, read_error_reason
 from capr.corpus.mediqa import read_task3, task3_path
@@ -29,6 +29,7 @@ MEDQA_SPLIT_SALT = "capr-cases-medqa-v1"
 MEDQA_HELDOUT_SHARE = 0.4  # ~509 of 1,272 questions
 MEDMCQA_SPLIT_SALT = "capr-cases-medmcqa-v1"
 MEDMCQA_HELDOUT_SHARE = 0.2  # ~840 of 4,183 questions
+T = TypeVar("T")
 HEADQA_ZIP = "headqa_en/HEAD_EN.zip"
 MEDMCQA_FILE = "medmcqa_dev/dev.jsonl.gz"
 
@@ -216,7 +217,7 @@ def load_questions(data_dir: str | Path, which: QuestionSet | str) -> list[MCQue
     return read_headqa(data_dir, which.value.split("-")[1])
 
 
-def subsample(questions: list[MCQuestion], n: int | None, seed: int) -> list[MCQuestion]:
+def subsample(questions: list[T], n: int | None, seed: int) -> list[T]:
     """A fixed random subset (same n and seed: same questions), in file order."""
     if n is None or n >= len(questions):
         return list(questions)

@@ -85,7 +85,9 @@ def eval_cmd(
                                            "--run-out): each metric side by side, with a paired randomisation test."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Case benchmarks (medqa-dev, headqa, medmcqa-dev, headqa-dev): the case index."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Case benchmarks: a fixed random subset of N questions."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate a fixed random subset of N questions (any "
+                                        "benchmark; the same N and --seed give the same questions, each scored as in "
+                                        "the whole evaluation)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --limit subset."),
     dense_k: int = typer.Option(50, "--dense-k", help="Case benchmarks: supports per option kept by the encoder."),
     match: str = typer.Option("phrase", "--match", help="Case benchmarks: an option is mentioned as a phrase, or by "
@@ -132,7 +134,8 @@ def eval_cmd(
                             encoder_backend=opts.encoder_backend, template=template, fusion=fusion, reranker=reranker,
                             rerank_depth=rerank_depth, cache_dir=cache_dir, backend=opts, collection=collection,
                             cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
-                            titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms, split=split)
+                            titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms, split=split,
+                            limit=limit, seed=seed)
         for warning in config.warnings():
             err.print(f"[yellow]warning:[/] {escape(warning)}")
         with _progress() as p:

@@ -171,9 +171,13 @@ class EvalConfig:
     boundaries: str = "fixed"  # free: also score CDV free-boundary spans against the gold passages
     thetas: tuple[float, float] = (0.8, 0.4)
     split: str | None = None  # a BEIR benchmark's judgements: qrels/<split>.tsv (default: test, else dev)
+    limit: int | None = None  # a fixed random subset of this many queries (seeded by `seed`), as the case benchmarks
+    seed: int = 0
 
     def __post_init__(self) -> None:
         benchmark_loader(self.benchmark)  # an unknown name: the error lists the known ones
+        if self.limit is not None and self.limit < 1:
+            raise CaprError(f"--limit must be at least 1 (queries), got {self.limit}")
         found = file_benchmark(self.benchmark)
         if found is not None:
             found[0].check(found[1])
@@ -338,8 +342,29 @@ def encoder_slug(enc: EncoderConfig) -> str:
 
 def load_benchmark(config: EvalConfig, progress: Any = None) -> BenchmarkData:
     extra = {"split": config.split} if config.is_beir else {}
-    return benchmark_loader(config.benchmark)(config.data_dir, config.index_dir(), dense=config.encoder(),
+    data = benchmark_loader(config.benchmark)(config.data_dir, config.index_dir(), dense=config.encoder(),
                                               progress=progress, titled=config.titled, **extra)
+    return limit_queries(data, config) if config.limit is not None else data
+
+
+def limit_queries(data: BenchmarkData, config: EvalConfig) -> BenchmarkData:
+    """``data`` with a fixed random subset of ``config.limit`` queries (and their judgements), in file order: the
+    same limit and seed give the same queries, as `capr eval --limit` gives the case benchmarks. Each query keeps
+    the candidates and ranking it has in the whole evaluation."""
+    from capr.cases.data import subsample
+
+    if config.limit is None or config.limit >= len(data.queries):
+        return data
+    extra = dict(data.extra)
+    if config.protocol is Protocol.rerank64 and not extra.get("pools"):
+        # the pools are shuffled in turn by one seeded generator: drawn for the subset alone, a query would get
+        # another pool order (and ties another ranking) than in the whole evaluation
+        from capr.eval.benchmarks import rerank64_pools
+
+        extra["pools"] = rerank64_pools(data, config.query_field)
+    queries = subsample(data.queries, config.limit, config.seed)
+    kept = {q.qid for q in queries}
+    return BenchmarkData(data.name, data.index, queries, [q for q in data.qrels if q.qid in kept], extra)
 
 
 def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = None, store_progress: Any = None,
@@ -417,7 +442,7 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
              store_progress: Any = None, cdv_store: Any = None) -> tuple[dict[str, Any], Run]:
     """Metrics (and the run) of ``config``'s pipeline on its benchmark, as the record ``capr eval --json`` prints.
     ``cdv_store``: the benchmark index's CDV vectors under ``config.cdv`` (CDVStore.open)."""
-    data = data or load_benchmark(config, index_progress)
+    data = limit_queries(data or load_benchmark(config, index_progress), config)
     scorer = benchmark_scorer(data, config, progress, store_progress, cdv_store)
     t_start = time.time()
     metrics, run = run_benchmark(data, scorer, config.protocol, config.query_field, progress=progress)
@@ -433,6 +458,8 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
         "metrics": metrics,
         "seconds": seconds,
     }
+    if config.limit is not None:  # a subset of the queries: said, so that its numbers are not read as the benchmark's
+        result["limit"], result["seed"] = config.limit, config.seed
     if config.backend.backend is not Backend.embedded:  # the embedded JSON keeps its keys (scripts compare them)
         result["index_backend"] = config.backend.backend.value
     if config.titled:  # the index read titles, as `capr index` does (the papers' protocol does not)
@@ -466,4 +493,5 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     return result, run
 
 
-__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug", "load_benchmark", "run_eval"]
+__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug",
+           "limit_queries", "load_benchmark", "run_eval"]
