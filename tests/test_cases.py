@@ -473,6 +473,30 @@ def test_any_multiple_choice_file_is_a_benchmark(planted_index, tmp_path):
     assert proc.returncode != 0 and f"{bad}:2" in proc.stderr and "answer" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_medmcqa_answer_given_as_a_letter_is_read_and_a_bad_one_names_the_field(planted_index, tmp_path):
+    """MedMCQA's "cop" is 1-4 in the original files; exports that write the label's name give its letter a-d (opa…opd),
+    which was an unnamed int() error ("invalid literal for int() with base 10: 'b'"). A letter is read as its option;
+    anything else is one line naming the file, the record's line and the field."""
+    from capr.cases.data import read_mcqa_file
+
+    record = {"id": "x1", "question": "sudden hot swollen big toe after beer", "opa": "asthma", "opb": "gout",
+              "opc": "migraine", "opd": "appendicitis"}
+    good = tmp_path / "letters.jsonl"
+    good.write_text("".join(json.dumps({**record, "id": f"x{i}", "cop": cop}) + "\n"
+                            for i, cop in enumerate(("b", "B", 2, "2"))))
+    assert [q.options[q.answer] for q in read_mcqa_file(good)] == ["gout"] * 4
+    proc = capr_cli("eval", "--benchmark", f"mcqa:{good}", "--index", str(planted_index.root), "-r", "bm25", "--json")
+    assert json.loads(proc.stdout)["metrics"]["questions"] == 4
+    for cop in ("e", 0, 5, True, None):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(json.dumps({**record, "cop": 1}) + "\n" + json.dumps({**record, "id": "x2", "cop": cop}) + "\n")
+        proc = capr_cli("eval", "--benchmark", f"mcqa:{bad}", "--index", str(planted_index.root), "-r", "bm25",
+                        check=False)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1
+        assert f'{bad}:2: field "cop" must name the correct option: 1-4 or a letter a-d (opa-opd), got {cop!r}' \
+            in proc.stderr, proc.stderr
+
+
 def test_a_damaged_mcqa_file_and_a_limit_below_one_are_one_line(planted_index, tmp_path):
     """A gzip'd question file with a damaged deflate block (zlib.error) was a traceback without the file's name;
     --limit 0 scored no question and printed a table of zeros (exit 0), a negative one was a ValueError traceback."""

@@ -130,11 +130,24 @@ def read_medmcqa(data_dir: str | Path, part: str | None = None) -> list[MCQuesti
             if part is not None and medmcqa_part(r["question"]) != part:
                 continue
             out.append(MCQuestion(f"medmcqa-{r['id']}", r["question"], [r["opa"], r["opb"], r["opc"], r["opd"]],
-                                  int(r["cop"]) - 1, "medmcqa", (medmcqa_doc_id(r["id"]),)))
+                                  medmcqa_answer(r["cop"]), "medmcqa", (medmcqa_doc_id(r["id"]),)))
     return out
 
 
 MCQA_PREFIX = "mcqa:"
+MEDMCQA_LETTERS = "abcd"  # opa…opd
+
+
+def medmcqa_answer(cop: object) -> int:
+    """The 0-based option of MedMCQA's ``cop``: 1-4 as the original files write it (a number or its digits), or the
+    option's letter a-d (opa…opd), as exports that write the label's name do."""
+    if isinstance(cop, str) and cop.strip().lower() in tuple(MEDMCQA_LETTERS):
+        return MEDMCQA_LETTERS.index(cop.strip().lower())
+    if isinstance(cop, int) and not isinstance(cop, bool) and 1 <= cop <= 4:
+        return cop - 1
+    if isinstance(cop, str) and cop.strip() in ("1", "2", "3", "4"):
+        return int(cop) - 1
+    raise ValueError(f"field \"cop\" must name the correct option: 1-4 or a letter a-d (opa-opd), got {cop!r}")
 
 
 def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
@@ -148,7 +161,7 @@ def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
         options = [r.get(k) for k in ("opa", "opb", "opc", "opd")]
         if "cop" not in r:
             raise ValueError("a MedMCQA record needs \"cop\" (the correct option, 1-4)")
-        answer, source, exclude = int(r["cop"]) - 1, "medmcqa", ((medmcqa_doc_id(str(r["id"])),) if r.get("id") else ())
+        answer, source, exclude = medmcqa_answer(r["cop"]), "medmcqa", ((medmcqa_doc_id(str(r["id"])),) if r.get("id") else ())
     elif "options" in r:
         opts = r["options"]
         keys = sorted(opts) if isinstance(opts, dict) else list(range(len(opts)))
