@@ -404,3 +404,30 @@ def test_limit_evaluates_the_same_fixed_subset_of_any_benchmark_each_query_as_in
     proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "c"), "--limit", "0",
                     check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "--limit must be at least 1" in proc.stderr
+
+
+def test_ids_a_trec_run_cannot_carry_are_refused_before_the_evaluation_writes_one(tmp_path):
+    """BEIR ids may hold spaces ("doc 3"): --run-out wrote "q1 Q0 doc 3 2 6 tag", a line of 7 columns that trec_eval,
+    pytrec_eval and capr's own --compare misread or refuse. Such an id is refused in one line naming it, before the
+    evaluation, and write_run refuses it before writing anything; without --run-out the folder is evaluated as before."""
+    from capr.errors import CaprError
+    from capr.eval.runs import write_qrels, write_run
+    from capr.records import Qrel, Run, ScoredPassage
+
+    folder = write_beir(tmp_path / "b")
+    for name in ("corpus.jsonl", "qrels/test.tsv"):
+        (folder / name).write_text((folder / name).read_text().replace("d3", "doc 3"))
+    run = tmp_path / "run.trec"
+    proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "-r", "bm25", "--cache-dir", str(tmp_path / "c"),
+                    "--run-out", str(run), check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1
+    assert f"{run}: cannot write a TREC file: document id 'doc 3' holds whitespace" in proc.stderr
+    assert not run.exists() and "nDCG@10" not in proc.stdout  # refused before the evaluation, not after it
+    assert eval_json(folder, tmp_path / "c", "-r", "bm25")["queries"] == 3
+    for bad in (Run("my run", {"q1": [ScoredPassage("d1", 1.0, 1)]}), Run("t", {"q 1": [ScoredPassage("d1", 1.0, 1)]}),
+                Run("t", {"q1": [ScoredPassage("d1", 2.0, 1), ScoredPassage("d\t2", 1.0, 2)]})):
+        with pytest.raises(CaprError, match="holds whitespace"):
+            write_run(run, bad)
+        assert not run.exists()
+    with pytest.raises(CaprError, match="document id 'doc 3' holds whitespace"):
+        write_qrels(tmp_path / "qrels.txt", [Qrel("q1", "doc 3", 1)])

@@ -103,8 +103,8 @@ def eval_cmd(
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.runner import (EvalConfig, benchmark_loader, compare_runs, load_benchmark, reading_warnings,
-                                      run_eval, unsearchable_warnings)
+        from capr.eval.runner import (EvalConfig, benchmark_loader, check_run_ids, compare_runs, load_benchmark,
+                                      reading_warnings, run_eval, unsearchable_warnings)
 
         if run_out is not None and (run_out.is_dir() or not run_out.parent.is_dir()):
             # checked before the evaluation runs: the run file is written only once it is over
@@ -142,6 +142,8 @@ def eval_cmd(
             data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
         for warning in reading_warnings(data):
             warn(warning)
+        if run_out is not None:
+            check_run_ids(data, run_out)
         if compared is not None:  # a run of other queries: refused before the evaluation, not compared as zeros
             from capr.eval.runner import compare_coverage
 

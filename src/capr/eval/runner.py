@@ -320,6 +320,18 @@ class EvalConfig:
                                          + ("_titled" if self.titled else ""))
 
 
+def check_run_ids(data: BenchmarkData, path: Path) -> None:
+    """Refuses, before the evaluation, a benchmark whose run a TREC file at ``path`` cannot carry: a query or
+    document id holding whitespace (capr.eval.runs.check_trec_id)."""
+    from capr.eval.runs import check_trec_id
+
+    for q in data.queries:
+        check_trec_id(path, "query id", q.qid)
+    ranked = data.extra.get("document_of_row") or data.index.pid_rows()  # documents, else passages
+    for pid in dict.fromkeys(ranked):
+        check_trec_id(path, "document id", pid)
+
+
 def reading_warnings(data: BenchmarkData) -> list[str]:
     """What reading the benchmark's files found and let pass (e.g. a judgement repeated with the same grade)."""
     return list(data.extra.get("warnings") or ())

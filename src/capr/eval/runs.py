@@ -33,7 +33,22 @@ def read_qrels(path: Path, warn: Callable[[str], None] | None = None) -> list[Qr
     return out
 
 
+def check_trec_id(path: Path, what: str, value: str) -> None:
+    """Refuses an id a TREC file cannot carry: its columns are split at whitespace, so an empty id or one holding a
+    space shifts the line's columns (trec_eval, pytrec_eval and read_run then misread or refuse it). No escaping
+    would do: the ids written must be the judged ids."""
+    if value and not any(c.isspace() for c in value):
+        return
+    raise CaprError(f"{path}: cannot write a TREC file: {what} {value!r} "
+                    + ("is empty" if not value else "holds whitespace, which separates a TREC line's columns")
+                    + "; give it an id without spaces")
+
+
 def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
+    qrels = list(qrels)
+    for q in qrels:
+        check_trec_id(path, "query id", q.qid)
+        check_trec_id(path, "document id", q.pid)
     write_bytes(Path(path), "".join(f"{q.qid} 0 {q.pid} {q.relevance}\n" for q in qrels).encode())
 
 
@@ -63,6 +78,13 @@ def read_run(path: Path, warn: Callable[[str], None] | None = None) -> Run:
 
 
 def write_run(path: Path, run: Run) -> None:
+    """The run as a TREC run file; refused, before anything is written, when an id or the run's name holds
+    whitespace (see check_trec_id)."""
+    check_trec_id(path, "run name", run.name)
+    for qid, hits in run.results.items():
+        check_trec_id(path, "query id", qid)
+        for h in hits:
+            check_trec_id(path, f"document id (query {qid!r})", h.pid)
     lines = [
         f"{qid} Q0 {h.pid} {i + 1} {h.score:.9g} {run.name}\n"
         for qid, hits in run.results.items()
