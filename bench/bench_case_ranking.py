@@ -33,10 +33,10 @@ def main() -> None:
     index = Index.load(a.index)
     qs = benchmark_questions(a.data_dir, "headqa-dev")[: a.queries]
     rankers = {
-        "lexical baseline (before)": lambda q: rank_hypotheses(index, q.description, q.options),
-        "pipeline, BM25": (lambda p: lambda q: p.rank(q.description, q.options))(
+        "lexical baseline (before)": lambda q: rank_hypotheses(index, q.description, q.options, allow_repeats=True),
+        "pipeline, BM25": (lambda p: lambda q: p.rank(q.description, q.options, allow_repeats=True))(
             CasePipeline(index, case_config(False))),
-        "pipeline, dense (the default now)": (lambda p: lambda q: p.rank(q.description, q.options))(
+        "pipeline, dense (the default now)": (lambda p: lambda q: p.rank(q.description, q.options, allow_repeats=True))(
             CasePipeline(index, case_config(index.has_dense))),
     }
     first: dict[str, float] = {}

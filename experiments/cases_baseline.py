@@ -25,7 +25,7 @@ def main() -> None:
     for name in a.benchmarks:
         t0 = time.time()
         outcomes = [outcome_of(q, ((h.hypothesis, h.score, h.candidates > 0, None)
-                                   for h in rank_hypotheses(index, q.description, q.options)))
+                                   for h in rank_hypotheses(index, q.description, q.options, allow_repeats=True)))
                     for q in benchmark_questions(a.data_dir, name)]
         m = summarize(outcomes)
         print(f"{name}: accuracy {m['accuracy']:.2f}, AP {m['AP']:.2f}, {m['questions']} questions, "

@@ -4,6 +4,7 @@ encoder and a really trained tiny cross-encoder, bad input, benchmark loaders on
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -305,6 +306,35 @@ def test_case_corpus_excludes_medquad_test_documents():
 
     raw = sum(1 for _ in read_documents(data / "medquad" / "MedQuAD.tar.gz", Format.medquad))
     assert 1000 < n < raw  # test documents were there to drop, and were dropped
+
+
+def test_a_hypothesis_given_twice_but_for_case_is_refused_alike_by_cli_api_and_service(planted_index):
+    """`capr cases --options Asthma asthma` ranked both, tied on the same supports (ranks 1 and 2). Which spelling to
+    keep is the user's to say: the CLI, CasePipeline.rank, rank_hypotheses and POST /cases refuse it in one line naming
+    both; a benchmark question listing one option twice (MedMCQA, HEAD-QA do) is still scored as before."""
+    from fastapi.testclient import TestClient
+
+    from capr.cases.baseline import rank_hypotheses
+    from capr.service.app import create_app
+    from capr.service.config import ServiceConfig
+
+    said = "hypotheses 1 and 3 ('Meningitis', ' meningitis') are the same hypothesis (they differ only in case or spacing)"
+    options = ["Meningitis", "migraine", " meningitis"]
+    proc = capr_cli("cases", "--index", str(planted_index.root), "--description", DESCRIPTION, "--options", *options,
+                    "--scorer", "bm25", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1
+    assert said in proc.stderr and not proc.stdout.strip()
+    pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
+    with pytest.raises(QueryError, match=re.escape(said)):
+        pipe.rank(DESCRIPTION, options)
+    with pytest.raises(QueryError, match=re.escape(said)):
+        rank_hypotheses(planted_index, DESCRIPTION, options)
+    with TestClient(create_app(planted_index.root, ServiceConfig(watch_index=False))) as c:
+        r = c.post("/cases", json={"description": DESCRIPTION, "hypotheses": options})
+        assert r.status_code == 400 and said in r.text and "hypotheses" in r.text, r.text
+        assert c.post("/cases", json={"description": DESCRIPTION, "hypotheses": options[:2]}).status_code == 200
+    metrics, [outcome] = evaluate_cases(pipe, [MCQuestion("q", DESCRIPTION, options, 0, "mcqa")])
+    assert metrics["questions"] == 1 and not metrics.get("unreadable") and outcome.scores[0] == outcome.scores[2] > 0
 
 
 def test_service_cases_runs_the_pipeline_when_a_model_is_configured(planted_index, tiny_cross):

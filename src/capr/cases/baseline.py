@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from capr.cases.mentions import check_distinct_hypotheses
 from capr.errors import QueryError
 from capr.store.embedded import EmbeddedStore
 from capr.records import ScoredPassage
@@ -71,8 +72,11 @@ def rank_hypotheses(
     hypotheses: Sequence[str],
     k: int = SUPPORT_K,
     filters: dict[str, Any] | None = None,
+    allow_repeats: bool = False,
 ) -> list[HypothesisScore]:
-    """Hypotheses ranked by lexical support in the index, each with its top-``k`` supporting passages."""
+    """Hypotheses ranked by lexical support in the index, each with its top-``k`` supporting passages. A hypothesis
+    given twice (but for case or spacing) is a QueryError unless ``allow_repeats`` (a benchmark question's options,
+    as CasePipeline.rank)."""
     from capr.query import Retriever
 
     if not description or not description.strip():
@@ -81,6 +85,8 @@ def rank_hypotheses(
         raise QueryError("give at least one hypothesis")
     if k <= 0:
         raise QueryError(f"k must be positive, got {k}")
+    if not allow_repeats:
+        check_distinct_hypotheses(hypotheses)
     mask = EmbeddedStore.of(index).compile_filter(filters)
     if index.matrix is None:  # every document deleted: nothing supports anything
         return [HypothesisScore(hypothesis=h, score=0.0, rank=i + 1) for i, h in enumerate(hypotheses)]

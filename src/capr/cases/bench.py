@@ -127,7 +127,7 @@ def evaluate_cases(pipe: CasePipeline, questions: Iterable[MCQuestion],
     unreadable = 0
     for q in (progress(questions) if progress else questions):
         try:
-            res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs)
+            res = pipe.rank(q.description, q.options, exclude_docs=q.exclude_docs, allow_repeats=True)
         except QueryError:
             # a question this scorer cannot read (only stopwords, for BM25): its options tie, chance credit, as a
             # guess would get; one such question among thousands must not end the evaluation, and the count is said

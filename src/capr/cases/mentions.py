@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from capr.errors import QueryError
+
 if TYPE_CHECKING:
     from capr.index.index import Index
 
@@ -123,5 +125,19 @@ def candidate_rows(index: "Index", variants: Sequence[str], allowed: np.ndarray)
     return rows[allowed[rows]]
 
 
-__all__ = ["ABBREVIATIONS", "candidate_rows", "hypothesis_variants", "mention_regex", "normalize_hypothesis",
-           "rows_with_all_terms"]
+def check_distinct_hypotheses(hypotheses: Sequence[str]) -> None:
+    """Refuses a hypothesis given twice, alike but for case or spacing ("Asthma", "asthma"): the mentions are found
+    without regard to either, so both were ranked, tied on the same supports, one taking the rank below the other
+    from a hypothesis that differs. Which spelling to keep is the caller's to say, so none is merged away."""
+    first: dict[str, int] = {}
+    for i, h in enumerate(hypotheses):
+        key = " ".join(h.split()).casefold()
+        if key in first:
+            j = first[key]
+            raise QueryError(f"hypotheses {j + 1} and {i + 1} ({hypotheses[j]!r}, {h!r}) are the same hypothesis "
+                             "(they differ only in case or spacing); give each once", "hypotheses")
+        first[key] = i
+
+
+__all__ = ["ABBREVIATIONS", "candidate_rows", "check_distinct_hypotheses", "hypothesis_variants", "mention_regex",
+           "normalize_hypothesis", "rows_with_all_terms"]

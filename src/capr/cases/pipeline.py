@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 
 from capr.cases.config import CaseConfig, CaseResult, CaseScorer, Fallback, HypothesisResult, MentionMatch, Support
-from capr.cases.mentions import candidate_rows, hypothesis_variants, mention_regex
+from capr.cases.mentions import candidate_rows, check_distinct_hypotheses, hypothesis_variants, mention_regex
 from capr.errors import QueryError
 from capr.store.embedded import EmbeddedStore
 
@@ -149,9 +149,13 @@ class CasePipeline:
         return results, qvec
 
     def rank(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
-             exclude_docs: Iterable[str] = ()) -> CaseResult:
+             exclude_docs: Iterable[str] = (), allow_repeats: bool = False) -> CaseResult:
         """Hypotheses ranked by their best supporting case. ``exclude_docs``: documents that must not serve
-        as support (e.g. the explanation written for the very question being answered)."""
+        as support (e.g. the explanation written for the very question being answered). A hypothesis given twice
+        (but for case or spacing) is a QueryError unless ``allow_repeats``: a benchmark's question may list one
+        option twice (MedMCQA and HEAD-QA do), and its answer names one of them."""
+        if not allow_repeats:
+            check_distinct_hypotheses(hypotheses)
         results, qvec = self.candidates(description, hypotheses, filters, exclude_docs)
         self._score(description, results, qvec)
         order = sorted(range(len(results)), key=lambda i: (-results[i].score, i))

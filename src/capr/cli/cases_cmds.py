@@ -83,7 +83,7 @@ def cases_cmd(
     ctx: typer.Context,
     index_dir: Optional[Path] = typer.Option(None, "--index", "-i", help="Case index (`capr case-index` or any `capr index --dense`)."),
     description: Optional[str] = typer.Option(None, "--description", "-d", help="Patient description: text, or a file holding it."),
-    options: List[str] = typer.Option([], "--options", help="Hypotheses (diagnoses, drugs, tests): --options A B C."),
+    options: List[str] = typer.Option([], "--options", help="Hypotheses (diagnoses, drugs, tests), each once: --options A B C."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Cross-encoder from `capr train cases` (scorer cross)."),
     scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross (default: cross with --model, else dense "
                                          "when the index has vectors, else bm25)."),
