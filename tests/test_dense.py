@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -46,6 +48,31 @@ def test_static_model_distilled_locally_retrieves():
     assert v.shape == (3, 256)
     q = enc.encode_queries(["gout flare treatment"])
     assert int((q @ v.T).argmax()) == 1
+
+
+def test_static_distillation_writes_no_bar_frames_off_a_terminal(tmp_path, monkeypatch, capfd):
+    """The first static encoder distils its model; a pipe or log file gets none of model2vec's bar frames."""
+    import model2vec
+    import model2vec.distill
+    import model2vec.distill.inference as inference
+
+    class Distilled:
+        def save_pretrained(self, path):
+            Path(path).mkdir(parents=True)
+            (Path(path) / "config.json").write_text("{}")
+
+    def distill(model_name, pca_dims):
+        for _ in inference.tqdm(range(50), desc="Encoding tokens", mininterval=0):
+            pass
+        return Distilled()
+
+    monkeypatch.setenv("CAPR_CACHE", str(tmp_path))
+    monkeypatch.setattr(model2vec.distill, "distill", distill)
+    monkeypatch.setattr(model2vec.StaticModel, "from_pretrained", staticmethod(lambda path: "static model"))
+    bar = inference.tqdm
+    assert Encoder(EncoderConfig(backend="static"), cache=False).passage_side._load() == "static model"
+    assert "Encoding tokens" not in capfd.readouterr().err
+    assert inference.tqdm is bar
 
 
 def test_embedding_cache_skips_unchanged_passages(tmp_path):

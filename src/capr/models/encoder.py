@@ -12,6 +12,7 @@ import sys
 import threading
 from dataclasses import asdict, dataclass
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -85,6 +86,24 @@ def _weights_stamp(path: str) -> str:
     return ""
 
 
+def _distill_static(path: str, target: Path) -> None:
+    """Distil a static model2vec copy of ``path`` into ``target``, quietly where nobody watches.
+
+    model2vec's token bar and transformers' load report would otherwise write a frame per refresh into a pipe
+    or log file (capr shows live bars only on a terminal); tqdm's ``disable=None`` is that same test."""
+    import model2vec.distill.inference as inference
+    from model2vec.distill import distill
+    from tqdm import tqdm
+
+    quiet_transformers()
+    bar = inference.tqdm
+    inference.tqdm = partial(tqdm, disable=None)
+    try:
+        distill(model_name=path, pca_dims=256).save_pretrained(str(target))
+    finally:
+        inference.tqdm = bar
+
+
 class _Side:
     """One loaded model (the passage side, or a separate query side)."""
 
@@ -146,9 +165,7 @@ class _Side:
             return StaticModel.from_pretrained(str(p))
         target = self.models_dir / f"static-{_slug(self.path)}"
         if not (target / "config.json").exists():
-            from model2vec.distill import distill
-
-            distill(model_name=self.path, pca_dims=256).save_pretrained(str(target))
+            _distill_static(self.path, target)
         return StaticModel.from_pretrained(str(target))
 
     def encode(self, texts: Sequence[str], prefix: str, show_progress: bool = False) -> np.ndarray:
