@@ -128,7 +128,7 @@ def test_similar_finds_the_case_itself_with_its_named_codes(case_index):
     assert e3c and all(d.kind == "mention" and d.mention in c.text.lower() for c in e3c for d in c.diagnoses)
     with pytest.raises(QueryError, match="empty patient description"):
         finder.similar("  ")
-    with pytest.raises(QueryError, match="needs passage vectors"):
+    with pytest.raises(QueryError, match="needs passage vectors; build the index with `capr case-index`"):
         finder.similar(query, retriever="dense")
 
 

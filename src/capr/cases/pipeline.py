@@ -44,7 +44,8 @@ class CasePipeline:
         self.config = config or CaseConfig(scorer=CaseScorer.bm25)
         if self.config.scorer is not CaseScorer.bm25 and not index.has_dense:
             raise QueryError(f"{index.root}: the {self.config.scorer.value} scorer needs passage vectors; build the "
-                             "index with `capr index ... --dense --model TSDAE_DIR`")
+                             "index with `capr case-index` (vectors are its default: leave out --no-dense) or "
+                             "`capr index ... --dense`")
         self._cross = None
 
     # -- models -----------------------------------------------------------------------------

@@ -265,7 +265,7 @@ class CaseFinder:
             retriever = "hybrid" if index.has_dense else "bm25"
         if retriever in ("dense", "hybrid") and not index.has_dense:
             raise QueryError(f"{index.root}: the {retriever} retriever needs passage vectors; build the index with "
-                             "--dense", "retriever")
+                             "`capr case-index` (leave out --no-dense) or `capr index ... --dense`", "retriever")
         if index.is_empty:
             return SimilarCases(description, retriever, [], ["the index is empty"])
         # as capr.query.check_searchable: a lexical or hybrid search needs a searchable word (hybrid would otherwise
