@@ -517,7 +517,7 @@ def test_a_medmcqa_answer_given_as_a_letter_is_read_and_a_bad_one_names_the_fiel
     assert [q.options[q.answer] for q in read_mcqa_file(good)] == ["gout"] * 4
     proc = capr_cli("eval", "--benchmark", f"mcqa:{good}", "--index", str(planted_index.root), "-r", "bm25", "--json")
     assert json.loads(proc.stdout)["metrics"]["questions"] == 4
-    for cop in ("e", 0, 5, True, None):
+    for cop in ("e", 5, True, None, -1):
         bad = tmp_path / "bad.jsonl"
         bad.write_text(json.dumps({**record, "cop": 1}) + "\n" + json.dumps({**record, "id": "x2", "cop": cop}) + "\n")
         proc = capr_cli("eval", "--benchmark", f"mcqa:{bad}", "--index", str(planted_index.root), "-r", "bm25",
@@ -525,6 +525,69 @@ def test_a_medmcqa_answer_given_as_a_letter_is_read_and_a_bad_one_names_the_fiel
         assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1
         assert f'{bad}:2: field "cop" must name the correct option: 1-4 or a letter a-d (opa-opd), got {cop!r}' \
             in proc.stderr, proc.stderr
+
+
+def test_question_files_as_other_copies_write_them(tmp_path):
+    """MedMCQA as Hugging Face's copy writes it ("cop" 0-3: read 1-4, every answer was the next option), a JSON array
+    of records, an "answer" given as the option's key, and HEAD-QA's own exam file are read as the same questions; a
+    file mixing 0 and 4 for "cop" is refused naming both places."""
+    from capr.cases.data import read_mcqa_file
+    from capr.errors import BadInputError
+
+    opts = {"opa": "asthma", "opb": "gout", "opc": "migraine", "opd": "appendicitis"}
+    hf = tmp_path / "hf.jsonl"
+    hf.write_text("".join(json.dumps({"id": f"x{i}", "question": f"q {i}", **opts, "cop": cop}) + "\n"
+                          for i, cop in enumerate((1, 0, 3))))
+    assert [q.options[q.answer] for q in read_mcqa_file(hf)] == ["gout", "asthma", "appendicitis"]
+    original = tmp_path / "orig.jsonl"
+    original.write_text("".join(json.dumps({"id": f"x{i}", "question": f"q {i}", **opts, "cop": cop}) + "\n"
+                                for i, cop in enumerate((1, 4, 2))))
+    assert [q.options[q.answer] for q in read_mcqa_file(original)] == ["asthma", "appendicitis", "gout"]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps({"id": f"x{i}", "question": f"q {i}", **opts, "cop": cop}) + "\n"
+                             for i, cop in enumerate((2, 0, 4))))
+    with pytest.raises(BadInputError, match=r'mixed\.jsonl:3: field "cop" is 4 here and 0 at .*mixed\.jsonl:2'):
+        read_mcqa_file(mixed)
+
+    array = tmp_path / "medqa.json"
+    array.write_text(json.dumps([{"question": "sudden hot swollen big toe", "options": {"A": "asthma", "B": "gout"},
+                                  "answer": "B"},
+                                 {"question": "wheeze", "options": {"A": "asthma", "B": "gout"}, "answer": "asthma"}],
+                                indent=2))
+    assert [(q.qid, q.options[q.answer]) for q in read_mcqa_file(array)] == [("medqa-0", "gout"), ("medqa-1", "asthma")]
+    array.write_text(json.dumps([{"question": "wheeze", "options": {"A": "asthma", "B": "gout"}}]))
+    with pytest.raises(BadInputError, match=r"medqa\.json \[record 1\]: no answer"):
+        read_mcqa_file(array)
+
+    exams = tmp_path / "dev_HEAD_EN.json"
+    exams.write_text(json.dumps({"exams": {"cuaderno_2013_1_B": {"category": "medicine", "data": [
+        {"qid": 1, "qtext": "sudden hot swollen big toe", "ra": 2, "image": "",
+         "answers": [{"aid": 2, "atext": "gout"}, {"aid": 1, "atext": "asthma"}]},
+        {"qid": 2, "qtext": "see the image", "ra": 1, "image": "img.png",
+         "answers": [{"aid": 1, "atext": "a"}, {"aid": 2, "atext": "b"}]},
+        {"qid": 3, "qtext": "wheeze", "ra": 7, "answers": [{"aid": 1, "atext": "asthma"}, {"aid": 2, "atext": "gout"}]},
+    ]}}}))
+    with pytest.raises(BadInputError, match=r'question 3\]: field "ra" must be the aid of one of the answers'):
+        read_mcqa_file(exams)
+    data = json.loads(exams.read_text())
+    del data["exams"]["cuaderno_2013_1_B"]["data"][2]
+    exams.write_text(json.dumps(data))
+    [q] = read_mcqa_file(exams)  # the question that needs its image is left out, as in the named benchmarks
+    assert (q.qid, q.options, q.options[q.answer]) == ("cuaderno_2013_1_B-1", ["asthma", "gout"], "gout")
+
+
+def test_mcqa_reader_equals_the_headqa_reader_on_the_real_exam_file(tmp_path):
+    import zipfile
+
+    from capr.cases.data import HEADQA_ZIP, read_headqa, read_mcqa_file
+
+    path = need_data(*HEADQA_ZIP.split("/"))
+    target = tmp_path / "dev_HEAD_EN.json"
+    with zipfile.ZipFile(path) as z:
+        target.write_bytes(z.read("HEAD_EN/dev_HEAD_EN.json"))
+    ours, ref = read_mcqa_file(target), read_headqa(path.parent.parent, "dev")
+    assert len(ours) == len(ref) > 1000
+    assert [(q.description, q.options, q.answer) for q in ours] == [(q.description, q.options, q.answer) for q in ref]
 
 
 def test_a_damaged_mcqa_file_and_a_limit_below_one_are_one_line(planted_index, tmp_path):

@@ -138,22 +138,36 @@ MCQA_PREFIX = "mcqa:"
 MEDMCQA_LETTERS = "abcd"  # opa…opd
 
 
-def medmcqa_answer(cop: object) -> int:
-    """The 0-based option of MedMCQA's ``cop``: 1-4 as the original files write it (a number or its digits), or the
-    option's letter a-d (opa…opd), as exports that write the label's name do."""
+def _cop_number(cop: object) -> int | None:
+    """MedMCQA's ``cop`` as a number (an int or its digits), None for anything else."""
+    if isinstance(cop, int) and not isinstance(cop, bool):
+        return cop
+    if isinstance(cop, str) and cop.strip().isdigit():
+        return int(cop)
+    return None
+
+
+def medmcqa_answer(cop: object, zero_based: bool = False) -> int:
+    """The 0-based option of MedMCQA's ``cop``: 1-4 as the original files write it (a number or its digits), 0-3 as
+    Hugging Face's copy does (``zero_based``), or the option's letter a-d (opa…opd), as exports that write the
+    label's name do."""
     if isinstance(cop, str) and cop.strip().lower() in tuple(MEDMCQA_LETTERS):
         return MEDMCQA_LETTERS.index(cop.strip().lower())
-    if isinstance(cop, int) and not isinstance(cop, bool) and 1 <= cop <= 4:
-        return cop - 1
-    if isinstance(cop, str) and cop.strip() in ("1", "2", "3", "4"):
-        return int(cop) - 1
-    raise ValueError(f"field \"cop\" must name the correct option: 1-4 or a letter a-d (opa-opd), got {cop!r}")
+    n = _cop_number(cop)
+    low = 0 if zero_based else 1
+    if n is not None and low <= n <= low + 3:
+        return n - low
+    raise ValueError(f"field \"cop\" must name the correct option: {'0-3' if zero_based else '1-4'} or a letter a-d "
+                     f"(opa-opd), got {cop!r}")
 
 
-def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
+def _mcqa_record(r: object, fallback_id: str, zero_based_cop: bool = False) -> MCQuestion:
     """One multiple-choice question in MedQA's layout (``question``, ``options`` as {"A": …} or a list,
-    ``answer_idx`` as a letter or 0-based number, or ``answer`` as the option's text) or MedMCQA's (``question``,
-    ``opa``…``opd``, ``cop`` 1-based; its ``exp`` document is excluded from the support, as in medmcqa-dev)."""
+    ``answer_idx`` as a letter or 0-based number, or ``answer`` as the option's text or key), MedMCQA's
+    (``question``, ``opa``…``opd``, ``cop``; its ``exp`` document is excluded from the support, as in medmcqa-dev) or
+    HEAD-QA's (``qtext``, ``answers`` as [{"aid", "atext"}], ``ra`` the correct aid)."""
+    if isinstance(r, dict) and "qtext" in r and "question" not in r:
+        return _headqa_record(r, fallback_id)
     if not isinstance(r, dict) or not isinstance(r.get("question"), str) or not r["question"].strip():
         raise ValueError("a record needs a non-empty \"question\"")
     qid = str(r.get("id") or r.get("qid") or fallback_id)
@@ -161,7 +175,8 @@ def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
         options = [r.get(k) for k in ("opa", "opb", "opc", "opd")]
         if "cop" not in r:
             raise ValueError("a MedMCQA record needs \"cop\" (the correct option, 1-4)")
-        answer, source, exclude = medmcqa_answer(r["cop"]), "medmcqa", ((medmcqa_doc_id(str(r["id"])),) if r.get("id") else ())
+        answer, source, exclude = (medmcqa_answer(r["cop"], zero_based_cop), "medmcqa",
+                                   (medmcqa_doc_id(str(r["id"])),) if r.get("id") else ())
     elif "options" in r:
         opts = r["options"]
         keys = sorted(opts) if isinstance(opts, dict) else list(range(len(opts)))
@@ -173,9 +188,11 @@ def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
             answer = int(idx)
         elif isinstance(r.get("answer"), str) and r["answer"] in options:
             answer = options.index(r["answer"])
+        elif isinstance(r.get("answer"), str) and r["answer"] in keys:  # the option's key ("C"), as some copies write it
+            answer = keys.index(r["answer"])
         else:
             raise ValueError("no answer: give \"answer_idx\" (a key of \"options\" or a 0-based number) or "
-                             "\"answer\" (an option's text)")
+                             "\"answer\" (an option's text or key)")
         source, exclude = "mcqa", ()
     else:
         raise ValueError("no options: give \"options\" (MedQA layout) or \"opa\"…\"opd\" (MedMCQA layout)")
@@ -186,30 +203,95 @@ def _mcqa_record(r: object, fallback_id: str) -> MCQuestion:
     return MCQuestion(qid, r["question"], options, answer, source, exclude)
 
 
-def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
-    """Any multiple-choice file in MedQA's or MedMCQA's JSON-lines layout (``.jsonl``, ``.jsonl.gz``): e.g. MedQA
-    test, for `capr eval --benchmark mcqa:PATH`. A bad record is refused naming its line."""
-    path = Path(path)
-    if not path.is_file():
-        raise CaprError(f"{path}: no such question file (mcqa:PATH names a MedQA- or MedMCQA-style JSONL file)")
-    out, seen = [], set()
-    i = 0
+def _headqa_record(r: dict, fallback_id: str) -> MCQuestion:
+    answers = r.get("answers")
+    if not isinstance(answers, list) or not all(isinstance(a, dict) and "aid" in a for a in answers):
+        raise ValueError("a HEAD-QA record needs \"answers\" as a list of {\"aid\", \"atext\"}")
+    answers = sorted(answers, key=lambda a: int(a["aid"]))
+    aids = [int(a["aid"]) for a in answers]
+    if "ra" not in r or _cop_number(r["ra"]) not in aids:
+        raise ValueError(f"field \"ra\" must be the aid of one of the answers ({aids}), got {r.get('ra')!r}")
+    options = [a.get("atext") for a in answers]
+    if not isinstance(r["qtext"], str) or not r["qtext"].strip():
+        raise ValueError("a record needs a non-empty \"qtext\"")
+    if len(options) < 2 or not all(isinstance(o, str) and o.strip() for o in options):
+        raise ValueError("a question needs at least two non-empty options")
+    return MCQuestion(str(r.get("qid") or fallback_id), r["qtext"], options, aids.index(_cop_number(r["ra"])), "headqa")
+
+
+def _mcqa_records(path: Path) -> Iterator[tuple[str, object]]:
+    """(where, record) of a question file: JSON lines (``.jsonl``, ``.jsonl.gz``), one JSON array of records, or
+    HEAD-QA's exam file ({"exams": {name: {"data": [...]}}}; a question that needs its image is left out, as in
+    the named headqa benchmarks)."""
+    lines: list[str] = []
     try:
         with open_text(path) as fh:
-            for i, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    q = _mcqa_record(json.loads(line), f"{path.name.split('.')[0]}-{i - 1}")
-                except (ValueError, TypeError, KeyError) as e:
-                    msg = f"not JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e)
-                    raise BadInputError(f"{path}:{i}", msg) from None
-                if q.qid in seen:
-                    raise BadInputError(f"{path}:{i}", f"question id {q.qid!r} repeats")
-                seen.add(q.qid)
-                out.append(q)
+            for line in fh:
+                lines.append(line)
     except READ_ERRORS as e:  # a damaged gzip stream (zlib.error too, which was a traceback), not UTF-8, I/O
-        raise BadInputError(str(path), read_error_reason(e), f"line {i + 1}") from None
+        raise BadInputError(str(path), read_error_reason(e), f"line {len(lines) + 1}") from None
+    text = "".join(lines)
+    head = text.lstrip()[:1]
+    whole = None
+    if head in ("[", "{"):
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None  # JSON lines: one object per line
+    if isinstance(whole, list):
+        for n, r in enumerate(whole, 1):
+            yield f"{path} [record {n}]", r
+        return
+    if isinstance(whole, dict) and not isinstance(whole.get("exams"), dict):  # one record (JSON lines of one line)
+        yield f"{path}:1", whole
+        return
+    if isinstance(whole, dict):
+        for name, exam in sorted(whole["exams"].items()):
+            data = exam.get("data") if isinstance(exam, dict) else None
+            if not isinstance(data, list):
+                raise BadInputError(f"{path} [exam {name}]", "an exam needs \"data\": a list of questions")
+            for n, r in enumerate(data, 1):
+                if isinstance(r, dict) and r.get("image"):
+                    continue
+                if isinstance(r, dict) and "qid" in r:
+                    r = {**r, "qid": f"{name}-{r['qid']}"}
+                yield f"{path} [exam {name}, question {n}]", r
+        return
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                yield f"{path}:{i}", json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadInputError(f"{path}:{i}", f"not JSON ({e.msg})") from None
+
+
+def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
+    """Any multiple-choice file in MedQA's, MedMCQA's or HEAD-QA's layout, as JSON lines (``.jsonl``,
+    ``.jsonl.gz``), a JSON array or HEAD-QA's exam file: e.g. MedQA test, for `capr eval --benchmark mcqa:PATH`.
+    MedMCQA's ``cop`` is 1-4 in its own files and 0-3 in Hugging Face's copy: a file holding a 0 is read as the
+    latter (the original never has one), and one holding both a 0 and a 4 is refused. A bad record is refused
+    naming its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CaprError(f"{path}: no such question file (mcqa:PATH names a MedQA-, MedMCQA- or HEAD-QA-style file)")
+    records = list(_mcqa_records(path))
+    cops = {}
+    for where, r in records:
+        if isinstance(r, dict) and "opa" in r and _cop_number(r.get("cop")) in (0, 4):
+            cops.setdefault(_cop_number(r.get("cop")), where)
+    if len(cops) == 2:
+        raise BadInputError(cops[4], f"field \"cop\" is 4 here and 0 at {cops[0]}: MedMCQA's files number the "
+                            "correct option 1-4, Hugging Face's 0-3; give one of the two")
+    out, seen = [], set()
+    for n, (where, r) in enumerate(records):
+        try:
+            q = _mcqa_record(r, f"{path.name.split('.')[0]}-{n}", zero_based_cop=0 in cops)
+        except (ValueError, TypeError, KeyError) as e:
+            raise BadInputError(where, str(e)) from None
+        if q.qid in seen:
+            raise BadInputError(where, f"question id {q.qid!r} repeats")
+        seen.add(q.qid)
+        out.append(q)
     if not out:
         raise BadInputError(str(path), "no questions")
     return out

@@ -36,8 +36,8 @@ from capr.store.protocol import Backend
 @app.command("eval")
 def eval_cmd(
     benchmark: str = typer.Option("medquad-cdv", help="Benchmark name; beir:PATH (a BEIR folder); mediqa:PATH (a "
-                                  "MEDIQA 2019 Task 3 file with judgements); mcqa:PATH (a MedQA- or MedMCQA-style "
-                                  "question file, scored over --index like medqa-dev)."),
+                                  "MEDIQA 2019 Task 3 file with judgements); mcqa:PATH (a MedQA-, MedMCQA- or "
+                                  "HEAD-QA-style question file, scored over --index like medqa-dev)."),
     data_dir: Path = typer.Option(Path("../shared/data"), help="Folder holding the benchmark data sets."),
     retriever: Optional[Retriever] = typer.Option(None, "--retriever", "-r", help="First stage (default bm25; on the "
                                                   "similar-case benchmarks: what `capr cases` uses on the index)."),
@@ -117,8 +117,8 @@ def eval_cmd(
             benchmark_loader(benchmark)
         except CaprError as e:
             raise CaprError(f"{e}; similar-case benchmarks (with --index): "
-                            f"{', '.join(b.value for b in CaseBenchmark)}, mcqa:PATH (MedQA- or MedMCQA-style "
-                            "questions)") from None
+                            f"{', '.join(b.value for b in CaseBenchmark)}, mcqa:PATH (MedQA-, MedMCQA- or "
+                            "HEAD-QA-style questions)") from None
         if compare is not None and not compare.is_file():
             raise CaprError(f"{compare}: no such run file (--compare)")
         from capr.eval.runs import read_run
