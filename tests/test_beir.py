@@ -129,8 +129,14 @@ def test_gzipped_beir_folder_with_space_separated_qrels_reads_like_the_plain_one
     a = eval_json(plain, tmp_path / "c1", "-r", "bm25")
     b = eval_json(packed, tmp_path / "c2", "-r", "bm25")
     assert a["queries"] == b["queries"] == 3 and a["metrics"] == b["metrics"]
+    # TREC's qrels layout (query iteration document grade), as trec_eval and TREC collections write it
+    (packed / "qrels" / "test.tsv").write_text("".join(f"{q} 0 {d} {r}\n" for q, rel in QRELS.items() for d, r in rel.items()))
+    assert read_beir_qrels(packed) == read_beir_qrels(plain)
     (packed / "qrels" / "test.tsv").write_text("q1 d1 0.5\n")
     with pytest.raises(Exception, match=r"test\.tsv \[line 1\].*integer"):
+        read_beir_qrels(packed)
+    (packed / "qrels" / "test.tsv").write_text("q1 d1 1\nq1 d2\n")
+    with pytest.raises(Exception, match=r"test\.tsv \[line 2\].*3 columns .* or TREC's 4"):
         read_beir_qrels(packed)
 
 

@@ -95,7 +95,8 @@ def beir_splits(root: str | Path) -> list[str]:
 
 
 def read_beir_qrels(root: str | Path, split: str = "test", warn: Callable[[str], None] | None = None) -> list[Qrel]:
-    """qrels/``split``.tsv: one judgement per line (tab-separated, else space-separated), the header line skipped;
+    """qrels/``split``.tsv: one judgement per line (tab-separated, else space-separated; BEIR's three columns or
+    TREC's four), the header line skipped;
     a pair judged twice with different grades is refused, a repeat of the same grade counted once and said through
     ``warn`` (see PairRepeats)."""
     file = Path(root) / "qrels" / f"{split}.tsv"
@@ -111,9 +112,11 @@ def read_beir_qrels(root: str | Path, split: str = "test", warn: Callable[[str],
                 parts.pop()  # a trailing tab
             if not any(parts) or (lineno == 1 and not parts[-1].lstrip("-").replace(".", "", 1).isdigit()):
                 continue  # the header line
+            if len(parts) == 4:  # TREC's layout (query-id iteration corpus-id score), as trec_eval reads it
+                parts = [parts[0], parts[2], parts[3]]
             if len(parts) != 3:
-                raise BadInputError(str(file), f"qrels lines have 3 columns (query-id corpus-id score), found {len(parts)}",
-                                    f"line {lineno}")
+                raise BadInputError(str(file), f"qrels lines have 3 columns (query-id corpus-id score) or TREC's 4 "
+                                    f"(query-id iteration corpus-id score), found {len(parts)}", f"line {lineno}")
             try:
                 score = float(parts[2])
                 if not score.is_integer():
