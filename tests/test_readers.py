@@ -133,6 +133,43 @@ def test_jsonl_bad_lines_fail_or_are_skipped_with_location(tmp_path):
     assert "missing string field 'text'" in str(report.skipped[1])
 
 
+def test_documents_as_one_json_array_or_json_lines_under_a_json_name(tmp_path):
+    """Exports often write documents as one JSON array (docs.json), or JSON lines under a .json name: both read as the
+    JSONL file of the same documents, alone, gzip'd or in a folder; a bad element is named by its place in the array."""
+    docs = [{"id": "a", "title": "Gout", "text": "Gout is treated with colchicine.", "ward": "W1"},
+            {"id": "b", "text": "Asthma is treated with inhalers."}]
+    jl = tmp_path / "docs.jsonl"
+    jl.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps(docs, indent=2))
+    lines = tmp_path / "lines.json"
+    lines.write_text(jl.read_text())
+    packed = tmp_path / "array.json.gz"
+    packed.write_bytes(gzip.compress(array.read_bytes()))
+    expected = list(read_documents(jl))
+    for source in (array, lines, packed):
+        assert detect_format(source) is Format.jsonl
+        assert list(read_documents(source)) == expected
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "part1.json").write_text(json.dumps(docs[:1]))
+    (folder / "part2.json").write_text(json.dumps(docs[1]) + "\n")
+    assert detect_format(folder) is Format.jsonl and list(read_documents(folder)) == expected
+
+    array.write_text(json.dumps([docs[0], {"text": "no id"}, docs[1]]))
+    with pytest.raises(BadInputError, match=r"array\.json \[record 2\]: missing document id"):
+        list(read_documents(array))
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(array, report=report)] == ["a", "b"]
+    array.write_text('[{"id": "a", "text": "x"},\n {"id": "b" "text": "y"}]')
+    with pytest.raises(BadInputError, match=r"array\.json: invalid JSON: .*line 2"):
+        list(read_documents(array))
+    pretty = tmp_path / "one.json"
+    pretty.write_text(json.dumps(docs[0], indent=2))
+    with pytest.raises(BadInputError, match="an array of documents or one document per line"):
+        detect_format(pretty)
+
+
 def test_beir_layout_round_trip_on_real_sample(tmp_path):
     rows = _cdv_rows(30)
     (tmp_path / "qrels").mkdir()

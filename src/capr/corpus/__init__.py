@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, is_documents_header
-from capr.corpus.files import folder_files, is_hidden, parse_json, read_head, xml_root_name
+from capr.corpus.files import folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -43,6 +43,15 @@ def _sniff_json(source: Path) -> Format | None:
     if re.search(rb'^\s*\{\s*"resourceType"\s*:', first) or re.search(rb'"resourceType"\s*:\s*"(Bundle|DocumentReference|Composition|DiagnosticReport)"', first):
         return Format.fhir
     return None
+
+
+def _one_object_per_line(source: Path) -> bool:
+    """Whether the first line is one whole JSON object: JSON lines under a ``.json`` name."""
+    first = read_head(source, 65536).split(b"\n", 1)[0]
+    try:
+        return isinstance(parse_json(first, one_line=True), dict)
+    except ValueError:
+        return False
 
 
 def _sniff_csv(source: Path) -> Format | None:
@@ -97,7 +106,10 @@ def _file_format(path: Path) -> Format | str:
     if name.endswith((".json", ".json.gz")):
         if _sniff_json(path) is Format.fhir:
             return Format.fhir
-        return "JSON file is not a FHIR resource or Bundle (no resourceType); documents go in JSONL, one per line"
+        if starts_json_array(path) or _one_object_per_line(path):
+            return Format.jsonl
+        return ("JSON file is not a FHIR resource or Bundle (no resourceType), an array of documents or one document "
+                "per line")
     if name.endswith(_KNOWN_NAMES):
         try:
             return detect_format(path)
@@ -199,9 +211,15 @@ def detect_format(source: Path) -> Format:
                             "are MTSamples (transcription column), MTS-Dialog, MIMIC-III NOTEEVENTS (ROW_ID, SUBJECT_ID, "
                             "CATEGORY, TEXT) and MIMIC-IV-Note (note_id, subject_id, note_type, text); rename its columns "
                             'or write JSONL, one {"id": ..., "title": ..., "text": ...} per line')
-    if name.endswith((".json", ".json.gz")) and _sniff_json(source) is Format.fhir:
-        return Format.fhir
-    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
+    if name.endswith((".json", ".json.gz")):
+        if _sniff_json(source) is Format.fhir:
+            return Format.fhir
+        if starts_json_array(source):
+            return Format.jsonl  # documents exported as one JSON array
+        if not _one_object_per_line(source):
+            raise BadInputError(str(source), "JSON file is not a FHIR resource or Bundle (no resourceType), an array of "
+                                "documents or one document per line; pass --format if it is another format")
+    if name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):  # JSON lines
         if _sniff_json(source) is Format.fhir:
             return Format.fhir
         first = read_head(source, 65536).split(b"\n", 1)[0]
@@ -229,8 +247,8 @@ def _check_text_format(source: Path) -> None:
         other = detect_format(source)
     except BadInputError:
         if source.name.lower().endswith((".json", ".json.gz")):
-            raise BadInputError(str(source), "a JSON file, not a plain-text note: documents go in JSONL, one "
-                                "per line (--format jsonl); FHIR resources are read with --format fhir") from None
+            raise BadInputError(str(source), "a JSON file, not a plain-text note: documents are read one per line "
+                                "or as one JSON array (--format jsonl); FHIR resources with --format fhir") from None
         return
     if other is not Format.text:
         raise BadInputError(str(source), f"the file looks like {other.value} input, not a plain-text note; "

@@ -248,6 +248,36 @@ def parse_json(text: str | bytes, one_line: bool = False) -> Any:
                          "deep)") from None
 
 
+def starts_json_array(path: Path) -> bool:
+    """Whether the file's first non-blank character opens a JSON array (documents exported as one array)."""
+    return read_head(path, 4096).lstrip()[:1] == b"["
+
+
+def json_array(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
+    """("record N", parsed object) for every element of a file holding one JSON array. The file is parsed whole
+    (an array has no line to resume from), so invalid JSON fails the file: through ``report.bad`` (which raises
+    unless skipping) or, without a report, at once."""
+    with open_text(path) as fh:
+        text = "".join(guard_reads(path, fh, lambda: None))
+    try:
+        records = parse_json(text)
+    except ValueError as e:
+        if report is None:
+            raise BadInputError(str(path), str(e)) from None
+        report.bad(str(path), str(e))
+        return
+    del text
+    if not isinstance(records, list):
+        reason = f"expected a JSON array of documents, got {type(records).__name__}"
+        if report is None:
+            raise BadInputError(str(path), reason)
+        report.bad(str(path), reason)
+        return
+    for n in range(len(records)):
+        yield f"record {n + 1}", records[n]
+        records[n] = None  # an indexed record is not kept alive by the array
+
+
 def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
     """("line N", parsed object) for every non-blank line. Invalid JSON goes to ``report.bad``
     (which raises unless skipping) or, without a report, raises at once."""

@@ -1,11 +1,12 @@
-"""JSON Lines: one document per line with at least ``text``; other keys become metadata."""
+"""JSON Lines: one document per line with at least ``text``; other keys become metadata. A ``.json`` file holding one
+array of such objects is read the same way."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import json_lines
+from capr.corpus.files import json_array, json_lines, starts_json_array
 from capr.corpus.report import ReadReport
 from capr.records import Document, check_doc_id
 
@@ -43,7 +44,8 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
 
 def read_jsonl(path: Path, report: ReadReport, id_keys: tuple[str, ...] = ID_KEYS) -> Iterator[Document]:
     path = Path(path)
-    for record, obj in json_lines(path, report):
+    records = json_array(path, report) if starts_json_array(path) else json_lines(path, report)
+    for record, obj in records:
         doc = parse_document_json(obj, str(path), record, report, id_keys)
         if doc is not None:
             report.at(str(path), record)
