@@ -170,6 +170,27 @@ def test_documents_as_one_json_array_or_json_lines_under_a_json_name(tmp_path):
         detect_format(pretty)
 
 
+def test_a_tsv_of_documents_reads_as_the_csv_of_the_same_documents(tmp_path):
+    rows = [("id", "title", "text", "ward"), ("a", "Gout", "Gout is treated with colchicine, and rest.", "W1"),
+            ("b", "", "Asthma is treated with inhalers.", "")]
+    import csv
+
+    with open(tmp_path / "docs.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    with open(tmp_path / "docs.tsv", "w", newline="") as fh:
+        csv.writer(fh, delimiter="\t").writerows(rows)
+    (tmp_path / "docs.tsv.gz").write_bytes(gzip.compress((tmp_path / "docs.tsv").read_bytes()))
+    expected = list(read_documents(tmp_path / "docs.csv"))
+    assert [d.metadata for d in expected] == [{"ward": "W1"}, {}]
+    for name in ("docs.tsv", "docs.tsv.gz"):
+        assert detect_format(tmp_path / name) is Format.csv
+        assert list(read_documents(tmp_path / name)) == expected
+    (tmp_path / "collection.tsv").write_text("7\tGout is treated with colchicine.\n")  # headerless (MS MARCO's)
+    with pytest.raises(BadInputError, match="collection.tsv: TSV columns fit no reader: a TSV of documents has a "
+                                            "header line naming columns text and an id"):
+        detect_format(tmp_path / "collection.tsv")
+
+
 def test_beir_layout_round_trip_on_real_sample(tmp_path):
     rows = _cdv_rows(30)
     (tmp_path / "qrels").mkdir()

@@ -84,7 +84,7 @@ def _folder_layout(source: Path) -> Format | None:
 _TEXT_NAMES = (".txt", ".md", ".text", ".markdown")
 _MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
 _KNOWN_NAMES = _TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
-                              ".csv", ".csv.gz", ".tar.gz", ".tgz", ".tar")
+                              ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
 
 
 def _file_format(path: Path) -> Format | str:
@@ -116,7 +116,7 @@ def _file_format(path: Path) -> Format | str:
         except BadInputError as e:
             return e.reason
     return (f"no reader for this kind of file (notes: {', '.join(_TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or "
-            "MedQuAD XML, CSV); --skip-bad indexes the other files")
+            "MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
 
 
 def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
@@ -211,6 +211,13 @@ def detect_format(source: Path) -> Format:
                             "are MTSamples (transcription column), MTS-Dialog, MIMIC-III NOTEEVENTS (ROW_ID, SUBJECT_ID, "
                             "CATEGORY, TEXT) and MIMIC-IV-Note (note_id, subject_id, note_type, text); rename its columns "
                             'or write JSONL, one {"id": ..., "title": ..., "text": ...} per line')
+    if name.endswith((".tsv", ".tsv.gz")):
+        header = read_head(source, 4096).split(b"\n", 1)[0].decode("utf-8", "replace")
+        cols = [c.strip().strip('"').lower() for c in header.rstrip("\r").split("\t")]
+        if is_documents_header(set(cols)):
+            return Format.csv
+        raise BadInputError(str(source), f"TSV columns fit no reader: a TSV of documents has a header line naming "
+                            f"{COLUMNS_HELP}; got {cols[:8]}")
     if name.endswith((".json", ".json.gz")):
         if _sniff_json(source) is Format.fhir:
             return Format.fhir

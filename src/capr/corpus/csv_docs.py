@@ -1,4 +1,4 @@
-"""A CSV of documents: one per row, with the fields of a JSONL record as columns.
+"""A CSV of documents: one per row, with the fields of a JSONL record as columns (a ``.tsv`` file: tab-separated).
 
 ``text`` and an id column (``doc_id``, ``id``, ``_id`` or ``docid``) are required, ``title`` is optional;
 every other column becomes metadata (an empty cell is a field the document lacks). Column names are
@@ -26,13 +26,18 @@ def is_documents_header(columns: set[str]) -> bool:
     return "text" in columns and bool(columns & set(ID_KEYS))
 
 
+def is_tsv(path: Path) -> bool:
+    return path.name.lower().endswith((".tsv", ".tsv.gz"))
+
+
 def read_csv_documents(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
     with open_text(path) as fh:
-        reader = csv.DictReader(fh)
+        reader = csv.DictReader(fh, delimiter="\t" if is_tsv(path) else ",")
         fields = [f.strip().lower() for f in csv_header(path, reader)]
         if not is_documents_header(set(fields)):
-            report.bad(str(path), f"not a CSV of documents ({COLUMNS_HELP}); got columns {fields}", "line 1")
+            kind = "TSV" if is_tsv(path) else "CSV"
+            report.bad(str(path), f"not a {kind} of documents ({COLUMNS_HELP}); got columns {fields}", "line 1")
             return
         reader.fieldnames = fields
         for row in guard_reads(path, reader, lambda: f"line {reader.line_num + 1}"):
