@@ -437,3 +437,47 @@ def test_ids_a_trec_run_cannot_carry_are_refused_before_the_evaluation_writes_on
         assert not run.exists()
     with pytest.raises(CaprError, match="document id 'doc 3' holds whitespace"):
         write_qrels(tmp_path / "qrels.txt", [Qrel("q1", "doc 3", 1)])
+
+
+def test_search_queries_writes_the_run_capr_eval_ranks_from_any_questions_file(tmp_path):
+    """`capr search IDX --queries FILE --run-out RUN` (Pyserini's batch search): the run of a user's own questions
+    over an index they built, read from BEIR's queries.jsonl or QUERY-ID<TAB>TEXT lines; grouped by document it ranks
+    exactly as `capr eval --pipeline default` on the same index, and trec_eval on it gives capr eval's metrics."""
+    folder = write_beir(tmp_path / "b")
+    idx = tmp_path / "idx"
+    capr_cli("index", str(folder), "--out", str(idx))
+    run = tmp_path / "run.trec"
+    proc = capr_cli("search", str(idx), "--queries", str(folder / "queries.jsonl"), "--group-by", "doc",
+                    "--run-out", str(run))
+    assert "4 questions searched" in proc.stderr and "Traceback" not in proc.stderr
+    evaluated = tmp_path / "eval.trec"
+    result = json.loads(capr_cli("eval", "--benchmark", f"beir:{folder}", "--index", str(idx), "--pipeline", "default",
+                                 "--run-out", str(evaluated), "--json").stdout.strip().splitlines()[-1])
+    ranks = lambda path: [line.split()[:4] for line in path.read_text().splitlines()]  # noqa: E731
+    ours = ranks(run)
+    assert [r for r in ours if r[0] != "q9"] == ranks(evaluated)  # q9 has no judgements: capr eval leaves it out
+    assert trec_eval(read_trec(run), QRELS) == result["metrics"]
+
+    tsv = tmp_path / "questions.tsv"
+    tsv.write_text("query-id\ttext\n" + "".join(f"{q}\t{t}\n" for q, t in QUERIES.items()))
+    printed = capr_cli("search", str(idx), "--queries", str(tsv), "--group-by", "doc").stdout
+    assert [line.split()[:4] for line in printed.splitlines()] == ours
+
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"id": "s1", "query": "what is the"}) + "\n"
+                   + json.dumps({"qid": 2, "entity": "gout", "aspect": "treatment"}) + "\n")
+    proc = capr_cli("search", str(idx), "--queries", str(odd), "-k", "3")
+    assert "question 's1' was not searched" in proc.stderr  # only stopwords: an empty ranking, said
+    assert {line.split()[0] for line in proc.stdout.splitlines()} == {"2"} and len(proc.stdout.splitlines()) == 3
+
+    for text, message in (
+        (json.dumps({"_id": "a", "text": "gout"}) + "\n" + json.dumps({"_id": "a", "text": "asthma"}) + "\n",
+         "odd.jsonl [line 2]: question id 'a' is given again (first at line 1)"),
+        (json.dumps({"_id": "a"}) + "\n", "odd.jsonl [line 1]: question 'a' has no text"),
+        (json.dumps({"_id": "a b", "text": "gout"}) + "\n", "question id 'a b' holds whitespace"),
+    ):
+        odd.write_text(text)
+        proc = capr_cli("search", str(idx), "--queries", str(odd), check=False)
+        assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc = capr_cli("search", str(idx), "--run-out", str(run), check=False)
+    assert proc.returncode != 0 and "--run-out writes the run of --queries" in proc.stderr

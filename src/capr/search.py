@@ -14,7 +14,7 @@ from __future__ import annotations
 from copy import copy
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from capr.errors import QueryError
 from capr.query import (DEFAULT_TEMPLATE, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
                         parse_query, parse_store_query)
 from capr.question_focus import question_focus, wording_prior_rows
-from capr.records import Passage, Query, ScoredPassage
+from capr.records import Passage, Query, Run, ScoredPassage
 from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.retrieve.first_stage import FirstStage, first_stage_retriever, lexical_retriever
 from capr.retrieve.fusion import FusionConfig, FusionMethod
@@ -709,9 +709,31 @@ def best_per_document(ranked: list[ScoredPassage], k: int) -> list[ScoredPassage
     return out
 
 
+def search_each(searcher: Searcher, queries: Sequence[Query], options: SearchOptions,
+                progress: Callable[[Sequence[Query]], Iterable[Query]] | None = None,
+                name: str = "capr") -> tuple[Run, dict[str, str]]:
+    """Every query through ``searcher`` as one run: passage ids, or document ids when ``options`` groups by
+    document. A question the pipeline cannot search (only stopwords) gets an empty ranking and its reason under its
+    id, as `capr eval` scores it; any other refusal (a bad filter) ends the run, naming the question."""
+    run = Run(name=name)
+    unsearchable: dict[str, str] = {}
+    for q in (progress(queries) if progress is not None else queries):
+        try:
+            hits = searcher.search(q, replace(options, highlights=False)).hits
+        except QueryError as e:
+            if e.field != "text":
+                raise QueryError(f"question {q.qid!r}: {e}", e.field) from None
+            unsearchable[q.qid] = str(e)
+            hits = []
+        by_doc = options.group_by is GroupBy.doc
+        run.results[q.qid] = [ScoredPassage(pid=h.passage.doc_id if by_doc else h.pid, score=h.score, rank=h.rank)
+                              for h in hits]
+    return run, unsearchable
+
+
 def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> list[Hit]:
     """One query through the default pipeline (or ``options``, the :class:`SearchOptions` fields)."""
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "scores_falling_with_rank", "SearchOptions", "SearchResult", "Searcher", "WordingPrior", "search"]
+__all__ = ["DEFAULT_ASPECT_BOOST", "DEFAULT_FUSION", "EMPTY_INDEX_MESSAGE", "EntityScope", "Evidence", "GroupBy", "best_per_document", "Hit", "scores_falling_with_rank", "SearchOptions", "SearchResult", "Searcher", "WordingPrior", "search", "search_each"]

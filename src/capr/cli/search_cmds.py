@@ -18,6 +18,7 @@ from capr.cli.common import (
     TLS_CA_OPTION,
     TOKEN_OPTION,
     URI_OPTION,
+    _item_progress,
     _open_cdv_store,
     _parse_filters,
     _run_guarded,
@@ -91,7 +92,8 @@ def search_cmd(
     query: Optional[str] = typer.Argument(None, help="Free-text question."),
     entity: Optional[str] = typer.Option(None, "--entity", "-e", help="Entity of a structured question."),
     aspect: Optional[str] = typer.Option(None, "--aspect", "-a", help="Aspect of a structured question."),
-    k: int = typer.Option(10, "-k", help="Number of passages."),
+    k: Optional[int] = typer.Option(None, "-k", help="Number of passages (default 10; with --queries, 100 per "
+                                    "question)."),
     filters: List[str] = typer.Option([], "--filter", help="FIELD=VALUE (repeatable, ANDed); also !=, >=, <=, >, < and 'FIELD in (A, B)', e.g. aspect=symptoms, \"charttime>=2150-01-01\". A passage whose note lacks FIELD passes no clause on it, != and 'not in' included (as SQL's NULL)."),
     retriever: Optional[Retriever] = typer.Option(None, "--retriever", "-r", help="Default: hybrid (BM25 + dense) when "
                                                   "the index has vectors, else bm25."),
@@ -126,16 +128,25 @@ def search_cmd(
     evidence: Optional[str] = typer.Option(None, "--evidence", help="Score each result's sentences and mark the evidence: "
                                            "lexical, dense (index with vectors) or cdv (needs --cdv)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Search every question of a file (JSON lines or a "
+                                           "JSON array with _id/id/qid and text/query, optional entity/aspect; or "
+                                           "QUERY-ID<TAB>TEXT lines) and write their rankings as a TREC run "
+                                           "(--group-by doc: document ids)."),
+    run_out: Optional[Path] = typer.Option(None, "--run-out", help="With --queries: the TREC run file to write "
+                                           "(default: the run on standard output)."),
     backend: str = BACKEND_OPTION,
     uri: Optional[str] = URI_OPTION,
     token: Optional[str] = TOKEN_OPTION,
     tls_ca: Optional[Path] = TLS_CA_OPTION,
 ) -> None:
-    """Search an index with a free-text question or an ⟨entity, aspect⟩ pair."""
+    """Search an index with a free-text question or an ⟨entity, aspect⟩ pair (or every question of a file, --queries)."""
 
     def body() -> None:
-        from capr.search import DEFAULT_FUSION, Evidence, Searcher, SearchOptions
+        from capr.search import Searcher
 
+        if queries is not None or run_out is not None:
+            return search_file(index_dir, queries, run_out, query, entity, aspect, options(), as_json, evidence, cdv,
+                               reranker, backend_options(backend, uri, token, tls_ca))
         if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
         if boundaries not in ("passages", "free"):
@@ -144,13 +155,7 @@ def search_cmd(
             raise QueryError(f"unknown --evidence {evidence!r}; choose lexical, dense or cdv")
         if (boundaries == "free" or evidence == "cdv") and cdv is None:
             raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
-        options = SearchOptions(k=k, retriever=retriever, filters=_parse_filters(filters), expand=expand,
-                                aspect_boost=aspect_boost, template=template, group_by=group_by, entity_first=entity_first,
-                                entity_scope=entity_scope, entity_synonyms=entity_synonyms,
-                                rerank_depth=rerank_depth, rerank_share=rerank_share, evidence=Evidence(evidence or "none"),
-                                thetas=(theta_open, theta_close))
-        if fusion is not None and fusion is not DEFAULT_FUSION.method:
-            options.fusion = replace(DEFAULT_FUSION, method=fusion, weights=(0.5, 0.5))
+        search_options = options()
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         cdv_store = _open_cdv_store(store, cdv) if cdv is not None else None
@@ -158,7 +163,7 @@ def search_cmd(
             from capr.cdv.search import free_search
             from capr.cdv.spans import BoundaryConfig
 
-            spans = free_search(store, cdv_store, entity, aspect, k, BoundaryConfig(theta_open, theta_close))
+            spans = free_search(store, cdv_store, entity, aspect, search_options.k, BoundaryConfig(theta_open, theta_close))
             if as_json:
                 payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
                            "results": [h.to_dict() for h in spans]}
@@ -166,7 +171,7 @@ def search_cmd(
             else:
                 render_spans(spans)
             return
-        result = Searcher.open(store, reranker=reranker, cdv=cdv_store).search(q, options)
+        result = Searcher.open(store, reranker=reranker, cdv=cdv_store).search(q, search_options)
         if as_json:
             payload = result.to_dict()
             if not result.hits and result.notices:
@@ -179,7 +184,54 @@ def search_cmd(
                     err.print(f"[yellow]note:[/] {escape(notice)}")
             render_results(result.to_dict()["results"], empty=result.notices[0] if result.notices else None)
 
+    def options():
+        from capr.search import DEFAULT_FUSION, Evidence, SearchOptions
+
+        chosen = SearchOptions(k=k if k is not None else 100 if queries is not None else 10, retriever=retriever,
+                               filters=_parse_filters(filters), expand=expand, aspect_boost=aspect_boost,
+                               template=template, group_by=group_by, entity_first=entity_first,
+                               entity_scope=entity_scope, entity_synonyms=entity_synonyms, rerank_depth=rerank_depth,
+                               rerank_share=rerank_share, evidence=Evidence(evidence or "none"),
+                               thetas=(theta_open, theta_close))
+        if fusion is not None and fusion is not DEFAULT_FUSION.method:
+            chosen.fusion = replace(DEFAULT_FUSION, method=fusion, weights=(0.5, 0.5))
+        return chosen
+
     _run_guarded(body)
+
+
+def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path], query: Optional[str],
+                entity: Optional[str], aspect: Optional[str], options, as_json: bool, evidence: Optional[str],
+                cdv: Optional[Path], reranker: Optional[str], backend: BackendOptions) -> None:
+    """`capr search --queries FILE [--run-out RUN]`: each question's ranking, as one TREC run."""
+    from capr.corpus.queries import read_queries
+    from capr.eval.runs import check_trec_id, trec_run_text, write_run
+    from capr.search import Searcher, search_each
+
+    if queries is None:
+        raise QueryError("--run-out writes the run of --queries FILE: give the questions file")
+    if (query and query.strip()) or entity or aspect:
+        raise QueryError("give one question (QUERY, --entity, --aspect) or a file of them (--queries), not both")
+    if evidence or cdv is not None or as_json:
+        raise QueryError("--queries writes a run (ids and scores): --evidence, --cdv and --json apply to one question")
+    questions = read_queries(queries)
+    target = run_out if run_out is not None else Path("<standard output>")
+    for q in questions:  # before searching: a run file's columns are split at whitespace
+        check_trec_id(target, "question id", q.qid)
+    store = backend.open(index_dir)
+    searcher = Searcher.open(store, reranker=reranker)
+    run, unsearchable = search_each(searcher, questions, options, _item_progress("searching"),
+                                    name=f"capr-{searcher.default_retriever().value}")
+    for qid, why in list(unsearchable.items())[:5]:
+        err.print(f"[yellow]warning:[/] question {escape(qid)!r} was not searched (an empty ranking): {escape(why)}")
+    if len(unsearchable) > 5:
+        err.print(f"[yellow]warning:[/] … and {len(unsearchable) - 5} more questions not searched")
+    if run_out is not None:
+        write_run(run_out, run)
+        hits = sum(len(h) for h in run.results.values())
+        err.print(f"{len(run)} questions searched ({hits} results, top {options.k} each) → {escape(str(run_out))}")
+    else:
+        sys.stdout.write(trec_run_text(run, target))
 
 
 @app.command("explain")

@@ -77,20 +77,23 @@ def read_run(path: Path, warn: Callable[[str], None] | None = None) -> Run:
     return run
 
 
-def write_run(path: Path, run: Run) -> None:
-    """The run as a TREC run file; refused, before anything is written, when an id or the run's name holds
-    whitespace (see check_trec_id)."""
+def trec_run_text(run: Run, path: Path) -> str:
+    """The run's lines in TREC's layout; refused, naming ``path``, when an id or the run's name holds whitespace
+    (see check_trec_id)."""
     check_trec_id(path, "run name", run.name)
     for qid, hits in run.results.items():
         check_trec_id(path, "query id", qid)
         for h in hits:
             check_trec_id(path, f"document id (query {qid!r})", h.pid)
-    lines = [
-        f"{qid} Q0 {h.pid} {i + 1} {h.score:.9g} {run.name}\n"
-        for qid, hits in run.results.items()
-        for i, h in enumerate(hits)
-    ]
+    return "".join(f"{qid} Q0 {h.pid} {i + 1} {h.score:.9g} {run.name}\n"
+                   for qid, hits in run.results.items() for i, h in enumerate(hits))
+
+
+def write_run(path: Path, run: Run) -> None:
+    """The run as a TREC run file; refused, before anything is written, when an id or the run's name holds
+    whitespace (see check_trec_id)."""
+    text = trec_run_text(run, path)
     try:
-        write_bytes(Path(path), "".join(lines).encode())
+        write_bytes(Path(path), text.encode())
     except OSError as e:
         raise CaprError(f"{path}: cannot write the run file: {e.strerror or e}") from None
