@@ -717,15 +717,16 @@ def search_each(searcher: Searcher, queries: Sequence[Query], options: SearchOpt
     id, as `capr eval` scores it; any other refusal (a bad filter) ends the run, naming the question."""
     run = Run(name=name)
     unsearchable: dict[str, str] = {}
+    ids_only = replace(options, highlights=False)
+    by_doc = options.group_by is GroupBy.doc
     for q in (progress(queries) if progress is not None else queries):
         try:
-            hits = searcher.search(q, replace(options, highlights=False)).hits
+            hits = searcher.search(q, ids_only).hits
         except QueryError as e:
             if e.field != "text":
                 raise QueryError(f"question {q.qid!r}: {e}", e.field) from None
             unsearchable[q.qid] = str(e)
             hits = []
-        by_doc = options.group_by is GroupBy.doc
         run.results[q.qid] = [ScoredPassage(pid=h.passage.doc_id if by_doc else h.pid, score=h.score, rank=h.rank)
                               for h in hits]
     return run, unsearchable
