@@ -199,8 +199,12 @@ def test_text_format_refuses_a_file_another_reader_takes(tmp_path):
     bundle.write_text(json.dumps({"resourceType": "Bundle", "type": "collection", "entry": []}))
     with pytest.raises(BadInputError, match="looks like fhir input, not a plain-text note; use --format fhir"):
         list(read_documents(bundle, Format.text))
-    plain = tmp_path / "data.json"
-    plain.write_text('{"a": 1}')
+    lines = tmp_path / "data.json"  # JSON lines under a .json name: the JSONL reader's
+    lines.write_text('{"a": 1}')
+    with pytest.raises(BadInputError, match="looks like jsonl input, not a plain-text note; use --format jsonl"):
+        list(read_documents(lines, Format.text))
+    plain = tmp_path / "settings.json"
+    plain.write_text('{\n  "a": 1\n}')
     with pytest.raises(BadInputError, match="a JSON file, not a plain-text note"):
         list(read_documents(plain, Format.text))
     note = tmp_path / "note"  # no suffix, no other format: text, as asked

@@ -44,7 +44,9 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
 
 def read_jsonl(path: Path, report: ReadReport, id_keys: tuple[str, ...] = ID_KEYS) -> Iterator[Document]:
     path = Path(path)
-    records = json_array(path, report) if starts_json_array(path) else json_lines(path, report)
+    # a .jsonl is lines by name, even one whose first line is an array (a bad record, said at its line)
+    as_array = path.name.lower().endswith((".json", ".json.gz")) and starts_json_array(path)
+    records = json_array(path, report) if as_array else json_lines(path, report)
     for record, obj in records:
         doc = parse_document_json(obj, str(path), record, report, id_keys)
         if doc is not None:

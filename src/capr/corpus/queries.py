@@ -51,7 +51,8 @@ def _tsv_queries(path: Path) -> Iterator[tuple[str, Query]]:
 
 
 def _json_queries(path: Path) -> Iterator[tuple[str, Query]]:
-    records = json_array(path) if starts_json_array(path) else json_lines(path)
+    as_array = path.name.lower().endswith((".json", ".json.gz")) and starts_json_array(path)
+    records = json_array(path) if as_array else json_lines(path)
     for where, rec in records:
         try:
             yield where, _record_query(rec)
