@@ -462,6 +462,9 @@ def test_search_queries_writes_the_run_capr_eval_ranks_from_any_questions_file(t
     tsv.write_text("query-id\ttext\n" + "".join(f"{q}\t{t}\n" for q, t in QUERIES.items()))
     printed = capr_cli("search", str(idx), "--queries", str(tsv), "--group-by", "doc").stdout
     assert [line.split()[:4] for line in printed.splitlines()] == ours
+    assert {line.split()[5] for line in printed.splitlines()} == {"capr-hybrid"}
+    lexical = capr_cli("search", str(idx), "--queries", str(tsv), "-r", "bm25", "-k", "1").stdout
+    assert len(lexical.splitlines()) == 4 and {line.split()[5] for line in lexical.splitlines()} == {"capr-bm25"}
 
     odd = tmp_path / "odd.jsonl"
     odd.write_text(json.dumps({"id": "s1", "query": "what is the"}) + "\n"

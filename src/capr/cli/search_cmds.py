@@ -221,7 +221,7 @@ def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path
     store = backend.open(index_dir)
     searcher = Searcher.open(store, reranker=reranker)
     run, unsearchable = search_each(searcher, questions, options, _item_progress("searching"),
-                                    name=f"capr-{searcher.default_retriever().value}")
+                                    name=f"capr-{(options.retriever or searcher.default_retriever()).value}")
     for qid, why in list(unsearchable.items())[:5]:
         err.print(f"[yellow]warning:[/] question {escape(qid)!r} was not searched (an empty ranking): {escape(why)}")
     if len(unsearchable) > 5:
