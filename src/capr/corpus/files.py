@@ -278,6 +278,14 @@ def json_array(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
         records[n] = None  # an indexed record is not kept alive by the array
 
 
+def json_records(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
+    """The JSON records of a file: one array's elements for a ``.json`` name whose content opens an array, else one per
+    line (a ``.jsonl`` is lines by name, even when its first line is an array: a bad record, said at its line)."""
+    if path.name.lower().endswith((".json", ".json.gz")) and starts_json_array(path):
+        return json_array(path, report)
+    return json_lines(path, report)
+
+
 def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
     """("line N", parsed object) for every non-blank line. Invalid JSON goes to ``report.bad``
     (which raises unless skipping) or, without a report, raises at once."""

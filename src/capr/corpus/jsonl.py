@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import json_array, json_lines, starts_json_array
+from capr.corpus.files import json_records
 from capr.corpus.report import ReadReport
 from capr.records import Document, check_doc_id
 
@@ -44,10 +44,7 @@ def parse_document_json(obj: object, source: str, record: str, report: ReadRepor
 
 def read_jsonl(path: Path, report: ReadReport, id_keys: tuple[str, ...] = ID_KEYS) -> Iterator[Document]:
     path = Path(path)
-    # a .jsonl is lines by name, even one whose first line is an array (a bad record, said at its line)
-    as_array = path.name.lower().endswith((".json", ".json.gz")) and starts_json_array(path)
-    records = json_array(path, report) if as_array else json_lines(path, report)
-    for record, obj in records:
+    for record, obj in json_records(path, report):
         doc = parse_document_json(obj, str(path), record, report, id_keys)
         if doc is not None:
             report.at(str(path), record)

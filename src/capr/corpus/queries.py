@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from capr.corpus.files import json_array, json_lines, numbered_lines, open_text, starts_json_array
+from capr.corpus.files import json_records, numbered_lines, open_text
 from capr.errors import BadInputError, CaprError
 from capr.records import Query
 
@@ -51,9 +51,7 @@ def _tsv_queries(path: Path) -> Iterator[tuple[str, Query]]:
 
 
 def _json_queries(path: Path) -> Iterator[tuple[str, Query]]:
-    as_array = path.name.lower().endswith((".json", ".json.gz")) and starts_json_array(path)
-    records = json_array(path) if as_array else json_lines(path)
-    for where, rec in records:
+    for where, rec in json_records(path):
         try:
             yield where, _record_query(rec)
         except ValueError as e:
