@@ -28,6 +28,7 @@ from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.retrieve.first_stage import FirstStage, first_stage_retriever, lexical_retriever
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.retrieve.highlight import snippet, term_spans
+from capr.retrieve.mentions import names_only_negated
 from capr.store import as_store
 from capr.store.protocol import Capability, Store
 
@@ -411,12 +412,14 @@ class Searcher:
         return replace(head, options=options, hits=hits, notices=notices)
 
     def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None,
-                    keep: Any = None, named: np.ndarray | None = None) -> list[ScoredPassage]:
+                    keep: Any = None, named: np.ndarray | None = None,
+                    forms: list[list[str]] | None = None) -> list[ScoredPassage]:
         """Top-k passages of the retriever, with the aspect prior: the score of a passage from a section whose
         aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost.
         ``keep(keys) -> bool mask``: a condition the backend cannot filter by, applied to each retriever's list
         before fusion (so the fused ranks are those of the kept passages, as a filter would give). ``named``: rows
-        that name the query's entity, scored ×(1 + mention_boost)."""
+        that name the query's entity, scored ×(1 + mention_boost); with the entity's ``forms``, not those of them
+        that only deny it ("No lymphadenopathy.")."""
         store = self.store
         if not store.live_count():
             return []  # every document deleted
@@ -431,7 +434,22 @@ class Searcher:
                 favoured &= wording_prior_rows(store, pq, keys)
             vals = vals * np.where(favoured, 1.0 + boost, 1.0).astype(np.float32)
         if named is not None and len(keys):
-            vals = vals * np.where(named[keys], 1.0 + options.mention_boost, 1.0).astype(np.float32)
+            naming, unboosted = named[keys], vals
+
+            def boosted() -> np.ndarray:
+                return unboosted * np.where(naming, 1.0 + options.mention_boost, 1.0).astype(np.float32)
+
+            checked = np.zeros(len(keys), dtype=bool)
+            while forms:
+                # read only the naming passages that reach the top k: one that only denies the entity loses its
+                # bonus, and those it lets in are read in turn
+                top = np.lexsort((keys, -boosted()))[:k]
+                todo = top[naming[top] & ~checked[top]]
+                if not len(todo):
+                    break
+                checked[todo] = True
+                naming[todo] = ~self.only_denied(store.passages(keys[todo]), forms)
+            vals = boosted()
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
         passages = store.passages(keys[order])
         return [ScoredPassage(pid=p.pid, score=float(v), rank=i + 1, passage=p)
@@ -486,6 +504,11 @@ class Searcher:
         order = np.lexsort((rank, -value, level))[:k]  # tier first, then the structured score, then the re-ranker
         return [ScoredPassage(pid=hits[i].pid, score=float(value[i]), rank=r + 1, passage=hits[i].passage)
                 for r, i in enumerate(order)]
+
+    def only_denied(self, passages: Sequence[Passage], forms: list[list[str]]) -> np.ndarray:
+        """For each passage, whether it names the entity (one of its ``forms``) only to deny it."""
+        return np.fromiter((names_only_negated(p, forms, self.store.analyzer) for p in passages), dtype=bool,
+                           count=len(passages))
 
     def entity_forms(self, pq: ParsedQuery, options: SearchOptions) -> list[list[str]]:
         """The analysed terms of each name the entity is written as: its own first, then (with
@@ -559,7 +582,8 @@ class RowTiers:
     """The entity's tiers on an exhaustive store, as row masks: passages that name the entity (in their text or
     their document's title, by any of its forms), then the other passages of their documents, then the rest; each
     tier ranked by the searcher's first stage (``entity_scope`` document: the first two tiers are one, a passage
-    that names the entity scored ×(1 + mention_boost))."""
+    that names the entity scored ×(1 + mention_boost)). A passage that names the entity only to deny it ("No
+    lymphadenopathy.") gets no bonus, and under ``entity_scope`` passage ranks after those that name it."""
 
     def __init__(self, searcher: Searcher) -> None:
         self.searcher = searcher
@@ -588,9 +612,20 @@ class RowTiers:
             if len(hits) >= k:
                 break
             seen = {h.pid for h in hits}
-            found = [h for h in searcher.first_stage(pq, k, options, tier, named=named) if h.pid not in seen][: k - len(hits)]
-            if tiers is not None and found:  # only a second stage reads them: no lookups otherwise
-                names = mention[store.keys_of([h.pid for h in found])]
+            found = [h for h in searcher.first_stage(pq, k, options, tier, named=named, forms=forms)
+                     if h.pid not in seen][: k - len(hits)]
+            demote = level == 0 and options.entity_scope is EntityScope.passage
+            if not found or (tiers is None and not demote):
+                hits += found  # only a second stage, or the passage scope, reads which hits name the entity
+                continue
+            names = mention[store.keys_of([h.pid for h in found])]
+            if names.any():
+                names[names] = ~searcher.only_denied([h.passage for h, n in zip(found, names) if n], forms)
+            if demote:
+                # a passage that names the entity only to deny it ranks after those that name it
+                found = [h for h, n in zip(found, names) if n] + [h for h, n in zip(found, names) if not n]
+                names = np.sort(names)[::-1]
+            if tiers is not None:
                 tiers.update((h.pid, (level, bool(n))) for h, n in zip(found, names))
             hits += found
         if none_named:
@@ -637,7 +672,10 @@ class ListTiers:
             return np.asarray([names_entity[int(x)] for x in keys], dtype=bool)
 
         hits = searcher.first_stage(pq, k, options, flt, keep=mentions)
-        named = {h.pid for h in hits}
+        # as RowTiers ranks them: a passage that names the entity only to deny it after those that name it
+        denied = searcher.only_denied([h.passage for h in hits], forms)
+        named = {h.pid for h, d in zip(hits, denied) if not d}
+        hits = [h for h in hits if h.pid in named] + [h for h in hits if h.pid not in named]
         about: set[str] = set()
         if not hits and options.filters:
             # the filter may drop every passage that names the entity and keep other passages of its documents

@@ -1,0 +1,113 @@
+"""A passage that names an entity only to deny it ("Neck: supple. No lymphadenopathy.") is not about it: ConText's
+negation (capr.negation, checked against medspaCy's on real notes) keeps it from outranking the passages that
+name the entity."""
+
+from __future__ import annotations
+
+import pytest
+
+from capr.negation import is_negated, negated_spans
+from conftest import capr_cli, index_of_documents, need_data
+
+
+def _negated(sentence: str, mention: str) -> bool:
+    start = sentence.index(mention)
+    return is_negated(sentence, start, start + len(mention))
+
+
+@pytest.mark.parametrize("sentence, mention, negated", [
+    ("Neck: supple. No lymphadenopathy.", "lymphadenopathy", True),
+    ("Patient denies chest pain or palpitations.", "palpitations", True),
+    ("Pneumonia was ruled out.", "Pneumonia", True),  # a trigger after the mention
+    ("Pneumonia not ruled out.", "Pneumonia", False),  # possible, not negated: "not" inside a longer trigger
+    ("No nausea or vomiting, but persistent anorexia.", "anorexia", False),  # "but" ends the scope
+    ("No nausea or vomiting, but persistent anorexia.", "vomiting", True),
+    ("She presents with acute myocardial infarction.", "myocardial infarction", False),
+    ("He cannot tolerate aspirin.", "aspirin", True),  # "cannot" is "can not", as spaCy splits it
+    ("SKIN: No petechiae or ecchymosis.", "ecchymosis", True),  # medspaCy's ": no" would swallow the "no"
+    ("Fever: none.", "Fever", True),
+    ("Acute appendicitis.", "appendicitis", False),
+])
+def test_negation_as_context_reads_it(sentence, mention, negated):
+    assert _negated(sentence, mention) is negated
+
+
+def test_a_scope_runs_from_its_trigger_to_the_end_of_the_sentence():
+    assert negated_spans("") == []
+    assert negated_spans("no") == []  # a trigger with nothing after it negates nothing
+    sentence = "Without fever or chills, but with a cough."
+    (span,) = negated_spans(sentence)
+    assert sentence[span[0]:span[1]] == "fever or chills,"
+
+
+def test_negation_agrees_with_medspacy_context_on_real_notes():
+    """The reference: medspaCy's ConText (what `capr labels` runs) on the gazetteer's mentions in 150 MTSamples
+    notes, one sentence at a time. The rules are ConText's own; the one intended difference is ": no" swallowing the
+    "no" after a heading (above)."""
+    data = need_data("mtsamples")
+    pytest.importorskip("medspacy")
+    from capr.corpus.mtsamples import read_mtsamples
+    from capr.corpus.report import ReadReport
+    from capr.corpus.segment import segment
+    from capr.labels.context import AssertionFilter
+    from capr.labels.gazetteer import Gazetteer
+
+    gazetteer, reference = Gazetteer.load(), AssertionFilter()
+    agree, differ = 0, []
+    for n, doc in enumerate(read_mtsamples(data / "mtsamples.csv.gz", ReadReport())):
+        if n == 150:
+            break
+        for p in segment(doc):
+            found = gazetteer.find(p.text)
+            for s, e in [(a - p.start, b - p.start) for a, b in p.sentences]:
+                inside = [m for m in found if s <= m.start < e]
+                sentence = p.text[s:e]
+                for m, why in zip(inside, reference.reasons(sentence, inside, offset=s)):
+                    if (why == "negated") == is_negated(sentence, m.start - s, m.end - s):
+                        agree += 1
+                    else:
+                        differ.append((m.text, why, sentence))
+    assert agree > 1000
+    assert len(differ) / (agree + len(differ)) < 0.01, differ[:20]
+
+
+NOTES = [
+    {"doc_id": "thyroid", "title": "Endocrine clinic note", "text": "HISTORY OF PRESENT ILLNESS:\nFatigue and weight "
+     "gain.\n\nPHYSICAL EXAMINATION:\nNeck: supple. No lymphadenopathy.\n"},
+    {"doc_id": "lymphoma", "title": "Hematology clinic note", "text": "HISTORY OF PRESENT ILLNESS:\nNight sweats and "
+     "weight loss over three months.\n\nPHYSICAL EXAMINATION:\nFirm, matted, non-tender cervical lymphadenopathy on "
+     "the right side of the neck, the largest node about three centimetres across, with overlying skin intact and "
+     "no erythema of the skin.\n"},
+    {"doc_id": "sprain", "title": "Sports medicine note", "text": "HISTORY OF PRESENT ILLNESS:\nAnkle sprain while "
+     "running.\n\nPHYSICAL EXAMINATION:\nSwelling of the lateral ankle.\n"},
+]
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory):
+    return index_of_documents(tmp_path_factory, "negated-notes", NOTES)
+
+
+@pytest.mark.parametrize("scope", ["document", "passage"])
+def test_the_note_that_finds_the_entity_ranks_above_the_note_that_denies_it(notes, scope):
+    """⟨lymphadenopathy, physical examination⟩: both examinations name it, and BM25 prefers the short one that
+    says "No lymphadenopathy"; the entity's bonus (or tier) goes to the note that found it."""
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(notes)
+    q = Query("q", entity="lymphadenopathy", aspect="physical examination")
+    hits = searcher.search(q, SearchOptions(k=3, retriever="bm25", entity_scope=scope)).hits
+    assert (hits[0].passage.doc_id, hits[0].passage.aspect) == ("lymphoma", "physical examination")
+    assert "thyroid" in [h.passage.doc_id for h in hits]  # ranked lower, not dropped: it is about the neck
+    # the words alone (no entity tiers) put the denial first: it is the bonus that moved
+    plain = searcher.search(q, SearchOptions(k=3, retriever="bm25", entity_first=False)).hits
+    assert plain[0].passage.doc_id == "thyroid"
+
+
+def test_capr_search_ranks_the_note_that_finds_the_entity_first(notes):
+    import json
+
+    out = json.loads(capr_cli("search", str(notes.root), "-e", "lymphadenopathy", "-a", "physical examination",
+                              "-r", "bm25", "--json").stdout)
+    assert out["results"][0]["doc_id"] == "lymphoma"
