@@ -4,6 +4,7 @@ the paired comparison with a second run."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -486,3 +487,146 @@ def test_search_queries_writes_the_run_capr_eval_ranks_from_any_questions_file(t
         assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     proc = capr_cli("search", str(idx), "--run-out", str(run), check=False)
     assert proc.returncode != 0 and "--run-out writes the run of --queries" in proc.stderr
+
+
+# TREC topic files, as clinical IR collections ship their questions: classic SGML (tags left open, labels after
+# them, upper-case tags), Clinical Decision Support 2014-2016, Precision Medicine 2017-2020, Clinical Trials 2021-2023
+CLASSIC_TOPICS = """<top>
+<num> Number: 301
+<title> gout colchicine
+
+<desc> Description:
+Which inhaler treats
+asthma?
+
+<narr> Narrative:
+A relevant document names an asthma treatment.
+</top>
+
+<TOP>
+<NUM> 302
+<TITLE> metformin diabetes
+<DESC> Does allopurinol lower uric acid?
+</TOP>
+"""
+CDS_TOPICS = """<?xml version="1.0" encoding="UTF-8"?>
+<topics>
+  <topic number="1" type="treatment">
+    <note>pt w/ gout flare, on colchicine</note>
+    <description>A 60-year-old man with an asthma attack uses his inhaler daily.</description>
+    <summary>60-year-old man: gout &amp; uric acid.</summary>
+  </topic>
+  <topic number="2" type="diagnosis">
+    <description>A woman with type 2 diabetes.</description>
+    <summary>Metformin, diet and exercise for diabetes.</summary>
+  </topic>
+</topics>
+"""
+PM_TOPICS = """<topics task="2017 TREC Precision Medicine">
+  <topic number="1">
+    <disease>Asthma</disease>
+    <gene>inhaler</gene>
+    <demographic>38-year-old male</demographic>
+    <other>None</other>
+  </topic>
+  <topic number="2">
+    <disease>gout</disease>
+    <gene>uric acid</gene>
+    <demographic>52-year-old male</demographic>
+    <other>allopurinol</other>
+  </topic>
+</topics>
+"""
+CT_TOPICS = """<topics task="2021 TREC Clinical Trials">
+  <topic number="1">
+Patient is a 45-year-old man with type 2 diabetes,
+treated with metformin.
+  </topic>
+  <topic number="2">A 32 yo woman with asthma who uses an inhaler.</topic>
+</topics>
+"""
+CT2023_TOPICS = """<topics task="2023 TREC Clinical Trials">
+<topic number="1" template="gout">
+<field name="condition">gout</field>
+<field name="treatment">colchicine</field>
+<field name="smoker"></field>
+</topic>
+</topics>
+"""
+
+
+def test_read_queries_takes_each_topic_format_by_its_content_and_a_chosen_field(tmp_path):
+    from capr.corpus.queries import read_queries
+
+    def read(name: str, content: str | bytes, field: str | None = None) -> dict[str, str]:
+        path = tmp_path / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        return {q.qid: q.text for q in read_queries(path, field)}
+
+    assert read("topics.txt", CLASSIC_TOPICS) == {"301": "gout colchicine", "302": "metformin diabetes"}
+    assert read("topics.txt", CLASSIC_TOPICS, "DESC") == {"301": "Which inhaler treats asthma?",
+                                                          "302": "Does allopurinol lower uric acid?"}
+    assert read("topics.txt", CLASSIC_TOPICS, "title, desc")["302"] == ("metformin diabetes Does allopurinol lower "
+                                                                       "uric acid?")
+    assert read("topics.gz", gzip.compress(b"\xef\xbb\xbf" + CLASSIC_TOPICS.upper().encode()), "desc") == {
+        "301": "WHICH INHALER TREATS ASTHMA?", "302": "DOES ALLOPURINOL LOWER URIC ACID?"}
+    # closed tags (as TREC Medical Records 2011 writes them) after an XML declaration, but several roots: classic
+    assert read("topics2011.xml", '<?xml version="1.0"?>\n<top>\n<num>101</num>\n<title>Patients with hearing loss'
+                "</title>\n</top>\n<top>\n<num>102</num>\n<title>Patients with GERD</title>\n</top>\n") == {
+        "101": "Patients with hearing loss", "102": "Patients with GERD"}
+    assert read("cds", CDS_TOPICS) == {"1": "60-year-old man: gout & uric acid.",
+                                       "2": "Metformin, diet and exercise for diabetes."}
+    assert read("cds", CDS_TOPICS, "description,summary")["2"] == ("A woman with type 2 diabetes. Metformin, diet and "
+                                                                   "exercise for diabetes.")
+    assert read("cds", CDS_TOPICS.replace("<note>", "<!-- 2016 --><note>").replace(
+        "<description>A woman", "<note>pt w/ DM2</note><description>A woman"), "note") == {
+        "1": "pt w/ gout flare, on colchicine", "2": "pt w/ DM2"}
+    assert read("pm.xml", PM_TOPICS) == {"1": "Asthma inhaler 38-year-old male",  # <other>None</other>: nothing
+                                         "2": "gout uric acid 52-year-old male allopurinol"}
+    assert read("ct.xml", b"\xef\xbb\xbf" + CT_TOPICS.encode()) == {
+        "1": "Patient is a 45-year-old man with type 2 diabetes, treated with metformin.",
+        "2": "A 32 yo woman with asthma who uses an inhaler."}
+    assert read("ct2023.xml", CT2023_TOPICS) == {"1": "gout colchicine"}
+    assert read("ct2023.xml", CT2023_TOPICS, "treatment") == {"1": "colchicine"}
+    covid = '<topics><topic number="1"><query>coronavirus origin</query><question>Where did it come from?</question>' \
+            '<narrative>seeking the origin</narrative></topic></topics>'
+    assert read("covid.xml", covid) == {"1": "coronavirus origin"}
+
+
+MALFORMED_TOPICS = [  # file name, content, topic field, what the error says
+    ("nonum.txt", "<top>\n<num> Number: 1\n<title> gout\n</top>\n<top>\n<title> asthma\n</top>\n", None,
+     "[line 5]: a topic without a number"),
+    ("nonum.xml", '<topics><topic number="1">gout</topic>\n<topic>asthma</topic></topics>', None,
+     "[line 2]: a topic without a number"),
+    ("dup.txt", "<top><num>7<title>gout</top>\n<top><num>7<title>asthma</top>\n", None,
+     "[line 2]: question id '7' is given again (first at line 1)"),
+    ("empty.txt", "<top>\n<num> 1\n<title>\n<desc> gout\n</top>\n", None,
+     "[line 1]: topic '1' has no text in field 'title'"),
+    ("empty.xml", '<topics>\n<topic number="4">  </topic>\n</topics>', None, "[line 2]: topic '4' has no text"),
+    ("none.xml", PM_TOPICS, "other", "[line 2]: topic '1' has no text in field 'other'"),
+    ("missing.txt", CLASSIC_TOPICS, "narr", "[line 13]: topic '302' has no field 'narr' (its fields: title, desc)"),
+    ("missing.xml", CDS_TOPICS, "summary,note",
+     "[line 8]: topic '2' has no field 'note' (its fields: description, summary)"),
+    ("cut.xml", CDS_TOPICS[:200], None, "[line 5, column 65]: not well-formed XML: the file ends inside <description>"),
+    ("notxml.xml", "gout\tasthma\n", None, "[line 1, column 0]: not well-formed XML: syntax error"),
+    ("other.xml", "<questions><q id='1'>gout</q></questions>", None,
+     ": no TREC topics: expected <topic number=\"…\"> elements (the root element is <questions>)"),
+    ("q.jsonl", json.dumps({"_id": "q1", "text": "gout"}) + "\n", "desc",
+     ": a topic field (desc) chooses the text of TREC topics"),
+    ("field.txt", CLASSIC_TOPICS, "title,", "topic field 'title,': name a field"),
+]
+
+
+@pytest.mark.parametrize("name, content, field, message", MALFORMED_TOPICS, ids=[t[0] for t in MALFORMED_TOPICS])
+def test_read_queries_refuses_malformed_topics_naming_the_file_the_topic_and_the_reason(tmp_path, name, content, field,
+                                                                                       message):
+    from capr.corpus.queries import read_queries
+    from capr.errors import CaprError
+
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(CaprError) as e:
+        read_queries(path, field)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    if not message.startswith("topic field"):
+        assert str(e.value).startswith(str(path))

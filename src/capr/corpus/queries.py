@@ -1,7 +1,8 @@
 """A file of questions, as users and benchmarks keep them: JSON lines or one JSON array (BEIR's ``queries.jsonl``:
 ``_id`` and ``text``; also ``id``/``qid``/``query_id`` and ``query``/``question``, with optional ``entity`` and
-``aspect`` for ⟨entity, aspect⟩ questions), or tab-separated lines ``QUERY-ID<TAB>TEXT`` (ir_datasets' and MS MARCO's
-layout; a header line naming the columns is skipped). Gzip'd files are read as they are."""
+``aspect`` for ⟨entity, aspect⟩ questions), tab-separated lines ``QUERY-ID<TAB>TEXT`` (ir_datasets' and MS MARCO's
+layout; a header line naming the columns is skipped), or TREC topics (classic ``<top>`` SGML or ``<topic>`` XML,
+:mod:`capr.corpus.topics`). Gzip'd files are read as they are."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from capr.corpus.files import json_records, numbered_lines, open_text
+from capr.corpus.topics import read_topics, topics_format
 from capr.errors import BadInputError, CaprError
 from capr.records import Query
 
@@ -58,16 +60,31 @@ def _json_queries(path: Path) -> Iterator[tuple[str, Query]]:
             raise BadInputError(str(path), str(e), where) from None
 
 
-def read_queries(path: str | Path) -> list[Query]:
+def read_queries(path: str | Path, topic_field: str | None = None) -> list[Query]:
     """The questions of ``path`` in file order. A question id given twice is refused (a run holds one ranking per
-    id), naming both places."""
+    id), naming both places. ``topic_field``: for TREC topics, the field whose text is the question (``desc``), or
+    several joined by commas (``title,desc``); by default the first of title, summary and query a topic has, else all
+    its fields (Precision Medicine's disease, gene, …; Clinical Trials' text)."""
     path = Path(path)
     if not path.is_file():
         raise CaprError(f"{path}: no such questions file")
-    reader = _tsv_queries if path.name.lower().endswith(_TSV_NAMES) else _json_queries
+    chosen = None
+    if topic_field is not None:
+        chosen = tuple(name.strip().lower() for name in topic_field.split(","))
+        if not all(chosen):
+            raise CaprError(f"topic field {topic_field!r}: name a field (desc) or several joined by commas "
+                            "(title,desc)")
+    kind = topics_format(path)
+    if kind is None and chosen is not None:
+        raise BadInputError(str(path), f"a topic field ({topic_field}) chooses the text of TREC topics (<top> or "
+                            "<topic> elements); this file holds JSON or tab-separated questions")
+    if kind is not None:
+        questions = read_topics(path, kind, chosen)
+    else:
+        questions = (_tsv_queries if path.name.lower().endswith(_TSV_NAMES) else _json_queries)(path)
     out: list[Query] = []
     seen: dict[str, str] = {}
-    for where, q in reader(path):
+    for where, q in questions:
         if q.qid in seen:
             raise BadInputError(str(path), f"question id {q.qid!r} is given again (first at {seen[q.qid]}): a run holds "
                                 "one ranking per id", where)
