@@ -555,6 +555,71 @@ CT2023_TOPICS = """<topics task="2023 TREC Clinical Trials">
 """
 
 
+@pytest.fixture(scope="module")
+def topics_index(tmp_path_factory) -> Path:
+    """A lexical index of the BEIR documents: what a topic's question finds there is plain to see."""
+    folder = write_beir(tmp_path_factory.mktemp("topics") / "b")
+    idx = folder.parent / "idx"
+    capr_cli("index", "--lexical-only", str(folder), "--out", str(idx))
+    return idx
+
+
+def top_docs(idx: Path, topics: Path, *args: str) -> dict[str, str]:
+    """Each question's best document, from the run `capr search --queries` prints."""
+    lines = capr_cli("search", str(idx), "--queries", str(topics), "-r", "bm25", "--group-by", "doc", "-k", "1",
+                     *args).stdout.splitlines()
+    return {line.split()[0]: line.split()[2] for line in lines}
+
+
+def refused(*args: str) -> str:
+    proc = capr_cli(*args, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    return proc.stderr
+
+
+def test_search_queries_reads_classic_trec_topics_searching_a_chosen_field(tmp_path, topics_index):
+    topics = tmp_path / "topics.301-302.txt"  # a .txt name, but <top> content: topics, not QUERY-ID<TAB>TEXT lines
+    topics.write_text(CLASSIC_TOPICS)
+    assert top_docs(topics_index, topics) == {"301": "d1", "302": "d5"}  # the titles
+    assert top_docs(topics_index, topics, "--topic-field", "desc") == {"301": "d3", "302": "d1"}
+    message = refused("search", str(topics_index), "--queries", str(topics), "--topic-field", "narr")
+    assert f"{topics} [line 13]: topic '302' has no field 'narr' (its fields: title, desc)" in message
+
+
+def test_search_queries_reads_clinical_decision_support_topics(tmp_path, topics_index):
+    topics = tmp_path / "topics2016"  # no extension: the content says XML
+    topics.write_text(CDS_TOPICS)
+    assert top_docs(topics_index, topics) == {"1": "d1", "2": "d5"}  # the summaries
+    assert top_docs(topics_index, topics, "--topic-field", "description") == {"1": "d4", "2": "d5"}
+    topics.write_text(CDS_TOPICS.replace("</summary>\n  </topic>\n  <topic", "</summary>\n  <topic", 1))
+    message = refused("search", str(topics_index), "--queries", str(topics))
+    assert f"{topics} [line 11, column 2]: not well-formed XML: mismatched tag" in message
+
+
+def test_search_queries_reads_precision_medicine_topics_as_their_fields_joined(tmp_path, topics_index):
+    topics = tmp_path / "topics2017.xml"
+    topics.write_text(PM_TOPICS)
+    assert top_docs(topics_index, topics) == {"1": "d3", "2": "d1"}
+    assert top_docs(topics_index, topics, "--topic-field", "disease") == {"1": "d3", "2": "d2"}
+    topics.write_text(PM_TOPICS.replace('<topic number="2">', '<topic number="1">'))
+    message = refused("search", str(topics_index), "--queries", str(topics))
+    assert f"{topics} [line 8]: question id '1' is given again (first at line 2)" in message
+
+
+def test_search_queries_reads_clinical_trials_topics_as_their_text(tmp_path, topics_index):
+    topics = tmp_path / "topics2021.xml"
+    topics.write_text(CT_TOPICS)
+    run = tmp_path / "run.trec"
+    proc = capr_cli("search", str(topics_index), "--queries", str(topics), "-r", "bm25", "--group-by", "doc",
+                    "--run-out", str(run))
+    assert "2 questions searched" in proc.stderr
+    best = {line.split()[0]: line.split()[2] for line in run.read_text().splitlines() if line.split()[3] == "1"}
+    assert best == {"1": "d5", "2": "d4"}
+    message = refused("search", str(topics_index), "--queries", str(topics), "--topic-field", "summary")
+    assert f"{topics} [line 2]: topic '1' has no field 'summary' (its fields: text)" in message
+    assert "--topic-field chooses" in refused("search", str(topics_index), "--topic-field", "desc")
+
+
 def test_read_queries_takes_each_topic_format_by_its_content_and_a_chosen_field(tmp_path):
     from capr.corpus.queries import read_queries
 

@@ -129,9 +129,13 @@ def search_cmd(
                                            "lexical, dense (index with vectors) or cdv (needs --cdv)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Search every question of a file (JSON lines or a "
-                                           "JSON array with _id/id/qid and text/query, optional entity/aspect; or "
-                                           "QUERY-ID<TAB>TEXT lines) and write their rankings as a TREC run "
-                                           "(--group-by doc: document ids)."),
+                                           "JSON array with _id/id/qid and text/query, optional entity/aspect; "
+                                           "QUERY-ID<TAB>TEXT lines; or TREC topics, <top> SGML or <topic> XML) and "
+                                           "write their rankings as a TREC run (--group-by doc: document ids)."),
+    topic_field: Optional[str] = typer.Option(None, "--topic-field", help="With --queries TREC topics: the field "
+                                              "searched (desc, narr, description, note, …), or several joined by "
+                                              "commas (title,desc); default: the first of title, summary and query "
+                                              "a topic has, else all its fields joined."),
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="With --queries: the TREC run file to write "
                                            "(default: the run on standard output)."),
     backend: str = BACKEND_OPTION,
@@ -144,9 +148,9 @@ def search_cmd(
     def body() -> None:
         from capr.search import Searcher
 
-        if queries is not None or run_out is not None:
+        if queries is not None or run_out is not None or topic_field is not None:
             return search_file(index_dir, queries, run_out, query, entity, aspect, options(), as_json, evidence, cdv,
-                               reranker, backend_options(backend, uri, token, tls_ca))
+                               reranker, backend_options(backend, uri, token, tls_ca), topic_field)
         if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
             raise QueryError("empty query: give a question, or --entity and/or --aspect")
         if boundaries not in ("passages", "free"):
@@ -202,19 +206,22 @@ def search_cmd(
 
 def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path], query: Optional[str],
                 entity: Optional[str], aspect: Optional[str], options, as_json: bool, evidence: Optional[str],
-                cdv: Optional[Path], reranker: Optional[str], backend: BackendOptions) -> None:
+                cdv: Optional[Path], reranker: Optional[str], backend: BackendOptions,
+                topic_field: Optional[str]) -> None:
     """`capr search --queries FILE [--run-out RUN]`: each question's ranking, as one TREC run."""
     from capr.corpus.queries import read_queries
     from capr.eval.runs import check_trec_id, trec_run_text, write_run
     from capr.search import Searcher, search_each
 
-    if queries is None:
+    if queries is None and run_out is not None:
         raise QueryError("--run-out writes the run of --queries FILE: give the questions file")
+    if queries is None:
+        raise QueryError("--topic-field chooses what is searched of --queries FILE's TREC topics: give the topics file")
     if (query and query.strip()) or entity or aspect:
         raise QueryError("give one question (QUERY, --entity, --aspect) or a file of them (--queries), not both")
     if evidence or cdv is not None or as_json:
         raise QueryError("--queries writes a run (ids and scores): --evidence, --cdv and --json apply to one question")
-    questions = read_queries(queries)
+    questions = read_queries(queries, topic_field)
     target = run_out if run_out is not None else Path("<standard output>")
     for q in questions:  # before searching: a run file's columns are split at whitespace
         check_trec_id(target, "question id", q.qid)
