@@ -1,6 +1,7 @@
 """A passage that names an entity only to deny it ("Neck: supple. No lymphadenopathy.") is not about it: ConText's
 negation (capr.negation, checked against medspaCy's on real notes) keeps it from outranking the passages that
-name the entity."""
+name the entity. Nor is one that holds the words of a name in different sentences ("heart rate", "renal
+failure" for heart failure)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,24 @@ def test_capr_search_ranks_the_note_that_finds_the_entity_first(notes):
     out = json.loads(capr_cli("search", str(notes.root), "-e", "lymphadenopathy", "-a", "physical examination",
                               "-r", "bm25", "--json").stdout)
     assert out["results"][0]["doc_id"] == "lymphoma"
+
+
+SCATTERED = [
+    {"doc_id": "renal", "title": "Nephrology clinic note", "text": "PHYSICAL EXAMINATION:\nHeart rate 80. Chronic "
+     "renal failure.\n"},
+    {"doc_id": "cardiac", "title": "Cardiology clinic note", "text": "PHYSICAL EXAMINATION:\nBibasal crackles, "
+     "raised jugular venous pressure and pitting oedema of both ankles, in keeping with decompensated heart failure "
+     "after the missed doses of furosemide.\n"},
+]
+
+
+def test_a_name_whose_words_share_no_sentence_is_not_named(tmp_path_factory):
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(index_of_documents(tmp_path_factory, "scattered", SCATTERED))
+    q = Query("q", entity="heart failure", aspect="physical examination")
+    hits = searcher.search(q, SearchOptions(k=2, retriever="bm25")).hits
+    assert [h.passage.doc_id for h in hits] == ["cardiac", "renal"]
+    plain = searcher.search(q, SearchOptions(k=2, retriever="bm25", entity_first=False)).hits
+    assert plain[0].passage.doc_id == "renal"  # the words alone prefer the short note

@@ -28,7 +28,7 @@ from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.retrieve.first_stage import FirstStage, first_stage_retriever, lexical_retriever
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.retrieve.highlight import snippet, term_spans
-from capr.retrieve.mentions import names_only_negated
+from capr.retrieve.mentions import names_entity
 from capr.store import as_store
 from capr.store.protocol import Capability, Store
 
@@ -418,8 +418,8 @@ class Searcher:
         aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost.
         ``keep(keys) -> bool mask``: a condition the backend cannot filter by, applied to each retriever's list
         before fusion (so the fused ranks are those of the kept passages, as a filter would give). ``named``: rows
-        that name the query's entity, scored ×(1 + mention_boost); with the entity's ``forms``, not those of them
-        that only deny it ("No lymphadenopathy.")."""
+        that name the query's entity, scored ×(1 + mention_boost); with the entity's ``forms``, only those whose
+        title or one sentence names it, not to deny it ("No lymphadenopathy.")."""
         store = self.store
         if not store.live_count():
             return []  # every document deleted
@@ -441,14 +441,14 @@ class Searcher:
 
             checked = np.zeros(len(keys), dtype=bool)
             while forms:
-                # read only the naming passages that reach the top k: one that only denies the entity loses its
-                # bonus, and those it lets in are read in turn
+                # read only the naming passages that reach the top k: one that only denies the entity (or scatters
+                # its words over sentences) loses its bonus, and those it lets in are read in turn
                 top = np.lexsort((keys, -boosted()))[:k]
                 todo = top[naming[top] & ~checked[top]]
                 if not len(todo):
                     break
                 checked[todo] = True
-                naming[todo] = ~self.only_denied(store.passages(keys[todo]), forms)
+                naming[todo] = self.names_entity(store.passages(keys[todo]), forms)
             vals = boosted()
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
         passages = store.passages(keys[order])
@@ -505,9 +505,10 @@ class Searcher:
         return [ScoredPassage(pid=hits[i].pid, score=float(value[i]), rank=r + 1, passage=hits[i].passage)
                 for r, i in enumerate(order)]
 
-    def only_denied(self, passages: Sequence[Passage], forms: list[list[str]]) -> np.ndarray:
-        """For each passage, whether it names the entity (one of its ``forms``) only to deny it."""
-        return np.fromiter((names_only_negated(p, forms, self.store.analyzer) for p in passages), dtype=bool,
+    def names_entity(self, passages: Sequence[Passage], forms: list[list[str]]) -> np.ndarray:
+        """For each passage, whether it names the entity (one of its ``forms``) in one sentence, not to deny it,
+        or its title does (capr.retrieve.mentions)."""
+        return np.fromiter((names_entity(p, forms, self.store.analyzer) for p in passages), dtype=bool,
                            count=len(passages))
 
     def entity_forms(self, pq: ParsedQuery, options: SearchOptions) -> list[list[str]]:
@@ -582,8 +583,9 @@ class RowTiers:
     """The entity's tiers on an exhaustive store, as row masks: passages that name the entity (in their text or
     their document's title, by any of its forms), then the other passages of their documents, then the rest; each
     tier ranked by the searcher's first stage (``entity_scope`` document: the first two tiers are one, a passage
-    that names the entity scored ×(1 + mention_boost)). A passage that names the entity only to deny it ("No
-    lymphadenopathy.") gets no bonus, and under ``entity_scope`` passage ranks after those that name it."""
+    that names the entity scored ×(1 + mention_boost)). A passage that holds the entity's words but names it in no
+    sentence, or only to deny it ("No lymphadenopathy."), gets no bonus, and under ``entity_scope`` passage ranks
+    after those that name it."""
 
     def __init__(self, searcher: Searcher) -> None:
         self.searcher = searcher
@@ -620,9 +622,9 @@ class RowTiers:
                 continue
             names = mention[store.keys_of([h.pid for h in found])]
             if names.any():
-                names[names] = ~searcher.only_denied([h.passage for h, n in zip(found, names) if n], forms)
+                names[names] = searcher.names_entity([h.passage for h, n in zip(found, names) if n], forms)
             if demote:
-                # a passage that names the entity only to deny it ranks after those that name it
+                # a passage that only denies the entity, or scatters its words, ranks after those that name it
                 found = [h for h, n in zip(found, names) if n] + [h for h, n in zip(found, names) if not n]
                 names = np.sort(names)[::-1]
             if tiers is not None:
@@ -672,9 +674,8 @@ class ListTiers:
             return np.asarray([names_entity[int(x)] for x in keys], dtype=bool)
 
         hits = searcher.first_stage(pq, k, options, flt, keep=mentions)
-        # as RowTiers ranks them: a passage that names the entity only to deny it after those that name it
-        denied = searcher.only_denied([h.passage for h in hits], forms)
-        named = {h.pid for h, d in zip(hits, denied) if not d}
+        # as RowTiers ranks them: a passage that only denies the entity, or scatters its words, after those that name it
+        named = {h.pid for h, n in zip(hits, searcher.names_entity([h.passage for h in hits], forms)) if n}
         hits = [h for h in hits if h.pid in named] + [h for h in hits if h.pid not in named]
         about: set[str] = set()
         if not hits and options.filters:

@@ -1,5 +1,6 @@
-"""Whether a passage names an entity, or only denies it: a note whose review of systems says "No lymphadenopathy"
-is not a passage about lymphadenopathy."""
+"""Whether a passage names an entity, read from its sentences: a note whose review of systems says "No
+lymphadenopathy" only denies it, and one whose "heart rate" and "renal failure" share no sentence never names heart
+failure, though every word of the name is in it."""
 
 from __future__ import annotations
 
@@ -13,21 +14,19 @@ from capr.retrieve.evidence import passage_sentences
 from capr.retrieve.highlight import analysed
 
 
-def names_only_negated(passage: Passage, forms: Sequence[Sequence[str]], analyzer: Analyzer) -> bool:
-    """True when every sentence of ``passage`` that holds every term of one of the entity's ``forms`` (analysed
-    terms, as ``Searcher.entity_forms`` gives them) negates it. False when one does not, when the document's title
-    names the entity, or when no single sentence holds a whole form (a name split across sentences cannot be read
-    as denied)."""
+def names_entity(passage: Passage, forms: Sequence[Sequence[str]], analyzer: Analyzer) -> bool:
+    """Whether ``passage`` names the entity: its document's title holds every term of one of the entity's ``forms``
+    (analysed terms, as ``Searcher.entity_forms`` gives them), or one of its sentences does without negating it
+    (capr.negation)."""
     wanted = [set(form) for form in forms if form]
     if not wanted:
         return False
     if passage.title:
         title_terms = set(analyzer(passage.title))
         if any(form <= title_terms for form in wanted):
-            return False
+            return True
     words, terms = analysed(passage.text, analyzer)
     starts = [a for _, a, _ in words]
-    denied = False
     for a, b, sentence in passage_sentences(passage):
         lo, hi = a - passage.start, b - passage.start
         i, j = bisect_left(starts, lo), bisect_left(starts, hi)
@@ -43,9 +42,8 @@ def names_only_negated(passage: Passage, forms: Sequence[Sequence[str]], analyze
             end = max(first[t][1] for t in form) - lo
             scopes = negated_spans(sentence) if scopes is None else scopes
             if not any(s < end and start < e for s, e in scopes):
-                return False
-            denied = True
-    return denied
+                return True
+    return False
 
 
-__all__ = ["names_only_negated"]
+__all__ = ["names_entity"]
