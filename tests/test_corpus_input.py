@@ -164,6 +164,37 @@ def test_bom_csv_header_and_fhir_json(tmp_path):
     assert [d.doc_id for d in read_documents(fhir)] == [d.doc_id for d in read_documents(_write(tmp_path / "plain.json", DOCREF))]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_with_a_byte_order_mark_is_read_in_every_text_format(tmp_path, encoding):
+    """Excel's "Unicode text" and Notepad's "Unicode" save UTF-16 with a byte-order mark."""
+    def utf16(name: str, text: str) -> Path:
+        data = text.encode("utf-16") if encoding == "utf-16" else codecs.BOM_UTF16_BE + text.encode("utf-16-be")
+        (tmp_path / name).write_bytes(data)
+        return tmp_path / name
+
+    note = utf16("note.txt", "Café clinic note\r\n" + NOTE.replace("\n", "\r\n"))
+    [doc] = read_documents(note)
+    assert (doc.doc_id, doc.title, doc.text) == ("note", "Café clinic note", "Café clinic note\n" + NOTE)
+    jl = utf16("docs.jsonl", json.dumps({"doc_id": "j1", "text": "PLAN:\nRecheck INR in één week."}, ensure_ascii=False) + "\n")
+    assert [(d.doc_id, d.text) for d in read_documents(jl)] == [("j1", "PLAN:\nRecheck INR in één week.")]
+    csv = utf16("docs.csv", 'id,title,text\r\nc1,Tïtle,"MEDICATIONS:\r\nWarfarin é."\r\n')
+    assert [(d.doc_id, d.title, d.text) for d in read_documents(csv)] == [("c1", "Tïtle", "MEDICATIONS:\nWarfarin é.")]
+    fhir = utf16("docref.json", json.dumps(DOCREF))
+    assert detect_format(fhir) is Format.fhir and len(list(read_documents(fhir))) == 1
+    ccda = utf16("cda.xml", CCDA_MIN.format(enc="UTF-16", doc_id="u16", body="Warfarin é"))
+    assert [d.text for d in read_documents(ccda)] == ["Current Outpatient Prescriptions\nWarfarin é"]
+    gz = tmp_path / "docs.jsonl.gz"
+    gz.write_bytes(gzip.compress(jl.read_bytes()))
+    assert [d.doc_id for d in read_documents(gz)] == ["j1"]
+
+
+def test_utf16_that_does_not_decode_names_the_file_and_offset(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("PLAN:\nRest.\n".encode("utf-16") + b"\x00\xd8A\x00")  # a lone surrogate
+    with pytest.raises(BadInputError, match=r"bad\.txt: not UTF-16 text \(invalid byte at offset 26\)"):
+        list(read_documents(bad))
+
+
 def _write(path: Path, obj: dict) -> Path:
     path.write_text(json.dumps(obj))
     return path

@@ -1,7 +1,9 @@
 """Opening source files: gzip transparently, with clear errors for empty, binary and non-UTF-8 input.
 
 A leading UTF-8 byte-order mark (which Windows editors and Excel write) is dropped everywhere here, so
-no reader sees it: not in a first JSON line, a CSV header, a text note's "# Title" or a format sniff."""
+no reader sees it: not in a first JSON line, a CSV header, a text note's "# Title" or a format sniff.
+A file that opens with a UTF-16 byte-order mark (Excel's "Unicode text", Notepad's "Unicode") is read
+as UTF-16, and its head is handed to the sniffs as UTF-8 like any other file's."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ T = TypeVar("T")
 BOM = codecs.BOM_UTF8
 # "utf-8-sig" decodes UTF-8 and drops one leading byte-order mark (a no-op without one)
 TEXT_ENCODING = "utf-8-sig"
+# "utf-16" takes the byte order from the mark and drops it
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 # What reading a (possibly compressed) source can raise part-way through: a damaged or cut gzip
 # stream (BadGzipFile is an OSError, a cut stream an EOFError, a damaged deflate block zlib.error),
@@ -48,7 +52,7 @@ def read_error_reason(e: BaseException) -> str:
     if isinstance(e, zlib.error):
         return f"corrupt gzip data ({msg.removeprefix('Error -3 while decompressing data: ')})"
     if isinstance(e, UnicodeDecodeError):
-        return f"not UTF-8 text ({e.reason})"
+        return f"not {'UTF-16' if e.encoding.startswith('utf-16') else 'UTF-8'} text ({e.reason})"
     if isinstance(e, csv.Error):
         return f"malformed CSV ({msg})"
     if isinstance(e, tarfile.TarError):
@@ -156,15 +160,33 @@ def wanted_files(root: Path, report: "ReadReport", wanted: Callable[[Path], bool
     return out
 
 
+def _open_bytes(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
 def read_head(path: Path, n: int = 8192) -> bytes:
-    """The first ``n`` bytes (decompressed), without a leading byte-order mark: the sniffs that look at
-    them (a JSON "{", a CSV header, an XML root) must not depend on whether an editor wrote one."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """The first ``n`` bytes (decompressed) as UTF-8, without a leading byte-order mark: the sniffs that look
+    at them (a JSON "{", a CSV header, an XML root) must not depend on whether an editor wrote one, nor on
+    whether it saved UTF-16 (whose bytes are then decoded as far as they go, an undecodable one replaced: the
+    reading proper reports it)."""
     try:
-        with opener(path, "rb") as fh:
-            return fh.read(n).removeprefix(BOM)
+        with _open_bytes(path) as fh:
+            head = fh.read(n)
     except (OSError, EOFError, zlib.error) as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
+    if head.startswith(UTF16_BOMS):
+        return codecs.getincrementaldecoder("utf-16")("replace").decode(head).encode()
+    return head.removeprefix(BOM)
+
+
+def text_encoding(path: Path) -> str:
+    """How the file's text is decoded: UTF-16 after a UTF-16 byte-order mark, else UTF-8 (a BOM dropped)."""
+    try:
+        with _open_bytes(path) as fh:
+            mark = fh.read(2)
+    except (OSError, EOFError, zlib.error) as e:
+        raise BadInputError(str(path), read_error_reason(e)) from None
+    return "utf-16" if mark in UTF16_BOMS else TEXT_ENCODING
 
 
 _XML_DECL_RE = re.compile(rb"""^\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z][A-Za-z0-9._-]*)["']""")
@@ -198,6 +220,8 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
     head = read_head(path)
     if b"\x00" in head:
         raise BadInputError(str(path), "binary file (contains NUL bytes), expected text")
+    if text_encoding(path) == "utf-16":
+        encoding = "utf-8"  # the byte-order mark overrides a declaration; the head is UTF-8 now (see read_head)
     try:
         head.decode(encoding)
     except LookupError:
@@ -213,25 +237,25 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
 
 def open_text(path: Path) -> IO[str]:
     check_text_file(path)
+    encoding = text_encoding(path)
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding=TEXT_ENCODING, newline="")
-    return open(path, encoding=TEXT_ENCODING, newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
+    return open(path, encoding=encoding, newline="")
 
 
 def read_text(path: Path) -> str:
     check_text_file(path)
+    encoding = text_encoding(path)
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as fh:
-                data = fh.read()
-        else:
-            data = path.read_bytes()
+        with _open_bytes(path) as fh:
+            data = fh.read()
     except READ_ERRORS as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
     try:
-        return data.decode(TEXT_ENCODING)
+        return data.decode(encoding)
     except UnicodeDecodeError as e:
-        raise BadInputError(str(path), f"not UTF-8 text (invalid byte at offset {e.start})") from None
+        what = "UTF-16" if encoding == "utf-16" else "UTF-8"
+        raise BadInputError(str(path), f"not {what} text (invalid byte at offset {e.start})") from None
 
 
 def parse_json(text: str | bytes, one_line: bool = False) -> Any:
