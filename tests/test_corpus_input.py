@@ -81,6 +81,14 @@ def test_crlf_text_note_segments_like_lf(tmp_path, eol):
                                                 ("family history", "FAMILY HISTORY:\nFather had DVT.")]
 
 
+@pytest.mark.parametrize("first", ["Cardiology clinic note", "# Cardiology clinic note"])
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_title_from_the_first_line_whatever_the_line_ends(tmp_path, eol, first):
+    (tmp_path / "n.txt").write_bytes((first + "\n" + NOTE).replace("\n", eol).encode())
+    [doc] = read_documents(tmp_path / "n.txt")
+    assert doc.title == "Cardiology clinic note"
+
+
 def test_crlf_documents_given_directly_to_the_index_and_the_service(tmp_path):
     """Documents that never pass read_documents (the Python IndexWriter, the service's POST /documents) are
     segmented as the same note with LF line ends."""

@@ -10,7 +10,7 @@ from capr.corpus.aspects import is_known_heading
 from capr.corpus.files import read_text, wanted_files
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
-from capr.records import Document
+from capr.records import Document, normalize_newlines
 
 TEXT_SUFFIXES = {".txt", ".md", ".text", ".markdown"}
 
@@ -51,7 +51,11 @@ def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | Non
         return None
     rel = path.relative_to(root).with_suffix("").as_posix()
     report.at(str(path), None)
-    return Document(doc_id=rel, title=_title(path, text), text=text, metadata={"path": rel + path.suffix})
+    # line ends normalised before the title is taken from the first line: a note saved with old Mac line
+    # ends (\r alone) is one line to a search for "\n"
+    doc = normalize_newlines(Document(doc_id=rel, title="", text=text, metadata={"path": rel + path.suffix}))
+    doc.title = _title(path, doc.text)
+    return doc
 
 
 def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
