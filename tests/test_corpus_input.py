@@ -125,6 +125,20 @@ def test_crlf_in_jsonl_text_and_csv_cells(tmp_path):
     assert "\r" not in doc.text and [a for a, _ in _sections(doc)] == ["medications", "family history"]
 
 
+def test_csv_and_json_lines_with_lone_cr_line_ends_are_detected(tmp_path):
+    """Excel for Mac's "CSV (Macintosh)" ends lines with \r alone: the format sniff must see the header as a line."""
+    csv = tmp_path / "docs.csv"
+    csv.write_bytes(b'id,title,text\rc1,T,"MEDICATIONS:\rWarfarin."\rc2,T2,plain\r')
+    assert detect_format(csv) is Format.csv
+    assert [(d.doc_id, d.text) for d in read_documents(csv)] == [("c1", "MEDICATIONS:\nWarfarin."), ("c2", "plain")]
+    tsv = tmp_path / "docs.tsv"
+    tsv.write_bytes(b"id\ttext\rt1\tplain\r")
+    assert [d.doc_id for d in read_documents(tsv)] == ["t1"]
+    lines = tmp_path / "docs.json"
+    lines.write_bytes(b'{"id": "a", "text": "PLAN: x"}\r{"id": "b", "text": "PLAN: y"}\r')
+    assert [d.doc_id for d in read_documents(lines)] == ["a", "b"]
+
+
 def test_newline_normalisation_moves_reader_sections_with_the_text():
     text = "Q1 answer:\r\nline one\r\nline two\r\n\r\nQ2 answer\rlone cr"
     a, b = text.index("Q1"), text.index("Q2")

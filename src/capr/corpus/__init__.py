@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, is_documents_header
-from capr.corpus.files import folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
+from capr.corpus.files import first_line, folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -39,7 +39,7 @@ class Format(str, Enum):
 def _sniff_json(source: Path) -> Format | None:
     """FHIR when the first JSON value (a resource, a Bundle, or an NDJSON line) has a resourceType."""
     head = read_head(source, 65536)
-    first = head.split(b"\n", 1)[0] if source.name.lower().endswith((".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")) else head
+    first = first_line(head) if source.name.lower().endswith((".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")) else head
     if re.search(rb'^\s*\{\s*"resourceType"\s*:', first) or re.search(rb'"resourceType"\s*:\s*"(Bundle|DocumentReference|Composition|DiagnosticReport)"', first):
         return Format.fhir
     return None
@@ -47,7 +47,7 @@ def _sniff_json(source: Path) -> Format | None:
 
 def _one_object_per_line(source: Path) -> bool:
     """Whether the first line is one whole JSON object: JSON lines under a ``.json`` name."""
-    first = read_head(source, 65536).split(b"\n", 1)[0]
+    first = first_line(read_head(source, 65536))
     try:
         return isinstance(parse_json(first, one_line=True), dict)
     except ValueError:
@@ -55,7 +55,7 @@ def _one_object_per_line(source: Path) -> bool:
 
 
 def _sniff_csv(source: Path) -> Format | None:
-    header = read_head(source, 4096).split(b"\n", 1)[0].lower()
+    header = first_line(read_head(source, 4096)).lower()
     cols = {c.strip().strip('"') for c in header.decode("utf-8", "replace").split(",")}
     if {"row_id", "subject_id", "category", "text"} <= cols:
         return Format.mimic3  # MIMIC-III NOTEEVENTS
@@ -199,7 +199,7 @@ def detect_format(source: Path) -> Format:
     if name.endswith((".txt", ".md", ".text", ".markdown")):
         return Format.text
     if name.endswith((".csv", ".csv.gz")):
-        header = read_head(source, 4096).split(b"\n", 1)[0].lower()
+        header = first_line(read_head(source, 4096)).lower()
         sniffed = _sniff_csv(source)
         if sniffed is not None:
             return sniffed
@@ -212,7 +212,7 @@ def detect_format(source: Path) -> Format:
                             "CATEGORY, TEXT) and MIMIC-IV-Note (note_id, subject_id, note_type, text); rename its columns "
                             'or write JSONL, one {"id": ..., "title": ..., "text": ...} per line')
     if name.endswith((".tsv", ".tsv.gz")):
-        header = read_head(source, 4096).split(b"\n", 1)[0].decode("utf-8", "replace")
+        header = first_line(read_head(source, 4096)).decode("utf-8", "replace")
         cols = [c.strip().strip('"').lower() for c in header.rstrip("\r").split("\t")]
         if is_documents_header(set(cols)):
             return Format.csv
@@ -229,7 +229,7 @@ def detect_format(source: Path) -> Format:
     if name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):  # JSON lines
         if _sniff_json(source) is Format.fhir:
             return Format.fhir
-        first = read_head(source, 65536).split(b"\n", 1)[0]
+        first = first_line(read_head(source, 65536))
         try:
             rec = parse_json(first, one_line=True)
         except ValueError:

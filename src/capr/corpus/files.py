@@ -179,6 +179,15 @@ def read_head(path: Path, n: int = 8192) -> bytes:
     return head.removeprefix(BOM)
 
 
+def first_line(head: bytes) -> bytes:
+    """The first line of a file's head, ended by \n, \r\n or the \r alone of old Mac exports (Excel for Mac's
+    "CSV (Macintosh)"), as the readers' line splitting ends it."""
+    return _FIRST_LINE_RE.match(head).group()
+
+
+_FIRST_LINE_RE = re.compile(rb"[^\r\n]*")
+
+
 def text_encoding(path: Path) -> str:
     """How the file's text is decoded: UTF-16 after a UTF-16 byte-order mark, else UTF-8 (a BOM dropped)."""
     try:
