@@ -186,6 +186,21 @@ def test_csv_of_documents_is_read_like_jsonl(tmp_path):
         list(read_documents(bad))
 
 
+def test_semicolon_csv_of_documents_from_european_excel(tmp_path):
+    """Excel saves "CSV" with semicolons where the comma is the decimal mark; the comma in a cell is text then."""
+    src = tmp_path / "docs.csv"
+    src.write_bytes(b'\xef\xbb\xbfid;title;text;dose\r\n'
+                    b'd1;Gout;"MEDICATIONS:\r\ncolchicine 0,5 mg; twice daily.";0,5\r\n'
+                    b'd2;;Wheeze at night, worse in winter.;\r\n')
+    assert detect_format(src) is Format.csv
+    docs = list(read_documents(src))
+    assert [(d.doc_id, d.title, d.text, d.metadata) for d in docs] == [
+        ("d1", "Gout", "MEDICATIONS:\ncolchicine 0,5 mg; twice daily.", {"dose": "0,5"}),
+        ("d2", "", "Wheeze at night, worse in winter.", {})]
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(tmp_path / "idx"))
+    assert load_index(tmp_path / "idx").counts["documents"] == 2, proc.stderr
+
+
 def test_csv_no_reader_takes_says_how_to_convert(tmp_path):
     src = tmp_path / "notes.csv"
     src.write_text("name,body\nx,chest pain\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
-from capr.corpus.csv_docs import COLUMNS_HELP, is_documents_header
+from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
 from capr.corpus.files import first_line, folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
@@ -61,7 +61,7 @@ def _sniff_csv(source: Path) -> Format | None:
         return Format.mimic3  # MIMIC-III NOTEEVENTS
     if {"note_id", "subject_id", "note_type", "text"} <= cols:
         return Format.mimic4  # MIMIC-IV-Note discharge / radiology
-    if is_documents_header(cols):
+    if documents_delimiter(source) is not None:
         return Format.csv
     return None
 
@@ -213,8 +213,8 @@ def detect_format(source: Path) -> Format:
                             'or write JSONL, one {"id": ..., "title": ..., "text": ...} per line')
     if name.endswith((".tsv", ".tsv.gz")):
         header = first_line(read_head(source, 4096)).decode("utf-8", "replace")
-        cols = [c.strip().strip('"').lower() for c in header.rstrip("\r").split("\t")]
-        if is_documents_header(set(cols)):
+        cols = [c.strip().strip('"').lower() for c in header.split("\t")]
+        if documents_delimiter(source) is not None:
             return Format.csv
         raise BadInputError(str(source), f"TSV columns fit no reader: a TSV of documents has a header line naming "
                             f"{COLUMNS_HELP}; got {cols[:8]}")

@@ -1,4 +1,5 @@
-"""A CSV of documents: one per row, with the fields of a JSONL record as columns (a ``.tsv`` file: tab-separated).
+"""A CSV of documents: one per row, with the fields of a JSONL record as columns (a ``.tsv`` file: tab-separated;
+a ``.csv`` may be separated by semicolons, as Excel saves it in locales whose decimal mark is the comma).
 
 ``text`` and an id column (``doc_id``, ``id``, ``_id`` or ``docid``) are required, ``title`` is optional;
 every other column becomes metadata (an empty cell is a field the document lacks). Column names are
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import csv_header, guard_reads, open_text
+from capr.corpus.files import csv_header, first_line, guard_reads, open_text, read_head
 from capr.corpus.jsonl import ID_KEYS, parse_document_json
 from capr.corpus.report import ReadReport
 from capr.records import Document
@@ -30,10 +31,22 @@ def is_tsv(path: Path) -> bool:
     return path.name.lower().endswith((".tsv", ".tsv.gz"))
 
 
+def documents_delimiter(path: Path) -> str | None:
+    """The column separator at which the file's header line names a CSV of documents, or None: a tab in a
+    ``.tsv``; in a ``.csv`` a comma or the semicolon that Excel writes where the comma is the decimal mark."""
+    line = first_line(read_head(path, 4096)).decode("utf-8", "replace")
+    for delimiter in ("\t",) if is_tsv(path) else (",", ";"):
+        columns = next(csv.reader([line], delimiter=delimiter), [])
+        if is_documents_header({c.strip().lower() for c in columns}):
+            return delimiter
+    return None
+
+
 def read_csv_documents(path: Path, report: ReadReport) -> Iterator[Document]:
     path = Path(path)
+    delimiter = documents_delimiter(path) or ("\t" if is_tsv(path) else ",")
     with open_text(path) as fh:
-        reader = csv.DictReader(fh, delimiter="\t" if is_tsv(path) else ",")
+        reader = csv.DictReader(fh, delimiter=delimiter)
         fields = [f.strip().lower() for f in csv_header(path, reader)]
         if not is_documents_header(set(fields)):
             kind = "TSV" if is_tsv(path) else "CSV"
