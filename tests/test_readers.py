@@ -237,6 +237,35 @@ def test_bad_files_get_clear_errors_and_can_be_skipped(tmp_path, name, content, 
     assert len(report.skipped) == 1
 
 
+def test_compressed_files_no_reader_opens_are_said_to_be_compressed(tmp_path):
+    import bz2
+    import lzma
+    import zipfile
+
+    line = b'{"doc_id": "d1", "text": "PLAN: rest."}\n'
+    (tmp_path / "docs.jsonl.bz2").write_bytes(bz2.compress(line))
+    (tmp_path / "docs.jsonl.xz").write_bytes(lzma.compress(line))
+    with zipfile.ZipFile(tmp_path / "notes.zip", "w") as z:
+        z.writestr("n.txt", "PLAN: rest.")
+    (tmp_path / "note.txt.gz").write_bytes(gzip.compress(b"PLAN: rest."))
+    for name, what in [("docs.jsonl.bz2", "a bzip2-compressed file"), ("docs.jsonl.xz", "an xz-compressed file"),
+                       ("notes.zip", "a zip-compressed file"), ("note.txt.gz", "a gzip-compressed file of a kind")]:
+        with pytest.raises(BadInputError, match=f"{name}: {what}.*decompress it"):
+            list(read_documents(tmp_path / name))
+    # read as asked, the data is said to be compressed (not "binary"), and gzip under another name to want .gz
+    with pytest.raises(BadInputError, match=r"docs\.jsonl\.bz2: bzip2-compressed data, not text: decompress it"):
+        list(read_documents(tmp_path / "docs.jsonl.bz2", Format.jsonl))
+    (tmp_path / "gz.jsonl").write_bytes(gzip.compress(line))
+    with pytest.raises(BadInputError, match=r"gz\.jsonl: gzip-compressed data under a name that does not end in \.gz"):
+        list(read_documents(tmp_path / "gz.jsonl"))
+    (tmp_path / "gz.jsonl").unlink()
+    # in a folder: one bad record naming it; the other files are read with --skip-bad
+    (tmp_path / "good.txt").write_text("PLAN: rest.")
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(tmp_path, report=report)] == ["good"]
+    assert any("notes.zip: a zip-compressed file" in str(e) for e in report.skipped)
+
+
 def test_unknown_format_and_missing_source(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"PAR1")
     with pytest.raises(BadInputError, match="cannot detect the format"):

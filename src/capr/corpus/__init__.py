@@ -115,8 +115,27 @@ def _file_format(path: Path) -> Format | str:
             return detect_format(path)
         except BadInputError as e:
             return e.reason
+    if (why := _compressed(path)) is not None:
+        return f"{why}; --skip-bad indexes the other files"
     return (f"no reader for this kind of file (notes: {', '.join(_TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or "
             "MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
+
+
+_COMPRESSED_NAMES = {".bz2": "a bzip2", ".xz": "an xz", ".lzma": "an xz", ".zst": "a zstd", ".zip": "a zip",
+                     ".7z": "a 7-Zip", ".rar": "a RAR"}
+
+
+def _compressed(path: Path) -> str | None:
+    """Why a compressed file no reader takes is not read, by its name (an Office document is a zip too, but is
+    not named as one)."""
+    suffix = path.suffix.lower()
+    if suffix in _COMPRESSED_NAMES:
+        return (f"{_COMPRESSED_NAMES[suffix]}-compressed file, which capr does not read: decompress it (gzip is read, "
+                "for .jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz and .tar.gz)")
+    if suffix == ".gz":
+        return ("a gzip-compressed file of a kind read only uncompressed (gzip is read for .jsonl.gz, .json.gz, "
+                ".ndjson.gz, .csv.gz, .tsv.gz and .tar.gz): decompress it")
+    return None
 
 
 def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
@@ -241,6 +260,8 @@ def detect_format(source: Path) -> Format:
         if (kind := sniff_case_report(rec)) is not None:
             return Format(kind)
         return Format.jsonl
+    if (why := _compressed(source)) is not None:
+        raise BadInputError(str(source), why)
     raise BadInputError(str(source), "cannot detect the format; pass --format (text, jsonl, csv, medquad, medquad-cdv, mtsamples, mts-dialog, beir, mimic3, mimic4, fhir, ccda, e3c, codiesp, openstax)")
 
 

@@ -219,6 +219,27 @@ def xml_root_name(head: bytes) -> str | None:
     return m.group(1).decode("ascii", "replace").rsplit(":", 1)[-1] if m else None
 
 
+# compressed data no reader opens, by its first bytes: said as such, not as a "binary file"
+_COMPRESSED_MAGIC = ((b"BZh", "bzip2-compressed data"), (b"\xfd7zXZ\x00", "xz-compressed data"),
+                     (b"(\xb5/\xfd", "zstd-compressed data"), (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+                     (b"Rar!\x1a\x07", "a RAR archive"), (b"PK\x03\x04", "a zip archive (or an Office document)"))
+
+
+def compressed_data(path: Path) -> str | None:
+    """Why a file of compressed data is not read as text (None: it is not one, or is gzip under a .gz name)."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except OSError:
+        return None  # the reading proper says why it cannot be read
+    for start, what in _COMPRESSED_MAGIC:
+        if magic.startswith(start):
+            return f"{what}, not text: decompress it (gzip-compressed files are read, under a name ending in .gz)"
+    if magic.startswith(b"\x1f\x8b") and path.suffix != ".gz":
+        return "gzip-compressed data under a name that does not end in .gz: add .gz to its name to have it read"
+    return None
+
+
 def check_text_file(path: Path, encoding: str = "utf-8") -> None:
     """Refuses a missing, empty, binary or wrongly encoded file with one clear reason. ``encoding``: what
     the file must decode as (an XML file's declared encoding; UTF-8 otherwise)."""
@@ -226,6 +247,8 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
         raise BadInputError(str(path), "no such file or directory")
     if path.stat().st_size == 0:
         raise BadInputError(str(path), "file is empty")
+    if (why := compressed_data(path)) is not None:
+        raise BadInputError(str(path), why)
     head = read_head(path)
     if b"\x00" in head:
         raise BadInputError(str(path), "binary file (contains NUL bytes), expected text")
