@@ -285,6 +285,25 @@ def test_folder_of_notes_and_jsonl_reads_both(tmp_path):
     assert sorted(d.doc_id for d in read_documents(src)) == ["j1", "note1", "note2"]
 
 
+@pytest.mark.parametrize("name,content,why", [
+    ("empty.jsonl", b"", "file is empty"),
+    ("blob.jsonl", b"\x00\x01\x02", "binary file"),
+    ("bulk.ndjson", b"\x00\x01\x02", "binary file"),
+    ("excel.csv", "id,text\nc1,Patient très fatigué, depuis une semaine et sans fièvre\n".encode("cp1252"),
+     "not UTF-8 text (invalid byte at offset 21)"),
+])
+def test_folder_file_refused_whole_is_skipped_with_skip_bad(tmp_path, base_index, name, content, why):
+    src = _notes(tmp_path / "src")
+    (src / name).write_bytes(content)
+    before = _generation(base_index)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), check=False)
+    _one_line_error(proc, f"{src / name}: {why}")
+    assert _generation(base_index) == before
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--skip-bad")
+    assert f"skipped {src / name}: {why}" in proc.stderr
+    assert sorted(load_index(base_index).document_ids()) == ["note1", "note2"]
+
+
 def test_folder_of_notes_and_medquad_xml_reads_both(tmp_path):
     src = _notes(tmp_path / "src")
     (src / "0001.xml").write_text('<?xml version="1.0"?>\n<Document id="0001" source="GHR"><Focus>Gout</Focus><QAPairs>'

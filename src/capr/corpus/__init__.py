@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
-from capr.corpus.files import first_line, folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
+from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -167,12 +167,26 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
         elif fmt is Format.medquad and path.name.lower().endswith(".xml"):
             if (doc := medquad.read_medquad_file(path, report, subset=path.parent.name)) is not None:
                 yield doc
-        elif fmt is Format.fhir:
-            yield from fhir.read_fhir_file(path, report, roles)
         elif fmt is Format.ccda:
             yield from ccda.read_ccda(path, report)
+        elif fmt is not Format.medquad and _refused_whole(path, report):
+            continue
+        elif fmt is Format.fhir:
+            yield from fhir.read_fhir_file(path, report, roles)
         else:  # JSONL, CSV, a tarball: their readers take one file
             yield from _readers()[fmt](path, report)
+
+
+def _refused_whole(path: Path, report: ReadReport) -> bool:
+    """Whether a folder's text file is refused before a record of it is read (empty, binary, compressed, not UTF-8
+    at its head): a bad record, skipped under --skip-bad as an empty note is. An error part-way through the file
+    stays fatal (see guard_reads)."""
+    try:
+        check_text_file(path)
+    except BadInputError as e:
+        report.bad(e.source, e.reason, e.record)
+        return True
+    return False
 
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
