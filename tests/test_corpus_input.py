@@ -291,6 +291,7 @@ def test_folder_of_notes_and_jsonl_reads_both(tmp_path):
     ("bulk.ndjson", b"\x00\x01\x02", "binary file"),
     ("excel.csv", "id,text\nc1,Patient très fatigué, depuis une semaine et sans fièvre\n".encode("cp1252"),
      "not UTF-8 text (invalid byte at offset 21)"),
+    ("short.csv", "id,text\nc1,fatigué\n".encode("cp1252"), "not UTF-8 text (invalid byte at offset 17)"),
 ])
 def test_folder_file_refused_whole_is_skipped_with_skip_bad(tmp_path, base_index, name, content, why):
     src = _notes(tmp_path / "src")

@@ -259,8 +259,9 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
     except LookupError:
         raise BadInputError(str(path), f"unknown text encoding {encoding!r}") from None
     except UnicodeDecodeError as e:
-        # the 8 KiB cut may split a multi-byte character: only complain about errors before the end
-        if e.start < len(head) - 4:
+        # the 8 KiB cut may split a multi-byte character: only complain about errors before the end, or about
+        # a byte that no continuation makes valid (a short file's last word in Latin-1)
+        if e.start < len(head) - 4 or (codecs.lookup(e.encoding).name == "utf-8" and e.reason != "unexpected end of data"):
             what = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else f"{encoding} (as declared)"
             raise BadInputError(str(path), f"not {what} text (invalid byte at offset {e.start})") from None
     if path.suffix != ".gz" and not head.strip():
