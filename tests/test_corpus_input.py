@@ -262,6 +262,18 @@ def test_empty_folder_and_empty_file(tmp_path):
         list(read_documents(tmp_path / "blank.jsonl.gz", require_documents=True))
 
 
+@pytest.mark.parametrize("name", ["empty.csv", "empty.tsv", "empty.json", "empty.jsonl", "empty.xml", "empty.txt"])
+def test_empty_file_is_said_to_be_empty_alone_or_in_a_folder(tmp_path, name):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / name).write_bytes(b"")
+    with pytest.raises(BadInputError, match=rf"{name}: file is empty$"):
+        list(read_documents(tmp_path / "src" / name))
+    (tmp_path / "src" / "note.txt").write_text("PLAN: rest.")
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(tmp_path / "src", report=report)] == ["note"]
+    assert [str(e) for e in report.skipped] == [f"{tmp_path / 'src' / name}: file is empty"]
+
+
 # ------------------------------------------------------------------ 3. folders of several formats
 def _notes(folder: Path) -> Path:
     folder.mkdir(exist_ok=True)

@@ -89,6 +89,8 @@ _KNOWN_NAMES = _TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz"
 
 def _file_format(path: Path) -> Format | str:
     """The format of one file of a folder, or why no reader accepts it."""
+    if path.stat().st_size == 0:
+        return "file is empty"
     name = path.name.lower()
     if name.endswith(_TEXT_NAMES):
         return Format.text
@@ -224,6 +226,8 @@ def detect_format(source: Path) -> Format:
         # or mixed when they have several (each is then read by its own)
         kinds = {f for _, f in _folder_files(source) if isinstance(f, Format)}
         return kinds.pop() if len(kinds) == 1 else Format.mixed
+    if source.stat().st_size == 0:  # before any sniff: it finds no CSV header or JSON value in nothing
+        raise BadInputError(str(source), "file is empty")
     name = source.name.lower()
     if name.endswith(".xml") and is_ccda_head(read_head(source, 4096)):
         return Format.ccda
