@@ -351,6 +351,18 @@ def test_folder_file_no_reader_takes_is_reported_litter_is_not(tmp_path):
     assert [(Path(e.source).name, e.reason.split(" (")[0]) for e in report.skipped] == [("scan.pdf", "no reader for this kind of file")]
 
 
+def test_office_owner_files_beside_open_files_are_litter(tmp_path, base_index):
+    """Excel keeps "~$docs.csv" (who has it open, in a few bytes) while docs.csv is open, Word "~$note.txt"."""
+    src = _notes(tmp_path / "src")
+    (src / "docs.csv").write_text("id,text\nc1,PLAN: rest.\n")
+    owner = b"\x04jdoe" + b" " * 49 + b"\x04\x00" + "jdoe".encode("utf-16-le") + b" \x00" * 49
+    (src / "~$docs.csv").write_bytes(owner)
+    (src / "~$note1.txt").write_bytes(owner)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index))
+    assert "nothing skipped" in proc.stderr
+    assert sorted(load_index(base_index).document_ids()) == ["c1", "note1", "note2"]
+
+
 # ------------------------------------------------------------------ 5. duplicate ids name the file and line
 def test_duplicate_document_id_names_file_and_line(tmp_path):
     src = tmp_path / "dupid.jsonl"

@@ -96,11 +96,17 @@ def csv_header(path: Path, reader: "csv.DictReader") -> list[str]:
         raise BadInputError(str(path), read_error_reason(e), "line 1") from None
 
 
+# Office keeps "~$notes.csv" (a few bytes naming who has it open) beside a file it has open, Excel a CSV too:
+# never part of a corpus, whatever its suffix
+OWNER_FILE_PREFIX = "~$"
+
+
 def folder_files(root: Path) -> list[tuple[Path, str | None]]:
     """Every file under a folder, in path order, with None or why it cannot be read: symbolic links are
     followed (a linked folder of notes is part of the corpus), a broken link, a link back into a folder
     that contains it (a loop) and a second path to a file or folder already listed (by its real path) are
-    reported rather than read. The first path of a file or folder is the one that reaches it without a link."""
+    reported rather than read. The first path of a file or folder is the one that reaches it without a link.
+    Office owner files (``~$name``) are left out."""
     root = Path(root)
     # what the folder holds without following a link: a link to one of these is a second path to it
     owner: dict[str, Path] = {os.path.realpath(root): root}
@@ -135,7 +141,7 @@ def folder_files(root: Path) -> list[tuple[Path, str | None]]:
                     continue
             if os.path.isdir(real):
                 walk(path, ancestors | {real})
-            elif os.path.isfile(real):
+            elif os.path.isfile(real) and not entry.name.startswith(OWNER_FILE_PREFIX):
                 out.append((path, None))
 
     walk(root, frozenset({os.path.realpath(root)}))
