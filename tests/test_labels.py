@@ -11,7 +11,7 @@ from capr.labels import LabelConfig, LabelGenerator, read_labels, write_labels
 from capr.labels.gazetteer import Gazetteer
 from capr.labels.splits import mtsamples_split
 from capr.records import Document
-from conftest import capr_cli, need_data
+from conftest import capr_cli, need_data, write_jsonl
 
 NOTE = """CHIEF COMPLAINT: Headache.
 
@@ -108,6 +108,24 @@ def test_cli_labels_on_demo_corpus(tmp_path, demo_dir):
     assert stats["dropped_mentions"], "the demo notes contain negated findings"
     bad = capr_cli("labels", str(tmp_path / "nope"), "--out", str(tmp_path / "x.jsonl"), check=False)
     assert bad.returncode == 2 and "error" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--limit", "-1", "--limit must be at least 1, got -1"),  # was an islice ValueError traceback
+    ("--limit", "0", "--limit must be at least 1, got 0"),  # labelled every document
+    ("--max-tokens", "-5", "--max-tokens must be 0 or more, got -5"),
+    ("--top", "-3", "--top must be 0 or more, got -3")])
+def test_numeric_labels_options_out_of_range_are_refused(tmp_path, demo_dir, option, value, message):
+    out = tmp_path / "labels.jsonl"
+    proc = capr_cli("labels", str(demo_dir), "--out", str(out), option, value, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert message in proc.stderr and not out.exists()
+
+
+def test_labels_limit_larger_than_any_corpus_labels_it_all(tmp_path):
+    src = write_jsonl(tmp_path / "docs.jsonl", [{"id": "a", "text": "PLAN: metformin for diabetes."}])
+    proc = capr_cli("labels", str(src), "--out", str(tmp_path / "l.jsonl"), "--limit", str(2**70), "--json")
+    assert json.loads(proc.stdout)["documents"] == 1
 
 
 @pytest.mark.data

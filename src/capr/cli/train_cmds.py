@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -43,7 +44,11 @@ def labels_cmd(
 
         from capr.labels import LabelConfig, LabelGenerator, write_labels
         from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, select_split
+        from capr.train.args import OptionRange as R
+        from capr.train.args import check_options
 
+        # refused before any document is read: a negative --limit was a traceback, --limit 0 labelled every document
+        check_options([("--max-tokens", max_tokens, R.count0), ("--limit", limit, R.count), ("--top", top, R.count0)])
         report = ReadReport()
         docs = read_documents(corpus, fmt, report)
         exclusion = None
@@ -52,8 +57,8 @@ def labels_cmd(
             docs = exclude_test_documents(docs, exclusion, strict=strict)
         if split:
             docs = select_split(docs, split)
-        if limit:
-            docs = itertools.islice(docs, limit)
+        if limit is not None:
+            docs = itertools.islice(docs, min(limit, sys.maxsize))  # islice takes no larger stop
         config = LabelConfig(ner=not no_ner, assertions=not no_assertions,
                              segmenter=SegmenterConfig(max_tokens=max_tokens))
         gen = LabelGenerator(config, exclude_passage=exclusion.is_test_text if exclusion is not None else None)
