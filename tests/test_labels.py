@@ -128,6 +128,17 @@ def test_labels_limit_larger_than_any_corpus_labels_it_all(tmp_path):
     assert json.loads(proc.stdout)["documents"] == 1
 
 
+def test_labels_out_that_is_the_corpus_or_a_folder_is_refused(tmp_path):
+    src = write_jsonl(tmp_path / "docs.jsonl", [{"id": "a", "text": "PLAN: metformin for diabetes."}])
+    before = src.read_bytes()
+    proc = capr_cli("labels", str(src), "--out", str(src), check=False)  # replaced the corpus with its labels
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert f"{src}: is the corpus being labelled" in proc.stderr and src.read_bytes() == before
+    proc = capr_cli("labels", str(src), "--out", str(tmp_path), check=False)  # an IsADirectoryError traceback
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and f"{tmp_path}: is a folder" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]  # no temporary file left
+
+
 @pytest.mark.data
 def test_medquad_training_labels_contain_no_test_document_or_passage(tmp_path):
     """Experiment (B)'s guarantee: labels made with --exclude-medquad-test hold no test document, and no passage

@@ -65,7 +65,7 @@ def labels_cmd(
         t0 = time.time()
         with _progress() as progress:
             task = progress.add_task("labelling documents", total=limit, note="")
-            n = write_labels(out_path, gen(docs, progress=lambda k: progress.advance(task, k)))
+            n = write_labels(out_path, gen(docs, progress=lambda k: progress.advance(task, k)), corpus=corpus)
         stats = gen.stats.to_dict(top)
         stats.update(seconds=round(time.time() - t0, 1), written=n, out=str(out_path))
         if exclusion is not None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 from capr.corpus.deid import mask_placeholders
 from capr.corpus.files import parse_json
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError
 from capr.labels.gazetteer import Gazetteer, Mention, normalize_name
 from capr.records import Document, Passage
 
@@ -240,12 +240,17 @@ class LabelGenerator:
                 progress(1)
 
 
-def write_labels(path: str | Path, labels: Iterable[LabeledPassage]) -> int:
-    """Atomic JSONL write (temp file, fsync, rename)."""
+def write_labels(path: str | Path, labels: Iterable[LabeledPassage], corpus: str | Path | None = None) -> int:
+    """Atomic JSONL write (temp file, fsync, rename). ``corpus``: the file or folder the labels are read from; a
+    ``path`` that is that file (or a folder) is refused before ``labels`` is consumed, so before anything is read."""
     import os
     import tempfile
 
     path = Path(path)
+    if path.is_dir():
+        raise CaprError(f"{path}: is a folder; give the labels file to write")
+    if corpus is not None and path.exists() and Path(corpus).exists() and path.samefile(corpus):
+        raise CaprError(f"{path}: is the corpus being labelled; writing the labels there would replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
