@@ -121,6 +121,15 @@ def test_serve_port_out_of_range(small_index, port):
     assert "serving" not in proc.stderr
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "1e305"])
+def test_serve_switch_interval_not_a_sane_number(small_index, value):
+    """NaN passed the >= 0 check and the server died in the interpreter (Fatal Python error: take_gil)."""
+    proc = capr_cli("serve", "--index", str(small_index), "--port", "8799", "--switch-interval-ms", value,
+                    check=False, timeout=30)
+    _one_line_error(proc, "switch_interval_ms must be between 0 and 1000, got ")
+    assert "serving" not in proc.stderr
+
+
 @pytest.mark.parametrize("spec,reason", [
     ("bi:/nonexistent", "re-ranker bi:/nonexistent: no such model folder"),
     ("bi:minilm,cross:/nonexistent", "re-ranker cross:/nonexistent: no such model folder"),

@@ -20,6 +20,7 @@ from capr.errors import CaprError
 TOKENS_ENV = "CAPR_API_TOKENS"
 MIN_TOKEN_LENGTH = 16
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB
+MAX_SWITCH_INTERVAL_MS = 1000.0  # Python's own default is 5 ms
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class ServiceConfig:
                             "and auth_backoff_max_s >= auth_backoff_s")
         if self.search_concurrency < 0 or self.switch_interval_ms < 0:
             raise CaprError("search_concurrency and switch_interval_ms must be >= 0")
+        # NaN passes the test above and became an interval of 292,000 years (the server died in take_gil); a huge
+        # one wraps to 0 in the interpreter or stalls every other thread for that long
+        if not 0 <= self.switch_interval_ms <= MAX_SWITCH_INTERVAL_MS:
+            raise CaprError(f"switch_interval_ms must be between 0 and {MAX_SWITCH_INTERVAL_MS:g}, "
+                            f"got {self.switch_interval_ms:g}")
         if self.auth_reads and not self.tokens:
             raise CaprError(f"reads require a token (--auth-reads) but no tokens are configured; set {TOKENS_ENV} or --token-file")
         if self.auth_reads and self.public_reads:
