@@ -428,6 +428,7 @@ class Searcher:
         boost = options.aspect_boost if aspect else 0.0
         deep = boost or retriever.reorders or keep is not None or named is not None
         keys, vals = retriever.top(pq, max(k, PRIOR_DEPTH) if deep else k, flt, keep)
+        read: dict[int, Passage] = {}  # passages already read, by key
         if boost and len(keys):
             favoured = store.aspect_flags(keys, aspect)
             if options.wording_prior is WordingPrior.named and favoured.any():
@@ -448,10 +449,14 @@ class Searcher:
                 if not len(todo):
                     break
                 checked[todo] = True
-                naming[todo] = self.names_entity(store.passages(keys[todo]), forms)
+                passages = store.passages(keys[todo])
+                read.update(zip(keys[todo].tolist(), passages))
+                naming[todo] = self.names_entity(passages, forms)
             vals = boosted()
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
-        passages = store.passages(keys[order])
+        unread = [key for key in keys[order].tolist() if key not in read]
+        read.update(zip(unread, store.passages(np.asarray(unread, dtype=keys.dtype))) if unread else ())
+        passages = [read[key] for key in keys[order].tolist()]
         return [ScoredPassage(pid=p.pid, score=float(v), rank=i + 1, passage=p)
                 for i, (p, v) in enumerate(zip(passages, vals[order]))]
 
