@@ -170,6 +170,36 @@ def test_documents_as_one_json_array_or_json_lines_under_a_json_name(tmp_path):
         detect_format(pretty)
 
 
+def test_an_array_of_documents_wrapped_in_an_object_as_exports_write_it(tmp_path):
+    """{"data": [...]} (and documents, records, results, …): the array under an object's one wrapping key is read as
+    the bare array; a queries file wrapped so ({"queries": [...]}) too. An object whose first key wraps nothing stays
+    refused, and one with two wrapping arrays says which keys it has."""
+    from capr.corpus.queries import read_queries
+
+    docs = [{"id": "a", "title": "Gout", "text": "Gout is treated with colchicine."},
+            {"id": "b", "text": "Asthma is treated with inhalers."}]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(docs))
+    expected = list(read_documents(bare))
+    for key, text in (("data", json.dumps({"data": docs}, indent=2)), ("documents", json.dumps({"documents": docs})),
+                      ("records", json.dumps({"records": docs, "exported": "2026-11-26"}, indent=4))):
+        wrapped = tmp_path / f"{key}.json"
+        wrapped.write_text(text)
+        assert detect_format(wrapped) is Format.jsonl
+        assert list(read_documents(wrapped)) == expected
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"data": docs, "results": docs}))
+    with pytest.raises(BadInputError, match=r"both\.json: expected a JSON array of documents, got dict .*has data, results"):
+        list(read_documents(both))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"meta": {"n": 2}, "data": docs}, indent=2))
+    with pytest.raises(BadInputError, match="an array of documents or one document per line"):
+        detect_format(other)
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"queries": [{"_id": "q1", "text": "gout treatment"}]}, indent=2))
+    assert [(q.qid, q.text) for q in read_queries(questions)] == [("q1", "gout treatment")]
+
+
 def test_a_tsv_of_documents_reads_as_the_csv_of_the_same_documents(tmp_path):
     rows = [("id", "title", "text", "ward"), ("a", "Gout", "Gout is treated with colchicine, and rest.", "W1"),
             ("b", "", "Asthma is treated with inhalers.", "")]

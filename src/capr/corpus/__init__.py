@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
-from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, parse_json, read_head, starts_json_array, xml_root_name
+from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, parse_json, read_head, holds_json_array, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -108,7 +108,7 @@ def _file_format(path: Path) -> Format | str:
     if name.endswith((".json", ".json.gz")):
         if _sniff_json(path) is Format.fhir:
             return Format.fhir
-        if starts_json_array(path) or _one_object_per_line(path):
+        if holds_json_array(path) or _one_object_per_line(path):
             return Format.jsonl
         return ("JSON file is not a FHIR resource or Bundle (no resourceType), an array of documents or one document "
                 "per line")
@@ -258,7 +258,7 @@ def detect_format(source: Path) -> Format:
     if name.endswith((".json", ".json.gz")):
         if _sniff_json(source) is Format.fhir:
             return Format.fhir
-        if starts_json_array(source):
+        if holds_json_array(source):
             return Format.jsonl  # documents exported as one JSON array
         if not _one_object_per_line(source):
             raise BadInputError(str(source), "JSON file is not a FHIR resource or Bundle (no resourceType), an array of "

@@ -311,13 +311,22 @@ def parse_json(text: str | bytes, one_line: bool = False) -> Any:
                          "deep)") from None
 
 
-def starts_json_array(path: Path) -> bool:
-    """Whether the file's first non-blank character opens a JSON array (documents exported as one array)."""
-    return read_head(path, 4096).lstrip()[:1] == b"["
+# the one key under which exports wrap their array of records ({"data": [...]}, {"documents": [...]})
+ARRAY_WRAPPERS = ("data", "documents", "docs", "records", "items", "rows", "results", "entries", "notes", "articles",
+                  "passages", "corpus", "questions", "queries")
+_WRAPPED_ARRAY_RE = re.compile(rb'\{\s*"(%s)"\s*:\s*\[' % "|".join(ARRAY_WRAPPERS).encode())
+
+
+def holds_json_array(path: Path) -> bool:
+    """Whether the file is one JSON array of records (documents exported as one array), bare or as the value of an
+    object's first key of ``ARRAY_WRAPPERS`` (``{"data": [...]}``, as many APIs and exports wrap it)."""
+    head = read_head(path, 4096).lstrip()
+    return head[:1] == b"[" or _WRAPPED_ARRAY_RE.match(head) is not None
 
 
 def json_array(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
-    """("record N", parsed object) for every element of a file holding one JSON array. The file is parsed whole
+    """("record N", parsed object) for every element of a file holding one JSON array (bare, or wrapped as
+    :func:`holds_json_array` says). The file is parsed whole
     (an array has no line to resume from), so invalid JSON fails the file: through ``report.bad`` (which raises
     unless skipping) or, without a report, at once."""
     with open_text(path) as fh:
@@ -330,8 +339,14 @@ def json_array(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
         report.bad(str(path), str(e))
         return
     del text
+    if isinstance(records, dict):
+        wrapped = [key for key in ARRAY_WRAPPERS if isinstance(records.get(key), list)]
+        records = records[wrapped[0]] if len(wrapped) == 1 else records
     if not isinstance(records, list):
         reason = f"expected a JSON array of documents, got {type(records).__name__}"
+        if isinstance(records, dict):
+            reason += (" (an object holds the array under one of the keys "
+                       f"{', '.join(ARRAY_WRAPPERS)}; this one has {', '.join(map(str, list(records)[:8]))})")
         if report is None:
             raise BadInputError(str(path), reason)
         report.bad(str(path), reason)
@@ -342,9 +357,10 @@ def json_array(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
 
 
 def json_records(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple[str, Any]]:
-    """The JSON records of a file: one array's elements for a ``.json`` name whose content opens an array, else one per
+    """The JSON records of a file: one array's elements for a ``.json`` name whose content is an array (bare or
+    wrapped, :func:`holds_json_array`), else one per
     line (a ``.jsonl`` is lines by name, even when its first line is an array: a bad record, said at its line)."""
-    if path.name.lower().endswith((".json", ".json.gz")) and starts_json_array(path):
+    if path.name.lower().endswith((".json", ".json.gz")) and holds_json_array(path):
         return json_array(path, report)
     return json_lines(path, report)
 
