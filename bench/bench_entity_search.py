@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     changed = sum(a != b for a, b in zip(*tops.values()))
     print(f"⟨entity, aspect⟩ searches, {args.retriever}, k 10: {n} mtsamples-dev queries × {args.rounds} rounds over "
           f"every MTSamples note ({index})")
-    print(f"| checkout | p50 (ms) | p95 (ms) | mean (ms) |\n|---|---:|---:|---:|")
+    print("| checkout | p50 (ms) | p95 (ms) | mean (ms) |\n|---|---:|---:|---:|")
     for name, ts in times.items():
         ts = sorted(ts)
         print(f"| {name} | {1000 * ts[len(ts) // 2]:.2f} | {1000 * ts[int(len(ts) * 0.95)]:.2f} | "

@@ -669,14 +669,14 @@ class ListTiers:
     def rank(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any, notices: list[str],
              tiers: dict[str, tuple[int, bool]] | None, scope: Any, forms: list[list[str]]) -> list[ScoredPassage]:
         searcher, store = self.searcher, self.searcher.store
-        wanted, names_entity = [set(terms) for terms in forms], {}
+        wanted, holds_words = [set(terms) for terms in forms], {}
 
         def mentions(keys: np.ndarray) -> np.ndarray:
-            todo = [int(x) for x in keys if int(x) not in names_entity]
+            todo = [int(x) for x in keys if int(x) not in holds_words]
             for key, p in zip(todo, store.passages(np.asarray(todo, dtype=np.int64))):
                 words = set(store.analyzer(f"{p.title} {p.text}"))
-                names_entity[key] = any(form <= words for form in wanted)
-            return np.asarray([names_entity[int(x)] for x in keys], dtype=bool)
+                holds_words[key] = any(form <= words for form in wanted)
+            return np.asarray([holds_words[int(x)] for x in keys], dtype=bool)
 
         hits = searcher.first_stage(pq, k, options, flt, keep=mentions)
         # as RowTiers ranks them: a passage that only denies the entity, or scatters its words, after those that name it
