@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from capr.negation import is_negated, negated_spans
+from capr.negation import is_negated, negations
 from conftest import capr_cli, index_of_documents, need_data
 
 
@@ -34,11 +34,18 @@ def test_negation_as_context_reads_it(sentence, mention, negated):
 
 
 def test_a_scope_runs_from_its_trigger_to_the_end_of_the_sentence():
-    assert negated_spans("") == []
-    assert negated_spans("no") == []  # a trigger with nothing after it negates nothing
+    assert negations("") == []
+    assert negations("no") == []  # a trigger with nothing after it negates nothing
     sentence = "Without fever or chills, but with a cough."
-    (span,) = negated_spans(sentence)
-    assert sentence[span[0]:span[1]] == "fever or chills,"
+    (negation,) = negations(sentence)
+    assert sentence[slice(*negation.trigger)] == "Without"
+    assert sentence[slice(*negation.scope)] == "fever or chills,"
+
+
+def test_a_trigger_inside_the_mention_does_not_negate_it():
+    """ConText: a modifier that overlaps its target does not modify it ("lack of appetite" is the entity)."""
+    assert not _negated("Lack of appetite for two weeks.", "Lack of appetite")
+    assert _negated("Lack of appetite for two weeks.", "appetite")
 
 
 def test_negation_agrees_with_medspacy_context_on_real_notes():
@@ -133,3 +140,24 @@ def test_a_name_whose_words_share_no_sentence_is_not_named(tmp_path_factory):
     assert [h.passage.doc_id for h in hits] == ["cardiac", "renal"]
     plain = searcher.search(q, SearchOptions(k=2, retriever="bm25", entity_first=False)).hits
     assert plain[0].passage.doc_id == "renal"  # the words alone prefer the short note
+
+
+@pytest.mark.parametrize("entity, text, named", [
+    ("lymphadenopathy", "Neck: supple. No lymphadenopathy.", False),
+    ("lymphadenopathy", "Neck: supple. No thyromegaly. Cervical lymphadenopathy.", True),
+    ("lack of appetite", "Lack of appetite for two weeks.", True),  # the trigger is the name's own words
+    ("appetite", "Lack of appetite for two weeks.", False),
+    ("heart failure", "Heart rate 80. Chronic renal failure.", False),  # words in different sentences
+    ("heart failure", "Heart rate 80; chronic renal failure.", True),  # one sentence holds both: read as named
+])
+def test_a_passage_names_the_entity_in_one_sentence_not_to_deny_it(entity, text, named):
+    from capr.corpus.sentences import split_sentences
+    from capr.index.analyzer import Analyzer
+    from capr.records import Passage
+    from capr.retrieve.mentions import names_entity
+
+    analyzer = Analyzer()
+    passage = Passage("p", "d", text, None, 0, len(text), sentences=split_sentences(text))
+    assert names_entity(passage, [analyzer(entity)], analyzer) is named
+    titled = Passage("p", "d", text, None, 0, len(text), sentences=split_sentences(text), title=f"{entity} clinic")
+    assert names_entity(titled, [analyzer(entity)], analyzer)  # the document's title names it

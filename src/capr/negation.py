@@ -8,6 +8,7 @@ sentence, unless a terminating word ("but", "except", "presents", …) or anothe
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
@@ -186,8 +187,23 @@ def _opposite(kind: str, other: str) -> bool:
     return {kind, other} == {_FORWARD, _BACKWARD}
 
 
-def negated_spans(sentence: str) -> list[tuple[int, int]]:
-    """Character ranges of ``sentence`` that a negation trigger covers (the trigger's own words excluded)."""
+@dataclass(frozen=True, slots=True)
+class Negation:
+    """One negation trigger of a sentence and the characters it negates (character offsets into the sentence)."""
+
+    trigger: tuple[int, int]
+    scope: tuple[int, int]
+
+    def negates(self, start: int, end: int) -> bool:
+        """Whether it negates the mention at ``[start, end)``: its scope overlaps the mention and the trigger does
+        not (in "lack of appetite", named as an entity, "lack of" is part of the name, as ConText reads it)."""
+        (a, b), (t, u) = self.scope, self.trigger
+        return a < end and start < b and not (t < end and start < u)
+
+
+def negations(sentence: str) -> list[Negation]:
+    """Every negation trigger of ``sentence`` with its scope: to the sentence's edge in the trigger's direction, cut
+    short by a terminating word or another negation trigger on the way."""
     tokens = [(m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(sentence)]
     words = [w for w, _, _ in tokens]
     triggers = _triggers(words)
@@ -195,7 +211,6 @@ def negated_spans(sentence: str) -> list[tuple[int, int]]:
     for start, end, kind in triggers:
         if kind in (_TERMINATE, _OTHER):
             continue
-        # scope to the sentence's edge, cut by a terminating word or another negation trigger on the way
         if kind == _FORWARD:
             stop = min((o[0] for o in triggers if o[0] >= end and o[2] != _OTHER), default=len(words))
             lo, hi = end, stop
@@ -203,13 +218,13 @@ def negated_spans(sentence: str) -> list[tuple[int, int]]:
             stop = max((o[1] for o in triggers if o[1] <= start and o[2] != _OTHER), default=0)
             lo, hi = stop, start
         if lo < hi:
-            out.append((tokens[lo][1], tokens[hi - 1][2]))
+            out.append(Negation((tokens[start][1], tokens[end - 1][2]), (tokens[lo][1], tokens[hi - 1][2])))
     return out
 
 
 def is_negated(sentence: str, start: int, end: int) -> bool:
-    """Whether the mention at ``sentence[start:end]`` is negated (ConText: a negation scope overlaps it)."""
-    return any(a < end and start < b for a, b in negated_spans(sentence))
+    """Whether the mention at ``sentence[start:end]`` is negated."""
+    return any(n.negates(start, end) for n in negations(sentence))
 
 
-__all__ = ["BACKWARD", "FORWARD", "OTHER", "TERMINATE", "is_negated", "negated_spans"]
+__all__ = ["BACKWARD", "FORWARD", "OTHER", "TERMINATE", "Negation", "is_negated", "negations"]

@@ -8,7 +8,7 @@ from bisect import bisect_left
 from typing import Sequence
 
 from capr.index.analyzer import Analyzer
-from capr.negation import negated_spans
+from capr.negation import Negation, negations
 from capr.records import Passage
 from capr.retrieve.evidence import passage_sentences
 from capr.retrieve.highlight import analysed
@@ -34,16 +34,24 @@ def names_entity(passage: Passage, forms: Sequence[Sequence[str]], analyzer: Ana
         for (_, s, e), term in zip(words[i:j], terms[i:j]):
             if term is not None and term not in first:
                 first[term] = (s, e)
-        scopes = None
+        found = None
         for form in wanted:
             if not form <= first.keys():
                 continue
             start = min(first[t][0] for t in form) - lo
             end = max(first[t][1] for t in form) - lo
-            scopes = negated_spans(sentence) if scopes is None else scopes
-            if not any(s < end and start < e for s, e in scopes):
+            found = negations(sentence) if found is None else found
+            if not any(_denies(n, sentence, start, end, form, analyzer) for n in found):
                 return True
     return False
+
+
+def _denies(negation: Negation, sentence: str, start: int, end: int, form: set[str], analyzer: Analyzer) -> bool:
+    """Whether ``negation`` denies the name found at ``[start, end)`` (from its first word's first place to its last
+    word's, which may lie far apart in a sentence): its scope reaches the name, and its trigger is none of the
+    name's own words ("lack of appetite" named as the entity is not denied by its "lack of")."""
+    (a, b), trigger = negation.scope, sentence[slice(*negation.trigger)]
+    return a < end and start < b and not (set(analyzer(trigger)) & form)
 
 
 __all__ = ["names_entity"]
