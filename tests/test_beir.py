@@ -695,3 +695,31 @@ def test_read_queries_refuses_malformed_topics_naming_the_file_the_topic_and_the
     assert message in str(e.value) and "\n" not in str(e.value)
     if not message.startswith("topic field"):
         assert str(e.value).startswith(str(path))
+
+
+EVAL_NUMBERS_OUT_OF_RANGE = [
+    (("--rerank-depth", "0", "--reranker", "bi:minilm"), "--rerank-depth must be at least 1, got 0"),  # the default depth
+    (("--rerank-depth", "-1", "--reranker", "bi:minilm"), "--rerank-depth must be at least 1, got -1"),  # re-ranked nothing
+    (("--limit", "2", "--seed", "-1"), "--seed must be between 0 and 4294967295, got -1"),  # the subset of --seed 1
+    (("--theta-open", "nan"), "--theta-open must be between 0 and 1, got nan"),
+    (("--theta-open", "0.1", "--theta-close", "0.9"), "--theta-close (0.9) must not exceed --theta-open (0.1)"),
+    (("--rerank-share", "inf"), "--rerank-share must be between 0 and 1, got inf"),
+    (("--dense-k", "0"), "--dense-k must be at least 1, got 0"),
+]
+
+
+def test_eval_numbers_out_of_range_are_refused_in_one_line_before_any_work(tmp_path):
+    """Every number of `capr eval` out of its range is one line naming the option, before the benchmark is read or
+    indexed; such values ran and reported numbers that were not what was asked for. The Python API refuses them too."""
+    from capr.errors import CaprError
+    from capr.eval.runner import EvalConfig
+
+    folder = write_beir(tmp_path / "b")
+    for args, message in EVAL_NUMBERS_OUT_OF_RANGE:
+        proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "c"), *args, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert message in proc.stderr and proc.stderr.count("\n") == 1, (args, proc.stderr)
+    assert not (tmp_path / "c").exists()
+    with pytest.raises(CaprError, match="--rerank-depth must be at least 1, got 0"):
+        EvalConfig(benchmark=f"beir:{folder}", rerank_depth=0)
+

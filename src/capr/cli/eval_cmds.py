@@ -103,9 +103,10 @@ def eval_cmd(
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.runner import (EvalConfig, benchmark_loader, check_run_ids, compare_runs, load_benchmark,
-                                      reading_warnings, run_eval, unsearchable_warnings)
+        from capr.eval.runner import (EvalConfig, benchmark_loader, check_eval_options, check_run_ids, compare_runs,
+                                      load_benchmark, reading_warnings, run_eval, unsearchable_warnings)
 
+        check_eval_options(limit, seed, rerank_depth, rerank_share, (theta_open, theta_close), dense_k)
         if run_out is not None and (run_out.is_dir() or not run_out.parent.is_dir()):
             # checked before the evaluation runs: the run file is written only once it is over
             raise CaprError(f"{run_out}: cannot write the run file (--run-out): "

@@ -142,6 +142,21 @@ def query_fields(name: str) -> tuple[QueryField, ...]:
 _FIELD_HINT = {QueryField.tuple: "⟨entity, aspect⟩ queries only", QueryField.question: "free-text questions only"}
 
 
+def check_eval_options(limit: int | None, seed: int, rerank_depth: int | None, rerank_share: float | None,
+                       thetas: tuple[float, float] = (0.8, 0.4), dense_k: int | None = None) -> None:
+    """One clear error naming the first `capr eval` number out of range, before any benchmark is read. Such values
+    ran: --rerank-depth 0 fell back to the default depth and a negative one re-ranked nothing (reported as the
+    re-ranker's numbers), a negative --seed drew the same subset as its absolute value, a NaN θ opened no span."""
+    from capr.train.args import OptionRange as R
+    from capr.train.args import check_options
+
+    check_options([("--limit", limit, R.count), ("--seed", seed, R.seed), ("--rerank-depth", rerank_depth, R.count),
+                   ("--rerank-share", rerank_share, R.share), ("--theta-open", thetas[0], R.share),
+                   ("--theta-close", thetas[1], R.share), ("--dense-k", dense_k, R.count)])
+    if thetas[1] > thetas[0]:  # capr.cdv.spans.BoundaryConfig: a span closes below the score it opened at
+        raise CaprError(f"--theta-close ({thetas[1]:g}) must not exceed --theta-open ({thetas[0]:g})")
+
+
 @dataclass
 class EvalConfig:
     benchmark: str = "medquad-cdv"
@@ -176,8 +191,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         benchmark_loader(self.benchmark)  # an unknown name: the error lists the known ones
-        if self.limit is not None and self.limit < 1:
-            raise CaprError(f"--limit must be at least 1 (queries), got {self.limit}")
+        check_eval_options(self.limit, self.seed, self.rerank_depth, self.rerank_share, self.thetas)
         found = file_benchmark(self.benchmark)
         if found is not None:
             found[0].check(found[1])
@@ -506,4 +520,4 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
 
 
 __all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug",
-           "limit_queries", "load_benchmark", "run_eval"]
+           "limit_queries", "load_benchmark", "run_eval", "check_eval_options"]
