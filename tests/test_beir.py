@@ -723,3 +723,30 @@ def test_eval_numbers_out_of_range_are_refused_in_one_line_before_any_work(tmp_p
     with pytest.raises(CaprError, match="--rerank-depth must be at least 1, got 0"):
         EvalConfig(benchmark=f"beir:{folder}", rerank_depth=0)
 
+
+def test_a_run_out_onto_an_input_of_the_evaluation_is_refused_and_the_input_kept(tmp_path):
+    """--run-out naming the benchmark's queries (or judgements, or the --compare run, or an mcqa: question file) wrote
+    the run over it once the evaluation was over; it is refused before any work, the file left as it was. --compare
+    with a similar-case benchmark was passed over in silence: it is refused too."""
+    folder = write_beir(tmp_path / "b")
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 other\n")
+    mcqa = tmp_path / "questions.jsonl"
+    mcqa.write_text(json.dumps({"question": "Which drug treats gout?", "options": {"A": "colchicine", "B": "insulin"},
+                                "answer_idx": "A"}) + "\n")
+    cases = [(f"beir:{folder}", folder / "queries.jsonl", "it is a file of beir:"),
+             (f"beir:{folder}", folder / "qrels" / "test.tsv", "it is a file of beir:"),
+             (f"beir:{folder}", run, "it is the run given to --compare"),
+             (f"mcqa:{mcqa}", mcqa, f"it is the file of mcqa:{mcqa}")]
+    for benchmark, target, message in cases:
+        before = target.read_bytes()
+        proc = capr_cli("eval", "--benchmark", benchmark, "--cache-dir", str(tmp_path / "c"), "--index",
+                        str(tmp_path / "idx"), "--compare", str(run), "--run-out", str(target), check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"{target}: cannot write the run file (--run-out): {message}" in proc.stderr, proc.stderr
+        assert target.read_bytes() == before
+    assert not (tmp_path / "c").exists()
+    proc = capr_cli("eval", "--benchmark", "medqa-dev", "--index", str(tmp_path / "idx"), "--compare", str(run),
+                    check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--compare compares TREC runs of passage benchmarks; medqa-dev is a similar-case benchmark" in proc.stderr

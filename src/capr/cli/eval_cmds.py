@@ -103,15 +103,16 @@ def eval_cmd(
 
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.runner import (EvalConfig, benchmark_loader, check_eval_options, check_run_ids, compare_runs,
-                                      load_benchmark, reading_warnings, run_eval, unsearchable_warnings)
+        from capr.eval.runner import (EvalConfig, benchmark_loader, check_eval_options, check_run_ids, check_run_out,
+                                      compare_runs, load_benchmark, reading_warnings, run_eval, unsearchable_warnings)
 
         check_eval_options(limit, seed, rerank_depth, rerank_share, (theta_open, theta_close), dense_k)
-        if run_out is not None and (run_out.is_dir() or not run_out.parent.is_dir()):
-            # checked before the evaluation runs: the run file is written only once it is over
-            raise CaprError(f"{run_out}: cannot write the run file (--run-out): "
-                            + ("it is a folder" if run_out.is_dir() else f"no such folder {run_out.parent}"))
+        if run_out is not None:
+            check_run_out(run_out, benchmark, data_dir, index_dir, compare, cache_dir)
         if is_case_benchmark(benchmark):
+            if compare is not None:  # it was passed over: the table came without the comparison asked for
+                raise CaprError(f"--compare compares TREC runs of passage benchmarks; {benchmark} is a similar-case "
+                                "benchmark (its --run-out files are compared by experiments/cases_paired.py)")
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match, fallback)
         try:

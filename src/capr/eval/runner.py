@@ -334,6 +334,38 @@ class EvalConfig:
                                          + ("_titled" if self.titled else ""))
 
 
+def check_run_out(path: Path, benchmark: str, data_dir: Path, index_dir: Path | None = None,
+                  compare: Path | None = None, cache_dir: Path | None = None) -> None:
+    """Refuses, before the evaluation (the run file is written only once it is over), a ``--run-out`` that cannot be
+    written or that is one of the evaluation's inputs: written over the benchmark's queries, corpus or judgements, or
+    over the --compare run, it replaced them with the run."""
+    from capr.cases.data import MCQA_PREFIX
+    from capr.corpus.beir import beir_file
+
+    where = f"{path}: cannot write the run file (--run-out)"
+    if path.is_dir() or not path.parent.is_dir():
+        raise CaprError(f"{where}: " + ("it is a folder" if path.is_dir() else f"no such folder {path.parent}"))
+    inputs: list[tuple[str, Path | None]] = [("the run given to --compare", compare)]
+    found = file_benchmark(benchmark)
+    if found is not None and found[0].prefix == BEIR_PREFIX:
+        folder = found[1]
+        inputs += [(f"a file of {benchmark}", beir_file(folder, stem)) for stem in ("corpus", "queries")]
+        inputs.append((f"a file of {benchmark}", folder / "qrels"))
+    elif found is not None or benchmark.startswith(MCQA_PREFIX):
+        file = found[1] if found else Path(benchmark[len(MCQA_PREFIX):])
+        inputs.append((f"the file of {benchmark}", file if file.is_file() else None))  # not a file: refused as such
+    else:
+        inputs.append(("a file of the benchmark data (--data-dir)", data_dir))
+    inputs += [("a file of the case index (--index)", index_dir), ("a file of the benchmark cache (--cache-dir)", cache_dir)]
+    target = path.resolve()
+    for what, given in inputs:
+        if given is None or not given.exists():
+            continue
+        given = given.resolve()
+        if target == given or (given.is_dir() and given in target.parents and target.exists()):
+            raise CaprError(f"{where}: it is {what}")
+
+
 def check_run_ids(data: BenchmarkData, path: Path) -> None:
     """Refuses, before the evaluation, a benchmark whose run a TREC file at ``path`` cannot carry: a query or
     document id holding whitespace (capr.eval.runs.check_trec_id)."""
@@ -520,4 +552,4 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
 
 
 __all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug",
-           "limit_queries", "load_benchmark", "run_eval", "check_eval_options"]
+           "limit_queries", "load_benchmark", "run_eval", "check_eval_options", "check_run_out"]
