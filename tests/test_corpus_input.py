@@ -217,6 +217,30 @@ def test_utf16_that_does_not_decode_names_the_file_and_offset(tmp_path):
         list(read_documents(bad))
 
 
+@pytest.mark.parametrize("name", ["note.txt", "docs.jsonl", "docs.csv", "docs.tsv"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_refused_with_a_hint(tmp_path, name, encoding):
+    """UTF-16 without a byte-order mark (some exporters write it) has a NUL in every other byte: it is still refused,
+    but the one line says what it likely is and what to do (a CSV was "CSV columns fit no reader"); binary data with
+    NULs here and there gets no such hint."""
+    text = {"note.txt": "Chest pain\n\nThe patient reports chest pain on exertion.\n",
+            "docs.jsonl": json.dumps({"id": "a", "text": "chest pain"}) + "\n",
+            "docs.csv": "id,text\na,chest pain\n", "docs.tsv": "id\ttext\na\tchest pain\n"}[name]
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    message = f"{path}: binary file (contains NUL bytes), expected text (UTF-16 without a byte-order mark? save it as UTF-8)"
+    with pytest.raises(BadInputError) as e:
+        list(read_documents(path))
+    assert str(e.value) == message
+    proc = capr_cli("index", "--lexical-only", str(path), "--out", str(tmp_path / "idx"), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr
+    blob = tmp_path / "blob.txt"
+    blob.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    with pytest.raises(BadInputError) as e:
+        list(read_documents(blob))
+    assert str(e.value) == f"{blob}: binary file (contains NUL bytes), expected text"
+
+
 def _write(path: Path, obj: dict) -> Path:
     path.write_text(json.dumps(obj))
     return path

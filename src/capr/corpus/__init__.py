@@ -235,6 +235,8 @@ def detect_format(source: Path) -> Format:
         return Format.medquad
     if name.endswith((".txt", ".md", ".text", ".markdown")):
         return Format.text
+    if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and b"\x00" in read_head(source, 4096):
+        check_text_file(source)  # binary (or BOM-less UTF-16) is said as such, not as columns that fit no reader
     if name.endswith((".csv", ".csv.gz")):
         header = first_line(read_head(source, 4096)).lower()
         sniffed = _sniff_csv(source)

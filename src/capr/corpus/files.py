@@ -246,6 +246,17 @@ def compressed_data(path: Path) -> str | None:
     return None
 
 
+def _utf16_pattern(head: bytes) -> bool:
+    """Whether NUL bytes fill every other byte of ``head`` and hardly any of the rest: mostly-Latin text saved as
+    UTF-16 without a byte-order mark (which some exporters write), not the scattered NULs of binary data."""
+    if len(head) < 4:
+        return False
+    for nuls, rest in ((head[0::2], head[1::2]), (head[1::2], head[0::2])):
+        if nuls.count(0) >= 0.5 * len(nuls) and rest.count(0) <= 0.05 * len(rest):
+            return True
+    return False
+
+
 def check_text_file(path: Path, encoding: str = "utf-8") -> None:
     """Refuses a missing, empty, binary or wrongly encoded file with one clear reason. ``encoding``: what
     the file must decode as (an XML file's declared encoding; UTF-8 otherwise)."""
@@ -257,7 +268,8 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
         raise BadInputError(str(path), why)
     head = read_head(path)
     if b"\x00" in head:
-        raise BadInputError(str(path), "binary file (contains NUL bytes), expected text")
+        hint = " (UTF-16 without a byte-order mark? save it as UTF-8)" if _utf16_pattern(head) else ""
+        raise BadInputError(str(path), f"binary file (contains NUL bytes), expected text{hint}")
     if text_encoding(path) == "utf-16":
         encoding = "utf-8"  # the byte-order mark overrides a declaration; the head is UTF-8 now (see read_head)
     try:
