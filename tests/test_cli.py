@@ -121,6 +121,14 @@ def test_stats_reports_sections_and_aspects(tmp_path):
     assert "physical examination" in top and "history of present illness" in top
 
 
+@pytest.mark.parametrize("top", ["0", "-1"])
+def test_stats_refuses_a_top_below_one_in_one_line(demo_dir, top):
+    """--top 0 or a negative one printed an empty table of aspects; it is refused as other commands' counts are."""
+    proc = capr_cli("stats", str(demo_dir), "--top", top, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and not proc.stdout
+    assert proc.stderr.strip() == f"error: --top must be at least 1, got {top}"
+
+
 def test_dense_and_hybrid_search_from_the_cli(tmp_path, demo_dir):
     out = tmp_path / "dense"
     proc = capr_cli("index", str(demo_dir), "--out", str(out), "--dense")

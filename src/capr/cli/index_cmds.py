@@ -205,7 +205,9 @@ def stats_cmd(
 
     def body() -> None:
         from capr.index.directory import is_index_dir
+        from capr.train.args import OptionRange, check_option
 
+        check_option("--top", top, OptionRange.count)  # 0 or a negative one printed an empty table
         if Path(source).is_dir() and is_index_dir(Path(source)):
             raise CaprError(f"{source}: this is an index; capr stats reports on a corpus (the SOURCE you index)")
         report = ReadReport(skip_bad=True)
