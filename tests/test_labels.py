@@ -161,3 +161,25 @@ def test_medquad_training_labels_contain_no_test_document_or_passage(tmp_path):
         key = text_key(lp.text)
         assert key not in test_texts and key[:200] not in test_texts
     assert len(labels) > 10_000
+
+
+def test_labels_written_into_the_corpus_folder_are_passed_over_when_it_is_read_again(tmp_path):
+    """`capr labels notes/ --out notes/labels.jsonl` is a natural place for them; a second `capr labels notes/` (or
+    `capr index notes/`) read that file as a corpus file, each labelled passage a document (`capr index` then failed
+    on a duplicate document id). It is passed over with a note; given as the corpus itself, it is refused."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "n1.txt").write_text(NOTE)
+    (notes / "n2.txt").write_text(NOTE.replace("Headache", "Chest pain"))
+    labels = notes / "labels.jsonl"
+    capr_cli("labels", str(notes), "--out", str(labels))
+    first = labels.read_text()
+    note = f"note: {labels}: labelled passages written by `capr labels`, not documents: passed over"
+    proc = capr_cli("labels", str(notes), "--out", str(labels), "--json")
+    assert json.loads(proc.stdout)["documents"] == 2 and note in proc.stderr.replace("\n", " ")
+    assert labels.read_text() == first
+    proc = capr_cli("index", "--lexical-only", str(notes), "--out", str(tmp_path / "idx"))
+    assert "indexed 2 documents" in proc.stderr and note in proc.stderr.replace("\n", " ")
+    proc = capr_cli("index", "--lexical-only", str(labels), "--out", str(tmp_path / "idx2"), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and not (tmp_path / "idx2").exists()
+    assert f"{labels}: labelled passages written by `capr labels`, not documents" in proc.stderr

@@ -181,7 +181,7 @@ def _print_write_summary(verb: str, store, report: ReadReport, secs: float) -> N
         err.print(f"  [yellow]skipped[/] {escape(str(e))}")
     if len(report.skipped) > 50:
         err.print(f"  … and {len(report.skipped) - 50} more")
-    for note in report.unfilterable_notes():
+    for note in report.notes + report.unfilterable_notes():
         err.print(f"  [yellow]note:[/] {escape(note)}")
 
 

@@ -68,6 +68,8 @@ def labels_cmd(
             n = write_labels(out_path, gen(docs, progress=lambda k: progress.advance(task, k)), corpus=corpus)
         stats = gen.stats.to_dict(top)
         stats.update(seconds=round(time.time() - t0, 1), written=n, out=str(out_path))
+        for note in report.notes:
+            err.print(f"[yellow]note:[/] {escape(note)}")
         if exclusion is not None:
             stats.update(excluded_test_docs=exclusion.excluded_docs, excluded_by_entity=exclusion.excluded_by_entity)
         if as_json:

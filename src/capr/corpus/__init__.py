@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
-from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, parse_json, read_head, holds_json_array, xml_root_name
+from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, is_labels_file, parse_json, read_head, holds_json_array, xml_root_name
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -163,6 +163,8 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
     for path, fmt in files:
         if not isinstance(fmt, Format):  # (a Format is a str too)
             report.bad(str(path), fmt)
+        elif fmt is Format.jsonl and is_labels_file(path):  # e.g. `capr labels DIR --out DIR/labels.jsonl`
+            report.note(f"{path}: labelled passages written by `capr labels`, not documents: passed over")
         elif fmt is Format.text:
             if (doc := text.read_text_file(path, source, report)) is not None:
                 yield doc
@@ -346,6 +348,9 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
         fmt = detect_format(source)
     if fmt is Format.text and source.is_file():
         _check_text_format(source)
+    if fmt is Format.jsonl and source.is_file() and is_labels_file(source):
+        raise BadInputError(str(source), "labelled passages written by `capr labels`, not documents: give the corpus "
+                                         "they were made from")
     before = report.counts()
     report.location = None
     limit = report.max_doc_chars

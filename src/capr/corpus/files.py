@@ -170,6 +170,23 @@ def _open_bytes(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
+# the fields of every record `capr labels` writes (capr.labels.generate.LabeledPassage): no corpus' documents have them all
+LABELS_FIELDS = frozenset({"pid", "doc_id", "aspect", "entities", "sentences", "text"})
+
+
+def is_labels_file(path: Path) -> bool:
+    """Whether ``path`` is a file of labelled passages written by `capr labels` (its first record has their fields):
+    written into the corpus folder, it was read back as documents, each passage a document of its own."""
+    if not path.name.lower().endswith((".jsonl", ".jsonl.gz", ".json", ".ndjson", ".ndjson.gz")):
+        return False
+    try:
+        with _open_bytes(path) as fh:
+            record = json.loads(fh.readline(1 << 20).removeprefix(BOM))
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and LABELS_FIELDS <= record.keys()
+
+
 def read_head(path: Path, n: int = 8192) -> bytes:
     """The first ``n`` bytes (decompressed) as UTF-8, without a leading byte-order mark: the sniffs that look
     at them (a JSON "{", a CSV header, an XML root) must not depend on whether an editor wrote one, nor on

@@ -25,12 +25,17 @@ class ReadReport:
     # metadata fields some documents give a value no filter can match (a list, an object, a long text): field →
     # [the first such document's id, what its value is, how many documents]. Only those documents lack the field.
     unfilterable: dict[str, list] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # files of a folder passed over, and why
 
     def bad(self, source: str, reason: str, record: str | None = None) -> None:
         err = BadInputError(source, reason, record)
         if not self.skip_bad:
             raise err
         self.skipped.append(err)
+
+    def note(self, message: str) -> None:
+        """A file of a folder passed over as no part of the corpus (said to the user, not an error)."""
+        self.notes.append(message)
 
     def at(self, source: str, record: str | None) -> None:
         """Called by a reader just before it yields a document: the file and record it came from."""
