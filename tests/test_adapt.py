@@ -473,3 +473,24 @@ def test_numeric_adapt_options_out_of_range_are_refused_before_the_labels(tmp_pa
     with pytest.raises(CaprError, match="--max-tokens must be at least 1"):  # the Python API refuses it too
         adapt(AdaptConfig(corpora=[str(demo_dir)], out=str(out), max_tokens=0), log=lambda m: None, progress=False)
     assert not (tmp_path / "idx.adapt").exists()
+
+
+@pytest.mark.parametrize("report, message", [
+    ('{"config": {"corpora": ["a"], "ou', "the `capr adapt` report is not valid JSON"),  # cut short (disk full)
+    ("[]", 'not a `capr adapt` report (no "config" object)'),
+    ('{"config": {"corpora": ["a"]}}', "its \"config\" is not one `capr adapt` can continue"),
+    ('{"config": {"corpora": ["a"], "out": "o", "alphas": 5}}', "its \"config\" is not one `capr adapt` can continue")])
+def test_adapt_add_with_a_damaged_report_is_one_line_naming_it(tmp_path, demo_dir, report, message):
+    """`capr adapt --add` continues from OUT.adapt/adapt.json: a truncated or hand-edited one was a JSONDecodeError,
+    KeyError or TypeError traceback. It is one line naming the file, before anything is read or written."""
+    out = tmp_path / "idx"
+    out.mkdir()
+    (tmp_path / "idx.adapt").mkdir()
+    path = tmp_path / "idx.adapt" / "adapt.json"
+    path.write_text(report)
+    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--add", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert f"{path}: {message}" in proc.stderr and "without --add" in proc.stderr
+    assert path.read_text() == report and sorted(p.name for p in tmp_path.iterdir()) == ["idx", "idx.adapt"]
+    with pytest.raises(CaprError, match="without --add"):
+        config_for_more(out, [str(demo_dir)])

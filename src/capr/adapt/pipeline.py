@@ -612,11 +612,28 @@ def _write_report(path: Path, report: AdaptReport) -> None:
     write_bytes(path, json.dumps(report.to_dict(), ensure_ascii=False, indent=1).encode("utf-8"))
 
 
+def report_path(out: str | Path) -> Path:
+    return Path(str(Path(out)) + ".adapt") / REPORT_FILE
+
+
 def read_report(out: str | Path) -> dict[str, Any]:
-    path = Path(str(Path(out)) + ".adapt") / REPORT_FILE
+    """The report of the `capr adapt` run that built ``out``; one clear error when it is missing or damaged (a
+    truncated or hand-edited file was a traceback of `capr adapt --add`)."""
+    from capr.corpus.files import read_error_reason
+
+    path = report_path(out)
     if not path.exists():
         raise CaprError(f"{out} was not built by `capr adapt` (no {path})")
-    return json.loads(path.read_text())
+    rebuild = f"run `capr adapt` without --add to build {out} again"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise CaprError(f"{path}: cannot read the `capr adapt` report ({read_error_reason(e)}); {rebuild}") from None
+    except (ValueError, RecursionError) as e:
+        raise CaprError(f"{path}: the `capr adapt` report is not valid JSON ({e}); {rebuild}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("config"), dict):
+        raise CaprError(f"{path}: not a `capr adapt` report (no \"config\" object); {rebuild}")
+    return report
 
 
 def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float | None = None) -> AdaptConfig:
@@ -624,10 +641,14 @@ def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float
     kept (its labels and the gate are redone over everything; the gate still compares with the start model)."""
     previous = read_report(out)
     fields = AdaptConfig.__dataclass_fields__
-    config = AdaptConfig(**{k: v for k, v in previous["config"].items() if k in fields})
-    config.corpora = list(config.corpora) + [str(m) for m in more]
-    config.alphas = tuple(config.alphas)
-    config.free_text = tuple(config.free_text)
+    try:
+        config = AdaptConfig(**{k: v for k, v in previous["config"].items() if k in fields})
+        config.corpora = list(config.corpora) + [str(m) for m in more]
+        config.alphas = tuple(config.alphas)
+        config.free_text = tuple(config.free_text)
+    except (TypeError, ValueError, CaprError) as e:  # a setting missing, of the wrong type or out of range
+        raise CaprError(f"{report_path(out)}: its \"config\" is not one `capr adapt` can continue ({e}); run "
+                        f"`capr adapt` without --add to build {out} again") from None
     if previous.get("kept") != START:
         # a copy of the kept model: the run replaces OUT.adapt/model, which training must not read from meanwhile
         import shutil
