@@ -363,3 +363,24 @@ def test_a_description_with_no_searchable_word_is_refused_naming_the_description
     assert r.status_code == 400 and r.json()["field"] == "description", r.text
     r = client.post("/cases/similar", json={"description": "fever", "retriever": "dense"})
     assert r.status_code == 400 and r.json()["field"] == "retriever", r.text
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--codiesp-split", "bogus"), "unknown CodiEsp split(s) bogus; choose from train, dev, test, background"),
+    (("--max-tokens", "-5"), "--max-tokens must be 0 or more, got -5"),
+    (("--max-length", "0"), "--max-length must be at least 1, got 0"),
+    (("--mtsamples-notes", "-1"), "--mtsamples-notes must be 0 or more, got -1")])
+def test_case_index_options_out_of_range_are_refused_and_the_index_kept(tmp_path, args, message):
+    """An unknown --codiesp-split matched no case: the CodiEsp cases were left out without a word. A negative
+    --max-tokens indexed whole sections, a negative --mtsamples-notes no note, --max-length 0 was taken. Each is one
+    line naming the option, and the index at --out stays as it was."""
+    data = write_tiny_case_data(tmp_path / "data")
+    idx = tmp_path / "idx"
+    common = ("case-index", "--data-dir", str(data), "--out", str(idx), "--source", "codiesp", "--source", "e3c",
+              "--no-dense")
+    capr_cli(*common)
+    before = (idx / "CURRENT").read_text()
+    proc = capr_cli(*common, *args, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert message in proc.stderr
+    assert (idx / "CURRENT").read_text() == before

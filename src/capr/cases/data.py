@@ -359,9 +359,14 @@ def case_corpus(data_dir: str | Path, include: tuple[str, ...] = CASE_SOURCES,
     """See :func:`_case_corpus`; a document id seen before (MedQuAD repeats a few) is skipped.
     ``mtsamples_notes``: only the first N MTSamples notes in file order (encoding them all takes most of an hour
     on a shared 2-core CPU). ``codiesp_splits``: the CodiEsp cases kept (the dev split is held out by default)."""
+    from capr.corpus.casereports import CODIESP_SPLITS
+
     unknown = sorted(set(include) - set(CASE_SOURCES))
     if unknown:
         raise CaprError(f"unknown case source(s) {', '.join(unknown)}; choose from {', '.join(CASE_SOURCES)}")
+    unknown = sorted(set(codiesp_splits) - set(CODIESP_SPLITS))
+    if unknown:  # it matched no case, and the CodiEsp cases were left out without a word
+        raise CaprError(f"unknown CodiEsp split(s) {', '.join(unknown)}; choose from {', '.join(CODIESP_SPLITS)}")
     seen: set[str] = set()
     n_mts = 0
     for doc in _case_corpus(data_dir, include):

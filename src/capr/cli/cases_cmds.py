@@ -43,7 +43,12 @@ def case_index_cmd(
         import itertools
 
         from capr.cases.data import CASE_SOURCES, case_corpus
+        from capr.train.args import OptionRange as R
+        from capr.train.args import check_options
 
+        # taken as given: a negative --max-tokens indexed whole sections, a negative --mtsamples-notes no note
+        check_options([("--max-tokens", max_tokens, R.count0), ("--max-length", max_length, R.count),
+                       ("--mtsamples-notes", mtsamples_notes, R.count0)])
         docs = itertools.chain(case_corpus(data_dir, tuple(sources) or CASE_SOURCES, mtsamples_notes=mtsamples_notes,
                                            codiesp_splits=tuple(codiesp_splits)),
                                *(read_documents(p, Format.auto) for p in extra))
