@@ -750,3 +750,22 @@ def test_a_run_out_onto_an_input_of_the_evaluation_is_refused_and_the_input_kept
                     check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--compare compares TREC runs of passage benchmarks; medqa-dev is a similar-case benchmark" in proc.stderr
+
+
+def test_a_prefix_benchmark_whose_path_is_missing_empty_or_of_the_wrong_kind_says_which(tmp_path):
+    """`beir:` and `mediqa:` with no path named "." (the working directory) as the benchmark; a folder given to
+    mediqa: or mcqa: was "no such file", and a file or a missing path given to beir: "not a BEIR folder (missing
+    corpus.jsonl, queries.jsonl, qrels/)". Each is now one line saying what is wrong with the path."""
+    folder = write_beir(tmp_path / "b")
+    cases = [("beir:", "--benchmark 'beir:' names no path: write beir:PATH (a BEIR folder)"),
+             ("mediqa:", "--benchmark 'mediqa:' names no path: write mediqa:PATH"),
+             ("mcqa:", "--benchmark 'mcqa:' names no path: write mcqa:PATH"),
+             (f"beir:{tmp_path / 'nope'}", f"{tmp_path / 'nope'}: not a BEIR folder: no such folder"),
+             (f"beir:{folder / 'corpus.jsonl'}", f"{folder / 'corpus.jsonl'}: not a BEIR folder: it is a file"),
+             (f"mediqa:{folder}", f"{folder}: is a folder; mediqa:PATH names a MEDIQA 2019 Task 3 file"),
+             (f"mcqa:{folder}", f"{folder}: is a folder (mcqa:PATH names a MedQA-, MedMCQA- or HEAD-QA-style file)")]
+    for benchmark, message in cases:
+        proc = capr_cli("eval", "--benchmark", benchmark, "--index", str(tmp_path / "idx"), "--cache-dir",
+                        str(tmp_path / "c"), check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith(f"error: {message}"), (benchmark, proc.stderr)

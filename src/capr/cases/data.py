@@ -271,9 +271,12 @@ def read_mcqa_file(path: str | Path) -> list[MCQuestion]:
     MedMCQA's ``cop`` is 1-4 in its own files and 0-3 in Hugging Face's copy: a file holding a 0 is read as the
     latter (the original never has one), and one holding both a 0 and a 4 is refused. A bad record is refused
     naming its line."""
+    if not str(path).strip():  # Path("") is the working directory
+        raise CaprError("--benchmark 'mcqa:' names no path: write mcqa:PATH (a MedQA-, MedMCQA- or HEAD-QA-style file)")
     path = Path(path)
     if not path.is_file():
-        raise CaprError(f"{path}: no such question file (mcqa:PATH names a MedQA-, MedMCQA- or HEAD-QA-style file)")
+        what = "is a folder" if path.is_dir() else "no such question file"
+        raise CaprError(f"{path}: {what} (mcqa:PATH names a MedQA-, MedMCQA- or HEAD-QA-style file)")
     records = list(_mcqa_records(path))
     cops = {}
     for where, r in records:

@@ -104,7 +104,8 @@ def eval_cmd(
     def body() -> None:
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
         from capr.eval.runner import (EvalConfig, benchmark_loader, check_eval_options, check_run_ids, check_run_out,
-                                      compare_runs, load_benchmark, reading_warnings, run_eval, unsearchable_warnings)
+                                      compare_runs, file_benchmark, load_benchmark, reading_warnings, run_eval,
+                                      unsearchable_warnings)
 
         check_eval_options(limit, seed, rerank_depth, rerank_share, (theta_open, theta_close), dense_k)
         if run_out is not None:
@@ -115,12 +116,13 @@ def eval_cmd(
                                 "benchmark (its --run-out files are compared by experiments/cases_paired.py)")
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match, fallback)
-        try:
-            benchmark_loader(benchmark)
-        except CaprError as e:
-            raise CaprError(f"{e}; similar-case benchmarks (with --index): "
-                            f"{', '.join(b.value for b in CaseBenchmark)}, mcqa:PATH (MedQA-, MedMCQA- or "
-                            "HEAD-QA-style questions)") from None
+        if file_benchmark(benchmark) is None:  # a PREFIX:PATH's error is about its path, not the names known
+            try:
+                benchmark_loader(benchmark)
+            except CaprError as e:
+                raise CaprError(f"{e}; similar-case benchmarks (with --index): "
+                                f"{', '.join(b.value for b in CaseBenchmark)}, mcqa:PATH (MedQA-, MedMCQA- or "
+                                "HEAD-QA-style questions)") from None
         if compare is not None and not compare.is_file():
             raise CaprError(f"{compare}: no such run file (--compare)")
         from capr.eval.runs import read_run
@@ -215,11 +217,11 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
         sc = CaseScorer(retriever.value)
     else:
         raise CaprError(f"{benchmark}: use --retriever bm25 or dense, or --reranker cross:DIR")
+    qs = benchmark_questions(data_dir, benchmark, limit, seed)  # a bad question file: said before the index loads
     index = Index.load(index_dir)
     cfg = case_config(index.has_dense, reranker[len("cross:"):] if reranker else None, scorer=sc, dense_k=dense_k,
                       cross_k=min(rerank_depth, dense_k), match=match, fallback=fallback)
     sc = cfg.scorer
-    qs = benchmark_questions(data_dir, benchmark, limit, seed)
     pipe = CasePipeline(index, cfg)
 
     progress = _item_progress(f"{benchmark} {sc.value}")

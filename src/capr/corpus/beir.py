@@ -26,6 +26,9 @@ def beir_file(root: str | Path, stem: str) -> Path | None:
 def beir_folder(path: str | Path) -> Path:
     """``path`` when it holds a corpus, queries and a qrels folder; else one clear error naming what is missing."""
     folder = Path(path)
+    if not folder.is_dir():
+        raise CaprError(f"{folder}: not a BEIR folder: " + ("it is a file (a BEIR folder holds corpus.jsonl, "
+                                                            "queries.jsonl, qrels/)" if folder.exists() else "no such folder"))
     missing = [f"{stem}.jsonl" for stem in ("corpus", "queries") if beir_file(folder, stem) is None]
     missing += [] if (folder / "qrels").is_dir() else ["qrels/"]
     if missing:

@@ -99,6 +99,8 @@ class FileBenchmark:
 
 
 def _existing_file(path: Path) -> Path:
+    if path.is_dir():
+        raise CaprError(f"{path}: is a folder; mediqa:PATH names a MEDIQA 2019 Task 3 file")
     if not path.is_file():
         raise CaprError(f"{path}: no such file")
     return path
@@ -120,6 +122,8 @@ def file_benchmark(name: str) -> tuple[FileBenchmark, Path] | None:
     """The file benchmark ``name`` spells (``beir:PATH``, ``mediqa:PATH``) and its path; None for a registry name."""
     for fb in FILE_BENCHMARKS:
         if name.startswith(fb.prefix):
+            if not name[len(fb.prefix):].strip():  # Path("") is the working directory, which was then named "."
+                raise CaprError(f"--benchmark {name!r} names no path: write {fb.describe}")
             return fb, Path(name[len(fb.prefix):])
     return None
 
