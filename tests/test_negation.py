@@ -161,3 +161,13 @@ def test_a_passage_names_the_entity_in_one_sentence_not_to_deny_it(entity, text,
     assert names_entity(passage, [analyzer(entity)], analyzer) is named
     titled = Passage("p", "d", text, None, 0, len(text), sentences=split_sentences(text), title=f"{entity} clinic")
     assert names_entity(titled, [analyzer(entity)], analyzer)  # the document's title names it
+
+
+def test_a_sentence_of_thousands_of_denials_is_read_in_one_pass():
+    """A section never split into passages (--max-tokens 0) can hold one long list: the triggers are pruned and
+    scoped by their neighbours, not each against all the others (that took seconds a search)."""
+    sentence = ", ".join(["no fever"] * 5000) + ", but a cough."
+    found = negations(sentence)
+    assert len(found) == 5000
+    assert is_negated(sentence, sentence.index("fever"), sentence.index("fever") + 5)
+    assert not is_negated(sentence, sentence.index("cough"), sentence.index("cough") + 5)

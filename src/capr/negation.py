@@ -8,6 +8,7 @@ sentence, unless a terminating word ("but", "except", "presents", …) or anothe
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
@@ -179,8 +180,13 @@ def _triggers(words: Sequence[str]) -> list[tuple[int, int, str]]:
     found = {(i, j, kind) for i, word in enumerate(words) for kind, pattern in rules.get(word, ())
              for j in _ends(pattern, words, i) if j > i}
     spans = sorted(found, key=lambda t: (t[0], -t[1]))
-    return [t for t in spans if not any(o[0] <= t[0] and t[1] <= o[1] and (o[1] - o[0]) > (t[1] - t[0])
-                                        and not _opposite(t[2], o[2]) for o in spans)]
+    by_start: dict[int, list[tuple[int, int, str]]] = {}
+    for t in spans:
+        by_start.setdefault(t[0], []).append(t)
+    longest = max((t[1] - t[0] for t in spans), default=0)
+    # a trigger can only lie inside one that starts at most the longest trigger's length before it
+    return [t for t in spans if not any(o[1] >= t[1] and (o[1] - o[0]) > (t[1] - t[0]) and not _opposite(t[2], o[2])
+                                        for i in range(max(0, t[0] - longest), t[0] + 1) for o in by_start.get(i, ()))]
 
 
 def _opposite(kind: str, other: str) -> bool:
@@ -207,16 +213,18 @@ def negations(sentence: str) -> list[Negation]:
     tokens = [(m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(sentence)]
     words = [w for w, _, _ in tokens]
     triggers = _triggers(words)
+    cuts = [t for t in triggers if t[2] != _OTHER]
+    starts, ends = sorted(t[0] for t in cuts), sorted(t[1] for t in cuts)
     out = []
     for start, end, kind in triggers:
         if kind in (_TERMINATE, _OTHER):
             continue
         if kind == _FORWARD:
-            stop = min((o[0] for o in triggers if o[0] >= end and o[2] != _OTHER), default=len(words))
-            lo, hi = end, stop
+            i = bisect_left(starts, end)
+            lo, hi = end, starts[i] if i < len(starts) else len(words)
         else:
-            stop = max((o[1] for o in triggers if o[1] <= start and o[2] != _OTHER), default=0)
-            lo, hi = stop, start
+            i = bisect_right(ends, start)
+            lo, hi = ends[i - 1] if i else 0, start
         if lo < hi:
             out.append(Negation((tokens[start][1], tokens[end - 1][2]), (tokens[lo][1], tokens[hi - 1][2])))
     return out
