@@ -494,3 +494,17 @@ def test_adapt_add_with_a_damaged_report_is_one_line_naming_it(tmp_path, demo_di
     assert path.read_text() == report and sorted(p.name for p in tmp_path.iterdir()) == ["idx", "idx.adapt"]
     with pytest.raises(CaprError, match="without --add"):
         config_for_more(out, [str(demo_dir)])
+
+
+def test_adapt_add_refuses_settings_it_would_pass_over(tmp_path, demo_dir):
+    """`capr adapt --add` continues with the first run's settings: a --max-tokens, --seed or --format typed beside
+    it was passed over without a word. Only --time-budget (and --json) apply to the added run."""
+    out = tmp_path / "idx"
+    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--add", "--max-tokens", "120", "--seed", "3",
+                    "-f", "text", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
+    assert "--format, --max-tokens, --seed cannot change them" in proc.stderr and "without --add" in proc.stderr
+    assert not out.exists() and not (tmp_path / "idx.adapt").exists()
+    # the settings it takes get as far as the earlier run's report (absent here)
+    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--add", "--time-budget", "1", check=False)
+    assert proc.returncode != 0 and "cannot change" not in proc.stderr and "adapt.json" in proc.stderr, proc.stderr

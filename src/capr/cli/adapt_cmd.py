@@ -15,8 +15,19 @@ from capr.corpus import Format
 from capr.errors import CaprError
 
 
+# what `capr adapt --add` takes beside the documents: every other option is the first run's
+_ADD_TAKES = frozenset({"corpus", "out_dir", "add", "time_budget", "as_json"})
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    # by name: Typer carries its own copy of click, whose ParameterSource is not click's
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 @app.command("adapt")
 def adapt_cmd(
+    ctx: typer.Context,
     corpus: List[Path] = typer.Argument(None, help="Corpus file(s) or folder(s) to adapt to (any format `capr index` "
                                         "reads); with --add: the documents to add."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Index folder to build (replaced atomically); labels, models "
@@ -79,6 +90,14 @@ def adapt_cmd(
             if not c.exists():
                 raise CaprError(f"{c}: no such file or folder")
         if add:
+            # --add keeps the first run's settings (its labels, model and gate are continued): a setting typed
+            # beside it would be passed over without a word
+            typed = [param.opts[0] for param in ctx.command.params if param.name not in _ADD_TAKES
+                     and _typed(ctx, param.name)]
+            if typed:
+                raise CaprError(f"--add continues {out_dir} with the settings of the run that built it; "
+                                f"{', '.join(typed)} cannot change them (run `capr adapt` without --add to build it "
+                                "again with them)")
             config = config_for_more(out_dir, [str(c) for c in corpus], time_budget)
         else:
             config = AdaptConfig(corpora=[str(c) for c in corpus], out=str(out_dir), format=fmt.value,
