@@ -708,23 +708,37 @@ EVAL_NUMBERS_OUT_OF_RANGE = [
 ]
 
 
-def test_eval_numbers_out_of_range_are_refused_in_one_line_before_any_work(tmp_path):
+def _in_process(runner, *args: str) -> tuple[int, str]:
+    """`capr ARGS` through the same Typer app in this process (a subprocess per case costs seconds); each test
+    below also runs one case as the real command."""
+    from capr.cli import app
+
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_eval_numbers_out_of_range_are_refused_in_one_line_before_any_work(tmp_path, runner):
     """Every number of `capr eval` out of its range is one line naming the option, before the benchmark is read or
     indexed; such values ran and reported numbers that were not what was asked for. The Python API refuses them too."""
     from capr.errors import CaprError
     from capr.eval.runner import EvalConfig
 
     folder = write_beir(tmp_path / "b")
-    for args, message in EVAL_NUMBERS_OUT_OF_RANGE:
-        proc = capr_cli("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "c"), *args, check=False)
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
-        assert message in proc.stderr and proc.stderr.count("\n") == 1, (args, proc.stderr)
+    for n, (args, message) in enumerate(EVAL_NUMBERS_OUT_OF_RANGE):
+        command = ("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "c"), *args)
+        if n == 0:
+            proc = capr_cli(*command, check=False)
+            code, said = proc.returncode, proc.stderr
+            assert "Traceback" not in said, said
+        else:
+            code, said = _in_process(runner, *command)
+        assert code == 2 and message in said and said.count("\n") == 1, (args, said)
     assert not (tmp_path / "c").exists()
     with pytest.raises(CaprError, match="--rerank-depth must be at least 1, got 0"):
         EvalConfig(benchmark=f"beir:{folder}", rerank_depth=0)
 
 
-def test_a_run_out_onto_an_input_of_the_evaluation_is_refused_and_the_input_kept(tmp_path):
+def test_a_run_out_onto_an_input_of_the_evaluation_is_refused_and_the_input_kept(tmp_path, runner):
     """--run-out naming the benchmark's queries (or judgements, or the --compare run, or an mcqa: question file) wrote
     the run over it once the evaluation was over; it is refused before any work, the file left as it was. --compare
     with a similar-case benchmark was passed over in silence: it is refused too."""
@@ -738,21 +752,27 @@ def test_a_run_out_onto_an_input_of_the_evaluation_is_refused_and_the_input_kept
              (f"beir:{folder}", folder / "qrels" / "test.tsv", "it is a file of beir:"),
              (f"beir:{folder}", run, "it is the run given to --compare"),
              (f"mcqa:{mcqa}", mcqa, f"it is the file of mcqa:{mcqa}")]
-    for benchmark, target, message in cases:
+    for n, (benchmark, target, message) in enumerate(cases):
         before = target.read_bytes()
-        proc = capr_cli("eval", "--benchmark", benchmark, "--cache-dir", str(tmp_path / "c"), "--index",
-                        str(tmp_path / "idx"), "--compare", str(run), "--run-out", str(target), check=False)
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
-        assert f"{target}: cannot write the run file (--run-out): {message}" in proc.stderr, proc.stderr
+        command = ("eval", "--benchmark", benchmark, "--cache-dir", str(tmp_path / "c"), "--index",
+                   str(tmp_path / "idx"), "--compare", str(run), "--run-out", str(target))
+        if n == 0:
+            proc = capr_cli(*command, check=False)
+            code, said = proc.returncode, proc.stderr
+            assert "Traceback" not in said, said
+        else:
+            code, said = _in_process(runner, *command)
+        assert code == 2 and said.count("\n") == 1, said
+        assert f"{target}: cannot write the run file (--run-out): {message}" in said.replace("\n", ""), said
         assert target.read_bytes() == before
     assert not (tmp_path / "c").exists()
-    proc = capr_cli("eval", "--benchmark", "medqa-dev", "--index", str(tmp_path / "idx"), "--compare", str(run),
-                    check=False)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "--compare compares TREC runs of passage benchmarks; medqa-dev is a similar-case benchmark" in proc.stderr
+    code, said = _in_process(runner, "eval", "--benchmark", "medqa-dev", "--index", str(tmp_path / "idx"), "--compare",
+                             str(run))
+    assert code == 2
+    assert "--compare compares TREC runs of passage benchmarks; medqa-dev is a similar-case benchmark" in said
 
 
-def test_a_prefix_benchmark_whose_path_is_missing_empty_or_of_the_wrong_kind_says_which(tmp_path):
+def test_a_prefix_benchmark_whose_path_is_missing_empty_or_of_the_wrong_kind_says_which(tmp_path, runner):
     """`beir:` and `mediqa:` with no path named "." (the working directory) as the benchmark; a folder given to
     mediqa: or mcqa: was "no such file", and a file or a missing path given to beir: "not a BEIR folder (missing
     corpus.jsonl, queries.jsonl, qrels/)". Each is now one line saying what is wrong with the path."""
@@ -764,8 +784,13 @@ def test_a_prefix_benchmark_whose_path_is_missing_empty_or_of_the_wrong_kind_say
              (f"beir:{folder / 'corpus.jsonl'}", f"{folder / 'corpus.jsonl'}: not a BEIR folder: it is a file"),
              (f"mediqa:{folder}", f"{folder}: is a folder; mediqa:PATH names a MEDIQA 2019 Task 3 file"),
              (f"mcqa:{folder}", f"{folder}: is a folder (mcqa:PATH names a MedQA-, MedMCQA- or HEAD-QA-style file)")]
-    for benchmark, message in cases:
-        proc = capr_cli("eval", "--benchmark", benchmark, "--index", str(tmp_path / "idx"), "--cache-dir",
-                        str(tmp_path / "c"), check=False)
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
-        assert proc.stderr.startswith(f"error: {message}"), (benchmark, proc.stderr)
+    for n, (benchmark, message) in enumerate(cases):
+        command = ("eval", "--benchmark", benchmark, "--index", str(tmp_path / "idx"), "--cache-dir", str(tmp_path / "c"))
+        if n == 0:
+            proc = capr_cli(*command, check=False)
+            code, said = proc.returncode, proc.stderr
+            assert "Traceback" not in said, said
+        else:
+            code, said = _in_process(runner, *command)
+        assert code == 2 and said.count("\n") == 1, said
+        assert said.startswith(f"error: {message}"), (benchmark, said)

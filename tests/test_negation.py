@@ -49,7 +49,7 @@ def test_a_trigger_inside_the_mention_does_not_negate_it():
 
 
 def test_negation_agrees_with_medspacy_context_on_real_notes():
-    """The reference: medspaCy's ConText (what `capr labels` runs) on the gazetteer's mentions in 150 MTSamples
+    """The reference: medspaCy's ConText (what `capr labels` runs) on the gazetteer's mentions in 60 MTSamples
     notes, one sentence at a time. The rules are ConText's own; the one intended difference is ": no" swallowing the
     "no" after a heading (above)."""
     data = need_data("mtsamples")
@@ -63,7 +63,7 @@ def test_negation_agrees_with_medspacy_context_on_real_notes():
     gazetteer, reference = Gazetteer.load(), AssertionFilter()
     agree, differ = 0, []
     for n, doc in enumerate(read_mtsamples(data / "mtsamples.csv.gz", ReadReport())):
-        if n == 150:
+        if n == 60:
             break
         for p in segment(doc):
             found = gazetteer.find(p.text)
@@ -75,7 +75,7 @@ def test_negation_agrees_with_medspacy_context_on_real_notes():
                         agree += 1
                     else:
                         differ.append((m.text, why, sentence))
-    assert agree > 1000
+    assert agree > 500
     assert len(differ) / (agree + len(differ)) < 0.01, differ[:20]
 
 
