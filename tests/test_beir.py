@@ -717,6 +717,15 @@ def _in_process(runner, *args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def _refused(runner, command: tuple[str, ...], real: bool) -> tuple[int, str]:
+    """(exit code, what was said) of `capr COMMAND`: as the real command when ``real`` (no traceback), else in process."""
+    if not real:
+        return _in_process(runner, *command)
+    proc = capr_cli(*command, check=False)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, proc.stderr
+
+
 def test_eval_numbers_out_of_range_are_refused_in_one_line_before_any_work(tmp_path, runner):
     """Every number of `capr eval` out of its range is one line naming the option, before the benchmark is read or
     indexed; such values ran and reported numbers that were not what was asked for. The Python API refuses them too."""
@@ -726,12 +735,7 @@ def test_eval_numbers_out_of_range_are_refused_in_one_line_before_any_work(tmp_p
     folder = write_beir(tmp_path / "b")
     for n, (args, message) in enumerate(EVAL_NUMBERS_OUT_OF_RANGE):
         command = ("eval", "--benchmark", f"beir:{folder}", "--cache-dir", str(tmp_path / "c"), *args)
-        if n == 0:
-            proc = capr_cli(*command, check=False)
-            code, said = proc.returncode, proc.stderr
-            assert "Traceback" not in said, said
-        else:
-            code, said = _in_process(runner, *command)
+        code, said = _refused(runner, command, real=n == 0)
         assert code == 2 and message in said and said.count("\n") == 1, (args, said)
     assert not (tmp_path / "c").exists()
     with pytest.raises(CaprError, match="--rerank-depth must be at least 1, got 0"):
@@ -756,12 +760,7 @@ def test_a_run_out_onto_an_input_of_the_evaluation_is_refused_and_the_input_kept
         before = target.read_bytes()
         command = ("eval", "--benchmark", benchmark, "--cache-dir", str(tmp_path / "c"), "--index",
                    str(tmp_path / "idx"), "--compare", str(run), "--run-out", str(target))
-        if n == 0:
-            proc = capr_cli(*command, check=False)
-            code, said = proc.returncode, proc.stderr
-            assert "Traceback" not in said, said
-        else:
-            code, said = _in_process(runner, *command)
+        code, said = _refused(runner, command, real=n == 0)
         assert code == 2 and said.count("\n") == 1, said
         assert f"{target}: cannot write the run file (--run-out): {message}" in said.replace("\n", ""), said
         assert target.read_bytes() == before
@@ -786,11 +785,6 @@ def test_a_prefix_benchmark_whose_path_is_missing_empty_or_of_the_wrong_kind_say
              (f"mcqa:{folder}", f"{folder}: is a folder (mcqa:PATH names a MedQA-, MedMCQA- or HEAD-QA-style file)")]
     for n, (benchmark, message) in enumerate(cases):
         command = ("eval", "--benchmark", benchmark, "--index", str(tmp_path / "idx"), "--cache-dir", str(tmp_path / "c"))
-        if n == 0:
-            proc = capr_cli(*command, check=False)
-            code, said = proc.returncode, proc.stderr
-            assert "Traceback" not in said, said
-        else:
-            code, said = _in_process(runner, *command)
+        code, said = _refused(runner, command, real=n == 0)
         assert code == 2 and said.count("\n") == 1, said
         assert said.startswith(f"error: {message}"), (benchmark, said)
