@@ -124,7 +124,7 @@ def test_numeric_labels_options_out_of_range_are_refused(tmp_path, demo_dir, opt
 
 def test_labels_limit_larger_than_any_corpus_labels_it_all(tmp_path):
     src = write_jsonl(tmp_path / "docs.jsonl", [{"id": "a", "text": "PLAN: metformin for diabetes."}])
-    proc = capr_cli("labels", str(src), "--out", str(tmp_path / "l.jsonl"), "--limit", str(2**70), "--json")
+    proc = capr_cli("labels", str(src), "--out", str(tmp_path / "l.jsonl"), "--limit", str(2**70), "--json", "--no-ner")
     assert json.loads(proc.stdout)["documents"] == 1
 
 
