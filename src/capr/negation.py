@@ -207,9 +207,37 @@ class Negation:
         return a < end and start < b and not (t < end and start < u)
 
 
+@lru_cache(maxsize=1)
+def _negation_words() -> frozenset[str]:
+    """A word every negating rule needs (of each rule, the words of one place it cannot match without: no common verb
+    or preposition where it can, the fewest alternatives, the longest words): a sentence holding none of them has no
+    negation, so most sentences are passed over without matching any rule."""
+    common = {"a", "an", "the", "be", "is", "was", "are", "has", "have", "had", "can", "did", "does", "to", "with",
+              "as", "for", "of", "out", "any", "him", "her", "them", "patient", "pt", "now", ":"}
+    keys: set[str] = set()
+    for rule in FORWARD + BACKWARD:
+        required = [alternatives for alternatives, optional in _compile(rule) if not optional]
+        keys |= min(required, key=lambda a: (bool(a & common), len(a), -min(map(len, a))))
+    if "not" in keys:
+        keys.add("cannot")  # one word to \w+, "can" + "not" to _TOKEN
+    return frozenset(keys)
+
+
+_WORD = re.compile(r"\w+")
+
+
 def negations(sentence: str) -> list[Negation]:
     """Every negation trigger of ``sentence`` with its scope: to the sentence's edge in the trigger's direction, cut
     short by a terminating word or another negation trigger on the way."""
+    return _read_negations(sentence) if _may_negate(sentence) else []
+
+
+def _may_negate(sentence: str) -> bool:
+    lowered = sentence.lower()
+    return "n't" in lowered or not _negation_words().isdisjoint(_WORD.findall(lowered))
+
+
+def _read_negations(sentence: str) -> list[Negation]:
     tokens = [(m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(sentence)]
     words = [w for w, _, _ in tokens]
     triggers = _triggers(words)
