@@ -134,6 +134,30 @@ def test_fallback_related_scores_unmentioned_options_on_passages_and_says_so(pla
         CaseConfig(scorer=CaseScorer.bm25, fallback="guess")
 
 
+def test_a_passage_that_only_denies_a_hypothesis_is_no_case_for_it(tmp_path_factory):
+    """The case most like the description rules meningitis out and denies endocarditis: it supports neither. The
+    less similar passage that affirms meningitis is its support; endocarditis, only denied, is said to be so, and
+    the fallback does not score it on the denial either."""
+    from conftest import index_of_documents
+
+    index = index_of_documents(tmp_path_factory, "denied", [
+        {"doc_id": "denies", "title": "ED note", "text": "A 19-year-old student with high fever, a severe headache, a "
+         "stiff neck and photophobia; purple spots on both legs. Meningitis was ruled out. No evidence of "
+         "endocarditis."},
+        {"doc_id": "affirms", "title": "Meningitis", "text": "Bacterial meningitis: fever and headache in a student."},
+        {"doc_id": "asthma", "title": "Asthma", "text": "Asthma causes wheeze and cough."},
+    ])
+    res = CasePipeline(index, CaseConfig(scorer=CaseScorer.bm25, fallback="related")).rank(
+        DESCRIPTION, ["meningitis", "endocarditis", "asthma"])
+    by = {h.hypothesis: h for h in res.hypotheses}
+    assert by["meningitis"].found and by["meningitis"].passage.doc_id == "affirms"
+    assert [s.passage.doc_id for s in by["meningitis"].supports] == ["affirms"]
+    endo = by["endocarditis"]
+    assert not endo.found and endo.denied == 1 and endo.passage is None and endo.score == 0.0
+    assert endo.notice == "1 passage mentions it, only to deny it: scored on its own text"
+    assert res.answer.hypothesis == "meningitis"
+
+
 def test_excluded_documents_never_support(planted_index):
     pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.bm25))
     res = pipe.rank(DESCRIPTION, ["meningitis"], exclude_docs=["case_men"])

@@ -49,7 +49,7 @@ class CaseConfig:
     cross_model: str | None = None  # a folder written by `capr train cases` (or any CrossEncoder folder)
     lexical_k: int = 1000  # step 1: passages mentioning H, best BM25 for the description first
     max_checked: int = 3000  # phrase checks per hypothesis (candidates hold every term, nearly all pass)
-    dense_k: int = 50  # step 2: kept by cosine to the description
+    dense_k: int = 50  # step 2: kept by cosine to the description (the bm25 scorer keeps its best by BM25)
     cross_k: int = 50  # step 3: of those, scored by the cross-encoder (lower on CPU to trade accuracy for time)
     cross_batch_size: int = 32
     match: MentionMatch = MentionMatch.phrase
@@ -111,6 +111,7 @@ class HypothesisResult:
     found: bool = False  # some passage mentions the hypothesis; if not, C_H is the hypothesis itself
     passage: Passage | None = None  # C_H, the supporting case
     candidates: int = 0  # passages that mention the hypothesis (capped at lexical_k)
+    denied: int = 0  # passages that mention it only to deny it ("pneumonia was ruled out"): no support
     variants: list[str] = field(default_factory=list)  # the surface forms searched
     supports: list[Support] = field(default_factory=list)  # what step 3 saw, best first (for --explain)
     fallback: str | None = None  # not mentioned: what it was scored on instead ("words", "related"; None: its text)
@@ -120,11 +121,16 @@ class HypothesisResult:
         """What a reader should know about this score: said when no passage mentions the hypothesis."""
         if self.found:
             return None
+        if self.denied:
+            one = self.denied == 1
+            unmentioned = f"{self.denied} passage{'' if one else 's'} mention{'s' if one else ''} it, only to deny it"
+        else:
+            unmentioned = "no passage mentions it" + (" as a phrase" if self.fallback == "words" else "")
         if self.fallback == "words":
-            return "no passage mentions it as a phrase: scored on passages that hold all its words"
+            return f"{unmentioned}: scored on passages that hold all its words"
         if self.fallback == "related":
-            return "no passage mentions it: scored on the passages closest to its words"
-        return "no passage mentions it: scored on its own text"
+            return f"{unmentioned}: scored on the passages closest to its words"
+        return f"{unmentioned}: scored on its own text"
 
     @property
     def support_text(self) -> str:

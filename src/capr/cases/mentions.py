@@ -3,7 +3,9 @@
 A hypothesis is searched under a few surface forms: normalized (case, spacing, articles, trailing
 punctuation), an abbreviation and its long form (from "Long form (ABBR)" in the option itself and from a
 small table of common clinical abbreviations), hyphen/space and singular/plural variants. Candidates are
-the rows holding every term of a variant (posting-list intersection), checked as a phrase."""
+the rows holding every term of a variant (posting-list intersection), checked as a phrase. A passage whose every
+mention denies the hypothesis ("pneumonia was ruled out", "no signs of meningitis"; ConText's rules, capr.negation)
+describes a patient who does not have it, so it is no case for it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from capr.errors import QueryError
+from capr.negation import negations
+from capr.records import Passage
 
 if TYPE_CHECKING:
     from capr.index.index import Index
@@ -94,6 +98,24 @@ def mention_regex(variants: Sequence[str]) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)", re.IGNORECASE)
 
 
+def mention_stance(passage: Passage, pattern: re.Pattern[str]) -> bool | None:
+    """Whether ``passage`` mentions what ``pattern`` (:func:`mention_regex`) finds: True when some mention is not
+    negated in its sentence, False when every one is, None when there is no mention."""
+    if not pattern.search(passage.text):
+        return None
+    denied = False
+    for a, b in passage.sentences or [(passage.start, passage.end)]:
+        sentence = passage.text[a - passage.start: b - passage.start]
+        found = None
+        for m in pattern.finditer(sentence):
+            found = negations(sentence) if found is None else found
+            if not any(n.negates(m.start(), m.end()) for n in found):
+                return True
+            denied = True
+    # a mention that spans two sentences ("… of the heart. Failure …") is no sentence's to deny
+    return not denied
+
+
 def rows_with_all_terms(index: "Index", tokens: Sequence[str]) -> np.ndarray:
     """Rows whose passage holds every token (posting-list intersection, rarest term first)."""
     m = index.matrix
@@ -140,4 +162,4 @@ def check_distinct_hypotheses(hypotheses: Sequence[str]) -> None:
 
 
 __all__ = ["ABBREVIATIONS", "candidate_rows", "check_distinct_hypotheses", "hypothesis_variants", "mention_regex",
-           "normalize_hypothesis", "rows_with_all_terms"]
+           "mention_stance", "normalize_hypothesis", "rows_with_all_terms"]

@@ -1,8 +1,8 @@
 """The similar-case pipeline (Alghanmi, Espinosa-Anke, Schockaert, SIGIR'22).
 
 For a patient description D and hypotheses H1..Hm, per hypothesis:
-1. the passages that mention H (normalized, abbreviations, simple variants), best BM25 for D first, up to
-   ``lexical_k`` (1,000);
+1. the passages that mention H (normalized, abbreviations, simple variants) other than to deny it, best BM25 for D
+   first, up to ``lexical_k`` (1,000);
 2. of those, the ``dense_k`` (50) closest to D with the index's encoder (TSDAE-adapted: `capr train tsdae`);
 3. a cross-encoder scores (D, passage) for the best ``cross_k`` of them; C_H is the best passage and its score
    the hypothesis' score. A hypothesis no passage mentions is scored against its own text (C_H = H).
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 
 from capr.cases.config import CaseConfig, CaseResult, CaseScorer, Fallback, HypothesisResult, MentionMatch, Support
-from capr.cases.mentions import candidate_rows, check_distinct_hypotheses, hypothesis_variants, mention_regex
+from capr.cases.mentions import (candidate_rows, check_distinct_hypotheses, hypothesis_variants, mention_regex,
+                                 mention_stance)
 from capr.errors import QueryError
 from capr.store.embedded import EmbeddedStore
 
@@ -59,7 +60,8 @@ class CasePipeline:
     # -- steps ------------------------------------------------------------------------------
     def mentions(self, hypothesis: str, base_scores: np.ndarray, allowed: np.ndarray,
                  exclude_docs: set[str]) -> tuple[list[str], list[Support]]:
-        """Step 1: passages mentioning the hypothesis, best BM25 for the description first."""
+        """Step 1: passages mentioning the hypothesis, best BM25 for the description first (whether a mention denies
+        it is read later, of the few passages kept: :meth:`affirming`)."""
         cfg = self.config
         variants = hypothesis_variants(hypothesis)
         if not variants or self.index.matrix is None:
@@ -80,13 +82,34 @@ class CasePipeline:
                 break
         return variants, out
 
+    def affirming(self, supports: list[Support], variants: list[str]) -> tuple[list[Support], list[int]]:
+        """The first ``dense_k`` of ``supports`` (in the order given) that mention the hypothesis other than to deny
+        it, and the rows of those read and found only to deny it: a passage that rules pneumonia out describes a
+        patient without it. All of them are read when none affirms it. The words match reads no sentences, so it
+        keeps the first ``dense_k`` as they are."""
+        keep = self.config.dense_k
+        if self.config.match is not MentionMatch.phrase:
+            return supports[:keep], []
+        pattern = mention_regex(variants)
+        kept: list[Support] = []
+        denied: list[int] = []
+        for s in supports:
+            if mention_stance(s.passage, pattern) is False:
+                denied.append(s.row)
+                continue
+            kept.append(s)
+            if len(kept) >= keep:
+                break
+        return kept, denied
+
     def related(self, hypothesis: str, variants: list[str], base_scores: np.ndarray, allowed: np.ndarray,
-                exclude_docs: set[str]) -> tuple[str | None, list[Support]]:
+                exclude_docs: set[str], denied: Sequence[int] = ()) -> tuple[str | None, list[Support]]:
         """Fallback ``related`` for a hypothesis no passage mentions: passages holding all the words of one of its
         forms ("words"), else the ``related_k`` best BM25 passages for its words ("related"); either way ordered by
-        BM25 for the description, like step 1."""
+        BM25 for the description, like step 1. ``denied``: rows that mention it only to deny it, never its support."""
         index, cfg = self.index, self.config
         rows = candidate_rows(index, variants, allowed) if cfg.match is MentionMatch.phrase else np.zeros(0, np.int64)
+        rows = np.setdiff1d(rows, np.asarray(denied, dtype=np.int64))
         kind = "words"
         if not len(rows):
             kind = "related"
@@ -97,7 +120,7 @@ class CasePipeline:
 
             own = index.scorer(Retriever.bm25).scores(terms)
             own = np.where(allowed, own, 0.0)
-            rows = np.flatnonzero(own > 0)
+            rows = np.setdiff1d(np.flatnonzero(own > 0), np.asarray(denied, dtype=np.int64))
             rows = rows[np.lexsort((rows, -own[rows]))][: cfg.related_k]
         order = np.lexsort((rows, -base_scores[rows]))[: cfg.lexical_k]
         out = [Support(row=int(rows[j]), passage=index.passage(int(rows[j])), bm25=float(base_scores[rows[j]]))
@@ -134,20 +157,29 @@ class CasePipeline:
         dense_of: dict[int, float] = {}
         for hyp in hypotheses:
             variants, sups = self.mentions(hyp, base, allowed, excluded)
-            res = HypothesisResult(hypothesis=hyp, score=0.0, found=bool(sups), candidates=len(sups), variants=variants)
+            if qvec is not None:
+                self._order_by_dense(sups, qvec, dense_of)
+            mentioned = len(sups)
+            sups, denied = self.affirming(sups, variants)
+            res = HypothesisResult(hypothesis=hyp, score=0.0, found=bool(sups), candidates=mentioned - len(denied),
+                                   variants=variants, denied=len(denied))
             if not sups and cfg.fallback is Fallback.related and index.matrix is not None:
-                res.fallback, sups = self.related(hyp, variants, base, allowed, excluded)
-            if qvec is not None and sups:
-                need = list(dict.fromkeys(s.row for s in sups if s.row not in dense_of))
-                if need:
-                    dense_of.update(zip(need, map(float, index.dense_scores(qvec, np.array(need, dtype=np.int64)))))
-                for s in sups:
-                    s.dense = dense_of[s.row]
-                sups.sort(key=lambda s: (-s.dense, s.row))
+                res.fallback, sups = self.related(hyp, variants, base, allowed, excluded, denied)
+                if qvec is not None:
+                    self._order_by_dense(sups, qvec, dense_of)
                 sups = sups[: cfg.dense_k]
             res.supports = sups
             results.append(res)
         return results, qvec
+
+    def _order_by_dense(self, supports: list[Support], qvec: np.ndarray, dense_of: dict[int, float]) -> None:
+        """Step 2: the supports closest to the description first (cosines computed once per question and row)."""
+        need = list(dict.fromkeys(s.row for s in supports if s.row not in dense_of))
+        if need:
+            dense_of.update(zip(need, map(float, self.index.dense_scores(qvec, np.array(need, dtype=np.int64)))))
+        for s in supports:
+            s.dense = dense_of[s.row]
+        supports.sort(key=lambda s: (-s.dense, s.row))
 
     def rank(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None = None,
              exclude_docs: Iterable[str] = (), allow_repeats: bool = False) -> CaseResult:
