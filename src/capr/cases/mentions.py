@@ -10,6 +10,7 @@ describes a patient who does not have it, so it is no case for it."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -94,6 +95,11 @@ def hypothesis_variants(hypothesis: str) -> list[str]:
 
 def mention_regex(variants: Sequence[str]) -> re.Pattern[str]:
     """Any variant as a phrase: case-insensitive, any whitespace between words, whole words."""
+    return _mention_regex(tuple(variants))
+
+
+@lru_cache(maxsize=4096)  # a question's options are matched by step 1 and again when their denials are read
+def _mention_regex(variants: tuple[str, ...]) -> re.Pattern[str]:
     alts = sorted({r"\s+".join(re.escape(w) for w in v.split()) for v in variants}, key=len, reverse=True)
     return re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)", re.IGNORECASE)
 

@@ -109,7 +109,8 @@ class CasePipeline:
         BM25 for the description, like step 1. ``denied``: rows that mention it only to deny it, never its support."""
         index, cfg = self.index, self.config
         rows = candidate_rows(index, variants, allowed) if cfg.match is MentionMatch.phrase else np.zeros(0, np.int64)
-        rows = np.setdiff1d(rows, np.asarray(denied, dtype=np.int64))
+        if denied:
+            rows = np.setdiff1d(rows, np.asarray(denied, dtype=np.int64))
         kind = "words"
         if not len(rows):
             kind = "related"
@@ -120,7 +121,9 @@ class CasePipeline:
 
             own = index.scorer(Retriever.bm25).scores(terms)
             own = np.where(allowed, own, 0.0)
-            rows = np.setdiff1d(np.flatnonzero(own > 0), np.asarray(denied, dtype=np.int64))
+            rows = np.flatnonzero(own > 0)
+            if denied:
+                rows = np.setdiff1d(rows, np.asarray(denied, dtype=np.int64))
             rows = rows[np.lexsort((rows, -own[rows]))][: cfg.related_k]
         order = np.lexsort((rows, -base_scores[rows]))[: cfg.lexical_k]
         out = [Support(row=int(rows[j]), passage=index.passage(int(rows[j])), bm25=float(base_scores[rows[j]]))
