@@ -658,6 +658,17 @@ def test_read_queries_takes_each_topic_format_by_its_content_and_a_chosen_field(
     assert read("covid.xml", covid) == {"1": "coronavirus origin"}
 
 
+def test_classic_topics_are_searched_with_their_entities_unescaped(tmp_path):
+    from capr.corpus.queries import read_queries
+
+    topics = tmp_path / "topics.txt"
+    topics.write_text("<top>\n<num> Number: 1\n<title> Crohn&apos;s disease &amp; fistula &lt;1 cm&gt;\n"
+                      "<desc> Caf&eacute; au lait spots &#8211; &#x3b2;-blocker&#59; AT&T &notes\n</top>\n")
+    # "&notes" (no ";") is no entity, though HTML reads its legacy "&not" without one
+    assert [(q.qid, q.text) for q in read_queries(topics)] == [("1", "Crohn's disease & fistula <1 cm>")]
+    assert read_queries(topics, "desc")[0].text == "Café au lait spots – β-blocker; AT&T &notes"
+
+
 MALFORMED_TOPICS = [  # file name, content, topic field, what the error says
     ("nonum.txt", "<top>\n<num> Number: 1\n<title> gout\n</top>\n<top>\n<title> asthma\n</top>\n", None,
      "[line 5]: a topic without a number"),

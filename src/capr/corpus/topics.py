@@ -11,6 +11,7 @@ by), else all its fields joined; a caller may name other fields."""
 from __future__ import annotations
 
 import gzip
+import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ DEFAULT_TOPIC_FIELDS = ("title", "summary", "query")
 
 _TOP_RE = re.compile(r"<top\s*>(.*?)(?:</top\s*>|(?=<top\s*>)|\Z)", re.S | re.I)
 _TAG_RE = re.compile(r"<(/?)([A-Za-z][\w.-]*)\s*>")
+# only entities closed by ";": html.unescape alone also takes HTML's legacy ones without it ("&notes" → "¬es")
+_ENTITY_RE = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 # the labels classic topics repeat after their tags ("<num> Number: 301", "<title> Topic: …" in TREC-1/2)
 _LABEL_RE = re.compile(r"\s*(?:number|topic|title|description|narrative|summary|domain|nationality|"
                        r"concept|definition|factor)(?:s|\(s\))?\s*:", re.I)
@@ -54,6 +57,10 @@ def _clean(text: str, label: bool = False) -> str:
     return " ".join(text.split())
 
 
+def _unescape(text: str) -> str:
+    return _ENTITY_RE.sub(lambda m: html.unescape(m.group()), text)
+
+
 def _sgml_topics(path: Path) -> Iterator[_Topic]:
     text = read_text(path)
     line, counted = 1, 0
@@ -67,7 +74,8 @@ def _sgml_topics(path: Path) -> Iterator[_Topic]:
             if tag.group(1):
                 continue  # a closing tag only ends its field, as the next opening tag would
             end = tags[i + 1].start() if i + 1 < len(tags) else len(body)
-            topic.fields.setdefault(tag.group(2).lower(), []).append(_clean(body[tag.end():end], label=True))
+            value = _clean(_unescape(body[tag.end():end]), label=True)
+            topic.fields.setdefault(tag.group(2).lower(), []).append(value)
         numbers = topic.fields.pop("num", [])
         topic.number = " ".join(numbers) or None
         yield topic
