@@ -548,7 +548,7 @@ treated with metformin.
 CT2023_TOPICS = """<topics task="2023 TREC Clinical Trials">
 <topic number="1" template="gout">
 <field name="condition">gout</field>
-<field name="treatment">colchicine</field>
+<field name=" Treatment  given ">colchicine</field>
 <field name="smoker"></field>
 </topic>
 </topics>
@@ -651,8 +651,9 @@ def test_read_queries_takes_each_topic_format_by_its_content_and_a_chosen_field(
     assert read("ct.xml", b"\xef\xbb\xbf" + CT_TOPICS.encode()) == {
         "1": "Patient is a 45-year-old man with type 2 diabetes, treated with metformin.",
         "2": "A 32 yo woman with asthma who uses an inhaler."}
-    assert read("ct2023.xml", CT2023_TOPICS) == {"1": "gout colchicine"}
-    assert read("ct2023.xml", CT2023_TOPICS, "treatment") == {"1": "colchicine"}
+    # each answer says what it answers; an empty one is left out
+    assert read("ct2023.xml", CT2023_TOPICS) == {"1": "condition: gout. Treatment given: colchicine."}
+    assert read("ct2023.xml", CT2023_TOPICS, "treatment given") == {"1": "colchicine"}
     covid = '<topics><topic number="1"><query>coronavirus origin</query><question>Where did it come from?</question>' \
             '<narrative>seeking the origin</narrative></topic></topics>'
     assert read("covid.xml", covid) == {"1": "coronavirus origin"}

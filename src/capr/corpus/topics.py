@@ -6,7 +6,8 @@ patient's description as the topic's text, the field ``text``) and 2023 (``<fiel
 it names).
 
 A topic's question is its first field of ``DEFAULT_TOPIC_FIELDS`` (the short form a collection's topics are searched
-by), else all its fields joined; a caller may name other fields."""
+by), else all its fields joined; Clinical Trials 2023's answers are joined as "name: answer." pairs, since an answer
+alone ("45", "yes") does not say what it answers. A caller may name other fields."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class _Topic:
     where: str
     number: str | None = None
     fields: dict[str, list[str]] = field(default_factory=dict)
+    # Clinical Trials 2023's <field name="…"> elements: each field's name as the file writes it
+    field_names: dict[str, str] = field(default_factory=dict)
 
 
 def topics_format(path: Path) -> str | None:
@@ -109,7 +112,10 @@ class _XmlTopics:
                 self.depth, self.texts = len(self.open), []
         elif len(self.open) == self.depth + 1:
             # TREC CT 2023: <field name="…">; elsewhere the element's own name
-            self.field = (attrs.get("name", "").strip().lower() if local == "field" else "") or local
+            written = " ".join(attrs.get("name", "").split()) if local == "field" else ""
+            self.field = written.lower() or local
+            if written:
+                self.topic.field_names.setdefault(self.field, written)
             self.field_texts = []
 
     def chars(self, data: str) -> None:
@@ -159,18 +165,34 @@ class _XmlTopics:
         return self.topics
 
 
+def _searchable(values: list[str]) -> list[str]:
+    # Precision Medicine 2017 writes an absent <other> as "None": no words to search for
+    return [v for v in values if v and v.lower() != "none"]
+
+
+def _default_question(topic: _Topic) -> tuple[tuple[str, ...], str]:
+    """(the fields read, the text) of a topic's default question."""
+    first = next((name for name in DEFAULT_TOPIC_FIELDS if name in topic.fields), None)
+    if first is not None:
+        return (first,), " ".join(_searchable(topic.fields[first]))
+    if topic.field_names:
+        pairs = [f"{topic.field_names.get(name, name)}: {value}" for name, values in topic.fields.items()
+                 for value in _searchable(values)]
+        return tuple(topic.fields), " ".join(p if p.endswith((".", "?", "!")) else p + "." for p in pairs)
+    return tuple(topic.fields), " ".join(v for values in topic.fields.values() for v in _searchable(values))
+
+
 def _question(path: Path, topic: _Topic, chosen: tuple[str, ...] | None) -> Query:
     if topic.number is None:
         raise BadInputError(str(path), "a topic without a number (<num>, or the number=\"…\" attribute)", topic.where)
     if chosen is None:
-        first = next((name for name in DEFAULT_TOPIC_FIELDS if name in topic.fields), None)
-        chosen = (first,) if first is not None else tuple(topic.fields)
-    missing = next((name for name in chosen if name not in topic.fields), None)
-    if missing is not None:
-        raise BadInputError(str(path), f"topic {topic.number!r} has no field {missing!r} (its fields: "
-                            f"{', '.join(topic.fields) or 'none'})", topic.where)
-    # Precision Medicine 2017 writes an absent <other> as "None": no words to search for
-    text = " ".join(v for name in chosen for v in topic.fields[name] if v and v.lower() != "none")
+        chosen, text = _default_question(topic)
+    else:
+        missing = next((name for name in chosen if name not in topic.fields), None)
+        if missing is not None:
+            raise BadInputError(str(path), f"topic {topic.number!r} has no field {missing!r} (its fields: "
+                                f"{', '.join(topic.fields) or 'none'})", topic.where)
+        text = " ".join(v for name in chosen for v in _searchable(topic.fields[name]))
     if not text:
         which = "" if chosen == ("text",) else f" in field{'s' * (len(chosen) > 1)} {', '.join(map(repr, chosen))}"
         raise BadInputError(str(path), f"topic {topic.number!r} has no text{which}", topic.where)
