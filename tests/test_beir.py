@@ -582,8 +582,14 @@ def test_search_queries_reads_classic_trec_topics_searching_a_chosen_field(tmp_p
     topics.write_text(CLASSIC_TOPICS)
     assert top_docs(topics_index, topics) == {"301": "d1", "302": "d5"}  # the titles
     assert top_docs(topics_index, topics, "--topic-field", "desc") == {"301": "d3", "302": "d1"}
-    message = refused("search", str(topics_index), "--queries", str(topics), "--topic-field", "narr")
-    assert f"{topics} [line 13]: topic '302' has no field 'narr' (its fields: title, desc)" in message
+    # topic 302 has no narrative: searched by its title, and said once
+    proc = capr_cli("search", str(topics_index), "--queries", str(topics), "-r", "bm25", "--group-by", "doc", "-k", "1",
+                    "--topic-field", "narr")
+    assert {line.split()[0]: line.split()[2] for line in proc.stdout.splitlines()} == {"301": "d3", "302": "d5"}
+    assert proc.stderr.count("note:") == 1 and f"{topics}: topic '302' (1 of 2) has no field 'narr': searched by " \
+        "its default question" in " ".join(proc.stderr.split()), proc.stderr
+    message = refused("search", str(topics_index), "--queries", str(topics), "--topic-field", "note")
+    assert f"{topics}: no topic has the field 'note' (its topics have: title, desc, narr)" in message
 
 
 def test_search_queries_reads_clinical_decision_support_topics(tmp_path, topics_index):
@@ -616,7 +622,7 @@ def test_search_queries_reads_clinical_trials_topics_as_their_text(tmp_path, top
     best = {line.split()[0]: line.split()[2] for line in run.read_text().splitlines() if line.split()[3] == "1"}
     assert best == {"1": "d5", "2": "d4"}
     message = refused("search", str(topics_index), "--queries", str(topics), "--topic-field", "summary")
-    assert f"{topics} [line 2]: topic '1' has no field 'summary' (its fields: text)" in message
+    assert f"{topics}: no topic has the field 'summary' (its topics have: text)" in message
     assert "--topic-field chooses" in refused("search", str(topics_index), "--topic-field", "desc")
 
 
@@ -670,6 +676,25 @@ def test_classic_topics_are_searched_with_their_entities_unescaped(tmp_path):
     assert read_queries(topics, "desc")[0].text == "Café au lait spots – β-blocker; AT&T &notes"
 
 
+def test_a_topic_field_some_topics_lack_searches_those_by_their_default_question_said_once(tmp_path):
+    from capr.corpus.queries import read_queries
+
+    topics = tmp_path / "topics2016.xml"
+    topics.write_text(CDS_TOPICS)
+    notes: list[str] = []
+    assert {q.qid: q.text for q in read_queries(topics, "note", notes)} == {
+        "1": "pt w/ gout flare, on colchicine", "2": "Metformin, diet and exercise for diabetes."}
+    assert notes == [f"{topics}: topic '2' (1 of 2) has no field 'note': searched by its default question (the "
+                     "first of title, summary and query, else all fields)"]
+    many = CLASSIC_TOPICS + "".join(f"<top><num>{n}<title>gout {n}</top>\n" for n in range(303, 310))
+    topics.write_text(many)
+    notes.clear()
+    assert read_queries(topics, "desc,narr", notes)[-1].text == "gout 309"
+    assert notes == [f"{topics}: topics '302', '303', '304', '305', '306', … (8 of 9) have no field 'desc' or "
+                     "'narr': searched by their default question (the first of title, summary and query, else all "
+                     "fields)"]
+
+
 MALFORMED_TOPICS = [  # file name, content, topic field, what the error says
     ("nonum.txt", "<top>\n<num> Number: 1\n<title> gout\n</top>\n<top>\n<title> asthma\n</top>\n", None,
      "[line 5]: a topic without a number"),
@@ -681,9 +706,11 @@ MALFORMED_TOPICS = [  # file name, content, topic field, what the error says
      "[line 1]: topic '1' has no text in field 'title'"),
     ("empty.xml", '<topics>\n<topic number="4">  </topic>\n</topics>', None, "[line 2]: topic '4' has no text"),
     ("none.xml", PM_TOPICS, "other", "[line 2]: topic '1' has no text in field 'other'"),
-    ("missing.txt", CLASSIC_TOPICS, "narr", "[line 13]: topic '302' has no field 'narr' (its fields: title, desc)"),
-    ("missing.xml", CDS_TOPICS, "summary,note",
-     "[line 8]: topic '2' has no field 'note' (its fields: description, summary)"),
+    ("missing.txt", CLASSIC_TOPICS, "title,note", ": no topic has the field 'note' (its topics have: title, desc, narr)"),
+    ("missing.xml", CDS_TOPICS, "gene,note,type",
+     ": no topic has the fields 'gene', 'type' (its topics have: note, description, summary)"),
+    ("fallback.txt", CLASSIC_TOPICS.replace("<TITLE> metformin diabetes", "<TITLE>"), "narr",
+     "[line 13]: topic '302' has no text in field 'title'"),
     ("cut.xml", CDS_TOPICS[:200], None, "[line 5, column 65]: not well-formed XML: the file ends inside <description>"),
     ("notxml.xml", "gout\tasthma\n", None, "[line 1, column 0]: not well-formed XML: syntax error"),
     ("other.xml", "<questions><q id='1'>gout</q></questions>", None,

@@ -135,7 +135,8 @@ def search_cmd(
     topic_field: Optional[str] = typer.Option(None, "--topic-field", help="With --queries TREC topics: the field "
                                               "searched (desc, narr, description, note, …), or several joined by "
                                               "commas (title,desc); default: the first of title, summary and query "
-                                              "a topic has, else all its fields joined."),
+                                              "a topic has, else all its fields joined. A topic without the field "
+                                              "is searched by its default (a note says how many)."),
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="With --queries: the TREC run file to write "
                                            "(default: the run on standard output)."),
     backend: str = BACKEND_OPTION,
@@ -221,7 +222,10 @@ def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path
         raise QueryError("give one question (QUERY, --entity, --aspect) or a file of them (--queries), not both")
     if evidence or cdv is not None or as_json:
         raise QueryError("--queries writes a run (ids and scores): --evidence, --cdv and --json apply to one question")
-    questions = read_queries(queries, topic_field)
+    notes: list[str] = []
+    questions = read_queries(queries, topic_field, notes)
+    for note in notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
     target = run_out if run_out is not None else Path("<standard output>")
     for q in questions:  # before searching: a run file's columns are split at whitespace
         check_trec_id(target, "question id", q.qid)

@@ -60,11 +60,12 @@ def _json_queries(path: Path) -> Iterator[tuple[str, Query]]:
             raise BadInputError(str(path), str(e), where) from None
 
 
-def read_queries(path: str | Path, topic_field: str | None = None) -> list[Query]:
+def read_queries(path: str | Path, topic_field: str | None = None, notes: list[str] | None = None) -> list[Query]:
     """The questions of ``path`` in file order. A question id given twice is refused (a run holds one ranking per
     id), naming both places. ``topic_field``: for TREC topics, the field whose text is the question (``desc``), or
     several joined by commas (``title,desc``); by default the first of title, summary and query a topic has, else all
-    its fields (Precision Medicine's disease, gene, …; Clinical Trials' text)."""
+    its fields (Precision Medicine's disease, gene, …; Clinical Trials' text). Topics without the named field are
+    searched by their default question, said in ``notes``; a field no topic has is refused."""
     path = Path(path)
     if not path.is_file():
         raise CaprError(f"{path}: no such questions file")
@@ -79,7 +80,7 @@ def read_queries(path: str | Path, topic_field: str | None = None) -> list[Query
         raise BadInputError(str(path), f"a topic field ({topic_field}) chooses the text of TREC topics (<top> or "
                             "<topic> elements); this file holds JSON or tab-separated questions")
     if kind is not None:
-        questions = read_topics(path, kind, chosen)
+        questions = read_topics(path, kind, chosen, notes)
     else:
         questions = (_tsv_queries if path.name.lower().endswith(_TSV_NAMES) else _json_queries)(path)
     out: list[Query] = []

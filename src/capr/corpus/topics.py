@@ -7,7 +7,8 @@ it names).
 
 A topic's question is its first field of ``DEFAULT_TOPIC_FIELDS`` (the short form a collection's topics are searched
 by), else all its fields joined; Clinical Trials 2023's answers are joined as "name: answer." pairs, since an answer
-alone ("45", "yes") does not say what it answers. A caller may name other fields."""
+alone ("45", "yes") does not say what it answers. A caller may name other fields: a topic without them is searched by
+its default question, and a field no topic has is refused."""
 
 from __future__ import annotations
 
@@ -185,13 +186,9 @@ def _default_question(topic: _Topic) -> tuple[tuple[str, ...], str]:
 def _question(path: Path, topic: _Topic, chosen: tuple[str, ...] | None) -> Query:
     if topic.number is None:
         raise BadInputError(str(path), "a topic without a number (<num>, or the number=\"…\" attribute)", topic.where)
-    if chosen is None:
+    if chosen is None or any(name not in topic.fields for name in chosen):
         chosen, text = _default_question(topic)
     else:
-        missing = next((name for name in chosen if name not in topic.fields), None)
-        if missing is not None:
-            raise BadInputError(str(path), f"topic {topic.number!r} has no field {missing!r} (its fields: "
-                                f"{', '.join(topic.fields) or 'none'})", topic.where)
         text = " ".join(v for name in chosen for v in _searchable(topic.fields[name]))
     if not text:
         which = "" if chosen == ("text",) else f" in field{'s' * (len(chosen) > 1)} {', '.join(map(repr, chosen))}"
@@ -199,9 +196,32 @@ def _question(path: Path, topic: _Topic, chosen: tuple[str, ...] | None) -> Quer
     return Query(topic.number, text=text)
 
 
-def read_topics(path: Path, kind: str, chosen: tuple[str, ...] | None) -> Iterator[tuple[str, Query]]:
+def _fallback_note(path: Path, topics: list[_Topic], chosen: tuple[str, ...]) -> str | None:
+    """What to tell of the topics without a chosen field (searched by their default question), None when all have
+    them. Raises when no topic has one of the chosen fields: the name is wrong for this file."""
+    seen = list(dict.fromkeys(name for topic in topics for name in topic.fields))
+    absent = [name for name in chosen if name not in seen]
+    if absent:
+        raise BadInputError(str(path), f"no topic has the field{'s' * (len(absent) > 1)} "
+                            f"{', '.join(map(repr, absent))} (its topics have: {', '.join(seen) or 'none'})")
+    lacking = [topic for topic in topics if any(name not in topic.fields for name in chosen)]
+    if not lacking:
+        return None
+    named = ", ".join(repr(t.number) for t in lacking[:5]) + (", …" if len(lacking) > 5 else "")
+    fields = " or ".join(map(repr, chosen))
+    one = len(lacking) == 1
+    return (f"{path}: {'topic' if one else 'topics'} {named} ({len(lacking)} of {len(topics)}) "
+            f"{'has' if one else 'have'} no field {fields}: searched by {'its' if one else 'their'} default question "
+            f"(the first of {', '.join(DEFAULT_TOPIC_FIELDS[:-1])} and {DEFAULT_TOPIC_FIELDS[-1]}, else all fields)")
+
+
+def read_topics(path: Path, kind: str, chosen: tuple[str, ...] | None,
+                notes: list[str] | None = None) -> Iterator[tuple[str, Query]]:
     """(where, question) for every topic of a TREC topics file of ``kind`` (:func:`topics_format`), in file order;
-    ``chosen``: the fields whose text is the question (lower-case names), None for the default."""
-    topics = _sgml_topics(path) if kind == "sgml" else iter(_XmlTopics(path).read())
+    ``chosen``: the fields whose text is the question (lower-case names), None for the default. A topic without a
+    chosen field is searched by its default question, said once in ``notes``; a field no topic has is refused."""
+    topics = list(_sgml_topics(path)) if kind == "sgml" else _XmlTopics(path).read()
+    if chosen is not None and (note := _fallback_note(path, topics, chosen)) is not None and notes is not None:
+        notes.append(note)
     for topic in topics:
         yield topic.where, _question(path, topic, chosen)
