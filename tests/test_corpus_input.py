@@ -450,3 +450,27 @@ def test_failed_adapt_leaves_no_work_folder(tmp_path):
     proc = capr_cli("adapt", str(src), "--out", str(tmp_path / "idx"), check=False)
     _one_line_error(proc, f"{src} [line 1]: missing string field 'text'")
     assert not (tmp_path / "idx.adapt").exists() and not (tmp_path / "idx").exists()
+
+
+# ------------------------------------------------------------------ gzip'd plain-text notes
+def test_a_gzipped_note_is_indexed_as_text_as_other_gzipped_formats_are(tmp_path, runner):
+    from capr.cli import app
+
+    (tmp_path / "note.txt.gz").write_bytes(gzip.compress(NOTE.encode()))
+    result = runner.invoke(app, ["index", "--lexical-only", str(tmp_path / "note.txt.gz"), "--out", str(tmp_path / "one")])
+    assert result.exit_code == 0, result.output
+    [hit] = search(load_index(tmp_path / "one"), "warfarin", k=1)
+    assert hit.passage.doc_id == "note"  # the note note.txt.gz decompresses to, as note.txt is
+    [doc] = read_documents(tmp_path / "note.txt.gz", Format.text)
+    assert (doc.doc_id, doc.metadata["path"]) == ("note", "note.txt.gz")
+
+    folder = tmp_path / "notes"
+    (folder / "cardiology").mkdir(parents=True)
+    (folder / "cardiology" / "visit.md.gz").write_bytes(gzip.compress(b"# Clinic visit\n\nPLAN: metoprolol.\n"))
+    (folder / "discharge.txt").write_text("HOSPITAL COURSE:\nTreated for pneumonia.\n")
+    result = runner.invoke(app, ["index", "--lexical-only", str(folder), "--out", str(tmp_path / "folder")])
+    assert result.exit_code == 0, result.output
+    index = load_index(tmp_path / "folder")
+    [hit] = search(index, "metoprolol", k=1)
+    assert (hit.passage.doc_id, hit.passage.title) == ("cardiology/visit", "Clinic visit")
+    assert [h.passage.doc_id for h in search(index, "pneumonia", k=1)] == ["discharge"]

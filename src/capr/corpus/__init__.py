@@ -11,6 +11,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
 from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, is_labels_file, parse_json, read_head, holds_json_array, xml_root_name
 from capr.corpus.report import ReadReport
+from capr.corpus.text import is_text_name
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
 
@@ -82,6 +83,7 @@ def _folder_layout(source: Path) -> Format | None:
 
 
 _TEXT_NAMES = (".txt", ".md", ".text", ".markdown")
+_GZIP_READ = ".jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz, .txt.gz, .md.gz and .tar.gz"
 _MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
 _KNOWN_NAMES = _TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
                               ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
@@ -92,7 +94,7 @@ def _file_format(path: Path) -> Format | str:
     if path.stat().st_size == 0:
         return "file is empty"
     name = path.name.lower()
-    if name.endswith(_TEXT_NAMES):
+    if is_text_name(path):
         return Format.text
     if name.endswith(".xml"):
         # by the root element, not the folder's first XML file: a config.xml next to C-CDA documents is
@@ -133,10 +135,9 @@ def _compressed(path: Path) -> str | None:
     suffix = path.suffix.lower()
     if suffix in _COMPRESSED_NAMES:
         return (f"{_COMPRESSED_NAMES[suffix]}-compressed file, which capr does not read: decompress it (gzip is read, "
-                "for .jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz and .tar.gz)")
+                f"for {_GZIP_READ})")
     if suffix == ".gz":
-        return ("a gzip-compressed file of a kind read only uncompressed (gzip is read for .jsonl.gz, .json.gz, "
-                ".ndjson.gz, .csv.gz, .tsv.gz and .tar.gz): decompress it")
+        return f"a gzip-compressed file of a kind read only uncompressed (gzip is read for {_GZIP_READ}): decompress it"
     return None
 
 
@@ -235,7 +236,7 @@ def detect_format(source: Path) -> Format:
         return Format.ccda
     if name.endswith((".tar.gz", ".tgz", ".tar", ".xml")):
         return Format.medquad
-    if name.endswith((".txt", ".md", ".text", ".markdown")):
+    if is_text_name(source):
         return Format.text
     if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and b"\x00" in read_head(source, 4096):
         check_text_file(source)  # binary (or BOM-less UTF-16) is said as such, not as columns that fit no reader
@@ -291,7 +292,7 @@ def _check_text_format(source: Path) -> None:
     """``--format text`` on a file another reader takes (a FHIR Bundle, JSONL, C-CDA) would index its raw
     markup as one note: refused, naming the format it has. A file with a text suffix, or one no format is
     detected for, is read as text, as asked."""
-    if source.name.lower().endswith(_TEXT_NAMES):
+    if is_text_name(source):
         return
     try:
         other = detect_format(source)

@@ -1,4 +1,4 @@
-"""Plain-text directory (or single file): one document per .txt/.md file."""
+"""Plain-text directory (or single file): one document per .txt/.md file, gzip'd (.txt.gz) or not."""
 
 from __future__ import annotations
 
@@ -13,6 +13,17 @@ from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines
 
 TEXT_SUFFIXES = {".txt", ".md", ".text", ".markdown"}
+TEXT_NAMES = tuple(sorted(TEXT_SUFFIXES)) + tuple(sorted(suffix + ".gz" for suffix in TEXT_SUFFIXES))
+
+
+def is_text_name(path: Path) -> bool:
+    """Whether ``path`` is named as a plain-text note (``.txt``, ``.md``, …, or one of them gzip'd)."""
+    return path.name.lower().endswith(TEXT_NAMES)
+
+
+def _note_path(path: Path) -> Path:
+    """``path`` as the note it holds: a gzip'd note is the note it decompresses to (note.txt.gz: note.txt)."""
+    return path.with_suffix("") if path.suffix.lower() == ".gz" else path
 
 
 # A first line is the note's title when it reads as one: a few words ("Cardiology clinic note",
@@ -39,7 +50,7 @@ def _title(path: Path, text: str) -> str:
     first = text.lstrip().split("\n", 1)[0].strip()
     if first.startswith("# "):
         return first[2:].strip()
-    return first_line_title(text) or path.stem.replace("_", " ").replace("-", " ")
+    return first_line_title(text) or _note_path(path).stem.replace("_", " ").replace("-", " ")
 
 
 def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | None:
@@ -49,11 +60,12 @@ def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | Non
     except BadInputError as e:
         report.bad(e.source, e.reason)
         return None
-    rel = path.relative_to(root).with_suffix("").as_posix()
+    shown = path.relative_to(root)
+    rel = _note_path(shown).with_suffix("").as_posix()
     report.at(str(path), None)
     # line ends normalised before the title is taken from the first line: a note saved with old Mac line
     # ends (\r alone) is one line to a search for "\n"
-    doc = normalize_newlines(Document(doc_id=rel, title="", text=text, metadata={"path": rel + path.suffix}))
+    doc = normalize_newlines(Document(doc_id=rel, title="", text=text, metadata={"path": shown.as_posix()}))
     doc.title = _title(path, doc.text)
     return doc
 
@@ -63,10 +75,10 @@ def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
     if source.is_file():
         files, root = [source], source.parent
     else:
-        files = wanted_files(source, report, lambda p: p.suffix.lower() in TEXT_SUFFIXES)
+        files = wanted_files(source, report, is_text_name)
         root = source
         if not files:
-            raise BadInputError(str(source), f"no text files ({', '.join(sorted(TEXT_SUFFIXES))}) found")
+            raise BadInputError(str(source), f"no text files ({', '.join(TEXT_NAMES)}) found")
     for path in files:
         doc = read_text_file(path, root, report)
         if doc is not None:
