@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,24 @@ def runner() -> CliRunner:
 def capr_cli(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     """Runs the real console entry point in a subprocess."""
     proc = subprocess.run([sys.executable, "-m", "capr", *args], capture_output=True, text=True, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"capr {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def capr_in_process(runner: CliRunner, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`capr ARGS` through the same Typer app in this process, read as :func:`capr_cli` reads the real command: exit
+    code, standard output and standard error. A subprocess costs a second or two of imports, and a refused option
+    needs none of what a process adds; an exception the command leaves unhandled is written to stderr as the real
+    command's traceback would be, so a check for "Traceback" still catches it. Where the test is about the process,
+    run one case as the real command with :func:`capr_cli`."""
+    from capr.cli import app
+
+    result = runner.invoke(app, list(args))
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exc_info[1], SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    proc = subprocess.CompletedProcess(["capr", *args], result.exit_code, result.stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"capr {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -11,7 +11,7 @@ from capr.labels import LabelConfig, LabelGenerator, read_labels, write_labels
 from capr.labels.gazetteer import Gazetteer
 from capr.labels.splits import mtsamples_split
 from capr.records import Document
-from conftest import capr_cli, need_data, write_jsonl
+from conftest import capr_cli, capr_in_process, need_data, write_jsonl
 
 NOTE = """CHIEF COMPLAINT: Headache.
 
@@ -128,13 +128,18 @@ def test_labels_limit_larger_than_any_corpus_labels_it_all(tmp_path):
     assert json.loads(proc.stdout)["documents"] == 1
 
 
-def test_labels_out_that_is_the_corpus_or_a_folder_is_refused(tmp_path):
+def test_labels_out_that_is_the_corpus_or_a_folder_is_refused(tmp_path, runner, monkeypatch):
     src = write_jsonl(tmp_path / "docs.jsonl", [{"id": "a", "text": "PLAN: metformin for diabetes."}])
     before = src.read_bytes()
     proc = capr_cli("labels", str(src), "--out", str(src), check=False)  # replaced the corpus with its labels
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert f"{src}: is the corpus being labelled" in proc.stderr and src.read_bytes() == before
-    proc = capr_cli("labels", str(src), "--out", str(tmp_path), check=False)  # an IsADirectoryError traceback
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the labeller (dictionary, ConText) was loaded for a refused --out")
+
+    monkeypatch.setattr("capr.labels.LabelGenerator", loaded)  # refused before seconds of loading
+    proc = capr_in_process(runner, "labels", str(src), "--out", str(tmp_path), check=False)  # an IsADirectoryError traceback
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and f"{tmp_path}: is a folder" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]  # no temporary file left
 

@@ -43,12 +43,14 @@ def labels_cmd(
         import itertools
 
         from capr.labels import LabelConfig, LabelGenerator, write_labels
+        from capr.labels.generate import check_labels_path
         from capr.labels.splits import exclude_test_documents, medquad_test_exclusion, select_split
         from capr.train.args import OptionRange as R
         from capr.train.args import check_options
 
         # refused before any document is read: a negative --limit was a traceback, --limit 0 labelled every document
         check_options([("--max-tokens", max_tokens, R.count0), ("--limit", limit, R.count), ("--top", top, R.count0)])
+        check_labels_path(out_path, corpus)  # before the dictionary and ConText are loaded, seconds of work
         report = ReadReport()
         docs = read_documents(corpus, fmt, report)
         exclusion = None

@@ -240,6 +240,15 @@ class LabelGenerator:
                 progress(1)
 
 
+def check_labels_path(path: str | Path, corpus: str | Path | None = None) -> None:
+    """Refuses a labels file ``path`` that is a folder or the ``corpus`` itself (see :func:`write_labels`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise CaprError(f"{path}: is a folder; give the labels file to write")
+    if corpus is not None and path.exists() and Path(corpus).exists() and path.samefile(corpus):
+        raise CaprError(f"{path}: is the corpus being labelled; writing the labels there would replace it")
+
+
 def write_labels(path: str | Path, labels: Iterable[LabeledPassage], corpus: str | Path | None = None) -> int:
     """Atomic JSONL write (temp file, fsync, rename). ``corpus``: the file or folder the labels are read from; a
     ``path`` that is that file (or a folder) is refused before ``labels`` is consumed, so before anything is read."""
@@ -247,10 +256,7 @@ def write_labels(path: str | Path, labels: Iterable[LabeledPassage], corpus: str
     import tempfile
 
     path = Path(path)
-    if path.is_dir():
-        raise CaprError(f"{path}: is a folder; give the labels file to write")
-    if corpus is not None and path.exists() and Path(corpus).exists() and path.samefile(corpus):
-        raise CaprError(f"{path}: is the corpus being labelled; writing the labels there would replace it")
+    check_labels_path(path, corpus)
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
