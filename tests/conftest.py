@@ -85,6 +85,11 @@ def capr_in_process(runner: CliRunner, *args: str, check: bool = True) -> subpro
     return proc
 
 
+def capr_real_or_in_process(runner: CliRunner, real: bool, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`capr ARGS` as the real command when ``real`` (one case of a parametrised check), else in process."""
+    return capr_cli(*args, check=check) if real else capr_in_process(runner, *args, check=check)
+
+
 @pytest.fixture(scope="session")
 def demo_dir() -> Path:
     from capr.cli import demo_corpus_dir

@@ -11,7 +11,7 @@ from capr.labels import LabelConfig, LabelGenerator, read_labels, write_labels
 from capr.labels.gazetteer import Gazetteer
 from capr.labels.splits import mtsamples_split
 from capr.records import Document
-from conftest import capr_cli, capr_in_process, need_data, write_jsonl
+from conftest import capr_cli, capr_in_process, capr_real_or_in_process, need_data, write_jsonl
 
 NOTE = """CHIEF COMPLAINT: Headache.
 
@@ -98,9 +98,9 @@ def test_mtsamples_split_is_stable_and_about_three_quarters():
     assert 0.72 < share < 0.78
 
 
-def test_cli_labels_on_demo_corpus(tmp_path, demo_dir):
+def test_cli_labels_on_demo_corpus(tmp_path, demo_dir, runner):
     out = tmp_path / "demo.jsonl"
-    proc = capr_cli("labels", str(demo_dir), "--out", str(out), "--json")
+    proc = capr_in_process(runner, "labels", str(demo_dir), "--out", str(out), "--json")
     stats = json.loads(proc.stdout)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert stats["written"] == len(rows) > 20
@@ -110,14 +110,18 @@ def test_cli_labels_on_demo_corpus(tmp_path, demo_dir):
     assert bad.returncode == 2 and "error" in bad.stderr and "Traceback" not in bad.stderr
 
 
-@pytest.mark.parametrize("option, value, message", [
+NUMERIC_LABELS_OPTIONS = [
     ("--limit", "-1", "--limit must be at least 1, got -1"),  # was an islice ValueError traceback
     ("--limit", "0", "--limit must be at least 1, got 0"),  # labelled every document
     ("--max-tokens", "-5", "--max-tokens must be 0 or more, got -5"),
-    ("--top", "-3", "--top must be 0 or more, got -3")])
-def test_numeric_labels_options_out_of_range_are_refused(tmp_path, demo_dir, option, value, message):
+    ("--top", "-3", "--top must be 0 or more, got -3")]
+
+
+@pytest.mark.parametrize("option, value, message", NUMERIC_LABELS_OPTIONS)
+def test_numeric_labels_options_out_of_range_are_refused(tmp_path, demo_dir, runner, option, value, message):
     out = tmp_path / "labels.jsonl"
-    proc = capr_cli("labels", str(demo_dir), "--out", str(out), option, value, check=False)
+    real = (option, value, message) == NUMERIC_LABELS_OPTIONS[0]  # the real command once, the rest in process
+    proc = capr_real_or_in_process(runner, real, "labels", str(demo_dir), "--out", str(out), option, value, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert message in proc.stderr and not out.exists()
 
@@ -168,7 +172,7 @@ def test_medquad_training_labels_contain_no_test_document_or_passage(tmp_path):
     assert len(labels) > 10_000
 
 
-def test_labels_written_into_the_corpus_folder_are_passed_over_when_it_is_read_again(tmp_path):
+def test_labels_written_into_the_corpus_folder_are_passed_over_when_it_is_read_again(tmp_path, runner):
     """`capr labels notes/ --out notes/labels.jsonl` is a natural place for them; a second `capr labels notes/` (or
     `capr index notes/`) read that file as a corpus file, each labelled passage a document (`capr index` then failed
     on a duplicate document id). It is passed over with a note; given as the corpus itself, it is refused."""
@@ -177,14 +181,14 @@ def test_labels_written_into_the_corpus_folder_are_passed_over_when_it_is_read_a
     (notes / "n1.txt").write_text(NOTE)
     (notes / "n2.txt").write_text(NOTE.replace("Headache", "Chest pain"))
     labels = notes / "labels.jsonl"
-    capr_cli("labels", str(notes), "--out", str(labels))
+    capr_in_process(runner, "labels", str(notes), "--out", str(labels))
     first = labels.read_text()
     note = f"note: {labels}: labelled passages written by `capr labels`, not documents: passed over"
-    proc = capr_cli("labels", str(notes), "--out", str(labels), "--json")
+    proc = capr_in_process(runner, "labels", str(notes), "--out", str(labels), "--json")
     assert json.loads(proc.stdout)["documents"] == 2 and note in proc.stderr.replace("\n", " ")
     assert labels.read_text() == first
-    proc = capr_cli("index", "--lexical-only", str(notes), "--out", str(tmp_path / "idx"))
+    proc = capr_in_process(runner, "index", "--lexical-only", str(notes), "--out", str(tmp_path / "idx"))
     assert "indexed 2 documents" in proc.stderr and note in proc.stderr.replace("\n", " ")
-    proc = capr_cli("index", "--lexical-only", str(labels), "--out", str(tmp_path / "idx2"), check=False)
+    proc = capr_in_process(runner, "index", "--lexical-only", str(labels), "--out", str(tmp_path / "idx2"), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and not (tmp_path / "idx2").exists()
     assert f"{labels}: labelled passages written by `capr labels`, not documents" in proc.stderr
