@@ -16,7 +16,7 @@ from capr.corpus import Format, detect_format, read_documents
 from capr.errors import BadInputError, QueryError
 
 from case_support import write_tiny_case_data
-from conftest import capr_cli, need_data
+from conftest import capr_cli, capr_in_process, capr_real_or_in_process, need_data
 
 CODIESP = ("codiesp", "cases.jsonl.gz")
 E3C = ("e3c_english", "cases.jsonl.gz")
@@ -188,28 +188,28 @@ def test_the_description_itself_and_repeated_reports_are_not_similar_cases(case_
     assert any("r2 repeats r1" in n for n in res.notices)
 
 
-def test_cli_similar(case_index):
+def test_cli_similar(case_index, runner):
     doc, query = _query_case(case_index)
-    proc = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "3", "--json")
+    proc = capr_in_process(runner, "cases", "similar", query, "--index", str(case_index.root), "-k", "3", "--json")
     data = json.loads(proc.stdout)
     assert data["cases"][0]["doc_id"] == doc.doc_id and len(data["cases"]) == 3
     assert data["cases"][0]["diagnoses"][0]["code"] == doc.metadata["diagnoses"][0]
-    text = capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "1").stdout
+    text = capr_in_process(runner, "cases", "similar", query, "--index", str(case_index.root), "-k", "1").stdout
     assert doc.doc_id in text and "diagnoses:" in text
     assert "likely diagnoses" in text and f"1. {data['diagnoses'][0]['code']}" in text
     assert [d["rank"] for d in data["diagnoses"]] == list(range(1, 11))
-    assert "likely diagnoses" not in capr_cli("cases", "similar", query, "--index", str(case_index.root), "-k", "1",
-                                              "--diagnoses", "0").stdout
-    bad = capr_cli("cases", "similar", " ", "--index", str(case_index.root), check=False)
+    assert "likely diagnoses" not in capr_in_process(runner, "cases", "similar", query, "--index", str(case_index.root),
+                                                     "-k", "1", "--diagnoses", "0").stdout
+    bad = capr_cli("cases", "similar", " ", "--index", str(case_index.root), check=False)  # the real command
     assert bad.returncode == 2 and "empty patient description" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_a_description_file_that_is_not_utf8_is_one_clear_error(case_index, tmp_path):
+def test_a_description_file_that_is_not_utf8_is_one_clear_error(case_index, tmp_path, runner):
     latin1 = tmp_path / "note.txt"
     latin1.write_bytes("Fi\u00e8vre et toux depuis trois jours.".encode("latin-1"))
-    for args in (("cases", "similar", str(latin1), "--index", str(case_index.root)),
-                 ("cases", "--index", str(case_index.root), "-d", str(latin1), "--options", "fever")):
-        proc = capr_cli(*args, check=False)
+    for n, args in enumerate((("cases", "similar", str(latin1), "--index", str(case_index.root)),
+                              ("cases", "--index", str(case_index.root), "-d", str(latin1), "--options", "fever"))):
+        proc = capr_real_or_in_process(runner, n == 0, *args, check=False)
         assert proc.returncode == 2 and "not UTF-8" in proc.stderr and str(latin1) in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
 
@@ -280,7 +280,7 @@ def test_diagnosis_pairs_mask_mentions_and_refuse_dev():
         diagnosis_pairs([Document("codiesp:c", "", "Fever.", {"split": "dev", "diagnoses": ["R50.9"]})])
 
 
-def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
+def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path, runner):
     from capr.models.encoder import Encoder, EncoderConfig
 
     data = write_tiny_case_data(tmp_path / "data")
@@ -300,13 +300,13 @@ def test_cli_train_diagnoses_runs_a_few_steps_and_the_model_encodes(tmp_path):
 
     pairs, counts = corpus_pairs(data, codes_only=True)
     assert counts == {"codes": 16, "mentions": 0} and not any("Dev case" in t for t, _ in pairs)
-    bad = capr_cli("train", "diagnoses", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x"),
-                   check=False)
+    bad = capr_in_process(runner, "train", "diagnoses", "--data-dir", str(tmp_path / "nowhere"), "--out",
+                          str(tmp_path / "x"), check=False)
     assert bad.returncode != 0 and "cases.jsonl.gz: not found" in bad.stderr
     assert "Traceback" not in bad.stderr and not (tmp_path / "x").exists()
 
 
-def test_a_users_own_notes_are_cases_and_reference_texts_are_not(tmp_path):
+def test_a_users_own_notes_are_cases_and_reference_texts_are_not(tmp_path, runner):
     """Notes added to a case index (`capr case-index --add`, a MIMIC or FHIR export: another source, or none) are
     patient descriptions; reference texts (MedQuAD, OpenStax...) never are. A case sharing no word with the
     description is not returned as similar at score 0, and a description with no searchable word is refused."""
@@ -331,8 +331,8 @@ def test_a_users_own_notes_are_cases_and_reference_texts_are_not(tmp_path):
         finder.similar("the of and")
     with pytest.raises(QueryError, match="evidence must be 0 or more"):
         finder.similar("goat cheese", evidence=-1)
-    proc = capr_cli("cases", "similar", str(tmp_path / "missing" / "case.txt"), "--index", str(tmp_path / "idx"),
-                    check=False)  # a mistyped file is said so, not searched for its words
+    proc = capr_in_process(runner, "cases", "similar", str(tmp_path / "missing" / "case.txt"), "--index",
+                           str(tmp_path / "idx"), check=False)  # a mistyped file is said so, not searched for its words
     assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -365,12 +365,15 @@ def test_a_description_with_no_searchable_word_is_refused_naming_the_description
     assert r.status_code == 400 and r.json()["field"] == "retriever", r.text
 
 
-@pytest.mark.parametrize("args, message", [
+CASE_INDEX_OPTIONS = [
     (("--codiesp-split", "bogus"), "unknown CodiEsp split(s) bogus; choose from train, dev, test, background"),
     (("--max-tokens", "-5"), "--max-tokens must be 0 or more, got -5"),
     (("--max-length", "0"), "--max-length must be at least 1, got 0"),
-    (("--mtsamples-notes", "-1"), "--mtsamples-notes must be 0 or more, got -1")])
-def test_case_index_options_out_of_range_are_refused_and_the_index_kept(tmp_path, args, message):
+    (("--mtsamples-notes", "-1"), "--mtsamples-notes must be 0 or more, got -1")]
+
+
+@pytest.mark.parametrize("args, message", CASE_INDEX_OPTIONS)
+def test_case_index_options_out_of_range_are_refused_and_the_index_kept(tmp_path, runner, args, message):
     """An unknown --codiesp-split matched no case: the CodiEsp cases were left out without a word. A negative
     --max-tokens indexed whole sections, a negative --mtsamples-notes no note, --max-length 0 was taken. Each is one
     line naming the option, and the index at --out stays as it was."""
@@ -378,9 +381,10 @@ def test_case_index_options_out_of_range_are_refused_and_the_index_kept(tmp_path
     idx = tmp_path / "idx"
     common = ("case-index", "--data-dir", str(data), "--out", str(idx), "--source", "codiesp", "--source", "e3c",
               "--no-dense")
-    capr_cli(*common)
+    capr_in_process(runner, *common)
     before = (idx / "CURRENT").read_text()
-    proc = capr_cli(*common, *args, check=False)
+    real = (args, message) == CASE_INDEX_OPTIONS[0]  # the real command once, the rest in process
+    proc = capr_real_or_in_process(runner, real, *common, *args, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert message in proc.stderr
     assert (idx / "CURRENT").read_text() == before
