@@ -14,7 +14,7 @@ from capr.eval.metrics import candidate_metrics
 from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.adapt.pipeline import Candidate
 from capr.errors import BadInputError, CaprError
-from conftest import capr_cli
+from conftest import capr_cli, capr_in_process, capr_real_or_in_process
 
 
 def test_candidate_metrics_on_a_known_ranking():
@@ -104,13 +104,14 @@ def test_paired_test_separates_a_consistent_gain_from_noise():
     assert paired_p(a, a) == 1.0
 
 
-def test_bad_free_text_dev_set_names_file_and_line(tmp_path):
+def test_bad_free_text_dev_set_names_file_and_line(tmp_path, runner):
     bad = tmp_path / "dev.jsonl"
     bad.write_text('{"question": "q", "answers": [{"text": "a", "relevance": 1}]}\n{"question": "no answers"}\n')
     with pytest.raises(BadInputError) as e:
         jsonl_check(bad)
     assert "dev.jsonl" in str(e.value) and "line 2" in str(e.value)
-    proc = capr_cli("adapt", str(tmp_path), "--out", str(tmp_path / "idx"), "--free-text-dev", str(bad), check=False)
+    proc = capr_in_process(runner, "adapt", str(tmp_path), "--out", str(tmp_path / "idx"), "--free-text-dev", str(bad),
+                           check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
 
 
@@ -305,7 +306,7 @@ def test_a_recorded_fusion_is_what_search_and_eval_use(tmp_path, demo_dir):
     assert EvalConfig(benchmark="mediqa2019", query_field="question", pipeline="default").search_options().fusion is None
 
 
-def test_a_recorded_second_stage_is_what_search_eval_and_the_service_use(tmp_path, demo_dir):
+def test_a_recorded_second_stage_is_what_search_eval_and_the_service_use(tmp_path, demo_dir, runner):
     """An index that records a second stage (as `capr adapt` writes one) is re-ranked with it by `capr search`,
     `capr eval --model IDX --pipeline default` and the service, unless they ask for none."""
     from fastapi.testclient import TestClient
@@ -322,8 +323,9 @@ def test_a_recorded_second_stage_is_what_search_eval_and_the_service_use(tmp_pat
     with w:
         for d in list(read_documents(demo_dir))[:6]:
             w.add(d)
-    found = json.loads(capr_cli("search", str(root), "gout attack", "-k", "3", "--json").stdout)
-    plain = json.loads(capr_cli("search", str(root), "gout attack", "-k", "3", "--json", "--reranker", "none").stdout)
+    found = json.loads(capr_in_process(runner, "search", str(root), "gout attack", "-k", "3", "--json").stdout)
+    plain = json.loads(capr_in_process(runner, "search", str(root), "gout attack", "-k", "3", "--json", "--reranker",
+                                       "none").stdout)
     assert found["reranker"] == spec and plain["reranker"] is None
     # an ensemble of MiniLM with itself re-ranks alone: the hits' scores are its summed z-scores, not the fusion's
     assert [h["score"] for h in found["results"]] != [h["score"] for h in plain["results"]]
@@ -399,7 +401,7 @@ def test_a_budget_too_small_to_train_says_what_would_do(tmp_path, demo_dir):
     assert not (tmp_path / "idx.adapt" / "trained").exists()
 
 
-def test_an_out_that_cannot_be_an_index_is_refused_before_any_work(tmp_path, demo_dir):
+def test_an_out_that_cannot_be_an_index_is_refused_before_any_work(tmp_path, demo_dir, runner):
     """--out a file, a folder of other things (the corpus itself), or OUT.adapt a file: one error before labelling
     and training (it came only once the whole time budget was spent, when the index was written; OUT.adapt as a
     file was a FileExistsError traceback), and nothing of the run is left in OUT.adapt/."""
@@ -417,7 +419,8 @@ def test_an_out_that_cannot_be_an_index_is_refused_before_any_work(tmp_path, dem
     assert (tmp_path / "afile").read_text() == "mine\n" and sorted(p.name for p in notes.iterdir()) == \
         sorted(p.name for p in demo_dir.iterdir())
     (tmp_path / "idx.adapt").write_text("")
-    proc = capr_cli("adapt", str(demo_dir), "--out", str(tmp_path / "idx"), "--time-budget", "1", check=False)
+    proc = capr_in_process(runner, "adapt", str(demo_dir), "--out", str(tmp_path / "idx"), "--time-budget", "1",
+                           check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "idx.adapt: exists and is not a directory" in proc.stderr and not (tmp_path / "idx").exists()
 
@@ -456,18 +459,24 @@ def test_the_gates_second_stage_check_ranks_as_search_does_at_the_rerankers_shar
     assert alone["MRR"][0] == 50.0 and fused["MRR"][0] == 100.0
 
 
-@pytest.mark.parametrize("option, value, message", [
+NUMERIC_ADAPT_OPTIONS = [
     ("--max-tokens", "0", "--max-tokens must be at least 1, got 0"),
     ("--max-steps", "0", "--max-steps must be at least 1, got 0"),
     ("--seed", "-1", "--seed must be between 0 and 4294967295, got -1"),
-    ("--free-text-margin", "nan", "--free-text-margin must be a number >= 0, got nan")])
-def test_numeric_adapt_options_out_of_range_are_refused_before_the_labels(tmp_path, demo_dir, option, value, message):
+    ("--free-text-margin", "nan", "--free-text-margin must be a number >= 0, got nan")]
+
+
+@pytest.mark.parametrize("option, value, message", NUMERIC_ADAPT_OPTIONS)
+def test_numeric_adapt_options_out_of_range_are_refused_before_the_labels(tmp_path, demo_dir, runner, option, value,
+                                                                          message):
     """A zero --max-tokens labelled and indexed anyway, a zero --max-steps was refused only after the labels were
     written, a negative --seed was a numpy traceback after them and a NaN margin was taken: one line naming the option,
     before any document is read."""
     out = tmp_path / "idx"
     # a budget too short to train: were the option let through, the run would stop after the labels, not train
-    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--time-budget", "0.1", option, value, check=False)
+    real = (option, value, message) == NUMERIC_ADAPT_OPTIONS[0]  # the real command once, the rest in process
+    proc = capr_real_or_in_process(runner, real, "adapt", str(demo_dir), "--out", str(out), "--time-budget", "0.1",
+                                   option, value, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert message in proc.stderr and not out.exists() and not (tmp_path / "idx.adapt").exists()
     with pytest.raises(CaprError, match="--max-tokens must be at least 1"):  # the Python API refuses it too
@@ -475,12 +484,15 @@ def test_numeric_adapt_options_out_of_range_are_refused_before_the_labels(tmp_pa
     assert not (tmp_path / "idx.adapt").exists()
 
 
-@pytest.mark.parametrize("report, message", [
+DAMAGED_REPORTS = [
     ('{"config": {"corpora": ["a"], "ou', "the `capr adapt` report is not valid JSON"),  # cut short (disk full)
     ("[]", 'not a `capr adapt` report (no "config" object)'),
     ('{"config": {"corpora": ["a"]}}', "its \"config\" is not one `capr adapt` can continue"),
-    ('{"config": {"corpora": ["a"], "out": "o", "alphas": 5}}', "its \"config\" is not one `capr adapt` can continue")])
-def test_adapt_add_with_a_damaged_report_is_one_line_naming_it(tmp_path, demo_dir, report, message):
+    ('{"config": {"corpora": ["a"], "out": "o", "alphas": 5}}', "its \"config\" is not one `capr adapt` can continue")]
+
+
+@pytest.mark.parametrize("report, message", DAMAGED_REPORTS)
+def test_adapt_add_with_a_damaged_report_is_one_line_naming_it(tmp_path, demo_dir, runner, report, message):
     """`capr adapt --add` continues from OUT.adapt/adapt.json: a truncated or hand-edited one was a JSONDecodeError,
     KeyError or TypeError traceback. It is one line naming the file, before anything is read or written."""
     out = tmp_path / "idx"
@@ -488,7 +500,8 @@ def test_adapt_add_with_a_damaged_report_is_one_line_naming_it(tmp_path, demo_di
     (tmp_path / "idx.adapt").mkdir()
     path = tmp_path / "idx.adapt" / "adapt.json"
     path.write_text(report)
-    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--add", check=False)
+    real = (report, message) == DAMAGED_REPORTS[0]  # the real command once, the rest in process
+    proc = capr_real_or_in_process(runner, real, "adapt", str(demo_dir), "--out", str(out), "--add", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert f"{path}: {message}" in proc.stderr and "without --add" in proc.stderr
     assert path.read_text() == report and sorted(p.name for p in tmp_path.iterdir()) == ["idx", "idx.adapt"]
@@ -496,7 +509,7 @@ def test_adapt_add_with_a_damaged_report_is_one_line_naming_it(tmp_path, demo_di
         config_for_more(out, [str(demo_dir)])
 
 
-def test_adapt_add_refuses_settings_it_would_pass_over(tmp_path, demo_dir):
+def test_adapt_add_refuses_settings_it_would_pass_over(tmp_path, demo_dir, runner):
     """`capr adapt --add` continues with the first run's settings: a --max-tokens, --seed or --format typed beside
     it was passed over without a word. Only --time-budget (and --json) apply to the added run."""
     out = tmp_path / "idx"
@@ -506,5 +519,5 @@ def test_adapt_add_refuses_settings_it_would_pass_over(tmp_path, demo_dir):
     assert "--format, --max-tokens, --seed cannot change them" in proc.stderr and "without --add" in proc.stderr
     assert not out.exists() and not (tmp_path / "idx.adapt").exists()
     # the settings it takes get as far as the earlier run's report (absent here)
-    proc = capr_cli("adapt", str(demo_dir), "--out", str(out), "--add", "--time-budget", "1", check=False)
+    proc = capr_in_process(runner, "adapt", str(demo_dir), "--out", str(out), "--add", "--time-budget", "1", check=False)
     assert proc.returncode != 0 and "cannot change" not in proc.stderr and "adapt.json" in proc.stderr, proc.stderr
