@@ -1,4 +1,5 @@
-"""The `capr` command line, end to end through the real entry point."""
+"""The `capr` command line, end to end through the real entry point: each test runs it at least once as the real
+command; the cases and queries it repeats run in process (a subprocess costs a second or more of imports each)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from capr.cli import app
 
-from conftest import capr_cli, need_data, write_jsonl
+from conftest import capr_cli, capr_in_process, capr_real_or_in_process, need_data, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +42,18 @@ def test_search_free_text_with_filter_and_rich_output(runner, demo_index):
     assert "Atrial fibrillation" in res.output and "treatment" in res.output and "score" in res.output
 
 
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["   "], "empty query"),
-        (["--aspect", "symptons", "--entity", "gout"], "unknown aspect 'symptons'"),
-        (["gout", "--filter", "ward=3"], "unknown filter field 'ward'"),
-        (["gout", "--filter", "aspect"], "bad filter 'aspect'"),
-    ],
-)
-def test_search_bad_input_is_one_clear_line(demo_index, args, message):
-    proc = capr_cli("search", str(demo_index), *args, check=False)
+SEARCH_BAD_INPUT = [
+    (["   "], "empty query"),
+    (["--aspect", "symptons", "--entity", "gout"], "unknown aspect 'symptons'"),
+    (["gout", "--filter", "ward=3"], "unknown filter field 'ward'"),
+    (["gout", "--filter", "aspect"], "bad filter 'aspect'"),
+]
+
+
+@pytest.mark.parametrize("args,message", SEARCH_BAD_INPUT)
+def test_search_bad_input_is_one_clear_line(demo_index, runner, args, message):
+    real = (args, message) == SEARCH_BAD_INPUT[0]
+    proc = capr_real_or_in_process(runner, real, "search", str(demo_index), *args, check=False)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
@@ -71,16 +73,17 @@ def test_index_bad_input_fails_then_skip_bad_reports(tmp_path, demo_dir):
     assert json.loads((out / (out / "CURRENT").read_text().strip() / "manifest.json").read_text())["counts"]["documents"] == 36
 
 
-def test_index_invalid_xml_and_unknown_format(tmp_path):
+def test_index_invalid_xml_and_unknown_format(tmp_path, runner):
     bad = tmp_path / "MedQuAD-broken.xml"
     bad.write_text("<Document id='9'><QAPairs><QAPair><Answer>unterminated")
     proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(tmp_path / "i"), check=False)
     assert proc.returncode == 2 and "MedQuAD-broken.xml: invalid XML" in proc.stderr
-    proc = capr_cli("index", "--lexical-only", str(bad), "--out", str(tmp_path / "i"), "--format", "docx", check=False)
+    proc = capr_in_process(runner, "index", "--lexical-only", str(bad), "--out", str(tmp_path / "i"), "--format", "docx",
+                           check=False)
     assert proc.returncode == 2 and "docx" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_query_without_accents_finds_and_highlights_the_accented_word(tmp_path):
+def test_a_query_without_accents_finds_and_highlights_the_accented_word(tmp_path, runner):
     src = write_jsonl(tmp_path / "notes.jsonl", [
         {"doc_id": "menieres", "title": "Vertigo clinic", "text": "SYMPTOMS:\nMénière's disease with episodic vertigo."},
         {"doc_id": "sjogren", "title": "Dry eyes", "text": "HISTORY:\nSjögren syndrome, dry mouth and dry eyes."},
@@ -88,16 +91,16 @@ def test_a_query_without_accents_finds_and_highlights_the_accented_word(tmp_path
     ])
     folded, kept = tmp_path / "folded", tmp_path / "kept"
     capr_cli("index", "--lexical-only", str(src), "--out", str(folded))
-    capr_cli("index", "--lexical-only", "--keep-accents", str(src), "--out", str(kept))
+    capr_in_process(runner, "index", "--lexical-only", "--keep-accents", str(src), "--out", str(kept))
     for query, doc_id, word in [("meniere", "menieres", "Ménière"), ("sjogren", "sjogren", "Sjögren")]:
-        res = json.loads(capr_cli("search", str(folded), query, "--json").stdout)
+        res = json.loads(capr_real_or_in_process(runner, query == "meniere", "search", str(folded), query, "--json").stdout)
         top = res["results"][0]
         assert top["doc_id"] == doc_id
         assert word in {top["text"][a - top["start"]:b - top["start"]] for a, b in top["highlights"]}
         # an index that keeps accents reads its queries as it read its text: the plain spelling is another word
-        res = json.loads(capr_cli("search", str(kept), query, "--json").stdout)
+        res = json.loads(capr_in_process(runner, "search", str(kept), query, "--json").stdout)
         assert all(r["doc_id"] != doc_id for r in res["results"])
-        res = json.loads(capr_cli("search", str(kept), word, "--json").stdout)
+        res = json.loads(capr_in_process(runner, "search", str(kept), word, "--json").stdout)
         assert res["results"][0]["doc_id"] == doc_id
 
 
@@ -122,29 +125,30 @@ def test_stats_reports_sections_and_aspects(tmp_path):
 
 
 @pytest.mark.parametrize("top", ["0", "-1"])
-def test_stats_refuses_a_top_below_one_in_one_line(demo_dir, top):
+def test_stats_refuses_a_top_below_one_in_one_line(demo_dir, runner, top):
     """--top 0 or a negative one printed an empty table of aspects; it is refused as other commands' counts are."""
-    proc = capr_cli("stats", str(demo_dir), "--top", top, check=False)
+    proc = capr_real_or_in_process(runner, top == "0", "stats", str(demo_dir), "--top", top, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and not proc.stdout
     assert proc.stderr.strip() == f"error: --top must be at least 1, got {top}"
 
 
-def test_dense_and_hybrid_search_from_the_cli(tmp_path, demo_dir):
+def test_dense_and_hybrid_search_from_the_cli(tmp_path, demo_dir, runner):
     out = tmp_path / "dense"
     proc = capr_cli("index", str(demo_dir), "--out", str(out), "--dense")
     assert "36 documents" in proc.stderr
     for retriever in ("dense", "hybrid"):
-        res = json.loads(capr_cli("search", str(out), "anticoagulant for an irregular heartbeat", "-r", retriever, "-k", "3", "--json").stdout)
+        res = json.loads(capr_in_process(runner, "search", str(out), "anticoagulant for an irregular heartbeat", "-r",
+                                         retriever, "-k", "3", "--json").stdout)
         assert res["retriever"] == retriever
         assert any("atrial fibrillation" in (r["title"] + r["text"]).lower() for r in res["results"])
-    res = json.loads(capr_cli("search", str(out), "--entity", "IgA nephropathy", "--aspect", "symptoms", "-r", "hybrid",
-                              "--fusion", "weighted", "--template", "question", "--json").stdout)
+    res = json.loads(capr_in_process(runner, "search", str(out), "--entity", "IgA nephropathy", "--aspect", "symptoms",
+                                     "-r", "hybrid", "--fusion", "weighted", "--template", "question", "--json").stdout)
     assert res["results"][0]["aspect"] == "symptoms"
     bad = capr_cli("search", str(out), "x", "-r", "dense", "--template", "poem", check=False)
     assert bad.returncode == 2 and "unknown query template 'poem'" in bad.stderr
     lexical_only = tmp_path / "lex"
-    capr_cli("index", "--lexical-only", str(demo_dir), "--out", str(lexical_only))
-    bad = capr_cli("search", str(lexical_only), "x", "-r", "dense", check=False)
+    capr_in_process(runner, "index", "--lexical-only", str(demo_dir), "--out", str(lexical_only))
+    bad = capr_in_process(runner, "search", str(lexical_only), "x", "-r", "dense", check=False)
     assert bad.returncode == 2 and "index has no vectors" in bad.stderr
 
 
