@@ -13,7 +13,7 @@ from capr.labels.generate import LabeledPassage
 from capr.train import ModelKind, TrainArgs, train
 from capr.train.losses import multi_positive_listwise_loss
 from capr.search import search
-from conftest import capr_cli
+from conftest import capr_cli, capr_in_process, capr_real_or_in_process
 
 DISEASES = ["Zorvex syndrome", "Kalimba fever", "Dunmore disease", "Ostrava palsy", "Venn anemia", "Brisk pox",
             "Tolland ataxia", "Marrow cough"]
@@ -133,7 +133,7 @@ def test_rerank_scores_keeps_tail_order():
     assert list(np.argsort(-rerank_scores(first, reverse, depth=3, share=0.6), kind="stable"))[0] == 2
 
 
-def test_bad_reranker_and_trainer_input(tmp_path):
+def test_bad_reranker_and_trainer_input(tmp_path, runner):
     from capr.retrieve.rerank import load_reranker
 
     with pytest.raises(QueryError, match="KIND:PATH"):
@@ -142,7 +142,8 @@ def test_bad_reranker_and_trainer_input(tmp_path):
         load_reranker(f"cross:{tmp_path / 'missing'}")
     proc = capr_cli("train", "tri", "--labels", str(tmp_path / "l.jsonl"), "--out", str(tmp_path / "m"), check=False)
     assert proc.returncode == 2 and "unknown model kind" in proc.stderr
-    proc = capr_cli("train", "bi", "--labels", str(tmp_path / "l.jsonl"), "--out", str(tmp_path / "m"), check=False)
+    proc = capr_in_process(runner, "train", "bi", "--labels", str(tmp_path / "l.jsonl"), "--out", str(tmp_path / "m"),
+                           check=False)
     assert proc.returncode == 2 and "labels file not found" in proc.stderr
 
 
@@ -271,19 +272,19 @@ def test_residual_cross_encoder_starts_as_its_bi_encoder_and_moves_the_planted_a
     assert after[0] - after[1:].max() > bi[0] - bi[1:].max() + 0.25, (after, bi)
 
 
-def test_first_stage_must_match_the_cross_encoders_context(tmp_path):
+def test_first_stage_must_match_the_cross_encoders_context(tmp_path, runner):
     from capr.errors import BadInputError
 
     args = TrainArgs.for_kind("cross", first_stage="minilm", context="title", max_steps=1, batch_size=4,
                               max_length=48, dev_fraction=0.0)
     with pytest.raises(BadInputError, match="--context off"):
         train(tiny_labels(), tmp_path / "x", args, progress=False)
-    r = capr_cli("train", "bi", "--labels", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "y"),
-                 "--first-stage", str(tmp_path), check=False)
+    r = capr_in_process(runner, "train", "bi", "--labels", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "y"),
+                        "--first-stage", str(tmp_path), check=False)
     assert r.returncode != 0 and "--first-stage is for cross-encoders" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_out_that_is_not_a_model_folder_is_never_replaced(tmp_path):
+def test_out_that_is_not_a_model_folder_is_never_replaced(tmp_path, runner):
     """`--out` naming a folder of the user's files, or a file (the labels themselves): refused before any training,
     both left as they were (the trained model used to replace them, deleting the folder's files); a capr model folder
     and an empty folder are replaced as before."""
@@ -301,7 +302,8 @@ def test_out_that_is_not_a_model_folder_is_never_replaced(tmp_path):
             train(labels, out, tiny_args("bi", max_steps=2), progress=False)
     assert (mine / "thesis.txt").read_text() == "precious\n" and labels.is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing set aside
-    proc = capr_cli("train", "bi", "--labels", str(labels), "--out", str(mine), "--max-steps", "1", check=False)
+    proc = capr_in_process(runner, "train", "bi", "--labels", str(labels), "--out", str(mine), "--max-steps", "1",
+                           check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "refusing to replace it" in proc.stderr
     model = tmp_path / "model"
     (tmp_path / "empty").mkdir()
@@ -313,32 +315,39 @@ def test_out_that_is_not_a_model_folder_is_never_replaced(tmp_path):
     assert (mine / "thesis.txt").read_text() == "precious\n"
 
 
-@pytest.mark.parametrize("option, value, message", [
+SETTINGS_NO_TRAINING_CAN_RUN_WITH = [
     ("--time-budget", "0", "--time-budget must be positive"), ("--time-budget", "-1", "--time-budget must be positive"),
     ("--eval-every", "0", "--eval-every must be at least 1"), ("--batch-size", "0", "--batch-size must be at least 1"),
-    ("--lr", "-0.001", "--lr must be a number >= 0")])
-def test_settings_no_training_can_run_with_are_one_line_and_write_no_model(tmp_path, option, value, message):
+    ("--lr", "-0.001", "--lr must be a number >= 0")]
+
+
+@pytest.mark.parametrize("option, value, message", SETTINGS_NO_TRAINING_CAN_RUN_WITH)
+def test_settings_no_training_can_run_with_are_one_line_and_write_no_model(tmp_path, runner, option, value, message):
     """A zero or negative budget trained one step and saved it (exit 0); a zero --eval-every or --batch-size and a
     negative --lr were tracebacks, after the starting checkpoint had been saved as the model."""
     from capr.labels.generate import write_labels
 
     labels = tmp_path / "labels.jsonl"
     write_labels(labels, tiny_labels())
-    proc = capr_cli("train", "bi", "--labels", str(labels), "--out", str(tmp_path / "m"), "--max-steps", "2",
-                    option, value, check=False)
+    real = (option, value, message) == SETTINGS_NO_TRAINING_CAN_RUN_WITH[0]  # the real command once, the rest in process
+    proc = capr_real_or_in_process(runner, real, "train", "bi", "--labels", str(labels), "--out", str(tmp_path / "m"),
+                                   "--max-steps", "2", option, value, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and message in proc.stderr
     assert not (tmp_path / "m").exists()
 
 
-@pytest.mark.parametrize("kind, option, value, message", [
+NUMERIC_TRAINING_OPTIONS = [
     ("bi", "--max-length", "0", "--max-length must be at least 1, got 0"),
     ("bi", "--hard-negatives", "-1", "--hard-negatives must be 0 or more, got -1"),
     ("bi", "--question-prob", "1.5", "--question-prob must be between 0 and 1, got 1.5"),
     ("bi", "--seed", "-1", "--seed must be between 0 and 4294967295, got -1"),
     ("tsdae", "--max-length", "0", "--max-length must be at least 1, got 0"),
-    ("cases", "--top-k", "0", "--top-k must be at least 1, got 0")])
-def test_numeric_training_options_out_of_range_are_refused_before_any_work(tmp_path, demo_dir, kind, option, value,
-                                                                          message):
+    ("cases", "--top-k", "0", "--top-k must be at least 1, got 0")]
+
+
+@pytest.mark.parametrize("kind, option, value, message", NUMERIC_TRAINING_OPTIONS)
+def test_numeric_training_options_out_of_range_are_refused_before_any_work(tmp_path, demo_dir, runner, kind, option,
+                                                                          value, message):
     """A zero --max-length trained (the default silently took its place for tsdae and cases), a negative
     --hard-negatives sampled none, a share above 1 was used as is and a negative --seed was a numpy traceback after the
     labels had been read: each is one line naming the option, before anything is read or written."""
@@ -348,8 +357,9 @@ def test_numeric_training_options_out_of_range_are_refused_before_any_work(tmp_p
     labels = tmp_path / "labels.jsonl"
     write_labels(labels, tiny_labels())
     where = {"bi": ("--labels", str(labels)), "tsdae": (str(demo_dir),), "cases": ("--data-dir", str(tmp_path / "none"))}
-    proc = capr_cli("train", kind, *where[kind], "--out", str(tmp_path / "m"), "--max-steps", "1", option, value,
-                    check=False)
+    real = (kind, option, value, message) == NUMERIC_TRAINING_OPTIONS[0]  # the real command once, the rest in process
+    proc = capr_real_or_in_process(runner, real, "train", kind, *where[kind], "--out", str(tmp_path / "m"), "--max-steps",
+                                   "1", option, value, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert message in proc.stderr and not (tmp_path / "m").exists()
     with pytest.raises(CaprError, match="--poly-codes must be at least 1"):  # the Python API refuses them too
