@@ -9,8 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from conftest import capr_cli
+from conftest import capr_cli, capr_in_process
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -565,14 +566,15 @@ def topics_index(tmp_path_factory) -> Path:
 
 
 def top_docs(idx: Path, topics: Path, *args: str) -> dict[str, str]:
-    """Each question's best document, from the run `capr search --queries` prints."""
-    lines = capr_cli("search", str(idx), "--queries", str(topics), "-r", "bm25", "--group-by", "doc", "-k", "1",
-                     *args).stdout.splitlines()
+    """Each question's best document, from the run `capr search --queries` prints (in process: the real command is
+    run by the Clinical Trials and fallback tests)."""
+    lines = capr_in_process(CliRunner(), "search", str(idx), "--queries", str(topics), "-r", "bm25", "--group-by", "doc",
+                            "-k", "1", *args).stdout.splitlines()
     return {line.split()[0]: line.split()[2] for line in lines}
 
 
 def refused(*args: str) -> str:
-    proc = capr_cli(*args, check=False)
+    proc = capr_in_process(CliRunner(), *args, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     return proc.stderr
 
