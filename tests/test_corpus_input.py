@@ -474,3 +474,14 @@ def test_a_gzipped_note_is_indexed_as_text_as_other_gzipped_formats_are(tmp_path
     [hit] = search(index, "metoprolol", k=1)
     assert (hit.passage.doc_id, hit.passage.title) == ("cardiology/visit", "Clinic visit")
     assert [h.passage.doc_id for h in search(index, "pneumonia", k=1)] == ["discharge"]
+
+    # named in capitals, as Windows tools write them: read as gzip all the same
+    shouting = tmp_path / "shouting"
+    shouting.mkdir()
+    (shouting / "NOTE.TXT.GZ").write_bytes(gzip.compress(NOTE.encode()))
+    (shouting / "DOCS.JSONL.GZ").write_bytes(gzip.compress(b'{"id": "d1", "text": "Gout flare treated with colchicine."}\n'))
+    result = runner.invoke(app, ["index", "--lexical-only", str(shouting), "--out", str(tmp_path / "shouting-idx")])
+    assert result.exit_code == 0, result.output
+    index = load_index(tmp_path / "shouting-idx")
+    assert [h.passage.doc_id for h in search(index, "warfarin", k=1)] == ["NOTE"]
+    assert [h.passage.doc_id for h in search(index, "colchicine", k=1)] == ["d1"]

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Iterator, TypeVar
 
-from capr.corpus.files import READ_ERRORS, open_text, read_error_reason
+from capr.corpus.files import READ_ERRORS, is_gzip_name, open_text, read_error_reason
 from capr.corpus.mediqa import read_task3, task3_path
 from capr.errors import BadInputError, CaprError
 from capr.records import Document
@@ -325,7 +325,7 @@ def subsample(questions: list[T], n: int | None, seed: int) -> list[T]:
 
 # --------------------------------------------------------------------------- similarity pairs
 def _rqe_pairs(path: Path) -> Iterator[tuple[str, str, float]]:
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = gzip.open if is_gzip_name(path) else open
     with opener(path, "rb") as fh:
         root = ET.parse(fh).getroot()
     for pair in root.iter("pair"):

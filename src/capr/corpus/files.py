@@ -166,8 +166,13 @@ def wanted_files(root: Path, report: "ReadReport", wanted: Callable[[Path], bool
     return out
 
 
+def is_gzip_name(path: Path) -> bool:
+    """Whether ``path`` is named as gzip'd (``.gz``, in any case: Windows tools write ``NOTES.TXT.GZ``)."""
+    return path.suffix.lower() == ".gz"
+
+
 def _open_bytes(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    return gzip.open(path, "rb") if is_gzip_name(path) else open(path, "rb")
 
 
 # the fields of every record `capr labels` writes (capr.labels.generate.LabeledPassage): no corpus' documents have them all
@@ -258,7 +263,7 @@ def compressed_data(path: Path) -> str | None:
     for start, what in _COMPRESSED_MAGIC:
         if magic.startswith(start):
             return f"{what}, not text: decompress it (gzip-compressed files are read, under a name ending in .gz)"
-    if magic.startswith(b"\x1f\x8b") and path.suffix != ".gz":
+    if magic.startswith(b"\x1f\x8b") and not is_gzip_name(path):
         return "gzip-compressed data under a name that does not end in .gz: add .gz to its name to have it read"
     return None
 
@@ -299,14 +304,14 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
         if e.start < len(head) - 4 or (codecs.lookup(e.encoding).name == "utf-8" and e.reason != "unexpected end of data"):
             what = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else f"{encoding} (as declared)"
             raise BadInputError(str(path), f"not {what} text (invalid byte at offset {e.start})") from None
-    if path.suffix != ".gz" and not head.strip():
+    if not is_gzip_name(path) and not head.strip():
         raise BadInputError(str(path), "file contains only whitespace")
 
 
 def open_text(path: Path) -> IO[str]:
     check_text_file(path)
     encoding = text_encoding(path)
-    if path.suffix == ".gz":
+    if is_gzip_name(path):
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
     return open(path, encoding=encoding, newline="")
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from capr.corpus.files import is_gzip_name
 from capr.errors import BadInputError
 
 TASK3_DIR = Path("mediqa2019") / "Task3_QA"
@@ -42,7 +43,7 @@ def read_task3(path: str | Path) -> Iterator[JudgedAnswer]:
     has reference score 0)."""
     path = Path(path)
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as fh:
+        with (gzip.open(path, "rb") if is_gzip_name(path) else open(path, "rb")) as fh:
             root = ET.parse(fh).getroot()
     except ET.ParseError as e:
         raise BadInputError(str(path), f"not MEDIQA XML ({e})") from None

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Iterator
 from xml.parsers import expat
 
-from capr.corpus.files import (BOM, READ_ERRORS, check_text_file, read_error_reason, read_head, read_text,
-                               xml_declared_encoding, xml_root_name)
+from capr.corpus.files import (BOM, READ_ERRORS, check_text_file, is_gzip_name, read_error_reason, read_head,
+                               read_text, xml_declared_encoding, xml_root_name)
 from capr.errors import BadInputError
 from capr.records import Query
 
@@ -147,7 +147,7 @@ class _XmlTopics:
         # the parser honours an XML declaration's encoding, so the text check must too
         check_text_file(path, xml_declared_encoding(read_head(path, 256)) or "utf-8")
         try:
-            with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
+            with (gzip.open(path, "rb") if is_gzip_name(path) else open(path, "rb")) as fh:
                 data = fh.read()
         except READ_ERRORS as e:
             raise BadInputError(str(path), read_error_reason(e)) from None
