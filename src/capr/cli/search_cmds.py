@@ -135,8 +135,8 @@ def search_cmd(
     topic_field: Optional[str] = typer.Option(None, "--topic-field", help="With --queries TREC topics: the field "
                                               "searched (desc, narr, description, note, …), or several joined by "
                                               "commas (title,desc); default: the first of title, summary and query "
-                                              "a topic has, else all its fields joined. A topic without the field "
-                                              "is searched by its default (a note says how many)."),
+                                              "a topic has, else all its fields joined. A topic without the fields "
+                                              "is searched by those it has, else its default (a note says which)."),
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="With --queries: the TREC run file to write "
                                            "(default: the run on standard output)."),
     backend: str = BACKEND_OPTION,

@@ -64,8 +64,9 @@ def read_queries(path: str | Path, topic_field: str | None = None, notes: list[s
     """The questions of ``path`` in file order. A question id given twice is refused (a run holds one ranking per
     id), naming both places. ``topic_field``: for TREC topics, the field whose text is the question (``desc``), or
     several joined by commas (``title,desc``); by default the first of title, summary and query a topic has, else all
-    its fields (Precision Medicine's disease, gene, …; Clinical Trials' text). Topics without the named field are
-    searched by their default question, said in ``notes``; a field no topic has is refused."""
+    its fields (Precision Medicine's disease, gene, …; Clinical Trials' text). A topic with only some of the named
+    fields is searched by those, one with none of them by its default question, said in ``notes``; a field no topic
+    has is refused."""
     path = Path(path)
     if not path.is_file():
         raise CaprError(f"{path}: no such questions file")

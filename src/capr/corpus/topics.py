@@ -186,9 +186,11 @@ def _default_question(topic: _Topic) -> tuple[tuple[str, ...], str]:
 def _question(path: Path, topic: _Topic, chosen: tuple[str, ...] | None) -> Query:
     if topic.number is None:
         raise BadInputError(str(path), "a topic without a number (<num>, or the number=\"…\" attribute)", topic.where)
-    if chosen is None or any(name not in topic.fields for name in chosen):
+    present = tuple(name for name in chosen if name in topic.fields) if chosen is not None else ()
+    if not present:
         chosen, text = _default_question(topic)
     else:
+        chosen = present
         text = " ".join(v for name in chosen for v in _searchable(topic.fields[name]))
     if not text:
         which = "" if chosen == ("text",) else f" in field{'s' * (len(chosen) > 1)} {', '.join(map(repr, chosen))}"
@@ -196,32 +198,46 @@ def _question(path: Path, topic: _Topic, chosen: tuple[str, ...] | None) -> Quer
     return Query(topic.number, text=text)
 
 
-def _fallback_note(path: Path, topics: list[_Topic], chosen: tuple[str, ...]) -> str | None:
-    """What to tell of the topics without a chosen field (searched by their default question), None when all have
-    them. Raises when no topic has one of the chosen fields: the name is wrong for this file."""
+def _fallback_notes(path: Path, topics: list[_Topic], chosen: tuple[str, ...]) -> list[str]:
+    """What to tell of the topics without the chosen fields: those with none of them are searched by their default
+    question, those with some by the ones they have. Raises when no topic has one of the chosen fields: the name is
+    wrong for this file."""
     seen = list(dict.fromkeys(name for topic in topics for name in topic.fields))
     absent = [name for name in chosen if name not in seen]
     if absent:
         raise BadInputError(str(path), f"no topic has the field{'s' * (len(absent) > 1)} "
                             f"{', '.join(map(repr, absent))} (its topics have: {', '.join(seen) or 'none'})")
-    lacking = [topic for topic in topics if any(name not in topic.fields for name in chosen)]
-    if not lacking:
-        return None
-    named = ", ".join(repr(t.number) for t in lacking[:5]) + (", …" if len(lacking) > 5 else "")
-    fields = " or ".join(map(repr, chosen))
-    one = len(lacking) == 1
-    return (f"{path}: {'topic' if one else 'topics'} {named} ({len(lacking)} of {len(topics)}) "
-            f"{'has' if one else 'have'} no field {fields}: searched by {'its' if one else 'their'} default question "
-            f"(the first of {', '.join(DEFAULT_TOPIC_FIELDS[:-1])} and {DEFAULT_TOPIC_FIELDS[-1]}, else all fields)")
+    default = (f"default question (the first of {', '.join(DEFAULT_TOPIC_FIELDS[:-1])} and {DEFAULT_TOPIC_FIELDS[-1]}, "
+               "else all fields)")
+    notes = []
+    for has_some in (False, True):
+        lacking = [t for t in topics if any(name not in t.fields for name in chosen)
+                   and any(name in t.fields for name in chosen) == has_some]
+        if not lacking:
+            continue
+        one = len(lacking) == 1
+        named = ", ".join(repr(t.number) for t in lacking[:5]) + (", …" if len(lacking) > 5 else "")
+        told = (f"{path}: {'topic' if one else 'topics'} {named} ({len(lacking)} of {len(topics)}) "
+                f"{'has' if one else 'have'} ")
+        if has_some:
+            told += (f"only some of the fields {', '.join(map(repr, chosen))}: searched by those "
+                     f"{'it has' if one else 'they have'}")
+        else:
+            told += f"no field {' or '.join(map(repr, chosen))}: searched by {'its' if one else 'their'} {default}"
+        notes.append(told)
+    return notes
 
 
 def read_topics(path: Path, kind: str, chosen: tuple[str, ...] | None,
                 notes: list[str] | None = None) -> Iterator[tuple[str, Query]]:
     """(where, question) for every topic of a TREC topics file of ``kind`` (:func:`topics_format`), in file order;
-    ``chosen``: the fields whose text is the question (lower-case names), None for the default. A topic without a
-    chosen field is searched by its default question, said once in ``notes``; a field no topic has is refused."""
+    ``chosen``: the fields whose text is the question (lower-case names), None for the default. A topic with only some
+    of the chosen fields is searched by those, one with none of them by its default question, each said once in
+    ``notes``; a field no topic has is refused."""
     topics = list(_sgml_topics(path)) if kind == "sgml" else _XmlTopics(path).read()
-    if chosen is not None and (note := _fallback_note(path, topics, chosen)) is not None and notes is not None:
-        notes.append(note)
+    if chosen is not None:
+        told = _fallback_notes(path, topics, chosen)
+        if notes is not None:
+            notes += told
     for topic in topics:
         yield topic.where, _question(path, topic, chosen)
