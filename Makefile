@@ -36,8 +36,10 @@ milvus-venv: $(MILVUS_STAMP)
 demo: $(STAMP)
 	$(BIN)/capr demo
 
+# Two workers, one thread each (the machine's two cores); a test file stays on one worker, so its module fixtures
+# (indexes, trained models, servers) are built once.
 test: $(STAMP) $(MILVUS_STAMP)
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP) $(MILVUS_STAMP)
 	$(BIN)/python -m bench.bench_bm25
