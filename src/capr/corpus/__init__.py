@@ -11,7 +11,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
 from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, is_labels_file, parse_json, read_head, holds_json_array, xml_root_name
 from capr.corpus.report import ReadReport
-from capr.corpus.text import is_text_name
+from capr.corpus.text import TEXT_NAMES, is_text_name
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
 
@@ -82,10 +82,9 @@ def _folder_layout(source: Path) -> Format | None:
     return None
 
 
-_TEXT_NAMES = (".txt", ".md", ".text", ".markdown")
 _GZIP_READ = ".jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz, .txt.gz, .md.gz and .tar.gz"
 _MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
-_KNOWN_NAMES = _TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
+_KNOWN_NAMES = TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
                               ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
 
 
@@ -121,7 +120,7 @@ def _file_format(path: Path) -> Format | str:
             return e.reason
     if (why := _compressed(path)) is not None:
         return f"{why}; --skip-bad indexes the other files"
-    return (f"no reader for this kind of file (notes: {', '.join(_TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or "
+    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or "
             "MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
 
 
