@@ -40,7 +40,9 @@ def convert_weights(src: Path, dst: Path, dtype: str) -> None:
 
     dst.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
-        if f.is_file() and f.name != "model.safetensors":
+        if f.is_dir():  # a sentence-transformers folder's modules (pooling, normalisation)
+            shutil.copytree(f, dst / f.name, dirs_exist_ok=True)
+        elif f.name != "model.safetensors":
             shutil.copy2(f, dst / f.name)
     tensors = load_file(str(src / "model.safetensors"))
     want = getattr(torch, dtype)
@@ -62,16 +64,24 @@ def export(a: argparse.Namespace) -> None:
     (out / "pretrain.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(p) + "\n" for p in pairs).encode(), mtime=0))
     say(f"pretrain pairs: {len(pairs)}")
     convert_weights(Path(resolve_model("minilm")), out / "minilm16", "float16")
-    pipe = CasePipeline(Index.load(a.index), CaseConfig(scorer=CaseScorer.dense, dense_k=a.dense_k, cross_k=a.dense_k,
+    pipe = CasePipeline(Index.load(a.index), CaseConfig(scorer=CaseScorer(a.scorer), dense_k=a.dense_k, cross_k=a.dense_k,
                                                         match=a.match, fallback=a.fallback))
     sets = {"train": [q for s in TRAIN_SOURCES for q in load_questions(a.data_dir, s)]}
     sets.update({b: benchmark_questions(a.data_dir, b) for b in EVAL_SETS})
     for name, qs in sets.items():
+        if a.sets and name not in a.sets.split(","):
+            continue
         if a.limit:
             qs = qs[: a.limit]
         t0 = time.time()
-        stats = export_candidates(pipe, qs, out / f"{name}.cand.jsonl")
+        stats = export_candidates(pipe, qs, out / f"{name}.cand.jsonl.gz")
         say(f"{name}: {stats} in {time.time() - t0:.0f} s")
+
+
+def candidates_file(folder: Path, name: str) -> Path:
+    """A set's saved candidates in ``folder``: gzip'd as the export writes them, or plain as earlier exports did."""
+    gz = folder / f"{name}.cand.jsonl.gz"
+    return gz if gz.exists() else folder / f"{name}.cand.jsonl"
 
 
 def _pairs(path: Path) -> list[tuple[str, str, float]]:
@@ -129,7 +139,7 @@ def train(a: argparse.Namespace) -> None:
 
     rqe = CrossReranker(work / "ce-rqe", batch_size=a.score_batch, device=a.device)
     t0 = time.time()
-    cands = read_candidates(src / "train.cand.jsonl")
+    cands = read_candidates(candidates_file(src, "train"))
     rqe_scores = batched(rqe, cands)
     say(f"train candidates re-ranked by the pre-trained model: {cands.pairs} pairs in {time.time() - t0:.0f} s")
     models = {"rqe": rqe}
@@ -158,7 +168,7 @@ def train(a: argparse.Namespace) -> None:
         pass
     report["eval"] = {}
     for name in EVAL_SETS:
-        path = src / f"{name}.cand.jsonl"
+        path = candidates_file(src, name)
         if not path.exists():
             continue
         cs = read_candidates(path)
@@ -214,9 +224,11 @@ def main() -> None:
     e.add_argument("--data-dir", default="../shared/data")
     e.add_argument("--out", required=True)
     e.add_argument("--dense-k", type=int, default=5)
+    e.add_argument("--scorer", default="dense", help="whose step 2 orders the supports (bm25: an index without vectors)")
     e.add_argument("--match", default="phrase")
     e.add_argument("--fallback", default="related")
     e.add_argument("--limit", type=int, default=None, help="first N questions of each set (smoke runs)")
+    e.add_argument("--sets", default="", help="only these sets (comma-separated: train and the evaluation sets)")
     t = sub.add_parser("train")
     t.add_argument("--dir", required=True)
     t.add_argument("--work", required=True)

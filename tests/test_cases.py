@@ -443,6 +443,31 @@ def test_saved_candidates_score_exactly_as_the_pipeline(planted_index, tiny_cros
         read_candidates(bad)
 
 
+def test_saved_candidates_give_the_dense_scorer_what_the_index_encoded(planted_index, tmp_path):
+    """A saved passage carries the text the index's encoder read (its title in front, in an index of titles), so the
+    dense scorer re-run from the file alone gives the pipeline's scores; from the bare texts it would not."""
+    from capr.cases.candidates import export_candidates, read_candidates
+
+    assert planted_index.includes_titles()
+    qs = [MCQuestion("q1", DESCRIPTION, ["migraine", "meningitis", "Kawasaki disease"], 1, "t")]
+    pipe = CasePipeline(planted_index, CaseConfig(scorer=CaseScorer.dense, dense_k=3, cross_k=3))
+    _, direct = evaluate_cases(pipe, qs)
+    path = tmp_path / "c.jsonl"
+    export_candidates(pipe, qs, path)
+    cands = read_candidates(path)
+    assert cands.encoded and all(cands.encoded[r] == f"{planted_index.passage(r).title}\n{cands.texts[r]}"
+                                 for r in cands.encoded)
+    enc = planted_index.encoder()
+    qvec = enc.encode_queries([DESCRIPTION])[0]
+    q = cands.questions[0]
+
+    def best(groups):
+        return [float(np.max(enc.encode_passages(g) @ qvec)) for g in groups]
+
+    assert np.allclose(best(cands.encoder_groups(q)), direct[0].scores, atol=1e-5)
+    assert not np.allclose(best(cands.groups(q)), direct[0].scores, atol=1e-3)
+
+
 def test_train_cases_from_saved_candidates_needs_no_index(planted_index, tiny_cross, tmp_path):
     """`capr train cases --stage candidates` saves steps 1-2 for the S+/S- questions; `--stage distant --candidates`
     trains from that file alone (where a GPU is and the index is not), and its S+/S- equal the index route's."""

@@ -5,7 +5,8 @@ with the same settings (both read step 3 through :func:`capr.cases.pipeline.scor
 supervision of `capr train cases` can be built from them.
 
 The file is JSON lines (gzip'd when its name ends in ``.gz``): a header (the pipeline settings and the index), then each passage's text once
-(``{"row", "pid", "text"}``) before the first question that uses it, and one line per question
+(``{"row", "pid", "text"}``, and ``"encoded"``: what the index's encoder read for it, where that is not the text, as
+with a title) before the first question that uses it, and one line per question
 (``{"qid", "description", "options", "answer", "source", "hypotheses": [{"found", "fallback", "rows"}]}``; ``rows``:
 the supports step 3 reads, in order; empty: the hypothesis is scored on its own text)."""
 
@@ -52,6 +53,12 @@ class CandidateSet:
     questions: list[CandidateQuestion] = field(default_factory=list)
     texts: dict[int, str] = field(default_factory=dict)
     pids: dict[int, str] = field(default_factory=dict)
+    encoded: dict[int, str] = field(default_factory=dict)  # the encoder's input, where it is not the text
+
+    def encoder_groups(self, q: CandidateQuestion) -> list[list[str]]:
+        """:meth:`groups` as the index's encoder read each passage (the dense scorer's view of step 3)."""
+        return [[self.encoded.get(r, self.texts[r]) for r in h.rows] if h.rows else [opt]
+                for opt, h in zip(q.options, q.hypotheses)]
 
     def groups(self, q: CandidateQuestion) -> list[list[str]]:
         """The texts step 3 scores for each option of ``q``, in option order."""
@@ -74,17 +81,31 @@ def collect_candidates(pipe: CasePipeline, questions: Iterable[MCQuestion],
     questions = list(questions)
     cfg = pipe.config
     out = CandidateSet(header={"format": CANDIDATES_FORMAT, "index": str(pipe.index.root), "config": cfg.to_dict()})
+    encoded = encoder_text(pipe.index)
     for q in (progress(questions) if progress else questions):
         results, _ = pipe.candidates(q.description, q.options, exclude_docs=q.exclude_docs)
         hyps = []
         for res in results:
             kept = res.supports[: cfg.cross_k]
             for s in kept:
-                out.texts.setdefault(s.row, s.passage.text)
-                out.pids.setdefault(s.row, s.passage.pid)
+                if s.row not in out.texts:
+                    out.texts[s.row], out.pids[s.row] = s.passage.text, s.passage.pid
+                    if encoded and (e := encoded(s.passage)) != s.passage.text:
+                        out.encoded[s.row] = e
             hyps.append(CandidateHypothesis(res.found, res.fallback, [s.row for s in kept]))
         out.questions.append(CandidateQuestion(q.qid, q.description, list(q.options), q.answer, q.source, hyps))
     return out
+
+
+def encoder_text(index: Any) -> Callable[[Any], str] | None:
+    """What ``index``'s encoder reads for a passage (its title too where the index includes titles); None for an
+    index without vectors."""
+    if not index.has_dense:
+        return None
+    from capr.index.segment import passage_index_text
+
+    enc, titles = index.encoder(), index.includes_titles()
+    return lambda p: enc.passage_text(p, passage_index_text(p, titles))
 
 
 def write_candidates(cands: CandidateSet, path: str | Path) -> dict[str, Any]:
@@ -100,7 +121,10 @@ def write_candidates(cands: CandidateSet, path: str | Path) -> dict[str, Any]:
             for r in h.rows:
                 if r not in seen:
                     seen.add(r)
-                    buf.write(json.dumps({"row": r, "pid": cands.pids[r], "text": cands.texts[r]}) + "\n")
+                    rec = {"row": r, "pid": cands.pids[r], "text": cands.texts[r]}
+                    if r in cands.encoded:
+                        rec["encoded"] = cands.encoded[r]
+                    buf.write(json.dumps(rec) + "\n")
         buf.write(json.dumps({"qid": q.qid, "description": q.description, "options": q.options, "answer": q.answer,
                               "source": q.source, "hypotheses": [{"found": h.found, "fallback": h.fallback,
                                                                   "rows": h.rows} for h in q.hypotheses]}) + "\n")
@@ -135,6 +159,8 @@ def read_candidates(path: str | Path) -> CandidateSet:
             elif "row" in rec:
                 out.texts[int(rec["row"])] = str(rec["text"])
                 out.pids[int(rec["row"])] = str(rec["pid"])
+                if "encoded" in rec:
+                    out.encoded[int(rec["row"])] = str(rec["encoded"])
             else:
                 hyps = [CandidateHypothesis(bool(h["found"]), h.get("fallback"), [int(r) for r in h["rows"]])
                         for h in rec["hypotheses"]]
@@ -191,4 +217,4 @@ def distant_pairs_from_candidates(cands: CandidateSet, score: Score, k: int = 1,
 
 
 __all__ = ["CANDIDATES_FORMAT", "CandidateSet", "collect_candidates", "distant_pairs_from_candidates",
-           "export_candidates", "read_candidates", "score_candidates", "write_candidates"]
+           "encoder_text", "export_candidates", "read_candidates", "score_candidates", "write_candidates"]
