@@ -10,7 +10,7 @@ softmax, and the correct option is the target. Two scorers are trained so:
   description and a support, so at step 0 it is exactly the dense scorer's order;
 - ``cross``: a MiniLM cross-encoder pre-trained on RQE + MEDIQA (as `capr train cases` starts), then listwise.
 
-``--train-k``: how many of each option's saved supports (the dense order) the training loss reads. Every model
+A variant's ``-kN`` is how many of each option's saved supports (the dense order) the training loss reads. Every model
 scores every evaluation set from the saved candidates; headqa-dev chooses, the other sets are held out.
 
     python -m experiments.cases_gpu export --index IDX --out .gpu        # here; then the candidates in one tar.xz,
@@ -71,12 +71,12 @@ class BiScorer:
         self.st.max_seq_length = max_length
 
     def embed(self, texts: Sequence[str]) -> "Any":
+        import torch
+
         from capr.models.loading import st_features
 
         feats = st_features(self.st, texts)
         feats = {k: (v.to(self.st.device) if hasattr(v, "to") else v) for k, v in feats.items()}
-        import torch
-
         return torch.nn.functional.normalize(self.st(feats)["sentence_embedding"], dim=-1)
 
     def table(self, cands: Any) -> Callable[[str, Sequence[str]], np.ndarray]:
@@ -92,11 +92,9 @@ class BiScorer:
 
 
 def train_bi(questions: list[tuple[str, list[list[str]], int]], init: Path, out: Path, a: argparse.Namespace) -> dict:
-    from capr.train.loop import LoopArgs, TrainingLoop
+    import torch
 
-    loop = TrainingLoop(LoopArgs(max_steps=a.steps_for(len(questions)), lr=a.lr, seed=13, warmup=0.1,
-                                 time_budget_min=a.budget_min), out, what="listwise bi-encoder", progress=False,
-                        log=say, device=a.device)
+    loop = _loop(a, len(questions), out, "listwise bi-encoder")
     model = BiScorer(init, str(loop.device))
     order = _batches(len(questions), a.questions_per_step)
 
@@ -106,8 +104,6 @@ def train_bi(questions: list[tuple[str, list[list[str]], int]], init: Path, out:
         dv = model.embed([d for d, _, _ in batch])
         tv = model.embed(texts)
         owner = [j for j, (_, opts, _) in enumerate(batch) for g in opts for _ in g]
-        import torch
-
         flat = SCALE * (tv * dv[torch.tensor(owner, device=tv.device)]).sum(-1)
         return listwise_loss(flat, [opts for _, opts, _ in batch], [ans for _, _, ans in batch])
 
@@ -115,18 +111,13 @@ def train_bi(questions: list[tuple[str, list[list[str]], int]], init: Path, out:
                    write=lambda tmp: (model.st.save(str(tmp)), {})[1],
                    card=lambda: {"kind": "bi", "loss": "listwise", "questions": len(questions)},
                    readme=lambda c, r: "# listwise bi-encoder (experiment)\n", module=model.st)
-    return {"steps": res.steps, "minutes": round(res.seconds / 60, 2), "stopped": res.stopped,
-            "loss_first": round(res.losses[0], 3), "loss_last20": round(float(np.mean(res.losses[-20:])), 3)}
+    return _summary(res)
 
 
 def train_cross(questions: list[tuple[str, list[list[str]], int]], init: Path, out: Path, a: argparse.Namespace) -> dict:
     from sentence_transformers import CrossEncoder
 
-    from capr.train.loop import LoopArgs, TrainingLoop
-
-    loop = TrainingLoop(LoopArgs(max_steps=a.steps_for(len(questions)), lr=a.lr, seed=13, warmup=0.1,
-                                 time_budget_min=a.budget_min), out, what="listwise cross-encoder", progress=False,
-                        log=say, device=a.device)
+    loop = _loop(a, len(questions), out, "listwise cross-encoder")
     ce = CrossEncoder(str(init), num_labels=1, max_length=256, device=str(loop.device))
     order = _batches(len(questions), a.questions_per_step)
 
@@ -143,6 +134,17 @@ def train_cross(questions: list[tuple[str, list[list[str]], int]], init: Path, o
                    write=lambda tmp: (ce.save_pretrained(str(tmp)), {})[1],
                    card=lambda: {"kind": "cross", "loss": "listwise", "questions": len(questions)},
                    readme=lambda c, r: "# listwise cross-encoder (experiment)\n", module=ce.model)
+    return _summary(res)
+
+
+def _loop(a: argparse.Namespace, questions: int, out: Path, what: str) -> Any:
+    from capr.train.loop import LoopArgs, TrainingLoop
+
+    return TrainingLoop(LoopArgs(max_steps=a.steps_for(questions), lr=a.lr, seed=13, warmup=0.1,
+                                 time_budget_min=a.budget_min), out, what=what, progress=False, log=say, device=a.device)
+
+
+def _summary(res: Any) -> dict:
     return {"steps": res.steps, "minutes": round(res.seconds / 60, 2), "stopped": res.stopped,
             "loss_first": round(res.losses[0], 3), "loss_last20": round(float(np.mean(res.losses[-20:])), 3)}
 

@@ -55,14 +55,18 @@ class CandidateSet:
     pids: dict[int, str] = field(default_factory=dict)
     encoded: dict[int, str] = field(default_factory=dict)  # the encoder's input, where it is not the text
 
-    def encoder_groups(self, q: CandidateQuestion) -> list[list[str]]:
-        """:meth:`groups` as the index's encoder read each passage (the dense scorer's view of step 3)."""
-        return [[self.encoded.get(r, self.texts[r]) for r in h.rows] if h.rows else [opt]
-                for opt, h in zip(q.options, q.hypotheses)]
-
     def groups(self, q: CandidateQuestion) -> list[list[str]]:
         """The texts step 3 scores for each option of ``q``, in option order."""
-        return [[self.texts[r] for r in h.rows] if h.rows else [opt] for opt, h in zip(q.options, q.hypotheses)]
+        return self._groups(q, self.texts.__getitem__)
+
+    def encoder_groups(self, q: CandidateQuestion) -> list[list[str]]:
+        """:meth:`groups` as the index's encoder read each passage (the dense scorer's view of step 3)."""
+        return self._groups(q, lambda r: self.encoded.get(r, self.texts[r]))
+
+    @staticmethod
+    def _groups(q: CandidateQuestion, text_of: Callable[[int], str]) -> list[list[str]]:
+        # an option no passage supports is scored on its own text
+        return [[text_of(r) for r in h.rows] if h.rows else [opt] for opt, h in zip(q.options, q.hypotheses)]
 
     @property
     def pairs(self) -> int:
