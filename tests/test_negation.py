@@ -199,3 +199,41 @@ def test_a_sentence_of_thousands_of_denials_is_read_in_one_pass():
     assert len(found) == 5000
     assert is_negated(sentence, sentence.index("fever"), sentence.index("fever") + 5)
     assert not is_negated(sentence, sentence.index("cough"), sentence.index("cough") + 5)
+
+
+DENYING_NOTES = [
+    {"doc_id": "denies", "title": "Endocrine clinic note", "text": "HISTORY OF PRESENT ILLNESS:\nFatigue. No "
+     "lymphadenopathy.\n\nMEDICATIONS:\nLevothyroxine.\n"},
+    {"doc_id": "finds", "title": "Hematology clinic note", "text": "HISTORY OF PRESENT ILLNESS:\nFirm cervical "
+     "lymphadenopathy for three weeks, with night sweats.\n\nMEDICATIONS:\nPrednisone 40 mg daily, tapered by 5 mg "
+     "a week over the next two months, with omeprazole 20 mg daily and calcium with vitamin D.\n"},
+]
+
+
+@pytest.mark.parametrize("scope", ["document", "passage"])
+def test_a_note_that_only_denies_the_entity_is_not_about_it(tmp_path_factory, scope):
+    """⟨lymphadenopathy, medications⟩: the entity's document tier holds the note that finds it; the note whose
+    only mention denies it ranks its short medication list with the rest, below the other note's."""
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(index_of_documents(tmp_path_factory, f"denying-{scope}", DENYING_NOTES))
+    q = Query("q", entity="lymphadenopathy", aspect="medications")
+    result = searcher.search(q, SearchOptions(k=4, retriever="bm25", entity_scope=scope))
+    medications = [h.passage.doc_id for h in result.hits if h.passage.aspect == "medications"]
+    assert medications == ["finds", "denies"]
+    assert not result.notices
+    # the words alone prefer the short list: it is the tier that moved it
+    plain = searcher.search(q, SearchOptions(k=4, retriever="bm25", entity_first=False)).hits
+    assert [h.passage.doc_id for h in plain if h.passage.aspect == "medications"][0] == "denies"
+
+
+def test_when_every_note_denies_the_entity_the_user_is_told(tmp_path_factory):
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(index_of_documents(tmp_path_factory, "all-denying", DENYING_NOTES[:1] + NOTES[2:]))
+    result = searcher.search(Query("q", entity="lymphadenopathy", aspect="medications"),
+                             SearchOptions(k=3, retriever="bm25"))
+    assert result.hits
+    assert result.notices == ["no passage names 'lymphadenopathy' other than to deny it; showing the closest matches"]

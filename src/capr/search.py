@@ -614,13 +614,24 @@ class RowTiers:
             levels = [(mention, None), (in_document, None), (flt, None)]
         else:
             levels = [(mention | in_document, mention if options.mention_boost else None), (flt, None)]
+        # the tier of a document's other passages holds only documents that name the entity, not only deny it
+        document_level = 1 if options.entity_scope is EntityScope.passage else 0
+        verdicts: dict[str, bool] = {}
         hits: list[ScoredPassage] = []
         for level, (tier, named) in enumerate(levels):
             if len(hits) >= k:
                 break
             seen = {h.pid for h in hits}
-            found = [h for h in searcher.first_stage(pq, k, options, tier, named=named, forms=forms)
-                     if h.pid not in seen][: k - len(hits)]
+
+            def ranked(tier: Any, named: np.ndarray | None) -> list[ScoredPassage]:
+                return [h for h in searcher.first_stage(pq, k, options, tier, named=named, forms=forms)
+                        if h.pid not in seen][: k - len(hits)]
+
+            found = ranked(tier, named)
+            if level == document_level:
+                found = self._naming_documents(found, tier, named, mention, forms, verdicts, ranked)
+                if level == 0 and verdicts and not any(verdicts.values()) and not found:
+                    notices.append(_denied_notice(pq.entity, filtered=flt is not None))
             demote = level == 0 and options.entity_scope is EntityScope.passage
             if not found or (tiers is None and not demote):
                 hits += found  # only a second stage, or the passage scope, reads which hits name the entity
@@ -638,6 +649,38 @@ class RowTiers:
         if none_named:
             notices.append(_entity_notice(pq.entity, filtered=True, shown=bool(hits)))
         return hits
+
+    def _naming_documents(self, found: list[ScoredPassage], tier: np.ndarray, named: np.ndarray | None,
+                          mention: np.ndarray, forms: list[list[str]], verdicts: dict[str, bool],
+                          ranked: Any) -> list[ScoredPassage]:
+        """``found`` (ranked from ``tier``) with the passages of documents that hold the entity's words but never
+        name it (every mention denies it, "No lymphadenopathy.", or scatters its words) taken out of the tier and
+        the tier ranked again; such documents rank with the rest. ``verdicts`` keeps each document read."""
+        store = self.searcher.store
+        for _ in range(_DOCUMENT_ROUNDS):
+            unread = {h.passage.doc_id: h.pid for h in found if h.passage.doc_id not in verdicts}
+            for doc_id, pid in unread.items():
+                one = np.zeros(store.row_count(), dtype=bool)
+                one[store.keys_of([pid])] = True
+                verdicts[doc_id] = self._names_in_rows(np.flatnonzero(store.document_rows(one) & mention), forms)
+            silent = [h.pid for h in found if not verdicts[h.passage.doc_id]]
+            if not silent:
+                return found
+            rows = np.zeros(store.row_count(), dtype=bool)
+            rows[store.keys_of(silent)] = True
+            rows = store.document_rows(rows)
+            tier = tier & ~rows
+            named = None if named is None else named & ~rows
+            found = ranked(tier, named) if tier.any() else []
+        return [h for h in found if verdicts.get(h.passage.doc_id, False)]
+
+    def _names_in_rows(self, rows: np.ndarray, forms: list[list[str]]) -> bool:
+        """Whether one of these passages names the entity (read a few at a time: the first usually does)."""
+        for start in range(0, len(rows), 8):
+            passages = self.searcher.store.passages(rows[start:start + 8])
+            if self.searcher.names_entity(passages, forms).any():
+                return True
+        return False
 
     def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
         """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
@@ -714,6 +757,15 @@ def _entity_notice(entity: str | None, filtered: bool, shown: bool = True) -> st
         said = f"no passage that passes the filter mentions {entity!r}"
         return said + ("; showing the closest matches that pass it" if shown else "")
     return f"no passage mentions {entity!r}" + ("; showing the closest matches" if shown else "")
+
+
+def _denied_notice(entity: str | None, filtered: bool) -> str:
+    """What a user is told when every document that holds the entity's words denies it (or scatters them)."""
+    where = "that passes the filter " if filtered else ""
+    return (f"no passage {where}names {entity!r} other than to deny it; showing the closest matches")
+
+
+_DOCUMENT_ROUNDS = 4  # rankings of the document tier, each without the documents that never name the entity
 
 
 def scores_falling_with_rank(hits: Sequence[Hit | ScoredPassage]) -> None:
