@@ -155,6 +155,23 @@ def test_range_bound_of_the_wrong_kind_is_an_error(dated_index, clause, needles)
     assert all(n in str(e.value) for n in needles), str(e.value)
 
 
+def test_a_deleted_documents_values_neither_decide_nor_show_in_a_range_bound_error(tmp_path_factory):
+    """After a delete, the bound is checked against what the live notes hold: the deleted note's date is not the
+    example the error shows, and a deleted note's word no longer makes a column of dates one of words."""
+    from conftest import index_of_documents
+
+    from capr.store.embedded import EmbeddedStore
+
+    docs = DATED[:2] + [{"id": "n4", "text": "MEDICATIONS: insulin.", "date": "unknown"}] + [
+        {"id": f"m{i}", "text": f"MEDICATIONS: drug {i}.", "date": f"2152-0{i}-01"} for i in range(1, 7)]
+    store = EmbeddedStore.of(index_of_documents(tmp_path_factory, "dated-deleted", docs))
+    assert search(store, "medications", filters=["date>=notadate"])  # words: compared as strings
+    store.delete(["n1", "n4"])  # 2 of 9: the segment keeps their rows, marked deleted
+    with pytest.raises(QueryError) as e:
+        search(store, "medications", filters=["date>=notadate"])
+    assert "e.g. 2151-05-01" in str(e.value) and "2150-01-03" not in str(e.value), str(e.value)
+
+
 def test_range_filters_that_are_answers(dated_index):
     assert _docs(dated_index, ["date>=2151"]) == {"n2"}
     assert _docs(dated_index, ["category>=R"]) == {"n2"}  # a column of words compares as strings

@@ -340,39 +340,50 @@ def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
     return good[np.asarray(codes)]
 
 
-def _only_kind(table: ValueTable) -> str | None:
-    """"dates" or "numbers" when every value the table holds is one; None when it holds words (or nothing)."""
-    present = int(table.present.sum())
-    if present and len(table.iso_keys) == present:
+def _only_kind(table: ValueTable, held: np.ndarray | None = None) -> str | None:
+    """"dates" or "numbers" when every value the table holds (of those marked in ``held``, one flag per distinct
+    value: those a live row has) is one; None when it holds words (or nothing)."""
+    present = table.present if held is None else table.present & held
+    n = int(present.sum())
+    if not n:
+        return None
+    dates = np.zeros(len(present), dtype=bool)
+    dates[table.iso_rows] = True
+    if int((dates & present).sum()) == n:
         return "dates"
-    if present and int(np.isfinite(table.nums).sum()) == present:
+    if int((np.isfinite(table.nums) & present).sum()) == n:
         return "numbers"
     return None
 
 
-def check_range_bound(clause: FilterClause, table: ValueTable) -> None:
+def check_range_bound(clause: FilterClause, table: ValueTable, held: np.ndarray | None = None) -> None:
     """A range bound that is neither a number nor a date, on a column that holds only dates (or only
     numbers), compares with nothing there: a QueryError naming the field and the value, not an empty answer.
-    A column of words (category>=R) is compared as strings."""
+    A column of words (category>=R) is compared as strings. ``held``: the distinct values a live row has (one
+    flag per value; None: all): a deleted document's values neither decide nor are shown."""
     bound = str(clause.value).strip()
     if _number(bound) is not None or _ISO_PREFIX_RE.match(bound):
         return
-    kind = _only_kind(table)
+    kind = _only_kind(table, held)
     if kind == "dates":
-        raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds dates (e.g. {table.iso_keys[0]}) and "
+        example = next(k for k, r in zip(table.iso_keys, table.iso_rows) if held is None or held[r])
+        raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds dates (e.g. {example}) and "
                          f"{bound!r} is not one; give a date or its start: 2150, 2150-01, 2150-01-31, 2150-01-31T08:30")
     if kind == "numbers":
         raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds numbers and {bound!r} is not one")
 
 
-def check_range_bound_in_parts(clause: FilterClause, tables: Iterable[ValueTable]) -> None:
-    """:func:`check_range_bound` over a column kept in parts (an index's segments, each with its cached table): the
-    bound is refused only when the whole column holds only dates (or only numbers), as one table of every value
-    would; a part of words (or of the other kind) makes it a string comparison everywhere, as in a rebuild."""
-    held = [t for t in tables if t.present.any()]
-    kinds = {_only_kind(t) for t in held}
+def check_range_bound_in_parts(clause: FilterClause,
+                               parts: Iterable[ValueTable | tuple[ValueTable, np.ndarray | None]]) -> None:
+    """:func:`check_range_bound` over a column kept in parts (an index's segments, each with its cached table and,
+    optionally, the flags of the values its live rows have): the bound is refused only when the whole column's
+    live values are only dates (or only numbers), as one table of every value would; a part of words (or of the
+    other kind) makes it a string comparison everywhere, as in a rebuild."""
+    pairs = [p if isinstance(p, tuple) else (p, None) for p in parts]
+    held = [(t, h) for t, h in pairs if (t.present if h is None else t.present & h).any()]
+    kinds = {_only_kind(t, h) for t, h in held}
     if len(kinds) == 1 and None not in kinds:
-        check_range_bound(clause, held[0])
+        check_range_bound(clause, *held[0])
 
 
 def is_range(clause: FilterClause) -> bool:

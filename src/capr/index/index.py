@@ -1040,7 +1040,8 @@ class Index:
         whole_bound = is_range(clause) and normalize is None
         if whole_bound:
             # a bound is refused by what the whole index holds, not by what one segment happens to hold
-            check_range_bound_in_parts(clause, (seg.value_table(clause.field) for seg in self.segments
+            check_range_bound_in_parts(clause, ((seg.value_table(clause.field), seg.live_value_flags(clause.field, live))
+                                                for seg, live in zip(self.segments, self.seg_live)
                                                 if clause.field in seg.fields))
         parts = []
         for seg in self.segments:

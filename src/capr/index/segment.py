@@ -353,6 +353,13 @@ class Segment:
             tables[name] = ValueTable(self.column(name).values)
         return tables[name]
 
+    def live_value_flags(self, name: str, live: np.ndarray) -> np.ndarray:
+        """One flag per distinct value of a column: whether a live row (``live``: this segment's mask) has it."""
+        col = self.column(name)
+        held = np.zeros(len(col.values), dtype=bool)
+        held[np.asarray(col.codes)[live]] = True
+        return held
+
     def live_fields(self, live: np.ndarray) -> list[str]:
         """The fields a live passage (``live``: this segment's passage mask) has a value of: the built-in ones always,
         as in a rebuild, another only while a live passage has it. A column has at most one code for the missing
