@@ -833,3 +833,57 @@ def test_a_prefix_benchmark_whose_path_is_missing_empty_or_of_the_wrong_kind_say
         code, said = _refused(runner, command, real=n == 0)
         assert code == 2 and said.count("\n") == 1, said
         assert said.startswith(f"error: {message}"), (benchmark, said)
+
+
+def test_a_users_own_run_scored_against_their_judgements(tmp_path):
+    """Outside any benchmark: `capr index` a corpus, `capr search --queries --group-by doc --run-out` its questions,
+    then `capr eval --run RUN --qrels QRELS` scores the run as trec_eval does, over every judged query, and
+    --compare tests a second run against it."""
+    folder = write_beir(tmp_path / "own")
+    index = tmp_path / "idx"
+    capr_cli("index", str(folder), "--out", str(index), "--lexical-only")
+    runs = {}
+    for retriever in ("bm25", "tfidf"):
+        runs[retriever] = tmp_path / f"{retriever}.trec"
+        capr_cli("search", str(index), "--queries", str(folder / "queries.jsonl"), "--group-by", "doc", "-k", "100",
+                 "-r", retriever, "--run-out", str(runs[retriever]))
+    qrels = folder / "qrels" / "test.tsv"
+    proc = capr_cli("eval", "--run", str(runs["bm25"]), "--qrels", str(qrels), "--compare", str(runs["tfidf"]),
+                    "--json")
+    result = json.loads(proc.stdout)
+    assert result["queries"] == 3  # the judged queries; q9 is ranked but unjudged
+    expected = trec_eval(read_trec(runs["bm25"]), QRELS)
+    assert {m: result["metrics"][m] for m in expected} == expected
+    other = trec_eval(read_trec(runs["tfidf"]), QRELS)
+    assert {m: result["compare"][m]["compared"] for m in other} == other
+    assert all(0 <= result["compare"][m]["p"] <= 1 for m in other)
+    # the same judgements in TREC's layout give the same numbers
+    trec_qrels = tmp_path / "qrels.txt"
+    trec_qrels.write_text("".join(f"{q} 0 {d} {r}\n" for q, rel in QRELS.items() for d, r in rel.items()))
+    again = json.loads(capr_cli("eval", "--run", str(runs["bm25"]), "--qrels", str(trec_qrels), "--json").stdout)
+    assert again["metrics"] == result["metrics"]
+    # a run of passages judged by document: every metric 0, and the user is told why
+    passages = tmp_path / "passages.trec"
+    capr_cli("search", str(index), "--queries", str(folder / "queries.jsonl"), "-r", "bm25", "--run-out", str(passages))
+    if any("#" in line.split()[2] for line in passages.read_text().splitlines()):
+        proc = capr_cli("eval", "--run", str(passages), "--qrels", str(qrels))
+        assert "--group-by doc" in proc.stderr and "ranks none of the ids" in proc.stderr
+
+
+def test_scoring_a_run_file_refuses_what_does_not_apply(tmp_path):
+    folder = write_beir(tmp_path / "own")
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 t\n")
+    qrels = folder / "qrels" / "test.tsv"
+    runner = CliRunner()
+    from conftest import one_line_error
+
+    one_line_error(capr_in_process(runner, "eval", "--run", str(run), "--qrels", str(qrels), "-r", "dense",
+                                   check=False), "--retriever runs a benchmark")
+    one_line_error(capr_in_process(runner, "eval", "--qrels", str(qrels), check=False), "--run and --qrels go together")
+    one_line_error(capr_in_process(runner, "eval", "--run", str(tmp_path / "none.trec"), "--qrels", str(qrels),
+                                   check=False), "none.trec: no such file (--run)")
+    other = tmp_path / "other.trec"
+    other.write_text("x1 Q0 d1 1 2.0 t\n")
+    one_line_error(capr_in_process(runner, "eval", "--run", str(other), "--qrels", str(qrels), check=False),
+                   "none of its 1 queries is a judged query")

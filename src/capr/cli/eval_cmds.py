@@ -35,6 +35,7 @@ from capr.store.protocol import Backend
 
 @app.command("eval")
 def eval_cmd(
+    ctx: typer.Context,
     benchmark: str = typer.Option("medquad-cdv", help="Benchmark name; beir:PATH (a BEIR folder); mediqa:PATH (a "
                                   "MEDIQA 2019 Task 3 file with judgements); mcqa:PATH (a MedQA-, MedMCQA- or "
                                   "HEAD-QA-style question file, scored over --index like medqa-dev)."),
@@ -95,13 +96,21 @@ def eval_cmd(
     fallback: Optional[str] = typer.Option(None, "--fallback", help="Case benchmarks: an option no passage mentions is "
                                            "scored on the passages closest to its words (related, as `capr cases`), or "
                                            "on its own text (text, the paper's)."),
+    run_file: Optional[Path] = typer.Option(None, "--run", help="Score this TREC run file (e.g. from `capr search IDX "
+                                            "--queries FILE --group-by doc --run-out RUN`) against --qrels, as "
+                                            "trec_eval does, instead of running a benchmark."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="With --run: the judgements (TREC's 'qid 0 docid "
+                                         "grade' lines, or BEIR's 'query-id corpus-id score' under a header)."),
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). A BEIR-layout folder
     (--benchmark beir:PATH, or nfcorpus-dev) is judged by document: nDCG@10, P@1, MRR@10, R@100, MAP. The
-    similar-case benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs."""
+    similar-case benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs.
+    With --run and --qrels: a run of your own questions on your own index, scored against your judgements."""
     from capr.eval.runs import write_run
 
     def body() -> None:
+        if run_file is not None or qrels is not None:
+            return _judge_run(ctx, run_file, qrels, compare, as_json)
         from capr.cases.bench import CaseBenchmark, is_case_benchmark
         from capr.eval.runner import (EvalConfig, benchmark_loader, check_eval_options, check_run_ids, check_run_out,
                                       compare_runs, file_benchmark, load_benchmark, reading_warnings, run_eval,
@@ -198,6 +207,61 @@ def eval_cmd(
                       f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
 
     _run_guarded(body)
+
+
+_JUDGE_OPTIONS = {"run_file", "qrels", "compare", "as_json"}
+
+
+def _judge_run(ctx: typer.Context, run_file: Optional[Path], qrels: Optional[Path], compare: Optional[Path],
+               as_json: bool) -> None:
+    """`capr eval --run RUN --qrels QRELS [--compare RUN2]`: a run file scored against judgements."""
+    from capr.eval.judge import compare_scored, run_coverage, score_run
+    from capr.eval.metrics import METRICS
+    from capr.eval.runs import read_qrels, read_run
+
+    if run_file is None or qrels is None:
+        raise CaprError("--run and --qrels go together: a run file (capr search IDX --queries FILE --run-out RUN) "
+                        "scored against its judgements")
+    given = [p.opts[0] for p in ctx.command.params if p.name not in _JUDGE_OPTIONS and p.name is not None
+             and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")]
+    if given:
+        raise CaprError(f"{given[0]} runs a benchmark; --run and --qrels score a run file already made (give the "
+                        "search options to `capr search --queries` instead)")
+    for path, what in ((run_file, "--run"), (qrels, "--qrels"), (compare, "--compare")):
+        if path is not None and not path.is_file():
+            raise CaprError(f"{path}: no such file ({what})")
+
+    def warn(message: str) -> None:
+        err.print(f"[yellow]warning:[/] {escape(message)}")
+
+    judged = read_qrels(qrels, warn=warn)
+    run = read_run(run_file, warn=warn)
+    compared = read_run(compare, warn=warn) if compare is not None else None
+    for warning in run_coverage(run, judged, str(run_file), str(qrels)):
+        warn(warning)
+    if compared is not None:
+        for warning in run_coverage(compared, judged, f"{compare} (--compare)", str(qrels)):
+            warn(warning)
+    queries = len({q.qid for q in judged})
+    result: dict = {"run": str(run_file), "qrels": str(qrels), "queries": queries,
+                    "metrics": score_run(run, judged, METRICS)}
+    if compared is not None:
+        result["compare"] = compare_scored(run, compared, judged, METRICS)
+        result["compare"]["file"] = str(compare)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+        return
+    table = Table(title=f"{run_file} · judged by {qrels} ({queries} queries)")
+    for m in METRICS:
+        table.add_column(m, justify="right")
+    table.add_row(*(f"{v:.2f}" for v in result["metrics"].values()))
+    if compared is not None:
+        c = result["compare"]
+        table.add_row(*(f"{c[m]['compared']:.2f}" for m in METRICS))
+        table.add_row(*(f"p={c[m]['p']:.3f}" for m in METRICS))
+        table.caption = (f"rows: {run_file}; {compare}; paired randomisation test (two-sided, 10,000 sign flips) "
+                         f"over {queries} queries")
+    out.print(table)
 
 
 def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Optional[Retriever],

@@ -105,6 +105,13 @@ def read_beir_qrels(root: str | Path, split: str = "test", warn: Callable[[str],
     file = Path(root) / "qrels" / f"{split}.tsv"
     if not file.exists():
         raise CaprError(f"{file}: no such split; available: {', '.join(beir_splits(root)) or 'none'}")
+    return read_qrels_file(file, warn)
+
+
+def read_qrels_file(file: Path, warn: Callable[[str], None] | None = None) -> list[Qrel]:
+    """A judgements file in BEIR's layout (query-id, corpus-id, score; tab-separated, else space-separated; a
+    header line skipped) or TREC's (query-id, iteration, corpus-id, score), plain or gzip'd; a pair judged twice
+    with different grades is refused, a repeat of the same grade counted once and said through ``warn``."""
     out = []
     repeats = PairRepeats(file, "grade", "an earlier judgement")
     with open_text(file) as fh:
@@ -137,4 +144,4 @@ def read_beir_qrels(root: str | Path, split: str = "test", warn: Callable[[str],
     return out
 
 
-__all__ = ["beir_file", "beir_folder", "beir_records", "beir_splits", "read_beir_corpus", "read_beir_qrels", "read_beir_queries"]
+__all__ = ["beir_file", "beir_folder", "beir_records", "beir_splits", "read_beir_corpus", "read_beir_qrels", "read_beir_queries", "read_qrels_file"]

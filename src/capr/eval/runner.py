@@ -16,7 +16,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 
 from capr.errors import CaprError
 from capr.eval.benchmarks import (
@@ -28,7 +27,7 @@ from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.profile import Origin, SearchProfile
 from capr.query import DEFAULT_TEMPLATE, Retriever
-from capr.records import Run, qrels_as_dict
+from capr.records import Run
 from capr.retrieve.fusion import FusionConfig, FusionMethod
 from capr.store import Backend, BackendOptions
 
@@ -466,38 +465,23 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
 
 
 def compare_coverage(other: Run, data: BenchmarkData, where: str = "the compared run") -> list[str]:
-    """Whether ``other`` is a run of ``data``'s queries: none of them in it is an error (a run of another benchmark
-    or split would be compared as scoring 0 everywhere, with a p-value); some missing is a warning (each counts 0
-    for it)."""
-    judged = {q.qid for q in data.qrels}
-    missing = judged - set(other.results)
-    if missing == judged:
-        raise CaprError(f"{where}: none of its {len(other.results)} queries is a judged query of {data.name} "
-                        f"({len(judged)} queries); --compare needs a run of the same benchmark and split")
-    if missing:
-        return [f"{where}: {len(missing)} of {len(judged)} judged queries have no results in it (e.g. "
-                f"{sorted(missing)[0]!r}); they count as 0 for it"]
-    return []
+    """Whether ``other`` is a run of ``data``'s queries (capr.eval.judge.run_coverage): none of them in it is an
+    error (a run of another benchmark or split would be compared as scoring 0 everywhere, with a p-value); some
+    missing is a warning (each counts 0 for it)."""
+    from capr.eval.judge import run_coverage
+
+    return run_coverage(other, data.qrels, where, data.name, "--compare needs a run of the same benchmark and split")
 
 
 def compare_runs(run: Run, other: Run, data: BenchmarkData, names: Sequence[str] | None = None) -> dict[str, Any]:
     """Each metric of ``run`` and ``other`` (e.g. a TREC run file read back) on ``data``'s judgements, per query,
-    with the two-sided paired randomisation test (capr.eval.significance); ``other`` must rank some of the judged
-    queries (:func:`compare_coverage`)."""
-    from capr.eval.metrics import METRICS, per_query_metrics
-    from capr.eval.significance import paired_randomisation_p as paired_p
+    with the two-sided paired randomisation test (capr.eval.judge.compare_scored); ``other`` must rank some of the
+    judged queries (:func:`compare_coverage`)."""
+    from capr.eval.judge import compare_scored
+    from capr.eval.metrics import METRICS
 
     compare_coverage(other, data)
-    qrels = qrels_as_dict(data.qrels)
-    missing = sorted(set(qrels) - set(other.results))
-    names = names or data.extra.get("metrics", METRICS)
-    ours, theirs = per_query_metrics(run.as_scores(), qrels, names), per_query_metrics(other.as_scores(), qrels, names)
-    out: dict[str, Any] = {"run": other.name, "queries": len(qrels), "queries_missing_in_run": len(missing)}
-    for m in names:
-        a, b = np.asarray(ours[m]), np.asarray(theirs[m])
-        out[m] = {"this": round(float(a.mean()), 2), "compared": round(float(b.mean()), 2),
-                  "p": round(paired_p(a, b), 4), "better": int((a > b + 1e-9).sum()), "worse": int((a < b - 1e-9).sum())}
-    return out
+    return compare_scored(run, other, data.qrels, names or data.extra.get("metrics", METRICS))
 
 
 def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: Any = None, index_progress: Any = None,

@@ -1,4 +1,4 @@
-"""TREC qrels ("qid 0 docid rel") and run files ("qid Q0 docid rank score tag"), read and written."""
+"""TREC qrels ("qid 0 docid rel", or BEIR's three columns) and run files ("qid Q0 docid rank score tag"), read and written."""
 
 from __future__ import annotations
 
@@ -12,25 +12,12 @@ from capr.records import PairRepeats, Qrel, Run, ScoredPassage
 
 
 def read_qrels(path: Path, warn: Callable[[str], None] | None = None) -> list[Qrel]:
-    """A TREC qrels file; a (query, document) pair judged twice with different grades is refused, and a repeat of
-    the same grade is counted once and said through ``warn`` (see PairRepeats)."""
-    out = []
-    repeats = PairRepeats(path, "grade", "an earlier judgement")
-    with open_text(Path(path)) as fh:
-        for lineno, line in numbered_lines(Path(path), fh):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise BadInputError(str(path), f"qrels lines have 4 columns, found {len(parts)}", f"line {lineno}")
-            try:
-                qrel = Qrel(parts[0], parts[2], int(parts[3]))
-            except ValueError:
-                raise BadInputError(str(path), f"relevance must be an integer: {parts[3]!r}", f"line {lineno}") from None
-            if repeats.is_new(qrel.qid, qrel.pid, qrel.relevance, lineno):
-                out.append(qrel)
-    repeats.report(warn)
-    return out
+    """A judgements file: TREC's four columns ("qid 0 docid rel") or BEIR's three under a header
+    (capr.corpus.beir.read_qrels_file); a (query, document) pair judged twice with different grades is refused,
+    and a repeat of the same grade is counted once and said through ``warn`` (see PairRepeats)."""
+    from capr.corpus.beir import read_qrels_file
+
+    return read_qrels_file(Path(path), warn)
 
 
 def check_trec_id(path: Path, what: str, value: str) -> None:
