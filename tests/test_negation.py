@@ -237,3 +237,16 @@ def test_when_every_note_denies_the_entity_the_user_is_told(tmp_path_factory):
                              SearchOptions(k=3, retriever="bm25"))
     assert result.hits
     assert result.notices == ["no passage names 'lymphadenopathy' other than to deny it; showing the closest matches"]
+
+
+def test_under_an_aspect_filter_the_note_that_finds_the_entity_elsewhere_ranks_first(tmp_path_factory):
+    """The filter keeps only medication lists, none of which names the entity: the note whose history finds it is
+    still the one about it, and no notice says otherwise."""
+    from capr.records import Query
+    from capr.search import SearchOptions, Searcher
+
+    searcher = Searcher(index_of_documents(tmp_path_factory, "denying-filtered", DENYING_NOTES))
+    result = searcher.search(Query("q", entity="lymphadenopathy", aspect="medications"),
+                             SearchOptions(k=2, retriever="bm25", filters=["aspect=medications"]))
+    assert [h.passage.doc_id for h in result.hits] == ["finds", "denies"]
+    assert not result.notices

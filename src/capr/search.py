@@ -605,6 +605,7 @@ class RowTiers:
             return closest
         # tiers: the passage (or its title) names the entity; another passage of its document does; the rest
         in_document = store.document_rows(mention) & ~mention
+        mentioned = mention  # whether a document names the entity is read in all its passages, filtered or not
         none_named = False
         if flt is not None:
             mention = mention & flt
@@ -629,7 +630,7 @@ class RowTiers:
 
             found = ranked(tier, named)
             if level == document_level:
-                found = self._naming_documents(found, tier, named, mention, forms, verdicts, ranked)
+                found = self._naming_documents(found, tier, named, mentioned, forms, verdicts, ranked)
                 if level == 0 and verdicts and not any(verdicts.values()) and not found:
                     notices.append(_denied_notice(pq.entity, filtered=flt is not None))
             demote = level == 0 and options.entity_scope is EntityScope.passage
@@ -659,10 +660,14 @@ class RowTiers:
         store = self.searcher.store
         for _ in range(_DOCUMENT_ROUNDS):
             unread = {h.passage.doc_id: h.pid for h in found if h.passage.doc_id not in verdicts}
-            for doc_id, pid in unread.items():
-                one = np.zeros(store.row_count(), dtype=bool)
-                one[store.keys_of([pid])] = True
-                verdicts[doc_id] = self._names_in_rows(np.flatnonzero(store.document_rows(one) & mention), forms)
+            if unread:
+                # their passages that hold the entity's words, read in one pass (a document has a few)
+                of_unread = np.zeros(store.row_count(), dtype=bool)
+                of_unread[store.keys_of(list(unread.values()))] = True
+                rows = np.flatnonzero(store.document_rows(of_unread) & mention)
+                passages = store.passages(rows)
+                naming = {p.doc_id for p, n in zip(passages, self.searcher.names_entity(passages, forms)) if n}
+                verdicts.update((doc_id, doc_id in naming) for doc_id in unread)
             silent = [h.pid for h in found if not verdicts[h.passage.doc_id]]
             if not silent:
                 return found
@@ -673,14 +678,6 @@ class RowTiers:
             named = None if named is None else named & ~rows
             found = ranked(tier, named) if tier.any() else []
         return [h for h in found if verdicts.get(h.passage.doc_id, False)]
-
-    def _names_in_rows(self, rows: np.ndarray, forms: list[list[str]]) -> bool:
-        """Whether one of these passages names the entity (read a few at a time: the first usually does)."""
-        for start in range(0, len(rows), 8):
-            passages = self.searcher.store.passages(rows[start:start + 8])
-            if self.searcher.names_entity(passages, forms).any():
-                return True
-        return False
 
     def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
         """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
