@@ -658,7 +658,7 @@ class RowTiers:
         name it (every mention denies it, "No lymphadenopathy.", or scatters its words) taken out of the tier and
         the tier ranked again; such documents rank with the rest. ``verdicts`` keeps each document read."""
         store = self.searcher.store
-        for _ in range(_DOCUMENT_ROUNDS):
+        for round_ in range(_DOCUMENT_ROUNDS):
             unread = {h.passage.doc_id: h.pid for h in found if h.passage.doc_id not in verdicts}
             if unread:
                 # their passages that hold the entity's words, read in one pass (a document has a few)
@@ -669,15 +669,15 @@ class RowTiers:
                 naming = {p.doc_id for p, n in zip(passages, self.searcher.names_entity(passages, forms)) if n}
                 verdicts.update((doc_id, doc_id in naming) for doc_id in unread)
             silent = [h.pid for h in found if not verdicts[h.passage.doc_id]]
-            if not silent:
-                return found
+            if not silent or round_ == _DOCUMENT_ROUNDS - 1:
+                break
             rows = np.zeros(store.row_count(), dtype=bool)
             rows[store.keys_of(silent)] = True
             rows = store.document_rows(rows)
             tier = tier & ~rows
             named = None if named is None else named & ~rows
             found = ranked(tier, named) if tier.any() else []
-        return [h for h in found if verdicts.get(h.passage.doc_id, False)]
+        return [h for h in found if verdicts[h.passage.doc_id]]  # after the last round, the rest rank lower
 
     def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
         """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
