@@ -277,9 +277,9 @@ def test_compressed_files_no_reader_opens_are_said_to_be_compressed(tmp_path):
     (tmp_path / "docs.jsonl.xz").write_bytes(lzma.compress(line))
     with zipfile.ZipFile(tmp_path / "notes.zip", "w") as z:
         z.writestr("n.txt", "PLAN: rest.")
-    (tmp_path / "note.html.gz").write_bytes(gzip.compress(b"<p>PLAN: rest.</p>"))
+    (tmp_path / "note.rtf.gz").write_bytes(gzip.compress(rb"{\\rtf1 PLAN: rest.}"))
     for name, what in [("docs.jsonl.bz2", "a bzip2-compressed file"), ("docs.jsonl.xz", "an xz-compressed file"),
-                       ("notes.zip", "a zip-compressed file"), ("note.html.gz", "a gzip-compressed file of a kind")]:
+                       ("notes.zip", "a zip-compressed file"), ("note.rtf.gz", "a gzip-compressed file of a kind")]:
         with pytest.raises(BadInputError, match=f"{name}: {what}.*decompress it"):
             list(read_documents(tmp_path / name))
     # read as asked, the data is said to be compressed (not "binary"), and gzip under another name to want .gz

@@ -11,6 +11,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
 from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, is_labels_file, parse_json, read_head, holds_json_array, xml_root_name
 from capr.corpus.report import ReadReport
+from capr.corpus.html import HTML_NAMES, is_html_name
 from capr.corpus.text import TEXT_NAMES, is_text_name
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -33,6 +34,7 @@ class Format(str, Enum):
     e3c = "e3c"  # E3C clinical case narratives (JSONL)
     codiesp = "codiesp"  # CodiEsp coded clinical cases (JSONL)
     openstax = "openstax"  # OpenStax textbook sections (JSONL)
+    html = "html"  # HTML pages: one document per .html/.htm file
     # a folder of files in different formats: each file is read by its own (detected) format
     mixed = "mixed"
 
@@ -82,9 +84,9 @@ def _folder_layout(source: Path) -> Format | None:
     return None
 
 
-_GZIP_READ = ".jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz, .txt.gz, .md.gz and .tar.gz"
+_GZIP_READ = ".jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz, .txt.gz, .md.gz, .html.gz and .tar.gz"
 _MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
-_KNOWN_NAMES = TEXT_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
+_KNOWN_NAMES = TEXT_NAMES + HTML_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
                               ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
 
 
@@ -95,6 +97,8 @@ def _file_format(path: Path) -> Format | str:
     name = path.name.lower()
     if is_text_name(path):
         return Format.text
+    if is_html_name(path):
+        return Format.html
     if name.endswith(".xml"):
         # by the root element, not the folder's first XML file: a config.xml next to C-CDA documents is
         # neither C-CDA nor MedQuAD
@@ -120,8 +124,8 @@ def _file_format(path: Path) -> Format | str:
             return e.reason
     if (why := _compressed(path)) is not None:
         return f"{why}; --skip-bad indexes the other files"
-    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; JSONL, FHIR JSON/NDJSON, C-CDA or "
-            "MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
+    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; HTML pages; JSONL, FHIR JSON/NDJSON, "
+            "C-CDA or MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
 
 
 _COMPRESSED_NAMES = {".bz2": "a bzip2", ".xz": "an xz", ".lzma": "an xz", ".zst": "a zstd", ".zip": "a zip",
@@ -155,7 +159,7 @@ def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
 
 def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
     """A folder read file by file, each by its own format; a file no reader accepts is a bad record."""
-    from capr.corpus import ccda, fhir, medquad, text
+    from capr.corpus import ccda, fhir, html, medquad, text
 
     files = _folder_files(source)
     # a FHIR bulk export keeps PractitionerRole in a file of its own: read first, for the other files
@@ -167,6 +171,9 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
             report.note(f"{path}: labelled passages written by `capr labels`, not documents: passed over")
         elif fmt is Format.text:
             if (doc := text.read_text_file(path, source, report)) is not None:
+                yield doc
+        elif fmt is Format.html:
+            if (doc := html.read_html_file(path, source, report)) is not None:
                 yield doc
         elif fmt is Format.medquad and path.name.lower().endswith(".xml"):
             if (doc := medquad.read_medquad_file(path, report, subset=path.parent.name)) is not None:
@@ -194,7 +201,8 @@ def _refused_whole(path: Path, report: ReadReport) -> bool:
 
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
-    from capr.corpus import beir, casereports, ccda, csv_docs, fhir, jsonl, medquad, mimic, mts_dialog, mtsamples, text
+    from capr.corpus import (beir, casereports, ccda, csv_docs, fhir, html, jsonl, medquad, mimic, mts_dialog,
+                             mtsamples, text)
 
     return {
         Format.text: text.read_text_dir,
@@ -212,6 +220,7 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
         Format.e3c: casereports.read_e3c,
         Format.codiesp: casereports.read_codiesp,
         Format.openstax: casereports.read_openstax,
+        Format.html: html.read_html,
         Format.mixed: _read_folder,
     }
 
@@ -237,6 +246,8 @@ def detect_format(source: Path) -> Format:
         return Format.medquad
     if is_text_name(source):
         return Format.text
+    if is_html_name(source):
+        return Format.html
     if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and b"\x00" in read_head(source, 4096):
         check_text_file(source)  # binary (or BOM-less UTF-16) is said as such, not as columns that fit no reader
     if name.endswith((".csv", ".csv.gz")):

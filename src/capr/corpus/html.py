@@ -1,0 +1,240 @@
+"""HTML pages (a saved health article, an exported note): one document per ``.html``/``.htm`` file, gzip'd or not.
+
+A page is read as the text a reader sees: its ``<h2>``…``<h6>`` headings open sections (each heading's aspect as
+a plain-text heading's, capr.corpus.aspects), paragraphs, list items and table rows are lines of their section,
+and what is not the article is left out — scripts, styles, navigation, footers, asides and forms, and, on a page
+with a ``<main>`` or ``<article>``, everything outside them. The title is the page's first ``<h1>``, else its
+``<title>``, else the file's name. The text is decoded as the page declares (``<meta charset>``), else as UTF-8.
+Parsing is Python's forgiving ``html.parser``: unclosed paragraphs and list items, as browsers accept them, are
+read as browsers read them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Iterator
+
+from capr.corpus.aspects import normalize_aspect
+from capr.corpus.files import READ_ERRORS, compressed_data, read_error_reason, wanted_files
+from capr.corpus.report import ReadReport
+from capr.errors import BadInputError
+from capr.records import Document, Section
+
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+HTML_NAMES = HTML_SUFFIXES + tuple(suffix + ".gz" for suffix in HTML_SUFFIXES)
+
+# elements whose content is not the page's text
+_LEFT_OUT = {"script", "style", "noscript", "template", "svg", "nav", "footer", "aside", "form", "button", "select",
+             "iframe", "head", "object", "canvas", "dialog", "menu"}
+# elements that end the line (or paragraph) before them
+_BLOCKS = {"p", "div", "section", "article", "main", "header", "ul", "ol", "li", "table", "thead", "tbody", "tfoot",
+           "tr", "dl", "dt", "dd", "blockquote", "pre", "hr", "figure", "figcaption", "address", "details", "summary",
+           "caption", "body", "html", "h1", "h2", "h3", "h4", "h5", "h6"}
+_HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
+_ARTICLE = {"main", "article"}
+# blocks that continue the paragraph before them on the next line: list items, table rows, text after a <br>
+_LINES = {"li", "dt", "dd", "tr", "br"}
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+_CHARSET_RE = re.compile(rb"""<meta[^>]+?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
+_SPACE_RE = re.compile(r"\s+")
+
+
+def is_html_name(path: Path) -> bool:
+    """Whether ``path`` is named as an HTML page (``.html``, ``.htm``, ``.xhtml``, or one of them gzip'd)."""
+    return path.name.lower().endswith(HTML_NAMES)
+
+
+class _Block:
+    __slots__ = ("kind", "parts", "in_article")
+
+    def __init__(self, kind: str, in_article: bool) -> None:
+        self.kind, self.parts, self.in_article = kind, [], in_article
+
+    def text(self) -> str:
+        joined = "".join(self.parts)
+        return joined.strip("\n") if self.kind == "pre" else _SPACE_RE.sub(" ", joined).strip()
+
+
+class _PageText(HTMLParser):
+    """The blocks of a page's text: (kind, text, inside <main>/<article>), with its <title>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[_Block] = []
+        self.title_parts: list[str] = []
+        self.left_out: list[str] = []  # open elements whose content is left out, innermost last
+        self.article = 0
+        self.in_title = False
+        self.pre = 0
+        self.current = _Block("p", False)
+
+    def _flush(self, kind: str = "p") -> None:
+        if self.current.text():
+            self.blocks.append(self.current)
+        self.current = _Block("pre" if self.pre else kind, self.article > 0)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+            return
+        if tag == "body" and "head" in self.left_out:  # a head left open ends where the body begins
+            del self.left_out[self.left_out.index("head"):]
+        if tag in _LEFT_OUT:
+            if tag not in _VOID:
+                self.left_out.append(tag)
+            return
+        if self.left_out:
+            return
+        if tag in _ARTICLE or dict(attrs).get("role") == "main":
+            self.article += 1
+        if tag == "pre":
+            self.pre += 1
+        if tag in _BLOCKS or tag == "br":
+            self._flush(tag if tag in _HEADINGS or tag in _LINES else "p")
+            if tag == "li":
+                self.current.parts.append("- ")
+        elif tag in ("td", "th") and "".join(self.current.parts).strip():
+            self.current.parts.append(" | ")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _LEFT_OUT:  # <br/>, <hr/>: a self-closed element opens nothing to close
+            self.handle_starttag(tag, attrs)
+            if tag in _ARTICLE or dict(attrs).get("role") == "main":
+                self.article -= 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+            return
+        if self.left_out:
+            if tag in self.left_out:  # an element left open inside it is closed with it, as a browser closes it
+                del self.left_out[len(self.left_out) - 1 - self.left_out[::-1].index(tag):]
+            return
+        if tag in _BLOCKS:
+            self._flush()
+        if tag == "pre" and self.pre:
+            self.pre -= 1
+            self.current.kind = "pre" if self.pre else "p"
+        if tag in _ARTICLE and self.article:
+            self.article -= 1
+            self.current.in_article = self.article > 0
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title_parts.append(data)
+        elif not self.left_out:
+            self.current.parts.append(data)
+
+    def close(self) -> None:
+        super().close()
+        self._flush()
+
+
+def html_document(markup: str, doc_id: str, fallback_title: str = "", metadata: dict | None = None) -> Document:
+    """The document a page reads as (see the module's docstring)."""
+    page = _PageText()
+    page.feed(markup)
+    page.close()
+    blocks = page.blocks
+    if any(b.in_article for b in blocks):
+        blocks = [b for b in blocks if b.in_article]
+    title = ""
+    first_h1 = next((i for i, b in enumerate(blocks) if b.kind == "h1"), None)
+    if first_h1 is not None:
+        title = blocks[first_h1].text()
+        blocks = blocks[:first_h1] + blocks[first_h1 + 1:]
+    title = title or _SPACE_RE.sub(" ", "".join(page.title_parts)).strip() or fallback_title
+    chunks: list[str] = []
+    sections: list[Section] = []
+    pos = 0
+    heading: tuple[str, int] | None = None  # the open section's heading and start
+
+    def close_section(end: int) -> None:
+        if heading is not None and end > heading[1] + len(heading[0]):
+            sections.append(Section(heading=heading[0], aspect=normalize_aspect(heading[0]), start=heading[1], end=end))
+
+    previous = None
+    for b in blocks:
+        text = b.text()
+        is_heading = b.kind in _HEADINGS
+        # a heading or paragraph after a blank line, a list item or table row on the next line, as a reader sees them
+        sep = "" if not chunks else "\n" if previous in _HEADINGS or b.kind in _LINES else "\n\n"
+        if is_heading:
+            close_section(pos)
+            if not sections and heading is None and pos:  # the text before the first heading
+                sections.append(Section(heading="", aspect="", start=0, end=pos))
+            heading = (text, pos + len(sep))
+        chunks.append(sep + text)
+        pos += len(sep) + len(text)
+        previous = b.kind
+    close_section(pos)
+    text = "".join(chunks)
+    return Document(doc_id=doc_id, title=title, text=text, metadata=dict(metadata or {}),
+                    sections=sections or None)
+
+
+def read_html_markup(path: Path) -> str:
+    """A page's text, decoded as it declares (a byte-order mark, else ``<meta charset>``), else as UTF-8."""
+    if (why := compressed_data(path)) is not None:
+        raise BadInputError(str(path), why)
+    try:
+        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
+            data = fh.read()
+    except READ_ERRORS as e:
+        raise BadInputError(str(path), read_error_reason(e)) from None
+    if not data.strip():
+        raise BadInputError(str(path), "file is empty" if not data else "file contains only whitespace")
+    for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            break
+    else:
+        declared = _CHARSET_RE.search(data[:4096])
+        encoding = declared.group(1).decode("ascii") if declared else "utf-8"
+        if b"\x00" in data[:4096] and not declared:
+            raise BadInputError(str(path), "binary file (contains NUL bytes), expected an HTML page")
+    try:
+        return data.decode(encoding)
+    except LookupError:
+        raise BadInputError(str(path), f"unknown text encoding {encoding!r} (its <meta charset>)") from None
+    except UnicodeDecodeError as e:
+        if encoding in ("utf-8", "utf-8-sig", "utf-16"):
+            what = "UTF-16" if encoding == "utf-16" else "UTF-8"
+            raise BadInputError(str(path), f"not {what} text (invalid byte at offset {e.start}) and it declares no "
+                                "charset (<meta charset=...>)") from None
+        raise BadInputError(str(path), f"not {encoding} text as its <meta charset> declares (invalid byte at offset "
+                            f"{e.start})") from None
+
+
+def read_html_file(path: Path, root: Path, report: ReadReport) -> Document | None:
+    """One page; its id is its path under ``root`` without the suffix (None: a bad file, reported)."""
+    try:
+        markup = read_html_markup(path)
+    except BadInputError as e:
+        report.bad(e.source, e.reason)
+        return None
+    shown = path.relative_to(root)
+    stem = shown.with_suffix("") if shown.suffix.lower() == ".gz" else shown
+    report.at(str(path), None)
+    return html_document(markup, stem.with_suffix("").as_posix(), stem.stem.replace("_", " ").replace("-", " "),
+                         {"path": shown.as_posix()})
+
+
+def read_html(source: Path, report: ReadReport) -> Iterator[Document]:
+    """An HTML page, or a folder of them."""
+    source = Path(source)
+    if source.is_file():
+        files, root = [source], source.parent
+    else:
+        files, root = wanted_files(source, report, is_html_name), source
+        if not files:
+            raise BadInputError(str(source), f"no HTML pages ({', '.join(HTML_NAMES)}) found")
+    for path in files:
+        if (doc := read_html_file(path, root, report)) is not None:
+            yield doc
+
+
+__all__ = ["HTML_NAMES", "html_document", "is_html_name", "read_html", "read_html_file"]
