@@ -11,6 +11,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
 from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, is_labels_file, parse_json, read_head, holds_json_array, xml_root_name
 from capr.corpus.report import ReadReport
+from capr.corpus.docx import DOCX_NAMES, is_docx_name
 from capr.corpus.html import HTML_NAMES, is_html_name
 from capr.corpus.text import TEXT_NAMES, is_text_name
 from capr.errors import BadInputError
@@ -35,6 +36,7 @@ class Format(str, Enum):
     codiesp = "codiesp"  # CodiEsp coded clinical cases (JSONL)
     openstax = "openstax"  # OpenStax textbook sections (JSONL)
     html = "html"  # HTML pages: one document per .html/.htm file
+    docx = "docx"  # Word documents: one document per .docx file
     # a folder of files in different formats: each file is read by its own (detected) format
     mixed = "mixed"
 
@@ -86,7 +88,7 @@ def _folder_layout(source: Path) -> Format | None:
 
 _GZIP_READ = ".jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz, .txt.gz, .md.gz, .html.gz and .tar.gz"
 _MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
-_KNOWN_NAMES = TEXT_NAMES + HTML_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
+_KNOWN_NAMES = TEXT_NAMES + HTML_NAMES + DOCX_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
                               ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
 
 
@@ -99,6 +101,10 @@ def _file_format(path: Path) -> Format | str:
         return Format.text
     if is_html_name(path):
         return Format.html
+    if is_docx_name(path):
+        return Format.docx
+    if name.endswith(".doc"):
+        return "a Word 97-2003 .doc, which capr does not read: save it as .docx (or as text); --skip-bad indexes the other files"
     if name.endswith(".xml"):
         # by the root element, not the folder's first XML file: a config.xml next to C-CDA documents is
         # neither C-CDA nor MedQuAD
@@ -124,7 +130,7 @@ def _file_format(path: Path) -> Format | str:
             return e.reason
     if (why := _compressed(path)) is not None:
         return f"{why}; --skip-bad indexes the other files"
-    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; HTML pages; JSONL, FHIR JSON/NDJSON, "
+    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; HTML pages; Word .docx; JSONL, FHIR JSON/NDJSON, "
             "C-CDA or MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
 
 
@@ -159,7 +165,7 @@ def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
 
 def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
     """A folder read file by file, each by its own format; a file no reader accepts is a bad record."""
-    from capr.corpus import ccda, fhir, html, medquad, text
+    from capr.corpus import ccda, docx, fhir, html, medquad, text
 
     files = _folder_files(source)
     # a FHIR bulk export keeps PractitionerRole in a file of its own: read first, for the other files
@@ -174,6 +180,9 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
                 yield doc
         elif fmt is Format.html:
             if (doc := html.read_html_file(path, source, report)) is not None:
+                yield doc
+        elif fmt is Format.docx:
+            if (doc := docx.read_docx_file(path, source, report)) is not None:
                 yield doc
         elif fmt is Format.medquad and path.name.lower().endswith(".xml"):
             if (doc := medquad.read_medquad_file(path, report, subset=path.parent.name)) is not None:
@@ -201,7 +210,7 @@ def _refused_whole(path: Path, report: ReadReport) -> bool:
 
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
-    from capr.corpus import (beir, casereports, ccda, csv_docs, fhir, html, jsonl, medquad, mimic, mts_dialog,
+    from capr.corpus import (beir, casereports, ccda, csv_docs, docx, fhir, html, jsonl, medquad, mimic, mts_dialog,
                              mtsamples, text)
 
     return {
@@ -221,6 +230,7 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
         Format.codiesp: casereports.read_codiesp,
         Format.openstax: casereports.read_openstax,
         Format.html: html.read_html,
+        Format.docx: docx.read_docx,
         Format.mixed: _read_folder,
     }
 
@@ -248,6 +258,8 @@ def detect_format(source: Path) -> Format:
         return Format.text
     if is_html_name(source):
         return Format.html
+    if is_docx_name(source):
+        return Format.docx
     if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and b"\x00" in read_head(source, 4096):
         check_text_file(source)  # binary (or BOM-less UTF-16) is said as such, not as columns that fit no reader
     if name.endswith((".csv", ".csv.gz")):

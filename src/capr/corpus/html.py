@@ -18,11 +18,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.aspects import normalize_aspect
+from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
 from capr.corpus.files import READ_ERRORS, compressed_data, read_error_reason, wanted_files
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
-from capr.records import Document, Section
+from capr.records import Document
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 HTML_NAMES = HTML_SUFFIXES + tuple(suffix + ".gz" for suffix in HTML_SUFFIXES)
@@ -48,7 +48,7 @@ def is_html_name(path: Path) -> bool:
     return path.name.lower().endswith(HTML_NAMES)
 
 
-class _Block:
+class _PageBlock:
     __slots__ = ("kind", "parts", "in_article")
 
     def __init__(self, kind: str, in_article: bool) -> None:
@@ -64,18 +64,18 @@ class _PageText(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.blocks: list[_Block] = []
+        self.blocks: list[_PageBlock] = []
         self.title_parts: list[str] = []
         self.left_out: list[str] = []  # open elements whose content is left out, innermost last
         self.article = 0
         self.in_title = False
         self.pre = 0
-        self.current = _Block("p", False)
+        self.current = _PageBlock("p", False)
 
     def _flush(self, kind: str = "p") -> None:
         if self.current.text():
             self.blocks.append(self.current)
-        self.current = _Block("pre" if self.pre else kind, self.article > 0)
+        self.current = _PageBlock("pre" if self.pre else kind, self.article > 0)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
@@ -148,33 +148,9 @@ def html_document(markup: str, doc_id: str, fallback_title: str = "", metadata: 
         title = blocks[first_h1].text()
         blocks = blocks[:first_h1] + blocks[first_h1 + 1:]
     title = title or _SPACE_RE.sub(" ", "".join(page.title_parts)).strip() or fallback_title
-    chunks: list[str] = []
-    sections: list[Section] = []
-    pos = 0
-    heading: tuple[str, int] | None = None  # the open section's heading and start
-
-    def close_section(end: int) -> None:
-        if heading is not None and end > heading[1] + len(heading[0]):
-            sections.append(Section(heading=heading[0], aspect=normalize_aspect(heading[0]), start=heading[1], end=end))
-
-    previous = None
-    for b in blocks:
-        text = b.text()
-        is_heading = b.kind in _HEADINGS
-        # a heading or paragraph after a blank line, a list item or table row on the next line, as a reader sees them
-        sep = "" if not chunks else "\n" if previous in _HEADINGS or b.kind in _LINES else "\n\n"
-        if is_heading:
-            close_section(pos)
-            if not sections and heading is None and pos:  # the text before the first heading
-                sections.append(Section(heading="", aspect="", start=0, end=pos))
-            heading = (text, pos + len(sep))
-        chunks.append(sep + text)
-        pos += len(sep) + len(text)
-        previous = b.kind
-    close_section(pos)
-    text = "".join(chunks)
-    return Document(doc_id=doc_id, title=title, text=text, metadata=dict(metadata or {}),
-                    sections=sections or None)
+    laid = [Block(HEADING if b.kind in _HEADINGS else LINE if b.kind in _LINES else PARAGRAPH, b.text())
+            for b in blocks]
+    return blocks_document(laid, doc_id, title, metadata)
 
 
 def read_html_markup(path: Path) -> str:
