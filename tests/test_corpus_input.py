@@ -366,13 +366,13 @@ def test_ccda_folder_with_an_unrelated_xml_names_it(tmp_path, stray):
 
 def test_folder_file_no_reader_takes_is_reported_litter_is_not(tmp_path):
     src = _notes(tmp_path / "src")
-    (src / "scan.pdf").write_bytes(b"%PDF-1.4")
+    (src / "scan.tiff").write_bytes(b"II*\x00")
     (src / ".DS_Store").write_bytes(b"\x00\x01")
     (src / ".git").mkdir()
     (src / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     report = ReadReport(skip_bad=True)
     assert sorted(d.doc_id for d in read_documents(src, report=report)) == ["note1", "note2"]
-    assert [(Path(e.source).name, e.reason.split(" (")[0]) for e in report.skipped] == [("scan.pdf", "no reader for this kind of file")]
+    assert [(Path(e.source).name, e.reason.split(" (")[0]) for e in report.skipped] == [("scan.tiff", "no reader for this kind of file")]
 
 
 def test_office_owner_files_beside_open_files_are_litter(tmp_path, base_index):

@@ -13,6 +13,7 @@ from capr.corpus.files import check_text_file, first_line, folder_files, is_hidd
 from capr.corpus.report import ReadReport
 from capr.corpus.docx import DOCX_NAMES, is_docx_name
 from capr.corpus.html import HTML_NAMES, is_html_name
+from capr.corpus.pdf import PDF_NAMES, is_pdf_name
 from capr.corpus.text import TEXT_NAMES, is_text_name
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized
@@ -37,6 +38,7 @@ class Format(str, Enum):
     openstax = "openstax"  # OpenStax textbook sections (JSONL)
     html = "html"  # HTML pages: one document per .html/.htm file
     docx = "docx"  # Word documents: one document per .docx file
+    pdf = "pdf"  # PDF files: one document per .pdf, its text layer
     # a folder of files in different formats: each file is read by its own (detected) format
     mixed = "mixed"
 
@@ -88,7 +90,7 @@ def _folder_layout(source: Path) -> Format | None:
 
 _GZIP_READ = ".jsonl.gz, .json.gz, .ndjson.gz, .csv.gz, .tsv.gz, .txt.gz, .md.gz, .html.gz and .tar.gz"
 _MEDQUAD_ROOTS = {"document", "diseasefile", "doc"}
-_KNOWN_NAMES = TEXT_NAMES + HTML_NAMES + DOCX_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
+_KNOWN_NAMES = TEXT_NAMES + HTML_NAMES + DOCX_NAMES + PDF_NAMES + (".xml", ".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz",
                               ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
 
 
@@ -103,6 +105,8 @@ def _file_format(path: Path) -> Format | str:
         return Format.html
     if is_docx_name(path):
         return Format.docx
+    if is_pdf_name(path):
+        return Format.pdf
     if name.endswith(".doc"):
         return "a Word 97-2003 .doc, which capr does not read: save it as .docx (or as text); --skip-bad indexes the other files"
     if name.endswith(".xml"):
@@ -130,7 +134,7 @@ def _file_format(path: Path) -> Format | str:
             return e.reason
     if (why := _compressed(path)) is not None:
         return f"{why}; --skip-bad indexes the other files"
-    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; HTML pages; Word .docx; JSONL, FHIR JSON/NDJSON, "
+    return (f"no reader for this kind of file (notes: {', '.join(TEXT_NAMES)}; HTML pages; Word .docx; PDF; JSONL, FHIR JSON/NDJSON, "
             "C-CDA or MedQuAD XML, CSV or TSV); --skip-bad indexes the other files")
 
 
@@ -165,7 +169,7 @@ def _folder_files(source: Path) -> list[tuple[Path, Format | str]]:
 
 def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
     """A folder read file by file, each by its own format; a file no reader accepts is a bad record."""
-    from capr.corpus import ccda, docx, fhir, html, medquad, text
+    from capr.corpus import ccda, docx, fhir, html, medquad, pdf, text
 
     files = _folder_files(source)
     # a FHIR bulk export keeps PractitionerRole in a file of its own: read first, for the other files
@@ -183,6 +187,9 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
                 yield doc
         elif fmt is Format.docx:
             if (doc := docx.read_docx_file(path, source, report)) is not None:
+                yield doc
+        elif fmt is Format.pdf:
+            if (doc := pdf.read_pdf_file(path, source, report)) is not None:
                 yield doc
         elif fmt is Format.medquad and path.name.lower().endswith(".xml"):
             if (doc := medquad.read_medquad_file(path, report, subset=path.parent.name)) is not None:
@@ -211,7 +218,7 @@ def _refused_whole(path: Path, report: ReadReport) -> bool:
 
 def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]:
     from capr.corpus import (beir, casereports, ccda, csv_docs, docx, fhir, html, jsonl, medquad, mimic, mts_dialog,
-                             mtsamples, text)
+                             mtsamples, pdf, text)
 
     return {
         Format.text: text.read_text_dir,
@@ -231,6 +238,7 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
         Format.openstax: casereports.read_openstax,
         Format.html: html.read_html,
         Format.docx: docx.read_docx,
+        Format.pdf: pdf.read_pdf,
         Format.mixed: _read_folder,
     }
 
@@ -260,6 +268,8 @@ def detect_format(source: Path) -> Format:
         return Format.html
     if is_docx_name(source):
         return Format.docx
+    if is_pdf_name(source):
+        return Format.pdf
     if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and b"\x00" in read_head(source, 4096):
         check_text_file(source)  # binary (or BOM-less UTF-16) is said as such, not as columns that fit no reader
     if name.endswith((".csv", ".csv.gz")):
