@@ -40,12 +40,12 @@ def test_a_page_reads_as_its_article_with_headed_sections():
         assert gone not in doc.text, gone
     assert "painful & swollen" in doc.text  # entities decoded
     sections = {s.aspect: doc.text[s.start:s.end] for s in doc.sections}
-    assert list(sections) == ["", "symptoms of gout", "treatment", "causes"]
-    assert sections["symptoms of gout"] == ("Symptoms of gout\nThe main symptom is sudden, severe pain in a joint:\n"
+    assert list(sections) == ["", "symptoms", "treatment", "causes"]  # "Symptoms of gout", in the article "Gout"
+    assert sections["symptoms"] == ("Symptoms of gout\nThe main symptom is sudden, severe pain in a joint:\n"
                                             "- usually the big toe\n- hot, swollen skin")
     assert "colchicine during an attack.\nDrug | Dose\nAllopurinol | 100 mg" in sections["treatment"]
     assert sections["causes"].endswith("Too much uric acid in the blood.\nDiet plays a part.")
-    assert [p.aspect for p in segment(doc)] == [None, "symptoms of gout", "treatment", "causes"]
+    assert [p.aspect for p in segment(doc)] == [None, "symptoms", "treatment", "causes"]
 
 
 def test_a_page_without_main_or_headings_keeps_its_body_text():
@@ -94,3 +94,15 @@ def test_a_page_in_an_undeclared_encoding_is_one_line_naming_it(pages, tmp_path)
     one_line_error(proc, f"{bad}: not UTF-8 text (invalid byte at offset 33) and it declares no charset")
     proc = capr_cli("index", str(pages), "--out", str(tmp_path / "idx"), "--lexical-only", "--skip-bad")
     assert "indexed 4 documents" in proc.stderr and "1 bad record(s) skipped" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("heading, aspect", [
+    ("Symptoms of gout", "symptoms"), ("Treating gout", "treatment"), ("Preventing gout", "prevention"),
+    ("How is gout diagnosed?", "exams and tests"), ("What causes gout?", "causes"), ("What is gout?", "information"),
+    ("Medications", "medications"), ("Gout and diet", "gout and diet"), ("Things you can do to help",
+                                                                        "things you can do to help"),
+])
+def test_an_articles_heading_that_names_its_subject_has_the_aspect_it_asks_about(heading, aspect):
+    from capr.corpus.aspects import article_heading_aspect
+
+    assert article_heading_aspect(heading, "Gout") == aspect

@@ -208,6 +208,35 @@ GENERIC_ASPECTS = frozenset({"information"})
 GENERIC_ASPECT_MIN_DOCUMENT_SHARE = 0.25
 
 
+_ARTICLE_FILLER = frozenset({"a", "an", "the", "of", "for", "with", "and", "in", "on", "to", "about", "your", "my",
+                             "its", "it"})
+_QUESTION_HEADING_RE = re.compile(r"^(what|how|why|when|who|which|can|could|is|are|do|does|should|will)\b", re.I)
+
+
+def article_heading_aspect(heading: str, title: str = "") -> str:
+    """The aspect of a health article's heading, which often names the article's subject: "Symptoms of gout" and
+    "Treating gout" (in an article titled "Gout") are its symptoms and treatment, "How is gout diagnosed?" its exams
+    and tests. A heading the table knows is read as :func:`normalize_aspect` reads it; else the heading without the
+    title's words (and small words), if the table knows that or the wording of its few remaining words says it; else
+    a question's wording (:func:`infer_aspect`); else the heading as normalize_aspect keeps it."""
+    aspect = normalize_aspect(heading)
+    if aspect in ASPECT_SYNONYMS:
+        return aspect
+    cleaned = clean_heading(heading.rstrip("?"))
+    named = set(clean_heading(title).split()) if title else set()
+    rest = [w for w in cleaned.split() if w not in named and w not in _ARTICLE_FILLER]
+    if named and rest and len(rest) < len(cleaned.split()):
+        short = " ".join(rest)
+        if short in _LOOKUP:
+            return _LOOKUP[short]
+        if len(rest) <= 2 and (inferred := infer_aspect(short)) and inferred not in GENERIC_ASPECTS:
+            return inferred
+    if heading.strip().endswith("?") or _QUESTION_HEADING_RE.match(cleaned):
+        if (inferred := infer_aspect(heading)) is not None:
+            return inferred
+    return aspect
+
+
 def infer_aspect(question: str) -> str | None:
     """The aspect a free-text question asks about, if its wording says so."""
     for pattern, aspect in _QUESTION_ASPECTS:

@@ -1,5 +1,6 @@
 """A document laid out from the blocks a page or a word-processor file holds: headings open sections (each
-heading's aspect read as a plain-text heading's, capr.corpus.aspects), paragraphs are separated by a blank line,
+heading's aspect read as a health article's heading, capr.corpus.aspects.article_heading_aspect: "Symptoms of gout"
+in the article "Gout" is its symptoms), paragraphs are separated by a blank line,
 and list items, table rows and lines after a break follow on the next line — the text a reader sees, with the
 sections its headings make. The HTML and DOCX readers share it."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from capr.corpus.aspects import normalize_aspect
+from capr.corpus.aspects import article_heading_aspect
 from capr.records import Document, Section
 
 HEADING, PARAGRAPH, LINE = "heading", "paragraph", "line"
@@ -32,7 +33,8 @@ def blocks_document(blocks: Sequence[Block], doc_id: str, title: str, metadata: 
 
     def close(end: int) -> None:
         if opened is not None and end > opened[1] + len(opened[0]):
-            sections.append(Section(heading=opened[0], aspect=normalize_aspect(opened[0]), start=opened[1], end=end))
+            sections.append(Section(heading=opened[0], aspect=article_heading_aspect(opened[0], title), start=opened[1],
+                                    end=end))
 
     for block in blocks:
         if not block.text:
