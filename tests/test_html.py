@@ -106,3 +106,20 @@ def test_an_articles_heading_that_names_its_subject_has_the_aspect_it_asks_about
     from capr.corpus.aspects import article_heading_aspect
 
     assert article_heading_aspect(heading, "Gout") == aspect
+
+
+def test_a_site_header_is_left_out_and_its_name_is_not_the_title():
+    """No <main>: the site's <header> (its name as an <h1>, a tagline) is not the article; the article's <h1> is the
+    title. A header inside an article is the article's."""
+    from capr.corpus.html import html_document
+
+    doc = html_document("<html><body><header><h1>Health Site</h1><p>Advice you can trust</p></header>"
+                        "<div><h1>Shingles</h1><h2>Symptoms of shingles</h2><p>A painful rash on one side.</p></div>"
+                        "</body></html>", "shingles")
+    assert doc.title == "Shingles" and "Health Site" not in doc.text and "Advice" not in doc.text
+    assert [s.aspect for s in doc.sections] == ["symptoms"]
+    doc = html_document("<html><body><header><h1>Health Site</h1></header><article><header><h1>Shingles</h1>"
+                        "<p>Reviewed 2026</p></header><p>A painful rash.</p></article></body></html>", "s")
+    assert doc.title == "Shingles" and doc.text == "Reviewed 2026\n\nA painful rash."
+    doc = html_document("<html><body><header><h1>Shingles</h1></header><p>A painful rash.</p></body></html>", "s")
+    assert doc.title == "Shingles" and doc.text == "A painful rash."  # the only <h1> is the title

@@ -1,10 +1,10 @@
 """HTML pages (a saved health article, an exported note): one document per ``.html``/``.htm`` file, gzip'd or not.
 
-A page is read as the text a reader sees: its ``<h2>``…``<h6>`` headings open sections (each heading's aspect as
-a plain-text heading's, capr.corpus.aspects), paragraphs, list items and table rows are lines of their section,
-and what is not the article is left out — scripts, styles, navigation, footers, asides and forms, and, on a page
-with a ``<main>`` or ``<article>``, everything outside them. The title is the page's first ``<h1>``, else its
-``<title>``, else the file's name. The text is decoded as the page declares (``<meta charset>``), else as UTF-8.
+A page is read as the text a reader sees (capr.corpus.blocks): its ``<h2>``…``<h6>`` headings open sections,
+paragraphs, list items and table rows are lines of their section, and what is not the article is left out —
+scripts, styles, navigation, footers, asides and forms, the site's own ``<header>``, and, on a page with a
+``<main>`` or ``<article>``, everything outside them. The title is the article's first ``<h1>`` (else the site
+header's), else ``<title>``, else the file's name. The text is decoded as the page declares (``<meta charset>``), else as UTF-8.
 Parsing is Python's forgiving ``html.parser``: unclosed paragraphs and list items, as browsers accept them, are
 read as browsers read them.
 """
@@ -49,10 +49,10 @@ def is_html_name(path: Path) -> bool:
 
 
 class _PageBlock:
-    __slots__ = ("kind", "parts", "in_article")
+    __slots__ = ("kind", "parts", "in_article", "in_page_header")
 
-    def __init__(self, kind: str, in_article: bool) -> None:
-        self.kind, self.parts, self.in_article = kind, [], in_article
+    def __init__(self, kind: str, in_article: bool, in_page_header: bool = False) -> None:
+        self.kind, self.parts, self.in_article, self.in_page_header = kind, [], in_article, in_page_header
 
     def text(self) -> str:
         joined = "".join(self.parts)
@@ -60,7 +60,8 @@ class _PageBlock:
 
 
 class _PageText(HTMLParser):
-    """The blocks of a page's text: (kind, text, inside <main>/<article>), with its <title>."""
+    """The blocks of a page's text (kind, text, whether inside <main>/<article> or the page's own <header>), with
+    its <title>."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -68,6 +69,7 @@ class _PageText(HTMLParser):
         self.title_parts: list[str] = []
         self.left_out: list[str] = []  # open elements whose content is left out, innermost last
         self.article = 0
+        self.page_header = 0  # open <header> elements outside any <main>/<article>: the site's, not the article's
         self.in_title = False
         self.pre = 0
         self.current = _PageBlock("p", False)
@@ -75,7 +77,7 @@ class _PageText(HTMLParser):
     def _flush(self, kind: str = "p") -> None:
         if self.current.text():
             self.blocks.append(self.current)
-        self.current = _PageBlock("pre" if self.pre else kind, self.article > 0)
+        self.current = _PageBlock("pre" if self.pre else kind, self.article > 0, self.page_header > 0)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
@@ -91,6 +93,8 @@ class _PageText(HTMLParser):
             return
         if tag in _ARTICLE or dict(attrs).get("role") == "main":
             self.article += 1
+        elif tag == "header" and not self.article:
+            self.page_header += 1
         if tag == "pre":
             self.pre += 1
         if tag in _BLOCKS or tag == "br":
@@ -122,6 +126,9 @@ class _PageText(HTMLParser):
         if tag in _ARTICLE and self.article:
             self.article -= 1
             self.current.in_article = self.article > 0
+        elif tag == "header" and self.page_header and not self.article:
+            self.page_header -= 1
+            self.current.in_page_header = self.page_header > 0
 
     def handle_data(self, data: str) -> None:
         if self.in_title:
@@ -139,17 +146,18 @@ def html_document(markup: str, doc_id: str, fallback_title: str = "", metadata: 
     page = _PageText()
     page.feed(markup)
     page.close()
-    blocks = page.blocks
-    if any(b.in_article for b in blocks):
-        blocks = [b for b in blocks if b.in_article]
-    title = ""
-    first_h1 = next((i for i, b in enumerate(blocks) if b.kind == "h1"), None)
-    if first_h1 is not None:
-        title = blocks[first_h1].text()
-        blocks = blocks[:first_h1] + blocks[first_h1 + 1:]
-    title = title or _SPACE_RE.sub(" ", "".join(page.title_parts)).strip() or fallback_title
+    has_article = any(b.in_article for b in page.blocks)
+
+    def is_body(b: _PageBlock) -> bool:  # the article where the page marks one, else all but the site's header
+        return b.in_article if has_article else not b.in_page_header
+
+    h1s = [b for b in page.blocks if b.kind == "h1"]
+    # the article's own <h1>; a site's header may hold another (its name), the title only when no other is
+    title_block = next((b for b in h1s if is_body(b)), h1s[0] if h1s else None)
+    title = (title_block.text() if title_block is not None else "") or \
+        _SPACE_RE.sub(" ", "".join(page.title_parts)).strip() or fallback_title
     laid = [Block(HEADING if b.kind in _HEADINGS else LINE if b.kind in _LINES else PARAGRAPH, b.text())
-            for b in blocks]
+            for b in page.blocks if is_body(b) and b is not title_block]
     return blocks_document(laid, doc_id, title, metadata)
 
 
