@@ -413,13 +413,14 @@ class Searcher:
 
     def first_stage(self, pq: ParsedQuery, k: int, options: SearchOptions, flt: Any = None,
                     keep: Any = None, named: np.ndarray | None = None,
-                    forms: list[list[str]] | None = None) -> list[ScoredPassage]:
+                    forms: list[list[str]] | None = None, names: dict[int, bool] | None = None) -> list[ScoredPassage]:
         """Top-k passages of the retriever, with the aspect prior: the score of a passage from a section whose
         aspect is the one asked about (explicit, or inferred from the question) is multiplied by 1 + boost.
         ``keep(keys) -> bool mask``: a condition the backend cannot filter by, applied to each retriever's list
         before fusion (so the fused ranks are those of the kept passages, as a filter would give). ``named``: rows
         that name the query's entity, scored ×(1 + mention_boost); with the entity's ``forms``, only those whose
-        title or one sentence names it, not to deny it ("No lymphadenopathy.")."""
+        title or one sentence names it, not to deny it ("No lymphadenopathy."); ``names`` keeps what each passage
+        read so says, by row, for the next ranking of the same query."""
         store = self.store
         if not store.live_count():
             return []  # every document deleted
@@ -449,9 +450,13 @@ class Searcher:
                 if not len(todo):
                     break
                 checked[todo] = True
-                passages = store.passages(keys[todo])
-                read.update(zip(keys[todo].tolist(), passages))
-                naming[todo] = self.names_entity(passages, forms)
+                known = names if names is not None else {}
+                unknown = np.asarray([i for i in todo.tolist() if int(keys[i]) not in known], dtype=np.int64)
+                if len(unknown):
+                    passages = store.passages(keys[unknown])
+                    read.update(zip(keys[unknown].tolist(), passages))
+                    known.update(zip(keys[unknown].tolist(), self.names_entity(passages, forms).tolist()))
+                naming[todo] = [known[int(key)] for key in keys[todo].tolist()]
             vals = boosted()
         order = np.lexsort((keys, -vals))[:k]  # ties: insertion order
         unread = [key for key in keys[order].tolist() if key not in read]
@@ -618,6 +623,7 @@ class RowTiers:
         # the tier of a document's other passages holds only documents that name the entity, not only deny it
         document_level = 1 if options.entity_scope is EntityScope.passage else 0
         verdicts: dict[str, bool] = {}
+        verdict_of_row: dict[int, bool] = {}  # whether a passage names the entity, by row: each read once a search
         hits: list[ScoredPassage] = []
         for level, (tier, named) in enumerate(levels):
             if len(hits) >= k:
@@ -625,12 +631,14 @@ class RowTiers:
             seen = {h.pid for h in hits}
 
             def ranked(tier: Any, named: np.ndarray | None) -> list[ScoredPassage]:
-                return [h for h in searcher.first_stage(pq, k, options, tier, named=named, forms=forms)
+                return [h for h in searcher.first_stage(pq, k, options, tier, named=named, forms=forms,
+                                                          names=verdict_of_row)
                         if h.pid not in seen][: k - len(hits)]
 
             found = ranked(tier, named)
             if level == document_level:
-                found = self._naming_documents(found, tier, named, mentioned, forms, verdicts, ranked)
+                found = self._naming_documents(found, tier, named, mentioned, forms, verdicts, ranked,
+                                               verdict_of_row)
                 if level == 0 and verdicts and not any(verdicts.values()) and not found:
                     notices.append(_denied_notice(pq.entity, filtered=flt is not None))
             demote = level == 0 and options.entity_scope is EntityScope.passage
@@ -653,21 +661,13 @@ class RowTiers:
 
     def _naming_documents(self, found: list[ScoredPassage], tier: np.ndarray, named: np.ndarray | None,
                           mention: np.ndarray, forms: list[list[str]], verdicts: dict[str, bool],
-                          ranked: Any) -> list[ScoredPassage]:
+                          ranked: Any, names: dict[int, bool]) -> list[ScoredPassage]:
         """``found`` (ranked from ``tier``) with the passages of documents that hold the entity's words but never
         name it (every mention denies it, "No lymphadenopathy.", or scatters its words) taken out of the tier and
         the tier ranked again; such documents rank with the rest. ``verdicts`` keeps each document read."""
         store = self.searcher.store
         for round_ in range(_DOCUMENT_ROUNDS):
-            unread = {h.passage.doc_id: h.pid for h in found if h.passage.doc_id not in verdicts}
-            if unread:
-                # their passages that hold the entity's words, read in one pass (a document has a few)
-                of_unread = np.zeros(store.row_count(), dtype=bool)
-                of_unread[store.keys_of(list(unread.values()))] = True
-                rows = np.flatnonzero(store.document_rows(of_unread) & mention)
-                passages = store.passages(rows)
-                naming = {p.doc_id for p, n in zip(passages, self.searcher.names_entity(passages, forms)) if n}
-                verdicts.update((doc_id, doc_id in naming) for doc_id in unread)
+            self._read_documents([h for h in found if h.passage.doc_id not in verdicts], mention, forms, verdicts, names)
             silent = [h.pid for h in found if not verdicts[h.passage.doc_id]]
             if not silent or round_ == _DOCUMENT_ROUNDS - 1:
                 break
@@ -678,6 +678,34 @@ class RowTiers:
             named = None if named is None else named & ~rows
             found = ranked(tier, named) if tier.any() else []
         return [h for h in found if verdicts[h.passage.doc_id]]  # after the last round, the rest rank lower
+
+    def _read_documents(self, hits: list[ScoredPassage], mention: np.ndarray, forms: list[list[str]],
+                        verdicts: dict[str, bool], names: dict[int, bool]) -> None:
+        """Whether each document of ``hits`` names the entity in one of its passages (rows of ``mention`` hold its
+        words), into ``verdicts``. A document's own hit usually names it, and the first stage has read it (``names``);
+        the other passages of a document are read one at a time, until one names it."""
+        store = self.searcher.store
+
+        def naming(rows: list[int], passages: list[Passage] | None = None) -> list[bool]:
+            todo = [i for i, row in enumerate(rows) if row not in names]
+            if todo:
+                read = [passages[i] for i in todo] if passages is not None else \
+                    store.passages(np.asarray([rows[i] for i in todo], dtype=np.int64))
+                names.update(zip([rows[i] for i in todo], self.searcher.names_entity(read, forms).tolist()))
+            return [names[row] for row in rows]
+
+        keys = store.keys_of([h.pid for h in hits]).tolist() if hits else []
+        held = [(h, key) for h, key in zip(hits, keys) if mention[key]]
+        for (h, _), n in zip(held, naming([key for _, key in held], [h.passage for h, _ in held])):
+            if n:
+                verdicts[h.passage.doc_id] = True
+        for h, key in zip(hits, keys):
+            doc_id = h.passage.doc_id
+            if doc_id in verdicts:
+                continue
+            one = np.zeros(store.row_count(), dtype=bool)
+            one[key] = True
+            verdicts[doc_id] = any(naming([row])[0] for row in np.flatnonzero(store.document_rows(one) & mention).tolist())
 
     def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
         """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
