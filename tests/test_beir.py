@@ -854,6 +854,9 @@ def test_a_users_own_run_scored_against_their_judgements(tmp_path):
     assert result["queries"] == 3  # the judged queries; q9 is ranked but unjudged
     expected = trec_eval(read_trec(runs["bm25"]), QRELS)
     assert {m: result["metrics"][m] for m in expected} == expected
+    from capr.eval.judge import judge_run_files
+
+    assert judge_run_files(runs["bm25"], qrels, runs["tfidf"]) == result  # the library, as the command calls it
     other = trec_eval(read_trec(runs["tfidf"]), QRELS)
     assert {m: result["compare"][m]["compared"] for m in other} == other
     assert all(0 <= result["compare"][m]["p"] <= 1 for m in other)

@@ -300,7 +300,7 @@ def test_unknown_format_and_missing_source(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"PAR1")
     with pytest.raises(BadInputError, match="cannot detect the format"):
         list(read_documents(tmp_path / "x.parquet"))
-    with pytest.raises(BadInputError, match="unknown format 'docx'"):
-        list(read_documents(tmp_path, "docx"))
+    with pytest.raises(BadInputError, match="unknown format 'rtf'"):
+        list(read_documents(tmp_path, "rtf"))
     with pytest.raises(BadInputError, match="no such file"):
         list(read_documents(tmp_path / "nope.jsonl"))

@@ -215,9 +215,8 @@ _JUDGE_OPTIONS = {"run_file", "qrels", "compare", "as_json"}
 def _judge_run(ctx: typer.Context, run_file: Optional[Path], qrels: Optional[Path], compare: Optional[Path],
                as_json: bool) -> None:
     """`capr eval --run RUN --qrels QRELS [--compare RUN2]`: a run file scored against judgements."""
-    from capr.eval.judge import compare_scored, run_coverage, score_run
+    from capr.eval.judge import judge_run_files
     from capr.eval.metrics import METRICS
-    from capr.eval.runs import read_qrels, read_run
 
     if run_file is None or qrels is None:
         raise CaprError("--run and --qrels go together: a run file (capr search IDX --queries FILE --run-out RUN) "
@@ -227,40 +226,20 @@ def _judge_run(ctx: typer.Context, run_file: Optional[Path], qrels: Optional[Pat
     if given:
         raise CaprError(f"{given[0]} runs a benchmark; --run and --qrels score a run file already made (give the "
                         "search options to `capr search --queries` instead)")
-    for path, what in ((run_file, "--run"), (qrels, "--qrels"), (compare, "--compare")):
-        if path is not None and not path.is_file():
-            raise CaprError(f"{path}: no such file ({what})")
-
-    def warn(message: str) -> None:
-        err.print(f"[yellow]warning:[/] {escape(message)}")
-
-    judged = read_qrels(qrels, warn=warn)
-    run = read_run(run_file, warn=warn)
-    compared = read_run(compare, warn=warn) if compare is not None else None
-    for warning in run_coverage(run, judged, str(run_file), str(qrels)):
-        warn(warning)
-    if compared is not None:
-        for warning in run_coverage(compared, judged, f"{compare} (--compare)", str(qrels)):
-            warn(warning)
-    queries = len({q.qid for q in judged})
-    result: dict = {"run": str(run_file), "qrels": str(qrels), "queries": queries,
-                    "metrics": score_run(run, judged, METRICS)}
-    if compared is not None:
-        result["compare"] = compare_scored(run, compared, judged, METRICS)
-        result["compare"]["file"] = str(compare)
+    result = judge_run_files(run_file, qrels, compare, warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}"))
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
         return
-    table = Table(title=f"{run_file} · judged by {qrels} ({queries} queries)")
+    table = Table(title=f"{run_file} · judged by {qrels} ({result['queries']} queries)")
     for m in METRICS:
         table.add_column(m, justify="right")
     table.add_row(*(f"{v:.2f}" for v in result["metrics"].values()))
-    if compared is not None:
+    if "compare" in result:
         c = result["compare"]
         table.add_row(*(f"{c[m]['compared']:.2f}" for m in METRICS))
         table.add_row(*(f"p={c[m]['p']:.3f}" for m in METRICS))
         table.caption = (f"rows: {run_file}; {compare}; paired randomisation test (two-sided, 10,000 sign flips) "
-                         f"over {queries} queries")
+                         f"over {result['queries']} queries")
     out.print(table)
 
 

@@ -3,12 +3,14 @@ run file (``capr search --queries --run-out``'s, or another system's) as trec_ev
 query, and compares two runs of the same queries with a paired randomisation test. Benchmarks (``capr eval
 --benchmark``) judge their runs with the same functions.
 
-    metrics = score_run(read_run(Path("run.trec")), read_qrels_file(Path("qrels.txt")))
+    result = judge_run_files(Path("run.trec"), Path("qrels.txt"), compare_file=Path("bm25.trec"))
+    result["metrics"]["nDCG@10"], result["compare"]["nDCG@10"]["p"]
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -61,4 +63,29 @@ def compare_scored(run: Run, other: Run, qrels: Sequence[Qrel], names: Sequence[
     return out
 
 
-__all__ = ["compare_scored", "run_coverage", "score_run"]
+def judge_run_files(run_file: Path, qrels_file: Path, compare_file: Path | None = None,
+                    warn: Callable[[str], None] | None = None, names: Sequence[str] = METRICS) -> dict[str, Any]:
+    """``capr eval --run --qrels [--compare]``: the run file scored against the judgements file (TREC's or BEIR's
+    layout), with a second run compared; what makes the numbers say less than they seem is said through ``warn``."""
+    from capr.eval.runs import read_qrels, read_run
+
+    for path, what in ((run_file, "--run"), (qrels_file, "--qrels"), (compare_file, "--compare")):
+        if path is not None and not Path(path).is_file():
+            raise CaprError(f"{path}: no such file ({what})")
+    say = warn or (lambda message: None)
+    judged = read_qrels(Path(qrels_file), warn=warn)
+    run = read_run(Path(run_file), warn=warn)
+    compared = read_run(Path(compare_file), warn=warn) if compare_file is not None else None
+    for message in run_coverage(run, judged, str(run_file), str(qrels_file)):
+        say(message)
+    if compared is not None:
+        for message in run_coverage(compared, judged, f"{compare_file} (--compare)", str(qrels_file)):
+            say(message)
+    result: dict[str, Any] = {"run": str(run_file), "qrels": str(qrels_file), "queries": len({q.qid for q in judged}),
+                              "metrics": score_run(run, judged, names)}
+    if compared is not None:
+        result["compare"] = {**compare_scored(run, compared, judged, names), "file": str(compare_file)}
+    return result
+
+
+__all__ = ["compare_scored", "judge_run_files", "run_coverage", "score_run"]
