@@ -94,19 +94,22 @@ _KNOWN_NAMES = TEXT_NAMES + HTML_NAMES + DOCX_NAMES + PDF_NAMES + (".xml", ".jso
                               ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tar.gz", ".tgz", ".tar")
 
 
+def _format_by_name(path: Path) -> Format | None:
+    """The formats a file's name decides: plain-text notes, HTML pages, Word documents and PDF files."""
+    for is_named, fmt in ((is_text_name, Format.text), (is_html_name, Format.html), (is_docx_name, Format.docx),
+                          (is_pdf_name, Format.pdf)):
+        if is_named(path):
+            return fmt
+    return None
+
+
 def _file_format(path: Path) -> Format | str:
     """The format of one file of a folder, or why no reader accepts it."""
     if path.stat().st_size == 0:
         return "file is empty"
     name = path.name.lower()
-    if is_text_name(path):
-        return Format.text
-    if is_html_name(path):
-        return Format.html
-    if is_docx_name(path):
-        return Format.docx
-    if is_pdf_name(path):
-        return Format.pdf
+    if (named := _format_by_name(path)) is not None:
+        return named
     if name.endswith(".doc"):
         return "a Word 97-2003 .doc, which capr does not read: save it as .docx (or as text); --skip-bad indexes the other files"
     if name.endswith(".xml"):
@@ -262,14 +265,8 @@ def detect_format(source: Path) -> Format:
         return Format.ccda
     if name.endswith((".tar.gz", ".tgz", ".tar", ".xml")):
         return Format.medquad
-    if is_text_name(source):
-        return Format.text
-    if is_html_name(source):
-        return Format.html
-    if is_docx_name(source):
-        return Format.docx
-    if is_pdf_name(source):
-        return Format.pdf
+    if (named := _format_by_name(source)) is not None:
+        return named
     if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and b"\x00" in read_head(source, 4096):
         check_text_file(source)  # binary (or BOM-less UTF-16) is said as such, not as columns that fit no reader
     if name.endswith((".csv", ".csv.gz")):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
-from capr.corpus.files import READ_ERRORS, read_error_reason, wanted_files
+from capr.corpus.files import READ_ERRORS, read_error_reason, read_each_file
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -162,16 +162,7 @@ def read_docx_file(path: Path, root: Path, report: ReadReport) -> Document | Non
 
 def read_docx(source: Path, report: ReadReport) -> Iterator[Document]:
     """A Word document, or a folder of them."""
-    source = Path(source)
-    if source.is_file():
-        files, root = [source], source.parent
-    else:
-        files, root = wanted_files(source, report, is_docx_name), source
-        if not files:
-            raise BadInputError(str(source), f"no Word documents ({', '.join(DOCX_NAMES)}) found")
-    for path in files:
-        if (doc := read_docx_file(path, root, report)) is not None:
-            yield doc
+    return read_each_file(source, report, is_docx_name, read_docx_file, f"Word documents ({', '.join(DOCX_NAMES)})")
 
 
 __all__ = ["DOCX_NAMES", "docx_document", "is_docx_name", "read_docx", "read_docx_file"]

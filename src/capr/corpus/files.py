@@ -166,6 +166,23 @@ def wanted_files(root: Path, report: "ReadReport", wanted: Callable[[Path], bool
     return out
 
 
+def read_each_file(source: Path, report: "ReadReport", wanted: Callable[[Path], bool],
+                   read_one: Callable[[Path, Path, "ReadReport"], T | None], what: str) -> Iterator[T]:
+    """One file read by ``read_one(path, root, report)``, or each ``wanted`` file of a folder (its root the
+    folder, so that a document's id is its path under it); a folder without one is refused, naming ``what`` it
+    lacks. A file ``read_one`` reports as bad (returning None) is passed over."""
+    source = Path(source)
+    if source.is_file():
+        files, root = [source], source.parent
+    else:
+        files, root = wanted_files(source, report, wanted), source
+        if not files:
+            raise BadInputError(str(source), f"no {what} found")
+    for path in files:
+        if (doc := read_one(path, root, report)) is not None:
+            yield doc
+
+
 def is_gzip_name(path: Path) -> bool:
     """Whether ``path`` is named as gzip'd (``.gz``, in any case: Windows tools write ``NOTES.TXT.GZ``)."""
     return path.suffix.lower() == ".gz"

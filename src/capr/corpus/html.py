@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
-from capr.corpus.files import READ_ERRORS, compressed_data, read_error_reason, wanted_files
+from capr.corpus.files import READ_ERRORS, compressed_data, read_error_reason, read_each_file
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -209,16 +209,7 @@ def read_html_file(path: Path, root: Path, report: ReadReport) -> Document | Non
 
 def read_html(source: Path, report: ReadReport) -> Iterator[Document]:
     """An HTML page, or a folder of them."""
-    source = Path(source)
-    if source.is_file():
-        files, root = [source], source.parent
-    else:
-        files, root = wanted_files(source, report, is_html_name), source
-        if not files:
-            raise BadInputError(str(source), f"no HTML pages ({', '.join(HTML_NAMES)}) found")
-    for path in files:
-        if (doc := read_html_file(path, root, report)) is not None:
-            yield doc
+    return read_each_file(source, report, is_html_name, read_html_file, f"HTML pages ({', '.join(HTML_NAMES)})")
 
 
 __all__ = ["HTML_NAMES", "html_document", "is_html_name", "read_html", "read_html_file"]

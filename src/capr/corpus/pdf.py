@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import READ_ERRORS, read_error_reason, wanted_files
+from capr.corpus.files import READ_ERRORS, read_error_reason, read_each_file
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines
@@ -103,16 +103,7 @@ def _page_count(path: Path) -> str:
 
 def read_pdf(source: Path, report: ReadReport) -> Iterator[Document]:
     """A PDF file, or a folder of them."""
-    source = Path(source)
-    if source.is_file():
-        files, root = [source], source.parent
-    else:
-        files, root = wanted_files(source, report, is_pdf_name), source
-        if not files:
-            raise BadInputError(str(source), "no PDF files (.pdf) found")
-    for path in files:
-        if (doc := read_pdf_file(path, root, report)) is not None:
-            yield doc
+    return read_each_file(source, report, is_pdf_name, read_pdf_file, "PDF files (.pdf)")
 
 
 __all__ = ["PDF_NAMES", "is_pdf_name", "pdf_text", "read_pdf", "read_pdf_file"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.aspects import is_known_heading
-from capr.corpus.files import read_text, wanted_files
+from capr.corpus.files import read_each_file, read_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines
@@ -71,15 +71,4 @@ def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | Non
 
 
 def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
-    source = Path(source)
-    if source.is_file():
-        files, root = [source], source.parent
-    else:
-        files = wanted_files(source, report, is_text_name)
-        root = source
-        if not files:
-            raise BadInputError(str(source), f"no text files ({', '.join(TEXT_NAMES)}) found")
-    for path in files:
-        doc = read_text_file(path, root, report)
-        if doc is not None:
-            yield doc
+    return read_each_file(source, report, is_text_name, read_text_file, f"text files ({', '.join(TEXT_NAMES)})")
