@@ -9,11 +9,10 @@ from typing import Callable, Iterator
 
 from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
-from capr.corpus.files import check_text_file, first_line, folder_files, is_hidden, is_labels_file, parse_json, read_head, holds_json_array, xml_root_name
+from capr.corpus.files import (DOCX_NAMES, HTML_NAMES, PDF_NAMES, check_text_file, first_line, folder_files,
+                               holds_json_array, is_docx_name, is_hidden, is_html_name, is_labels_file, is_pdf_name,
+                               parse_json, read_head, xml_root_name)
 from capr.corpus.report import ReadReport
-from capr.corpus.docx import DOCX_NAMES, is_docx_name
-from capr.corpus.html import HTML_NAMES, is_html_name
-from capr.corpus.pdf import PDF_NAMES, is_pdf_name
 from capr.corpus.text import TEXT_NAMES, is_text_name
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines, oversized

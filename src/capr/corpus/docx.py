@@ -18,21 +18,16 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
-from capr.corpus.files import READ_ERRORS, read_error_reason, read_each_file
+from capr.corpus.files import DOCX_NAMES, READ_ERRORS, is_docx_name, read_each_file, read_error_reason
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
 
-DOCX_NAMES = (".docx", ".docm")
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 _HEADING_NAME_RE = re.compile(r"^heading\s*[1-9]$")
 _SPACE_RE = re.compile(r"[ \t\r\f\v]+")
 _MAX_PART_BYTES = 200 * 1024 * 1024  # a part that unpacks larger than this is not a letter but a zip bomb
-
-
-def is_docx_name(path: Path) -> bool:
-    return path.name.lower().endswith(DOCX_NAMES)
 
 
 def _part(z: zipfile.ZipFile, name: str) -> ET.Element | None:

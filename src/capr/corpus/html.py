@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
-from capr.corpus.files import READ_ERRORS, compressed_data, read_error_reason, read_each_file
+from capr.corpus.files import (HTML_NAMES, READ_ERRORS, compressed_data, is_html_name, read_each_file,
+                               read_error_reason)
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
 
-HTML_SUFFIXES = (".html", ".htm", ".xhtml")
-HTML_NAMES = HTML_SUFFIXES + tuple(suffix + ".gz" for suffix in HTML_SUFFIXES)
 
 # elements whose content is not the page's text
 _LEFT_OUT = {"script", "style", "noscript", "template", "svg", "nav", "footer", "aside", "form", "button", "select",
@@ -41,11 +40,6 @@ _LINES = {"li", "dt", "dd", "tr", "br"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 _CHARSET_RE = re.compile(rb"""<meta[^>]+?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _SPACE_RE = re.compile(r"\s+")
-
-
-def is_html_name(path: Path) -> bool:
-    """Whether ``path`` is named as an HTML page (``.html``, ``.htm``, ``.xhtml``, or one of them gzip'd)."""
-    return path.name.lower().endswith(HTML_NAMES)
 
 
 class _PageBlock:

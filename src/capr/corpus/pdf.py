@@ -14,18 +14,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.files import READ_ERRORS, read_error_reason, read_each_file
+from capr.corpus.files import PDF_NAMES, READ_ERRORS, is_pdf_name, read_each_file, read_error_reason
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines
 
-PDF_NAMES = (".pdf",)
 _PAGE_NUMBER_RE = re.compile(r"^\s*(page\s*)?\d+(\s*(of|/)\s*\d+)?\s*$", re.I)
 _HYPHEN_RE = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
-
-
-def is_pdf_name(path: Path) -> bool:
-    return path.name.lower().endswith(PDF_NAMES)
 
 
 def _running_lines(pages: list[list[str]]) -> set[str]:
