@@ -173,6 +173,8 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
     """A folder read file by file, each by its own format; a file no reader accepts is a bad record."""
     from capr.corpus import ccda, docx, fhir, html, medquad, pdf, text
 
+    one_per_file = {Format.text: text.read_text_file, Format.html: html.read_html_file,
+                    Format.docx: docx.read_docx_file, Format.pdf: pdf.read_pdf_file}
     files = _folder_files(source)
     # a FHIR bulk export keeps PractitionerRole in a file of its own: read first, for the other files
     roles = fhir.export_roles([p for p, f in files if f is Format.fhir])
@@ -181,17 +183,8 @@ def _read_folder(source: Path, report: ReadReport) -> Iterator[Document]:
             report.bad(str(path), fmt)
         elif fmt is Format.jsonl and is_labels_file(path):  # e.g. `capr labels DIR --out DIR/labels.jsonl`
             report.note(f"{path}: labelled passages written by `capr labels`, not documents: passed over")
-        elif fmt is Format.text:
-            if (doc := text.read_text_file(path, source, report)) is not None:
-                yield doc
-        elif fmt is Format.html:
-            if (doc := html.read_html_file(path, source, report)) is not None:
-                yield doc
-        elif fmt is Format.docx:
-            if (doc := docx.read_docx_file(path, source, report)) is not None:
-                yield doc
-        elif fmt is Format.pdf:
-            if (doc := pdf.read_pdf_file(path, source, report)) is not None:
+        elif fmt in one_per_file:  # a note, a page, a Word document or a PDF: one document, its id its path
+            if (doc := one_per_file[fmt](path, source, report)) is not None:
                 yield doc
         elif fmt is Format.medquad and path.name.lower().endswith(".xml"):
             if (doc := medquad.read_medquad_file(path, report, subset=path.parent.name)) is not None:
