@@ -52,7 +52,7 @@ from pathlib import Path
 from capr.corpus import read_documents
 from capr.index import IndexWriter, load_index
 from capr.models import EncoderConfig
-from capr.retrieve.rerank import load_reranker, warm_passage_vectors
+from capr.search.second_stage import load_reranker, warm_passage_vectors
 source, out, spec = sys.argv[1:4]
 writer = IndexWriter(out, dense=EncoderConfig())
 writer.dense_info["reranker"] = {"spec": spec, "depth": 20}

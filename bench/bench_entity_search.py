@@ -1,5 +1,5 @@
 """Warm latency of ⟨entity, aspect⟩ searches over real clinical notes, at this checkout and at an earlier commit, in
-one run: what reading the entity's naming passages (capr.retrieve.mentions: one sentence names it, not to deny it)
+one run: what reading the entity's naming passages (capr.search.mentions: one sentence names it, not to deny it)
 costs a query once the index is loaded, as the service holds it.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_entity_search --base 48e6d14 [--queries 300] [--rounds 3]
@@ -31,7 +31,7 @@ def worker(index: str, queries: str, retriever: str) -> None:
 
     from capr.index import Index
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     searcher = Searcher(Index.load(index))
     qs = [Query(q["qid"], entity=q["entity"], aspect=q["aspect"]) for q in json.loads(Path(queries).read_text())]

@@ -76,7 +76,7 @@ def main() -> None:
 
     import torch
 
-    from capr.retrieve.rerank import BiReranker, CrossReranker, PolyReranker
+    from capr.search.second_stage import BiReranker, CrossReranker, PolyReranker
 
     tmp = Path(tempfile.mkdtemp(prefix="capr-bench-rerank-"))
     os.environ["CAPR_CACHE"] = str(tmp / "cache")

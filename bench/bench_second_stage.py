@@ -56,9 +56,9 @@ def main() -> None:
 
     from capr.eval.benchmarks import QueryField, as_query
     from capr.eval.runner import EvalConfig, load_benchmark
-    from capr.query import Retriever
-    from capr.retrieve.rerank import CrossReranker, load_reranker, warm_passage_vectors
-    from capr.search import Searcher, SearchOptions
+    from capr.records import Retriever
+    from capr.search.second_stage import CrossReranker, load_reranker, warm_passage_vectors
+    from capr.search.searcher import Searcher, SearchOptions
 
     config = EvalConfig(benchmark="medquad-cdv", data_dir=Path(a.data_dir), retriever=Retriever.dense, model=a.bi)
     data = load_benchmark(config)

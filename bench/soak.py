@@ -503,7 +503,7 @@ _API_READER = textwrap.dedent("""
     import json, os, random, sys, time
     from capr.errors import CaprError
     from capr.index import load_index
-    from capr.search import search
+    from capr.search.searcher import search
     root, stop, queries, seed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
     rng = random.Random(seed)
     answered, damage, other = 0, [], []
@@ -528,7 +528,7 @@ def _rebuild_equal(root: Path, survivors: dict[str, dict], work: Path) -> tuple[
     """The final index against `capr index` of the surviving source documents: same ids and passages, and every
     passage's BM25 score for QUERIES within 1e-6."""
     from capr.index import load_index
-    from capr.search import search
+    from capr.search.searcher import search
 
     src = work / "survivors.jsonl"
     with src.open("w") as fh:

@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from capr.eval.significance import paired_randomisation_p as paired_p
-from capr.query import Retriever
+from capr.records import Retriever
 from capr.records import qrels_as_dict
-from capr.search import Searcher
+from capr.search.searcher import Searcher
 from experiments.common import DEFAULT_DATA, METRICS, consumer_setup, ranked_per_query
 
 SETS = ("mediqa2019", "mediqa2019-train", "consumer-dev", "consumer-dev-titled")
@@ -33,7 +33,7 @@ def consumer_rankings(name: str, data_dir: Path, model: str) -> tuple[dict, dict
     them (grouped by document)."""
     # `capr search` on an adapted index fuses with the weights the index records, and re-ranks with the second
     # stage it records
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     data, base, spec = consumer_setup(name, data_dir, model)
     out = {}

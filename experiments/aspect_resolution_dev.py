@@ -1,5 +1,5 @@
 """Dev check for reading an aspect the corpus has no section for as its nearest corpus aspect
-(capr.query.nearest_aspect), without any benchmark query: the synonym table itself is the dev set.
+(capr.search.query.nearest_aspect), without any benchmark query: the synonym table itself is the dev set.
 
 Every multi-word synonym of a canonical aspect is held out in turn (removed from the table), the corpus is taken to
 hold the canonical aspects of one family (clinical-note sections, or health-article aspects), and the held-out
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 
-import capr.query as query_mod
+import capr.search.query as query_mod
 from capr.corpus import aspects as aspects_mod
-from capr.index.analyzer import Analyzer, AnalyzerConfig
+from capr.text.analyzer import Analyzer, AnalyzerConfig
 
 HEALTH = ["information", "symptoms", "causes", "treatment", "prevention", "exams and tests", "outlook", "inheritance",
           "frequency", "genetic changes", "research", "susceptibility", "considerations", "stages", "complications"]

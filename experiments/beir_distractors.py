@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A BEIR folder made larger: its corpus plus documents read from other files as distractors (unjudged), its queries
-and judgements as they are. Settings that depend on the index's size (capr.query_weights: how rare a question's words
+and judgements as they are. Settings that depend on the index's size (capr.search.query_weights: how rare a question's words
 are) can then be checked at a size the dev sets do not have, on the same questions.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m experiments.beir_distractors ../shared/data/nfcorpus_dev OUT \

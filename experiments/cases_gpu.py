@@ -106,7 +106,7 @@ def train(a: argparse.Namespace) -> None:
     from capr.cases.bench import summarize, write_outcomes
     from capr.cases.candidates import distant_pairs_from_candidates, read_candidates, score_candidates
     from capr.cases.train import PairArgs, train_pairs
-    from capr.retrieve.rerank import CrossReranker
+    from capr.search.second_stage import CrossReranker
 
     src, work, bundle = Path(a.dir), Path(a.work), Path(a.bundle)
     work.mkdir(parents=True, exist_ok=True)

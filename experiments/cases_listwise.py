@@ -176,7 +176,7 @@ def main() -> None:
     from capr.cases.bench import summarize, write_outcomes
     from capr.cases.candidates import read_candidates, score_candidates
     from capr.cases.train import PairArgs, train_pairs
-    from capr.retrieve.rerank import CrossReranker
+    from capr.search.second_stage import CrossReranker
 
     src, work, out = Path(a.dir), Path(a.work), Path(a.out)
     work.mkdir(parents=True, exist_ok=True)

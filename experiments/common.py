@@ -47,7 +47,7 @@ def encoder_of(model: str):
     """`minilm`, a model folder, or an index (its encoder), as `capr eval --model` reads it."""
     from capr.eval.benchmarks import QueryField
     from capr.eval.runner import EvalConfig
-    from capr.query import Retriever
+    from capr.records import Retriever
 
     return EvalConfig(benchmark="mediqa2019", retriever=Retriever.dense, model=model,
                       query_field=QueryField.question).encoder()
@@ -60,7 +60,7 @@ def consumer_setup(name: str, data_dir: Path, model: str, k: int = 100):
     from capr.eval.devsets import load_consumer_dev
     from capr.eval.runner import EvalConfig, encoder_slug
     from capr.models.encoder import cache_root
-    from capr.search import GroupBy
+    from capr.search.searcher import GroupBy
 
     enc = encoder_of(model)
     data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,

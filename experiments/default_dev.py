@@ -24,9 +24,9 @@ from pathlib import Path
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.models.encoder import EncoderConfig
-from capr.query import Retriever
-from capr.retrieve.fusion import FusionConfig, FusionMethod
-from capr.search import EntityScope, GroupBy, SearchOptions, Searcher
+from capr.records import Retriever
+from capr.search.fusion import FusionConfig, FusionMethod
+from capr.search.searcher import EntityScope, GroupBy, SearchOptions, Searcher
 from experiments.common import DEFAULT_DATA
 
 FUSIONS = {

@@ -29,10 +29,10 @@ def main() -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--index", type=Path, default=None, help="An MTSamples index built by `capr index` (default: build one).")
     args = ap.parse_args()
-    from capr.corpus.aspects import normalize_aspect
+    from capr.text.aspects import normalize_aspect
     from capr.index import load_index
     from capr.records import Query
-    from capr.search import EntityScope, SearchOptions, Searcher
+    from capr.search.searcher import EntityScope, SearchOptions, Searcher
 
     index_dir = args.index
     if index_dir is None or not index_dir.exists():

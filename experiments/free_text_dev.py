@@ -31,10 +31,10 @@ from capr.eval.benchmarks import BenchmarkSearcher, default_scorer, run_benchmar
 from capr.eval.metrics import per_query_metrics
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.eval.significance import paired_randomisation_p as paired_p
-from capr.query import Retriever
+from capr.records import Retriever
 from capr.records import qrels_as_dict
-from capr.retrieve.fusion import FusionConfig, FusionMethod
-from capr.retrieve.rerank import load_reranker
+from capr.search.fusion import FusionConfig, FusionMethod
+from capr.search.second_stage import load_reranker
 
 from experiments.common import DEFAULT_DATA
 

@@ -1,4 +1,4 @@
-"""Dev check for the aspect read from a question's wording (capr.corpus.aspects.infer_aspect): the questions of
+"""Dev check for the aspect read from a question's wording (capr.text.aspects.infer_aspect): the questions of
 MedQuAD's *training* documents (the medquad-cdv test documents left out), each labelled with its question type.
 Prints how often the inferred aspect is right, wrong (the prior then favours another section) or missing (no prior).
 
@@ -12,7 +12,7 @@ import collections
 from pathlib import Path
 
 from capr.corpus import read_documents
-from capr.corpus.aspects import infer_aspect
+from capr.text.aspects import infer_aspect
 from capr.labels.splits import exclude_test_documents, medquad_test_exclusion
 
 

@@ -1,8 +1,8 @@
-"""Dev comparison behind the question patterns of capr.corpus.aspects.infer_aspect (issue 17, third and fourth
+"""Dev comparison behind the question patterns of capr.text.aspects.infer_aspect (issue 17, third and fourth
 parts): the default pipeline on medquad-dev questions (the index without and with titles) and on medquad-docs-dev
 (whole untitled documents, grouped by document) with the pattern list before the third part, without the generic
 "what is X → information" pattern, and with it under several document shares the corpus must give the aspect
-(capr.corpus.aspects.GENERIC_ASPECT_MIN_DOCUMENT_SHARE; 0 = no rule).
+(capr.text.aspects.GENERIC_ASPECT_MIN_DOCUMENT_SHARE; 0 = no rule).
 
     CAPR_CACHE=... OMP_NUM_THREADS=1 .venv/bin/python -m experiments.question_aspect_variants --data-dir ../shared/data
 """
@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-import capr.corpus.aspects as aspects
+import capr.text.aspects as aspects
 import capr.search as search_mod
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
 from capr.eval.devsets import document_run, load_medquad_docs_dev
@@ -21,7 +21,7 @@ from capr.eval.metrics import evaluate
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.models.encoder import EncoderConfig, cache_root
 from capr.records import qrels_as_dict
-from capr.search import GroupBy, Searcher, SearchOptions
+from capr.search.searcher import GroupBy, Searcher, SearchOptions
 from experiments.common import DEFAULT_DATA
 
 BEFORE = 11  # the first 11 patterns are the list before issue 17's third part

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dev table behind DEFAULT_RERANK_SHARE and ENSEMBLE_RERANK_SHARE (capr.retrieve.rerank): the default pipeline with
+"""Dev table behind DEFAULT_RERANK_SHARE and ENSEMBLE_RERANK_SHARE (capr.search.second_stage): the default pipeline with
 a re-ranker on its top 20, the re-ranker's ranking fused with the first stage's at several shares (1 = the
 re-ranker's order alone, within the entity's tiers and with the aspect prior), next to the pipeline without a
 re-ranker. Dev sets only: medquad-dev (tuples, questions; rerank64), MEDIQA 2019 training set 2 (judged answers
@@ -26,8 +26,8 @@ from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.records import qrels_as_dict
-from capr.retrieve.rerank import load_reranker
-from capr.search import Searcher, SearchOptions
+from capr.search.second_stage import load_reranker
+from capr.search.searcher import Searcher, SearchOptions
 from experiments.common import DEFAULT_DATA, METRICS, consumer_setup, ranked_per_query
 
 SETS = ("medquad-dev:tuple", "medquad-dev:question", "mediqa2019-train:question", "consumer-dev", "consumer-dev-titled")

@@ -13,7 +13,7 @@ from capr.errors import CaprError, QueryError
 from capr.models.encoder import EncoderConfig
 from capr.records import Document, Query
 from capr.store import create_store, open_store
-from capr.search import search as _search
+from capr.search.searcher import search as _search
 
 
 def search(store, query, k=10, **options):
@@ -89,7 +89,7 @@ def test_dense_exact_search_matches_embedded(stores, backend):
     ref, st = stores["embedded"], stores[backend]
     for q in QUERIES:
         for boost in (0.0, 0.5):
-            # the question's focus is read with BM25 (capr.question_focus), which a dense-only server lacks
+            # the question's focus is read with BM25 (capr.search.question_focus), which a dense-only server lacks
             hits = search(st, q, k=8, retriever="dense", aspect_boost=boost, question_focus=_has_bm25(st))
             assert [h.rank for h in hits] == list(range(1, 9))
             assert all(h.passage is not None and h.passage.pid == h.pid and h.passage.text for h in hits)

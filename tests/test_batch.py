@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capr.batch import LocalRunner, RayRunner, embed_texts, evaluate_queries, generate_labels, search_queries
+from capr.eval.batch import LocalRunner, RayRunner, embed_texts, evaluate_queries, generate_labels, search_queries
 from capr.corpus import Format, read_documents
 from capr.errors import CaprError
 from capr.index import build_index
@@ -75,7 +75,7 @@ def test_search_queries_searches_as_capr_search_and_refuses_repeated_ids(tmp_pat
     that cannot be answered is named by its id."""
     from capr.errors import QueryError
     from capr.index import load_index
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     from service_support import build_dense_demo_index
 

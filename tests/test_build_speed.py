@@ -11,9 +11,9 @@ import pytest
 
 from capr.corpus import ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
-from capr.corpus.sentences import passage_sentences
+from capr.text.sentences import passage_sentences
 from capr.index import AnalyzerConfig, Index, IndexWriter
-from capr.index.analyzer import Analyzer
+from capr.text.analyzer import Analyzer
 from capr.index.segment import SegmentBuilder, passage_index_text
 from capr.records import Document, Passage, Section
 from conftest import need_data
@@ -181,7 +181,7 @@ def test_lazy_passage_record_is_json_dumps(docs):
 def test_sentence_tokens_equal_analysing_each_sentence(docs, aconf):
     """Sentence evidence reads each sentence's tokens off the passage's analysed words (shared with highlighting);
     they equal analysing each sentence's text, also where a sentence edge cuts a word."""
-    from capr.retrieve.evidence import _sentence_tokens, passage_sentences as sentence_triples
+    from capr.search.evidence import _sentence_tokens, passage_sentences as sentence_triples
 
     analyzer = Analyzer(aconf)
     cut = Passage(pid="c", doc_id="c", text="Alpha betagamma delta. Épsilon zeta", aspect=None, start=100, end=135,

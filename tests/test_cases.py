@@ -410,7 +410,7 @@ def test_saved_candidates_score_exactly_as_the_pipeline(planted_index, tiny_cros
     same supporting cases and the same S+/S- as the index path; a damaged file is refused naming its line."""
     from capr.cases.candidates import distant_pairs_from_candidates, export_candidates, read_candidates, score_candidates
     from capr.errors import BadInputError
-    from capr.retrieve.rerank import CrossReranker
+    from capr.search.second_stage import CrossReranker
 
     ce_dir, _ = tiny_cross
     qs = [MCQuestion("q1", DESCRIPTION, ["migraine", "meningitis", "Kawasaki disease"], 1, "t"),

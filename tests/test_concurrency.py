@@ -21,7 +21,7 @@ from capr.errors import CaprError
 from capr.index import IndexWriter, build_index, compact_index, load_index
 from capr.index.segment import SEGMENTS
 from capr.records import Document
-from capr.search import search
+from capr.search.searcher import search
 
 
 def _docs(n: int, start: int = 0) -> list[Document]:
@@ -90,7 +90,7 @@ def test_readers_never_see_false_damage_while_a_writer_commits(tmp_path):
 _HOLDING_READER = textwrap.dedent("""
     import sys
     from capr.index import load_index
-    from capr.search import search
+    from capr.search.searcher import search
     index = load_index(sys.argv[1])  # opened, nothing searched yet: its segments' files are read on first use
     print(index.gen.name, flush=True)
     sys.stdin.readline()
@@ -241,7 +241,7 @@ def test_a_sigterm_landing_in_a_finalizer_is_not_lost(tmp_path):
         import sys, time, weakref
         from capr.cli.common import terminate_cleanly
         from capr.index import load_index
-        from capr.search import search
+        from capr.search.searcher import search
         terminate_cleanly()
         class Holder: pass
         holder = Holder()

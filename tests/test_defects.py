@@ -10,7 +10,7 @@ import pytest
 
 from capr import load_index
 from capr.index import IndexWriter
-from capr.search import EMPTY_INDEX_MESSAGE, search
+from capr.search.searcher import EMPTY_INDEX_MESSAGE, search
 
 from conftest import (capr_cli, capr_in_process, capr_real_or_in_process, one_line_error as _one_line_error,
                       write_jsonl as _write_jsonl)
@@ -180,8 +180,8 @@ def test_question_words_still_count_next_to_a_content_word(demo_idx):
 
 def test_stopword_only_query_rules_by_retriever():
     from capr.errors import QueryError
-    from capr.index.analyzer import Analyzer, AnalyzerConfig
-    from capr.query import check_searchable
+    from capr.text.analyzer import Analyzer, AnalyzerConfig
+    from capr.search.query import check_searchable
     from capr.records import Query
 
     a = Analyzer()

@@ -12,8 +12,8 @@ from capr.errors import CaprError
 from capr.index import IndexWriter
 from capr.models import Encoder, EncoderConfig
 from capr.models.cache import EmbeddingCache
-from capr.retrieve.fusion import FusionConfig, FusionMethod, fuse
-from capr.search import search
+from capr.search.fusion import FusionConfig, FusionMethod, fuse
+from capr.search.searcher import search
 
 TEXTS = [
     "IgA nephropathy often presents with visible blood in the urine after a sore throat.",

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from capr.corpus import Format, ReadReport, detect_format, read_documents
-from capr.corpus.aspects import aspect_for_code
+from capr.text.aspects import aspect_for_code
 from capr.corpus.segment import segment, split_sentences
 from capr.errors import BadInputError, QueryError
 from capr.filters import FilterClause, column_mask, milvus_expr, parse_filter, parse_filters
 from capr.index import build_index
 from capr.records import Query
-from capr.search import search
+from capr.search.searcher import search
 
 from conftest import capr_cli
 
@@ -229,8 +229,8 @@ def test_label_generator_uses_the_coded_aspects():
 
 
 def test_highlights_on_placeholder_text_point_at_the_words():
-    from capr.index.analyzer import Analyzer, AnalyzerConfig
-    from capr.retrieve.highlight import term_spans
+    from capr.text.analyzer import Analyzer, AnalyzerConfig
+    from capr.search.highlight import term_spans
 
     an = Analyzer(AnalyzerConfig())
     text = "Mr. [**Known lastname 1234**] was given furosemide on [**2150-1-2**] and ___ furosemide again."
@@ -505,7 +505,7 @@ def test_an_identifier_shaped_like_a_date_is_matched_exactly(tmp_path):
     from capr.errors import QueryError
     from capr.index import build_index, load_index
     from capr.records import Document
-    from capr.search import search
+    from capr.search.searcher import search
 
     docs = [Document(f"n{i}", "Clinic note", f"Assessment: asthma, visit {i}.",
                      metadata={"patient": p, "charttime": t})

@@ -1,4 +1,4 @@
-"""First-stage retrievers as objects (capr.retrieve.first_stage): one ``top`` method each; the top-list lexical
+"""First-stage retrievers as objects (capr.search.first_stage): one ``top`` method each; the top-list lexical
 retriever (what a Milvus store runs) is exact for the passages its lists hold; a hybrid composes any two
 retrievers, and ``keep`` narrows each list before fusion."""
 
@@ -9,12 +9,12 @@ import pytest
 
 from capr import build_index
 from capr.corpus import read_documents
-from capr.query import Retriever
+from capr.records import Retriever
 from capr.records import Query
-from capr.retrieve.first_stage import (HybridRetriever, LexicalRetriever, ListedLexicalRetriever, first_stage_retriever,
+from capr.search.first_stage import (HybridRetriever, LexicalRetriever, ListedLexicalRetriever, first_stage_retriever,
                                        lexical_retriever)
-from capr.retrieve.fusion import FusionConfig, fuse
-from capr.search import SearchOptions, Searcher
+from capr.search.fusion import FusionConfig, fuse
+from capr.search.searcher import SearchOptions, Searcher
 from capr.store import as_store
 
 

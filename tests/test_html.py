@@ -103,7 +103,7 @@ def test_a_page_in_an_undeclared_encoding_is_one_line_naming_it(pages, tmp_path)
                                                                         "things you can do to help"),
 ])
 def test_an_articles_heading_that_names_its_subject_has_the_aspect_it_asks_about(heading, aspect):
-    from capr.corpus.aspects import article_heading_aspect
+    from capr.text.aspects import article_heading_aspect
 
     assert article_heading_aspect(heading, "Gout") == aspect
 

@@ -15,7 +15,7 @@ from capr import load_index
 from capr.corpus import Format, ReadReport, detect_format, read_documents
 from capr.errors import BadInputError, QueryError
 from capr.index import build_index
-from capr.search import search
+from capr.search.searcher import search
 
 from conftest import capr_cli, write_jsonl
 
@@ -265,7 +265,7 @@ def test_aspect_filter_reads_the_value_as_the_aspect_option_does(notes_index):
 
 
 def test_milvus_aspect_filter_reads_the_value_as_the_embedded_index_does():
-    from capr.index.analyzer import Analyzer, AnalyzerConfig
+    from capr.text.analyzer import Analyzer, AnalyzerConfig
     from capr.store.milvus_backend import MilvusStore
 
     store = MilvusStore.__new__(MilvusStore)  # only filter_expr: no server needed

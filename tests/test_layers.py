@@ -1,4 +1,4 @@
-"""The package's layering (issue 15): what serves a query (retrieve/, index/, store/) and the models it loads
+"""The package's layering (issue 15): what serves a query (text/, index/, store/) and the models it loads
 (models/) never import training, the CLI, the service or evaluation, so a search process loads none of them and a
 change there cannot break search. Checked on the source with `ast`, imports inside functions included."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import capr
 
 SRC = Path(capr.__file__).parent
-LOWER = ("retrieve", "index", "store", "models")
+LOWER = ("text", "index", "store", "models")
 UPPER = ("capr.train", "capr.adapt", "capr.cli", "capr.service", "capr.eval", "capr.search")  # capr.search: the pipeline sits above
 
 
@@ -54,7 +54,7 @@ def test_the_check_sees_every_import_form(tmp_path):
         (pkg / layer).mkdir()
     (pkg / "models" / "ok.py").write_text("from capr.models.card import read_card\nimport capr.errors\n")
     (pkg / "models" / "lazy.py").write_text("def f():\n    from capr.train.models import PolyEncoderModel\n")
-    (pkg / "retrieve" / "plain.py").write_text("import capr.service.app\n")
+    (pkg / "text" / "plain.py").write_text("import capr.service.app\n")
     (pkg / "index" / "package.py").write_text("from capr import eval, records\n")
     (pkg / "store" / "relative.py").write_text("from ..cli import app\n")
     found = violations(pkg)
@@ -63,29 +63,34 @@ def test_the_check_sees_every_import_form(tmp_path):
                                                          "capr.train.models.PolyEncoderModel"], found
 
 
-# Every module's layer, lowest first: a module imports only modules of its own layer or below (imports inside
-# functions count; `if TYPE_CHECKING:` blocks do not, as they never run). The longest matching prefix decides, so
-# a leaf such as capr.store.protocol sits below the rest of its package.
+# Every module's floor, lowest first: a module imports only modules of its own floor or below (imports inside
+# functions count; `if TYPE_CHECKING:` blocks do not, as they never run, but the cycle check counts them). Each
+# folder is one floor, with no module of it listed apart; the package's root modules are the ground
+# (errors, records, the filter language) and the fronts (its public names and commands).
 LAYERS: list[tuple[str, ...]] = [
-    ("capr._version", "capr.errors", "capr.records", "capr.filters", "capr.corpus.sentences", "capr.corpus.deid",
-     "capr.index.atomic", "capr.index.analyzer", "capr.store.protocol", "capr.negation"),  # leaves: no capr imports but these
+    ("capr._version", "capr.errors"),
+    ("capr.text",),  # analyzer, sentences, de-identification, negation, the aspect vocabulary, the BM25 formula
+    ("capr.records", "capr.filters"),  # the typed records every floor shares, and the filter language
     ("capr.corpus",),  # readers and segmentation
-    ("capr.query",),
     ("capr.models",),
-    ("capr.index",),
-    ("capr.store", "capr.retrieve", "capr.labels"),
+    ("capr.index",),  # the embedded engine
+    ("capr.labels",),
+    ("capr.store",),
+    ("capr.search",),  # the one pipeline
     ("capr.train",),
     ("capr.cdv",),
-    ("capr.search", "capr.profile", "capr.question_focus", "capr.query_weights", "capr.cases"),
+    ("capr.cases",),
     ("capr.eval",),
-    ("capr.adapt", "capr.batch"),
+    ("capr.adapt",),
     ("capr.service",),
-    ("capr", "capr.cli", "capr.demo", "capr.__main__", "capr.reproduce"),  # the fronts: the package's public names and commands
+    ("capr.cli", "capr.demo"),
+    ("capr", "capr.__main__", "capr.reproduce"),
 ]
 
 
-def module_imports(root: Path) -> dict[str, set[str]]:
-    """Each module of the package (dotted name) → the package's modules it imports at run time."""
+def module_imports(root: Path, type_only_count: bool = False) -> dict[str, set[str]]:
+    """Each module of the package (dotted name) → the package's modules it imports at run time (and, with
+    ``type_only_count``, under ``if TYPE_CHECKING:`` too)."""
     files = {}
     for path in root.rglob("*.py"):
         parts = list(path.relative_to(root.parent).with_suffix("").parts)
@@ -103,7 +108,7 @@ def module_imports(root: Path) -> dict[str, set[str]]:
                      for stmt in block.body for n in ast.walk(stmt)}
         found: set[str] = set()
         for node in ast.walk(tree):
-            if id(node) in type_only:
+            if id(node) in type_only and not type_only_count:
                 continue
             if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
@@ -163,8 +168,8 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
-def test_no_import_cycles():
-    assert import_cycles(module_imports(SRC)) == []
+def test_no_import_cycles_even_counting_type_only_imports():
+    assert import_cycles(module_imports(SRC, type_only_count=True)) == []
 
 
 def test_every_module_has_a_layer_and_imports_only_downward():
@@ -176,19 +181,33 @@ def test_every_module_has_a_layer_and_imports_only_downward():
 
 
 def test_the_cycle_and_layer_checks_see_what_they_must(tmp_path):
-    """A planted cycle through a function-level import is found; a type-only import is not an import."""
+    """A planted cycle through a function-level import is found; a type-only import is no run-time import, but
+    the cycle check counts it; a folder is one floor."""
     pkg = tmp_path / "capr"
     (pkg / "store").mkdir(parents=True)
+    (pkg / "search").mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "store" / "__init__.py").write_text("def open_store():\n    from capr.store.embedded import Embedded\n")
-    (pkg / "store" / "embedded.py").write_text("from capr.query import parse\n")
-    (pkg / "query.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from capr.search import S\n"
-                                  "from capr.store import open_store\n")
-    (pkg / "search.py").write_text("from capr import query\n")
+    (pkg / "store" / "embedded.py").write_text("from capr.search.query import parse\n")
+    (pkg / "search" / "__init__.py").write_text("")
+    (pkg / "search" / "query.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                             "    from capr.search.searcher import S\nfrom capr.store import open_store\n")
+    (pkg / "search" / "searcher.py").write_text("from capr.search import query\n")
     graph = module_imports(pkg)
-    assert graph["capr.query"] == {"capr.store"} and graph["capr.search"] == {"capr.query"}
-    assert import_cycles(graph) == [["capr.query", "capr.store", "capr.store.embedded"]]
-    assert layer_of("capr.store.protocol") < layer_of("capr.index.index") < layer_of("capr.store.embedded")
+    assert graph["capr.search.query"] == {"capr.store"} and graph["capr.search.searcher"] == {"capr.search.query"}
+    assert import_cycles(graph) == [["capr.search.query", "capr.store", "capr.store.embedded"]]
+    typed = module_imports(pkg, type_only_count=True)
+    assert typed["capr.search.query"] == {"capr.store", "capr.search.searcher"}
+    assert import_cycles(typed) == [["capr.search.query", "capr.search.searcher", "capr.store", "capr.store.embedded"]]
+    assert layer_of("capr.store.protocol") == layer_of("capr.store.embedded") > layer_of("capr.index.index")
+
+
+def test_every_folder_is_one_floor():
+    """No module is given a floor apart from its folder's (the exceptions the layering once needed)."""
+    folders = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    named = [p for floor in LAYERS for p in floor]
+    assert [p for p in named if p.count(".") > 1] == []
+    assert sorted(f for f in folders if f"capr.{f}" not in named) == []
 
 
 def test_the_library_never_imports_the_measurement_code():

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from capr.index.analyzer import Analyzer, AnalyzerConfig
+from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params, BM25Scorer, TermMatrix, TfidfScorer
 
 from conftest import need_data

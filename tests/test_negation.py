@@ -1,5 +1,5 @@
 """A passage that names an entity only to deny it ("Neck: supple. No lymphadenopathy.") is not about it: ConText's
-negation (capr.negation, checked against medspaCy's on real notes) keeps it from outranking the passages that
+negation (capr.text.negation, checked against medspaCy's on real notes) keeps it from outranking the passages that
 name the entity. Nor is one that holds the words of a name in different sentences ("heart rate", "renal
 failure" for heart failure)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from capr.negation import is_negated, negations
+from capr.text.negation import is_negated, negations
 from conftest import DATA_DIR, capr_cli, index_of_documents, need_data
 
 
@@ -88,7 +88,7 @@ def test_sentences_passed_over_for_want_of_a_negation_word_have_no_negation():
     """`negations` reads a sentence's rules only when it holds one of the words some negating rule needs; on every
     sentence of 300 MTSamples notes (or the sentences above without the data) it gives what reading all the rules
     gives, and it passes most sentences over."""
-    from capr.negation import _may_negate, _read_negations
+    from capr.text.negation import _may_negate, _read_negations
 
     sentences = list(SENTENCES)
     data = DATA_DIR / "mtsamples" / "mtsamples.csv.gz"
@@ -129,7 +129,7 @@ def test_the_note_that_finds_the_entity_ranks_above_the_note_that_denies_it(note
     """⟨lymphadenopathy, physical examination⟩: both examinations name it, and BM25 prefers the short one that
     says "No lymphadenopathy"; the entity's bonus (or tier) goes to the note that found it."""
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     searcher = Searcher(notes)
     q = Query("q", entity="lymphadenopathy", aspect="physical examination")
@@ -160,7 +160,7 @@ SCATTERED = [
 
 def test_a_name_whose_words_share_no_sentence_is_not_named(tmp_path_factory):
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, "scattered", SCATTERED))
     q = Query("q", entity="heart failure", aspect="physical examination")
@@ -179,10 +179,10 @@ def test_a_name_whose_words_share_no_sentence_is_not_named(tmp_path_factory):
     ("heart failure", "Heart rate 80; chronic renal failure.", True),  # one sentence holds both: read as named
 ])
 def test_a_passage_names_the_entity_in_one_sentence_not_to_deny_it(entity, text, named):
-    from capr.corpus.sentences import split_sentences
-    from capr.index.analyzer import Analyzer
+    from capr.text.sentences import split_sentences
+    from capr.text.analyzer import Analyzer
     from capr.records import Passage
-    from capr.retrieve.mentions import names_entity
+    from capr.search.mentions import names_entity
 
     analyzer = Analyzer()
     passage = Passage("p", "d", text, None, 0, len(text), sentences=split_sentences(text))
@@ -215,7 +215,7 @@ def test_a_note_that_only_denies_the_entity_is_not_about_it(tmp_path_factory, sc
     """⟨lymphadenopathy, medications⟩: the entity's document tier holds the note that finds it; the note whose
     only mention denies it ranks its short medication list with the rest, below the other note's."""
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, f"denying-{scope}", DENYING_NOTES))
     q = Query("q", entity="lymphadenopathy", aspect="medications")
@@ -230,7 +230,7 @@ def test_a_note_that_only_denies_the_entity_is_not_about_it(tmp_path_factory, sc
 
 def test_when_every_note_denies_the_entity_the_user_is_told(tmp_path_factory):
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, "all-denying", DENYING_NOTES[:1] + NOTES[2:]))
     result = searcher.search(Query("q", entity="lymphadenopathy", aspect="medications"),
@@ -243,7 +243,7 @@ def test_under_an_aspect_filter_the_note_that_finds_the_entity_elsewhere_ranks_f
     """The filter keeps only medication lists, none of which names the entity: the note whose history finds it is
     still the one about it, and no notice says otherwise."""
     from capr.records import Query
-    from capr.search import SearchOptions, Searcher
+    from capr.search.searcher import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, "denying-filtered", DENYING_NOTES))
     result = searcher.search(Query("q", entity="lymphadenopathy", aspect="medications"),

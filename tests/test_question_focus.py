@@ -9,7 +9,7 @@ import json
 import pytest
 
 from capr.records import Query
-from capr.search import SearchOptions, Searcher
+from capr.search.searcher import SearchOptions, Searcher
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,8 @@ def test_wording_prior_only_inside_the_documents_the_question_names(articles):
 def test_fusion_shares_follow_how_rare_the_question_words_are(articles, tmp_path):
     from capr.corpus import read_documents
     from capr.index import build_index
-    from capr.query_weights import RARE_SHARES, RARE_WORDS, informativeness, mean_idf, question_fusion
-    from capr.retrieve.fusion import FusionConfig
+    from capr.search.query_weights import RARE_SHARES, RARE_WORDS, informativeness, mean_idf, question_fusion
+    from capr.search.fusion import FusionConfig
 
     notes = [{"doc_id": f"n{i}", "text": f"Visit {i}: rest, fluids and a follow-up visit."} for i in range(120)]
     notes[0]["text"] += " Inhalers were refilled."
@@ -99,8 +99,8 @@ def test_no_focus_when_the_question_names_several_titles_or_the_filter_hides_it(
 
 
 def test_focus_among_titles():
-    from capr.index.analyzer import Analyzer
-    from capr.question_focus import focus_among
+    from capr.text.analyzer import Analyzer
+    from capr.search.question_focus import focus_among
 
     an = Analyzer()
     ask = an("what is the treatment for type 2 diabetes in children")

@@ -96,7 +96,7 @@ def test_damaged_index_serve_refuses_at_start(small_index, tmp_path):
 def test_damaged_index_python_api(small_index, tmp_path):
     from capr import load_index
     from capr.index.reading import DamagedIndexError
-    from capr.search import search
+    from capr.search.searcher import search
 
     idx = tmp_path / "copy"
     shutil.copytree(small_index, idx)
@@ -145,7 +145,7 @@ def test_serve_reranker_spec_checked_at_start(small_index, spec, reason):
 
 def test_reranker_spec_check_loads_no_model(tmp_path, monkeypatch):
     """bi:minilm names the bundled model; an ensemble's members are each checked; nothing is loaded."""
-    import capr.retrieve.rerank as rr
+    import capr.search.second_stage as rr
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded")
@@ -170,7 +170,7 @@ def _bi_encoder_folder(path: Path) -> Path:
 @pytest.mark.parametrize("kind", ["cross", "cross-int8", "poly"])
 def test_bi_encoder_folder_is_refused_as_cross_or_poly(tmp_path, kind):
     from capr.errors import QueryError
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     bi = _bi_encoder_folder(tmp_path / "bi")
     what = "a poly-encoder" if kind == "poly" else "a cross-encoder"
@@ -192,7 +192,7 @@ def test_bi_encoder_as_cross_cli_is_one_line(small_index):
 
 def test_capr_card_kind_decides(tmp_path):
     from capr.errors import QueryError
-    from capr.retrieve.rerank import check_model_folder
+    from capr.search.second_stage import check_model_folder
 
     def folder(name: str, card: dict | None, codes: bool = False) -> Path:
         p = _bi_encoder_folder(tmp_path / name)
@@ -226,7 +226,7 @@ def test_real_cross_encoder_folders_still_load(tmp_path):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from capr.models.encoder import resolve_model
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     src = resolve_model("minilm")
     hf = tmp_path / "hf"
@@ -273,7 +273,7 @@ def test_multi_word_aspect_whose_words_the_index_has_is_searched(drug_index):
     from capr import load_index
     from capr.errors import QueryError
     from capr.records import Query
-    from capr.search import Searcher
+    from capr.search.searcher import Searcher
 
     searcher = Searcher(load_index(drug_index))
     assert searcher.search(Query("q", entity="ibuprofen", aspect="side effects"), k=1).hits[0].passage.doc_id == "ibu"
@@ -292,7 +292,8 @@ def test_aspect_with_words_the_index_lacks_is_still_refused(drug_index):
 def test_index_check_aspect_agrees_with_search(drug_index):
     from capr import load_index
     from capr.errors import QueryError
-    from capr.query import check_aspect, store_known_terms
+    from capr.text.aspects import check_aspect
+    from capr.search.query import store_known_terms
     from capr.store.embedded import EmbeddedStore
 
     index = EmbeddedStore.of(load_index(drug_index))

@@ -1,4 +1,4 @@
-from capr.corpus.aspects import infer_aspect, normalize_aspect
+from capr.text.aspects import infer_aspect, normalize_aspect
 from capr.corpus.segment import SegmenterConfig, count_tokens, detect_sections, segment, split_sentences
 from capr.records import Document
 
@@ -110,7 +110,7 @@ def test_title_heading_is_not_an_aspect():
 def test_long_lines_are_split_a_window_at_a_time_with_the_same_sentences(monkeypatch, demo_dir):
     """A line longer than SENTENCE_WINDOW (a dump on one line) goes to nupunkt in windows; the sentences equal
     splitting the line in one call, including abbreviations and sentences that straddle a window's edge."""
-    import capr.corpus.sentences as seg
+    import capr.text.sentences as seg
     from capr.corpus import read_documents
 
     texts = [d.text.replace("\n", " ") for d in read_documents(demo_dir)]

@@ -20,7 +20,7 @@ from capr.errors import CaprError
 from capr.index import Index
 from capr.service import ServiceConfig, create_app, load_tokens
 from capr.service.config import TokenSet
-from capr.search import search
+from capr.search.searcher import search
 from conftest import capr_cli
 from service_support import AUTH, TOKEN, LiveServer, build_demo_index, copy_index
 
@@ -342,7 +342,7 @@ def test_case_baseline_phrase_match():
 # ---------------------------------------------------------------------------------------- evidence
 def test_sentence_scores_function(demo_index):
     from capr.records import Query
-    from capr.retrieve.evidence import sentence_scores
+    from capr.search.evidence import sentence_scores
 
     index = Index.load(demo_index)
     q = Query("q", text="blood thinner to prevent stroke")
@@ -424,7 +424,7 @@ def test_logs_hold_no_patient_text_and_no_token(client, caplog, monkeypatch):
     def explode(*a, **k):
         raise RuntimeError(f"failed on {SECRET}")
 
-    import capr.retrieve.evidence as evidence_module
+    import capr.search.evidence as evidence_module
 
     monkeypatch.setattr(evidence_module, "lexical_sentence_scores", explode)
     r = client.post("/search", json={"text": "purple rash"})
@@ -770,7 +770,7 @@ def test_health_says_starting_until_the_models_are_loaded(second_stage_index, mo
         assert set(answered[0]["fusion"]["weights"]) == {"bm25", "dense"}
         # everything the default search needs is loaded
         assert app.state.holder.index._encoder is not None
-        from capr.profile import _LOADED as loaded_rerankers
+        from capr.search.profile import _LOADED as loaded_rerankers
 
         assert "bi:minilm" in loaded_rerankers
         assert synonyms._LOADED

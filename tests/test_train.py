@@ -12,7 +12,7 @@ from capr.errors import QueryError
 from capr.labels.generate import LabeledPassage
 from capr.train import ModelKind, TrainArgs, train
 from capr.train.losses import multi_positive_listwise_loss
-from capr.search import search
+from capr.search.searcher import search
 from conftest import capr_cli, capr_in_process, capr_real_or_in_process
 
 DISEASES = ["Zorvex syndrome", "Kalimba fever", "Dunmore disease", "Ostrava palsy", "Venn anemia", "Brisk pox",
@@ -44,7 +44,7 @@ def tiny_args(kind: str, **kw) -> TrainArgs:
 
 def planted_rank(kind: str, model_dir) -> tuple[float, float]:
     """Score of the planted answer and the best distractor for "Zorvex syndrome treatment"."""
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     gold = "Zorvex syndrome is treated with daily hydration, rest and a short course of oral steroids."
     distractors = [
@@ -117,7 +117,7 @@ def test_multi_positive_masking():
 
 
 def test_rerank_scores_keeps_tail_order():
-    from capr.retrieve.rerank import rerank_scores
+    from capr.search.second_stage import rerank_scores
 
     def reverse(top):  # prefers the first stage's last candidate
         return -np.arange(len(top), dtype=float)[::-1]
@@ -134,7 +134,7 @@ def test_rerank_scores_keeps_tail_order():
 
 
 def test_bad_reranker_and_trainer_input(tmp_path, runner):
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     with pytest.raises(QueryError, match="KIND:PATH"):
         load_reranker("nonsense")
@@ -168,7 +168,7 @@ def test_context_model_indexes_passages_with_their_title(tmp_path):
     from capr.index import IndexWriter, load_index
     from capr.models.encoder import Encoder, EncoderConfig
     from capr.records import Document
-    from capr.retrieve.rerank import load_reranker, reranker_text
+    from capr.search.second_stage import load_reranker, reranker_text
 
     out = tmp_path / "bi-ctx"
     train(tiny_labels(), out, tiny_args("bi", context="title", max_steps=1), progress=False)
@@ -243,7 +243,7 @@ def test_residual_cross_encoder_starts_as_its_bi_encoder_and_moves_the_planted_a
     """`capr train cross --first-stage BI`: before any update the re-ranker's scores are exactly the bi-encoder's
     (scaled cosine), so its dev start is the bi-encoder's; training moves the planted answer up against them."""
     from capr.models.encoder import Encoder, EncoderConfig
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     monkeypatch.setenv("CAPR_CACHE", str(tmp_path / "cache"))
     query = "Zorvex syndrome treatment"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable, Iterator
 
 from capr.errors import BadInputError
+from capr.text.spans import Span
 
-Span = tuple[int, int]
 
 DOC_ID_MAX_LENGTH = 256
 # A document longer than this is refused (a bad record: --skip-bad skips it). 10 M characters is far
@@ -164,7 +165,7 @@ class Passage:
 def _passage_sentences(self: Passage) -> list[Span]:
     s = self._sentences
     if s is None:
-        from capr.corpus.sentences import passage_sentences
+        from capr.text.sentences import passage_sentences
 
         s = self._sentences = passage_sentences(self.text, self.start)
     return s
@@ -176,6 +177,16 @@ def _set_passage_sentences(self: Passage, value: list[Span] | None) -> None:
 
 Passage.sentences = property(_passage_sentences, _set_passage_sentences,  # type: ignore[assignment]
                              doc="Sentence spans (document offsets); computed on first access when given as None.")
+
+
+class Retriever(str, Enum):
+    bm25 = "bm25"
+    tfidf = "tfidf"
+    dense = "dense"
+    hybrid = "hybrid"
+
+
+LEXICAL = (Retriever.bm25, Retriever.tfidf)
 
 
 @dataclass(slots=True)

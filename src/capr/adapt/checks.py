@@ -54,7 +54,7 @@ class DevCheck:
         if self._lexical is None:
             import bm25s
 
-            from capr.index.analyzer import Analyzer, AnalyzerConfig
+            from capr.text.analyzer import Analyzer, AnalyzerConfig
             from capr.index.segment import passage_index_text
 
             analyzer = Analyzer(AnalyzerConfig())
@@ -83,10 +83,10 @@ def dense_scores(encoder: Any, check: DevCheck) -> list[np.ndarray]:
 
 def check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion: Any = None) -> dict[str, np.ndarray]:
     """Per-query metrics of a ranking by the dense scores alone (``fusion`` None), or by the hybrid first stage's
-    fusion (a capr.retrieve.fusion.FusionConfig) of BM25 and those dense scores, as the index would search."""
+    fusion (a capr.search.fusion.FusionConfig) of BM25 and those dense scores, as the index would search."""
     if fusion is None:
         return candidate_metrics(dense, check.relevance)
-    from capr.retrieve.fusion import fuse_aligned
+    from capr.search.fusion import fuse_aligned
 
     fused = [fuse_aligned([lex, np.asarray(d, dtype=np.float64)], fusion) for lex, d in zip(check.lexical_scores(), dense)]
     return candidate_metrics(fused, check.relevance)
@@ -98,8 +98,8 @@ def reranked_check_metrics(check: DevCheck, dense: Sequence[np.ndarray], fusion:
     ``capr search --reranker`` does for a free-text query, fused with the first stage's rank at the re-ranker's
     default share; the rest keep their order)."""
     from capr.index.segment import passage_index_text
-    from capr.retrieve.fusion import fuse_aligned
-    from capr.retrieve.rerank import rerank_scores, rerank_share, score_passages
+    from capr.search.fusion import fuse_aligned
+    from capr.search.second_stage import rerank_scores, rerank_share, score_passages
 
     share = rerank_share(reranker, None)
     out = []
@@ -130,7 +130,7 @@ def self_labelled_check(dev: Sequence[LabeledPassage], n_queries: int = 256, poo
     (corpora without titles must not lose what the model learned)."""
     import bm25s
 
-    from capr.index.analyzer import Analyzer, AnalyzerConfig
+    from capr.text.analyzer import Analyzer, AnalyzerConfig
 
     rng = random.Random(seed)
     pool = _pool(dev, pool_size, rng)
@@ -236,7 +236,7 @@ class SearchedCheck:
         from capr.errors import QueryError
         from capr.index import load_index
         from capr.records import Query
-        from capr.search import Searcher, SearchOptions
+        from capr.search.searcher import Searcher, SearchOptions
 
         index = load_index(folder)
         searcher = Searcher(index, reranker=reranker)

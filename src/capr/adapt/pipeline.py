@@ -33,7 +33,7 @@ from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.eval.significance import paired_randomisation_p
-from capr.profile import record_profile
+from capr.search.profile import record_profile
 from capr.records import Document
 
 REPORT_FILE = "adapt.json"
@@ -77,7 +77,7 @@ class AdaptConfig:
     max_steps: int = 100_000  # the time budget stops training first
     batch_size: int | None = None  # None: the bi-encoder's default
     min_labels: int = 64
-    # auto: an ensemble second stage (the start model + the trained one, capr.retrieve.rerank.EnsembleReranker) is
+    # auto: an ensemble second stage (the start model + the trained one, capr.search.second_stage.EnsembleReranker) is
     # gated like a candidate and recorded in the index when it passes; off: no second stage
     second_stage: str = "auto"
     seed: int = 13
@@ -255,7 +255,7 @@ def fusion_with_share(dense_weight: float | None = None) -> Any:
     """The default pipeline's hybrid fusion (capr.search.DEFAULT_FUSION), with another dense share when given."""
     from dataclasses import replace
 
-    from capr.search import DEFAULT_FUSION
+    from capr.search.searcher import DEFAULT_FUSION
 
     if dense_weight is None:
         return replace(DEFAULT_FUSION)
@@ -271,7 +271,7 @@ def score_candidates(candidates: Sequence[Candidate], checks: Sequence[Any], log
     import tempfile
 
     from capr.models.encoder import Encoder, EncoderConfig
-    from capr.query import Retriever
+    from capr.records import Retriever
 
     fusion = fusion_with_share()
     root = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="capr-gate-"))
@@ -343,7 +343,7 @@ def choose_second_stage(kept: Candidate, trained: Candidate, start_model: str, c
     ``depth``, is worth its latency: kept when it gains at least ``min_gain`` on some check (held-out labels or free
     text, the check's primary metric) and trails the first stage alone by at most ``margin`` on every check that
     decides. The table holds every check without and with it, and the paired p-values."""
-    from capr.retrieve.rerank import load_reranker
+    from capr.search.second_stage import load_reranker
 
     spec = f"{reranker_member(start_model)},{reranker_member(trained.model)}"
     ensemble = load_reranker(spec)
@@ -544,7 +544,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     if trained is None or config.second_stage == "off":
         report.second_stage = {"kept": False, "reason": "no trained model" if trained is None else "--second-stage off"}
     else:
-        from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH
+        from capr.search.second_stage import DEFAULT_RERANK_DEPTH
 
         t0 = time.time()
         report.second_stage = choose_second_stage(kept, trained, config.start_model, checks,
@@ -592,7 +592,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     report.minutes["index"] = round((time.time() - t0) / 60, 2)
     if report.second_stage.get("kept"):
         from capr.index import load_index
-        from capr.retrieve.rerank import load_reranker, warm_passage_vectors
+        from capr.search.second_stage import load_reranker, warm_passage_vectors
 
         t0 = time.time()
         log("encoding the index's passages for the second stage (its vectors go to the embedding cache)")

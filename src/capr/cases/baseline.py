@@ -77,7 +77,7 @@ def rank_hypotheses(
     """Hypotheses ranked by lexical support in the index, each with its top-``k`` supporting passages. A hypothesis
     given twice (but for case or spacing) is a QueryError unless ``allow_repeats`` (a benchmark question's options,
     as CasePipeline.rank)."""
-    from capr.query import Retriever
+    from capr.records import Retriever
 
     if not description or not description.strip():
         raise QueryError("empty patient description")

@@ -4,7 +4,7 @@ A hypothesis is searched under a few surface forms: normalized (case, spacing, a
 punctuation), an abbreviation and its long form (from "Long form (ABBR)" in the option itself and from a
 small table of common clinical abbreviations), hyphen/space and singular/plural variants. Candidates are
 the rows holding every term of a variant (posting-list intersection), checked as a phrase. A passage whose every
-mention denies the hypothesis ("pneumonia was ruled out", "no signs of meningitis"; ConText's rules, capr.negation)
+mention denies the hypothesis ("pneumonia was ruled out", "no signs of meningitis"; ConText's rules, capr.text.negation)
 describes a patient who does not have it, so it is no case for it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from capr.errors import QueryError
-from capr.negation import negations
+from capr.text.negation import negations
 from capr.records import Passage
 
 if TYPE_CHECKING:

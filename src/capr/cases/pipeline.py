@@ -52,7 +52,7 @@ class CasePipeline:
     # -- models -----------------------------------------------------------------------------
     def cross(self):
         if self._cross is None:
-            from capr.retrieve.rerank import CrossReranker
+            from capr.search.second_stage import CrossReranker
 
             self._cross = CrossReranker(self.config.cross_model, batch_size=self.config.cross_batch_size)
         return self._cross
@@ -117,7 +117,7 @@ class CasePipeline:
             terms = index.analyzer(hypothesis)
             if not terms:
                 return None, []
-            from capr.query import Retriever
+            from capr.records import Retriever
 
             own = index.scorer(Retriever.bm25).scores(terms)
             own = np.where(allowed, own, 0.0)
@@ -139,7 +139,7 @@ class CasePipeline:
         _check_input(description, hypotheses)
         cfg, index = self.config, self.index
         if cfg.scorer is CaseScorer.bm25 and index.matrix is not None and not index.analyzer(description):
-            # as capr.query.check_searchable: BM25 would score every passage 0, "rank" the options in the order
+            # as capr.search.query.check_searchable: BM25 would score every passage 0, "rank" the options in the order
             # given and show an arbitrary passage as each one's supporting case
             raise QueryError(f"the patient description has no searchable words after stopword removal: "
                              f"{description.strip()[:80]!r}; describe the patient (age, symptoms, findings)",
@@ -148,7 +148,7 @@ class CasePipeline:
         mask = EmbeddedStore.of(index).compile_filter(filters)
         allowed = index.live if mask is None else (index.live & mask)
         if index.matrix is not None:
-            from capr.query import Retriever
+            from capr.records import Retriever
 
             base = index.scorer(Retriever.bm25).scores(index.analyzer(description))
         else:

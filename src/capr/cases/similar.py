@@ -27,7 +27,7 @@ from capr.cases.diagnose import VOTE_K, LikelyDiagnosis, NameMatcher, fuse_diagn
 from capr.cases.icd10 import Diagnosis, code_name, diagnoses_of
 from capr.cases.similar_eval import vote
 from capr.errors import QueryError
-from capr.retrieve.highlight import term_spans
+from capr.search.highlight import term_spans
 from capr.store.embedded import EmbeddedStore
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ class CaseFinder:
         rows = np.flatnonzero(self.patient_mask())
         runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if retriever in ("bm25", "hybrid"):
-            from capr.query import Retriever
+            from capr.records import Retriever
 
             bm25 = np.asarray(index.scorer(Retriever.bm25).scores(index.analyzer(description))[rows], dtype=np.float64)
             hit = bm25 > 0  # a case sharing no word with the description is not similar by BM25 (not a tie at 0)
@@ -268,7 +268,7 @@ class CaseFinder:
                              "`capr case-index` (leave out --no-dense) or `capr index ... --dense`", "retriever")
         if index.is_empty:
             return SimilarCases(description, retriever, [], ["the index is empty"])
-        # as capr.query.check_searchable: a lexical or hybrid search needs a searchable word (hybrid would otherwise
+        # as capr.search.query.check_searchable: a lexical or hybrid search needs a searchable word (hybrid would otherwise
         # return the dense side's nearest cases to an empty description as "similar patients")
         if retriever in ("bm25", "hybrid") and not index.analyzer(description):
             raise QueryError(f"the patient description has no searchable words after stopword removal: "

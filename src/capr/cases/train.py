@@ -316,7 +316,7 @@ def distant_pairs(index_dir: str | Path | None, pretrained: str | Path, data_dir
     passage mentions contribute (description, option) itself, as the pipeline scores them. ``candidates``: steps 1-2
     saved earlier (a :class:`capr.cases.candidates.CandidateSet`); then no index is read."""
     from capr.cases.candidates import distant_pairs_from_candidates
-    from capr.retrieve.rerank import CrossReranker
+    from capr.search.second_stage import CrossReranker
 
     args = args or DistantArgs()
     if candidates is None:

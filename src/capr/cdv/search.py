@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from capr.records import Passage, ScoredPassage
 from capr.store import as_store
 
 if TYPE_CHECKING:
-    from capr.retrieve.evidence import SentenceScore
+    from capr.search.evidence import SentenceScore
     from capr.store.protocol import Store
 
 MAX_EVIDENCE = 3
@@ -106,7 +106,7 @@ def evidence_sentences(store: CDVStore, passage: Passage, qvecs: tuple[np.ndarra
                        config: BoundaryConfig | None = None) -> list["SentenceScore"]:
     """The passage's sentences with their CDV scores; evidence = the best (up to 3) that reach θ_open, scaled
     within the document so that a passage's evidence is judged in its document's context."""
-    from capr.retrieve.evidence import SentenceScore
+    from capr.search.evidence import SentenceScore
 
     config = config or BoundaryConfig()
     loc = store.pid_doc.get(passage.pid)
@@ -219,3 +219,18 @@ def plot_explanation(ex: Explanation, best: Span | None, path: Path) -> dict[str
 
 
 __all__ = ["Explanation", "SpanHit", "cdv_search", "evidence_sentences", "explain", "free_search"]
+
+
+class CdvRetriever:
+    """CDV inside the one search pipeline: ``Searcher(store, cdv=CdvRetriever(cdv_store))`` ranks the first stage
+    by discourse vectors and gives ``cdv`` evidence sentences; the pipeline never imports CDV itself."""
+
+    def __init__(self, store: CDVStore) -> None:
+        self.store = store
+
+    def first_stage(self, index: "Store", pq: Any, k: int, filters: Any) -> list:
+        return cdv_search(index, self.store, pq.entity, pq.query.aspect, k, filters)
+
+    def evidence(self, pq: Any, passages: Sequence[Passage], thetas: tuple[float, float]) -> list:
+        qv = self.store.query(pq.entity, pq.query.aspect)
+        return [evidence_sentences(self.store, p, qv, BoundaryConfig(*thetas)) for p in passages]

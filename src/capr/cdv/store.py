@@ -36,7 +36,7 @@ class DocVectors:
 
 
 def _doc_sentences(index: "Index", rows: list[int]) -> tuple[DocSentences, list[tuple[int, int]]]:
-    from capr.retrieve.evidence import passage_sentences
+    from capr.search.evidence import passage_sentences
 
     passages = sorted((index.passage(r) for r in rows), key=lambda p: p.start)
     texts, owner, spans = [], [], []

@@ -27,8 +27,9 @@ from capr.cli.common import (
 )
 from capr.errors import CaprError
 from capr.index import Index
-from capr.query import DEFAULT_TEMPLATE, TEMPLATES, Retriever
-from capr.retrieve.fusion import FusionMethod
+from capr.records import Retriever
+from capr.search.query import DEFAULT_TEMPLATE, TEMPLATES
+from capr.search.fusion import FusionMethod
 from capr.store.embedded import EmbeddedStore
 from capr.store.protocol import Backend
 

@@ -1,5 +1,5 @@
 """A document laid out from the blocks a page or a word-processor file holds: headings open sections (each
-heading's aspect read as a health article's heading, capr.corpus.aspects.article_heading_aspect: "Symptoms of gout"
+heading's aspect read as a health article's heading, capr.text.aspects.article_heading_aspect: "Symptoms of gout"
 in the article "Gout" is its symptoms), paragraphs are separated by a blank line,
 and list items, table rows and lines after a break follow on the next line — the text a reader sees, with the
 sections its headings make. The HTML and DOCX readers share it."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from capr.corpus.aspects import article_heading_aspect
+from capr.text.aspects import article_heading_aspect
 from capr.records import Document, Section
 
 HEADING, PARAGRAPH, LINE = "heading", "paragraph", "line"

@@ -3,7 +3,7 @@
 Sections are ``structuredBody/component/section`` with a LOINC ``code``, a ``title`` and a narrative
 ``text`` block (paragraphs, lists and tables flattened readably by capr.corpus.narrative); nested
 ``section/component/section`` become sections of their own. A section's aspect comes from its LOINC
-code (capr.corpus.aspects.LOINC_ASPECTS), its title being the fallback.
+code (capr.text.aspects.LOINC_ASPECTS), its title being the fallback.
 
 Metadata: ``patient`` (recordTarget/patientRole/id), ``encounter`` (componentOf/encompassingEncounter/id),
 ``date`` (effectiveTime as ISO 8601), ``note_type`` (the document code's displayName, e.g. "Discharge
@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.aspects import aspect_for_code
+from capr.text.aspects import aspect_for_code
 from capr.corpus.files import check_text_file, read_head, wanted_files, xml_declared_encoding
 from capr.corpus.narrative import element_text
 from capr.corpus.report import ReadReport

@@ -8,7 +8,7 @@ entries give the author's role.
 
 Each resource is validated with the ``fhir.resources`` models (R4B, identical to R4 for these three
 resources) before it is read, so a malformed one is reported with the field at fault instead of being
-half-read. Composition sections get their aspect from the LOINC code (capr.corpus.aspects.LOINC_ASPECTS),
+half-read. Composition sections get their aspect from the LOINC code (capr.text.aspects.LOINC_ASPECTS),
 their title being the fallback.
 
 Metadata: ``patient`` and ``encounter`` (the referenced ids), ``date`` (ISO 8601), ``note_type`` (the
@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from capr.corpus.aspects import aspect_for_code
+from capr.text.aspects import aspect_for_code
 from capr.corpus.files import json_lines, parse_json, read_text, wanted_files
 from capr.corpus.narrative import xhtml_text
 from capr.corpus.report import ReadReport

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.aspects import normalize_aspect
+from capr.text.aspects import normalize_aspect
 from capr.corpus.files import READ_ERRORS, json_lines, read_error_reason, wanted_files
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError

@@ -2,7 +2,7 @@
 ``radiology.csv.gz``; also their ``*_detail`` siblings are not notes and are refused by the header check).
 
 Both are read row by row with the csv module (a 2 GB NOTEEVENTS never sits in memory); sections are left
-to heading detection, which copes with the de-identification placeholders (see capr.corpus.deid).
+to heading detection, which copes with the de-identification placeholders (see capr.text.deid).
 
 Metadata: the source's own columns under their (lower-cased) names, so MIMIC users filter as they know
 them (``subject_id=10006``, ``category in (Discharge summary, Radiology)``, ``charttime>=2150-01-01``), plus

@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.aspects import normalize_aspect
+from capr.text.aspects import normalize_aspect
 from capr.corpus.files import csv_header, guard_reads, open_text
 from capr.corpus.report import ReadReport
 from capr.records import Document, Section

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from capr.corpus.aspects import is_known_heading, normalize_aspect
-from capr.corpus.sentences import split_sentences
+from capr.text.aspects import is_known_heading, normalize_aspect
+from capr.text.sentences import split_sentences
 from capr.records import Document, Passage, Section, Span
 
 _SMALL_WORDS = {"and", "of", "the", "or", "for", "to", "in", "on", "with", "at", "by", "a", "an", "/", "&"}

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from capr.corpus.aspects import is_known_heading
+from capr.text.aspects import is_known_heading
 from capr.corpus.files import read_each_file, read_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError

@@ -27,10 +27,10 @@ from capr.errors import CaprError, QueryError
 from capr.eval.metrics import METRICS, evaluate
 from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.models.encoder import EncoderConfig
-from capr.query import Retriever
-from capr.retrieve.fusion import FusionConfig, fuse_aligned
+from capr.records import Retriever
+from capr.search.fusion import FusionConfig, fuse_aligned
 from capr.records import Document, Qrel, Query, Run, ScoredPassage, qrels_as_dict
-from capr.search import Searcher
+from capr.search.searcher import Searcher
 
 POOL_DEPTH = 64
 SHUFFLE_SEED = 1234
@@ -314,7 +314,7 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
     from dataclasses import replace
 
-    from capr.search import SearchOptions
+    from capr.search.searcher import SearchOptions
 
     bench = BenchmarkSearcher(data, field, store, reranker=reranker)
     searcher = bench.searcher
@@ -369,8 +369,8 @@ def hybrid_scorer(lexical: CandidateScorer, dense: CandidateScorer, fusion: Fusi
 
 def rerank_scorer(data: BenchmarkData, first: CandidateScorer, reranker, depth: int) -> CandidateScorer:
     """The first stage's top `depth` candidates re-ordered by a second-stage model (cross/poly/bi/an ensemble)."""
-    from capr.query import dense_query_text
-    from capr.retrieve.rerank import rerank_scores, score_passages
+    from capr.search.query import dense_query_text
+    from capr.search.second_stage import rerank_scores, score_passages
 
     def score(q: Query, rows: np.ndarray) -> np.ndarray:
         base = first(q, rows)

@@ -25,10 +25,11 @@ from capr.eval.benchmarks import (
 from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, file_stamp, load_beir
 from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
-from capr.profile import Origin, SearchProfile
-from capr.query import DEFAULT_TEMPLATE, Retriever
+from capr.search.profile import Origin, SearchProfile
+from capr.records import Retriever
+from capr.search.query import DEFAULT_TEMPLATE
 from capr.records import Run
-from capr.retrieve.fusion import FusionConfig, FusionMethod
+from capr.search.fusion import FusionConfig, FusionMethod
 from capr.store import Backend, BackendOptions
 
 def _beir_dataset(folder: str, name: str) -> Callable[..., BenchmarkData]:
@@ -286,7 +287,7 @@ class EvalConfig:
         spec = self.effective_reranker
         if not spec or self.pipeline == "default":
             return []
-        from capr.retrieve.rerank import parse_reranker_spec
+        from capr.search.second_stage import parse_reranker_spec
 
         members = parse_reranker_spec(spec)
         if len(members) < 2:
@@ -300,7 +301,7 @@ class EvalConfig:
     def search_options(self) -> Any:
         """--pipeline default: `capr search`'s options; on an index given as --model, with the fusion it records
         (what `capr search` on that index uses)."""
-        from capr.search import SearchOptions
+        from capr.search.searcher import SearchOptions
 
         profile = self.profile()
         recorded = profile.fusion if profile.origins.get("fusion") is Origin.adapted and self.needs_dense else None
@@ -442,7 +443,7 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
                                     progress=store_progress, **config.backend.milvus_options())
         reranker = None
         if config.effective_reranker:  # inside the Searcher, exactly as `capr search --reranker` runs it
-            from capr.retrieve.rerank import load_reranker
+            from capr.search.second_stage import load_reranker
 
             reranker = load_reranker(config.effective_reranker)
         scorer = default_scorer(data, config.query_field, store, options=config.search_options(), reranker=reranker,
@@ -458,7 +459,7 @@ def benchmark_scorer(data: BenchmarkData, config: EvalConfig, progress: Any = No
     else:
         scorer = BenchmarkSearcher(data, config.query_field).scorer(config.retriever, config.template, fusion, progress)
     if config.effective_reranker and config.pipeline != "default":
-        from capr.retrieve.rerank import load_reranker
+        from capr.search.second_stage import load_reranker
 
         scorer = rerank_scorer(data, scorer, load_reranker(config.effective_reranker), config.effective_rerank_depth)
     return scorer
@@ -515,7 +516,7 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     if config.effective_reranker:
         result["reranker"] = {"spec": config.effective_reranker, "depth": config.effective_rerank_depth}
         if config.pipeline == "default":
-            from capr.retrieve.rerank import spec_share
+            from capr.search.second_stage import spec_share
 
             result["reranker"]["share"] = spec_share(config.effective_reranker, config.search_options().rerank_share)
     warnings = config.warnings() + reading_warnings(data) + unsearchable_warnings(data)

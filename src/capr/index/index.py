@@ -20,14 +20,14 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, IndexError_, QueryError, WriteError
 from capr.filters import check_range_bound_in_parts, column_mask, is_range
 from capr.index import directory as dirs
-from capr.index.analyzer import Analyzer, AnalyzerConfig
+from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import BM25Params, TermMatrix, TfidfScorer
 from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_segments
 from capr.index.reading import DamagedIndexError, damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
-from capr.query import LEXICAL, Retriever
+from capr.records import LEXICAL, Retriever
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from capr.corpus.segment import SegmenterConfig
-from capr.index.analyzer import Analyzer
+from capr.text.analyzer import Analyzer
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import TermMatrix
 from capr.index.reading import damaged, load_npy, read_json

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from capr.corpus.deid import mask_placeholders
+from capr.text.deid import mask_placeholders
 from capr.corpus.files import parse_json
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import BadInputError, CaprError

@@ -5,15 +5,10 @@ and a README.md for people. This is the one reader and writer of it; loaders tak
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from capr.models.context import PassageContext, parse_context
-from capr.models.loading import resolve_model
-
-if TYPE_CHECKING:
-    from capr.models.encoder import EncoderConfig
 
 CARD_FILE = "capr.json"
 README_FILE = "README.md"
@@ -49,21 +44,4 @@ def card_context(card: dict[str, Any]) -> PassageContext:
     return parse_context((card.get("args") or {}).get("context"))
 
 
-def with_model_defaults(config: "EncoderConfig") -> "EncoderConfig":
-    """A model trained by capr carries its query/passage markers, separate query encoder and document context in
-    its card; settings the user gave explicitly win."""
-    card = read_card(resolve_model(config.model))
-    if not card:
-        return config if config.passage_context is not None else replace(config, passage_context=PassageContext.off.value)
-    config = replace(config)
-    if not config.query_prefix and not config.passage_prefix:
-        config.query_prefix = card.get("query_prefix", "")
-        config.passage_prefix = card.get("passage_prefix", "")
-    if config.query_model is None and card.get("query_model"):
-        config.query_model = str(Path(resolve_model(config.model)) / card["query_model"])
-    if config.passage_context is None:
-        config.passage_context = card_context(card).value
-    return config
-
-
-__all__ = ["CARD_FILE", "README_FILE", "card_context", "read_card", "replace_card", "with_model_defaults", "write_card"]
+__all__ = ["CARD_FILE", "README_FILE", "card_context", "read_card", "replace_card", "write_card"]

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from functools import partial
 from pathlib import Path
@@ -20,7 +20,7 @@ import numpy as np
 
 from capr.errors import CaprError
 from capr.models.cache import EmbeddingCache
-from capr.models.card import with_model_defaults
+from capr.models.card import card_context, read_card
 from capr.models.context import PassageContext, parse_context, read_passage
 from capr.models.loading import local_path, pick_device, quiet_transformers, resolve_model
 
@@ -65,6 +65,23 @@ class EncoderConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EncoderConfig":
         return cls(**{**d, "backend": Backend(d.get("backend", "torch"))})
+
+
+def with_model_defaults(config: EncoderConfig) -> EncoderConfig:
+    """A model trained by capr carries its query/passage markers, separate query encoder and document context in
+    its card; settings the user gave explicitly win."""
+    card = read_card(resolve_model(config.model))
+    if not card:
+        return config if config.passage_context is not None else replace(config, passage_context=PassageContext.off.value)
+    config = replace(config)
+    if not config.query_prefix and not config.passage_prefix:
+        config.query_prefix = card.get("query_prefix", "")
+        config.passage_prefix = card.get("passage_prefix", "")
+    if config.query_model is None and card.get("query_model"):
+        config.query_model = str(Path(resolve_model(config.model)) / card["query_model"])
+    if config.passage_context is None:
+        config.passage_context = card_context(card).value
+    return config
 
 
 def cache_root() -> Path:
@@ -238,7 +255,7 @@ class _Side:
 
 
 # A passage longer than the encoder reads (max_length 256 word pieces ≈ 190 words) can be scored by its best window
-# (MaxP: capr.retrieve.rerank.BiReranker): windows of WINDOW_WORDS words (≈ 200 word pieces, room left for a title),
+# (MaxP: capr.search.second_stage.BiReranker): windows of WINDOW_WORDS words (≈ 200 word pieces, room left for a title),
 # overlapping by half so that no sentence is cut in every window (not tuned; docs/RESULTS.md, best-window second stage)
 WINDOW_WORDS = 150
 WINDOW_STRIDE = 75

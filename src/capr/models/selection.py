@@ -8,7 +8,7 @@ import math
 from collections import Counter
 from typing import Sequence
 
-from capr.index.analyzer import Analyzer
+from capr.text.analyzer import Analyzer
 
 
 class SentenceSelector:

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, StrictBool, StrictFloat, StrictInt, StringConstraints,
                       field_validator, model_validator)
 
-from capr.query import Retriever
-from capr.retrieve.rerank import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
-from capr.search import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
+from capr.records import Retriever
+from capr.search.second_stage import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
+from capr.search.searcher import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
 from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
 
 

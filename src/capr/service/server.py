@@ -57,7 +57,7 @@ def serve(
     if not 1 <= port <= 65535:  # the socket layer would refuse it with a traceback, after the startup log
         raise CaprError(f"--port {port}: a TCP port is 1..65535")
     check_exposure(host, config)
-    from capr.retrieve.rerank import check_reranker_spec
+    from capr.search.second_stage import check_reranker_spec
 
     for spec in config.rerankers:  # checked now (files only, no model loaded), not by each request naming it
         check_reranker_spec(spec)

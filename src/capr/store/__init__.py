@@ -26,7 +26,7 @@ from capr.store.protocol import Backend, Capability, Ranked, Store
 
 if TYPE_CHECKING:
     from capr.corpus.segment import SegmenterConfig
-    from capr.index.analyzer import AnalyzerConfig
+    from capr.text.analyzer import AnalyzerConfig
     from capr.index.lexical import BM25Params
     from capr.models.encoder import EncoderConfig
 

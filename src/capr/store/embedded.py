@@ -16,13 +16,14 @@ import numpy as np
 from capr.errors import QueryError
 from capr.filters import Filters, as_clauses, is_identifier_field, known_field
 from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
-from capr.query import Retriever, check_aspect, filter_aspect, no_aspect_message
+from capr.records import Retriever
+from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
 from capr.records import Document, Passage
 from capr.store.protocol import Backend, Capability, Ranked
 
 if TYPE_CHECKING:
     from capr.corpus.segment import SegmenterConfig
-    from capr.index.analyzer import AnalyzerConfig
+    from capr.text.analyzer import AnalyzerConfig
     from capr.index.lexical import BM25Params
     from capr.models.encoder import EncoderConfig
 

@@ -37,10 +37,11 @@ from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.filters import FilterClause, as_clauses, known_field, milvus_expr
-from capr.index.analyzer import Analyzer, AnalyzerConfig
+from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.index.lexical import BM25Params
 from capr.index.segment import passage_index_text
-from capr.query import Retriever, check_aspect, filter_aspect, no_aspect_message
+from capr.records import Retriever
+from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section
 from capr.store.protocol import Backend, Capability
 
@@ -447,7 +448,7 @@ class MilvusStore:
     filter_expr = compile_filter
 
     def _normalized(self, clauses: list[FilterClause]) -> list[FilterClause]:
-        """Aspect values as the corpus aspects they select (capr.query.filter_aspect), as the embedded index reads them."""
+        """Aspect values as the corpus aspects they select (capr.search.query.filter_aspect), as the embedded index reads them."""
         if not any(c.field == "aspect" for c in clauses):
             return clauses
         counts = self.aspect_counts()

@@ -11,9 +11,9 @@ from typing import Iterable
 
 import numpy as np
 
-from capr.corpus.aspects import ASPECT_SYNONYMS
+from capr.text.aspects import ASPECT_SYNONYMS
 from capr.errors import BadInputError
-from capr.index.analyzer import Analyzer, AnalyzerConfig
+from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.labels.gazetteer import normalize_name
 from capr.labels.generate import LabeledPassage
 from capr.labels.questions import is_question_pair

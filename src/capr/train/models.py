@@ -259,7 +259,7 @@ class FirstStageScores:
         import shutil
 
         source = resolve_model(self.path)
-        if Path(source).is_dir():  # copied as it is (same weights file and time stamp: see capr.retrieve.rerank)
+        if Path(source).is_dir():  # copied as it is (same weights file and time stamp: see capr.search.second_stage)
             shutil.copytree(source, out_dir / self.FOLDER)
         else:  # a hub id
             from sentence_transformers import SentenceTransformer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from capr.index.analyzer import Analyzer
+from capr.text.analyzer import Analyzer
 
 Span = tuple[int, int]
 _recent = threading.local()  # this thread's recent analyses: highlights, snippet and evidence read the same hits

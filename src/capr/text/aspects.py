@@ -6,7 +6,11 @@ user's own section names still work as aspects and filters.
 
 from __future__ import annotations
 
+import difflib
 import re
+from typing import Callable, Iterable, Mapping
+
+from capr.errors import QueryError
 
 # canonical aspect -> synonyms and abbreviations (lower case, no trailing colon)
 ASPECT_SYNONYMS: dict[str, list[str]] = {
@@ -243,3 +247,152 @@ def infer_aspect(question: str) -> str | None:
         if pattern.search(question):
             return aspect
     return None
+
+
+# Corpus aspects are cleaned note headings; many are one-off fragments ("a 21-day-old with", "a-1 womac
+# score"). Only frequent ones that look like a heading are suggested to a user who mistyped an aspect.
+MIN_SUGGESTED_ASPECT_PASSAGES = 5  # ... and at least 1 in 2,000 live passages
+_HEADING_LIKE_RE = re.compile(r"^[a-z][a-z&/()' \-]{2,39}$")
+
+
+def _heading_like(aspect: str) -> bool:
+    words = aspect.split()
+    return bool(_HEADING_LIKE_RE.match(aspect)) and len(words) <= 5 and len(words[0]) > 1
+
+
+# A typo rarely changes a word's first letter; difflib alone finds "stage" close to "dosage" (ratio 0.73), which
+# is no help. A match starting with another letter is shown only when it is this close.
+_TYPO_OTHER_START_MIN = 0.8
+
+
+def _plausible_typo(wanted: str, match: str) -> bool:
+    return wanted[:1] == match[:1] or difflib.SequenceMatcher(None, wanted, match).ratio() >= _TYPO_OTHER_START_MIN
+
+
+def aspect_suggestions(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str], n: int = 5) -> tuple[list[str], bool]:
+    """(suggestions, close): close matches among the canonical aspects and their synonyms (shown by their
+    canonical name) first, then among frequent heading-like corpus aspects; without any close match, the
+    aspects a user most likely wants: canonical ones by corpus frequency, then frequent corpus headings.
+    ``corpus_aspects`` maps aspect → live passages (a plain list: frequency unknown, every one counts)."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    total = sum(c for c in counts.values() if c) or 0
+    floor = max(MIN_SUGGESTED_ASPECT_PASSAGES, total // 2000)
+    frequent = {a: c or 0 for a, c in counts.items() if a and _heading_like(a) and (c is None or c >= floor)}
+    canonical = {a: a for a in ASPECT_SYNONYMS} | {s: a for a, syns in ASPECT_SYNONYMS.items() for s in syns}
+    wanted = aspect.strip().lower()
+    out: list[str] = []
+    seen: set[str] = set()
+    for pool in (canonical, {a: a for a in frequent}):
+        # the matched name is shown (synonyms are valid aspects too), one per canonical aspect
+        for m in difflib.get_close_matches(wanted, sorted(pool), n=n, cutoff=0.6):
+            if not _plausible_typo(wanted, m):
+                continue
+            if pool[m] not in seen:
+                seen.add(pool[m])
+                out.append(m)
+    if out:
+        return out[:n], True
+    by_freq = sorted(ASPECT_SYNONYMS, key=lambda a: (-(counts.get(a) or 0), list(ASPECT_SYNONYMS).index(a)))
+    present = [a for a in by_freq if counts.get(a)] or by_freq
+    others = sorted((a for a in frequent if a not in ASPECT_SYNONYMS), key=lambda a: (-frequent[a], a))
+    return (present[:10] + others)[:15], False
+
+
+# An aspect the corpus has no section for is read as the corpus aspect whose phrasings share the most analysed
+# words with it ("genetic inheritance" → inheritance, "diagnosis" on health articles → exams and tests), when the
+# overlap is at least this Jaccard similarity and no other aspect ties it. Chosen on the synonym table itself
+# (every multi-word synonym held out in turn: experiments/aspect_resolution_dev.py, docs/RESULTS.md).
+ASPECT_MATCH_MIN = 0.5
+
+
+def _phrasings(aspect: str) -> list[str]:
+    canonical = normalize_aspect(aspect)
+    return list(dict.fromkeys([aspect.strip().lower(), canonical, *ASPECT_SYNONYMS.get(canonical, [])]))
+
+
+def nearest_aspect(aspect: str, corpus_aspects: Mapping[str, int | None] | Iterable[str],
+                   analyzer: Callable[[str], list[str]], min_similarity: float = ASPECT_MATCH_MIN) -> str | None:
+    """The corpus aspect that ``aspect`` means: itself (canonical form) when the corpus has it; else the frequent
+    corpus aspect whose name or synonyms share the most analysed words with the aspect's own phrasings (Jaccard of
+    the word sets, best pair); None when nothing reaches ``min_similarity`` or two aspects tie for it."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    canonical = normalize_aspect(aspect)
+    if canonical in counts or aspect.strip().lower() in counts:
+        return canonical if canonical in counts else aspect.strip().lower()
+    total = sum(c for c in counts.values() if c) or 0
+    floor = max(MIN_SUGGESTED_ASPECT_PASSAGES, total // 2000)
+    wanted = [set(analyzer(p)) for p in _phrasings(aspect)]
+    wanted = [w for w in wanted if w]
+    if not wanted:
+        return None
+    scored: list[tuple[float, str]] = []
+    for cand, n in counts.items():
+        if not cand or not _heading_like(cand) or (n is not None and n < floor):
+            continue
+        best = 0.0
+        for phrase in _phrasings(cand):
+            have = set(analyzer(phrase))
+            for w in wanted:
+                if have & w:
+                    best = max(best, len(have & w) / len(have | w))
+        if best >= min_similarity:
+            scored.append((round(best, 6), cand))
+    scored.sort(reverse=True)
+    if not scored or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][1]
+
+
+def filter_aspect(value: object, corpus_aspects: Mapping[str, int | None] | Iterable[str],
+                  analyzer: Callable[[str], list[str]] | None = None) -> str:
+    """The corpus aspect an ``aspect`` filter value selects, read as ``-a`` reads an aspect: its canonical
+    name ("meds" → medications) when the corpus has it, else the corpus aspect it reads as
+    (:func:`nearest_aspect`: "medication list" → medications), else its canonical name (which no passage has)."""
+    canonical = normalize_aspect(str(value))
+    if analyzer is None:
+        return canonical
+    return nearest_aspect(str(value), corpus_aspects, analyzer) or canonical
+
+
+def no_aspect_message(value: object, shown: str, corpus_aspects: Mapping[str, int | None] | Iterable[str],
+                      n: int = 8) -> str:
+    """The error for an aspect filter no passage passes: the index's aspects close to ``value`` (a typo), else
+    the aspects it has, most frequent first."""
+    counts = dict(corpus_aspects) if isinstance(corpus_aspects, Mapping) else {a: None for a in corpus_aspects}
+    close = difflib.get_close_matches(str(value), list(counts), n=5, cutoff=0.6)
+    if close:
+        return f"no passage has {shown} (close: {', '.join(close)})"
+    names = sorted(counts, key=lambda a: -(counts[a] or 0))
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return f"no passage has {shown}; this index's aspects: {', '.join(names[:n])}{more}"
+
+
+KnownTerms = Callable[[list[str]], Iterable[str]]  # the given analysed terms that occur in an index
+
+
+def searchable_as_words(aspect: str, analyzer: Callable[[str], list[str]], known_terms: KnownTerms) -> bool:
+    """Whether every analysed word of ``aspect`` occurs in the index: it can then be searched as words. A table
+    aspect that the corpus has no section for ("stages" on clinical notes) has always been searched that way (its
+    words, no section prior); an aspect outside the table ("side effects") whose words the index has is no
+    different. A word the index lacks ("zzqqxx", "symptons", "wund care") is most likely a typo: refused."""
+    words = list(dict.fromkeys(analyzer(aspect)))
+    return bool(words) and set(known_terms(words)) >= set(words)
+
+
+def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str],
+                 analyzer: Callable[[str], list[str]] | None = None, known_terms: KnownTerms | None = None) -> None:
+    """An aspect is known when the synonym table or the corpus has it, or (given the corpus' ``analyzer``) it
+    reads as one of the corpus' aspects (:func:`nearest_aspect`), or (given also ``known_terms``) every word of it
+    occurs in the index (:func:`searchable_as_words`); otherwise a QueryError with close matches (shared by every
+    index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
+    corpus = list(corpus_aspects)
+    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus)
+    if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
+        return
+    if analyzer is not None and nearest_aspect(aspect, corpus_aspects, analyzer) is not None:
+        return
+    if analyzer is not None and known_terms is not None and searchable_as_words(aspect, analyzer, known_terms):
+        return
+    suggestions, close = aspect_suggestions(aspect, corpus_aspects)
+    hint = f"; did you mean {', '.join(suggestions)}?" if close else f"; known aspects include: {', '.join(suggestions)}"
+    raise QueryError(f"unknown aspect {aspect!r}{hint}")

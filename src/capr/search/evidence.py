@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from capr.records import Passage, Query
-from capr.retrieve.highlight import analysed
+from capr.search.highlight import analysed
 
 if TYPE_CHECKING:
-    from capr.query import ParsedQuery
+    from capr.search.query import ParsedQuery
     from capr.store.protocol import Store
 
 # A sentence is evidence when it scores at least this share of the passage's best sentence.
@@ -72,7 +72,7 @@ def _mark_evidence(scores: list[SentenceScore], method: str) -> list[SentenceSco
 
 
 def _parsed(store: "Store", query: "Query | str | ParsedQuery", expand: bool = True) -> "ParsedQuery":
-    from capr.query import ParsedQuery, parse_query
+    from capr.search.query import ParsedQuery, parse_query
 
     return query if isinstance(query, ParsedQuery) else parse_query(query, store.analyzer, expand)
 
@@ -121,7 +121,7 @@ def dense_sentence_scores(
     store: "Store", query: "Query | str | ParsedQuery", passages: Sequence[Passage], template: str | None = None
 ) -> list[list[SentenceScore]]:
     """Cosine of the query with every sentence of every passage, encoded in one batch."""
-    from capr.query import DEFAULT_TEMPLATE
+    from capr.search.query import DEFAULT_TEMPLATE
 
     encoder = store.encoder()
     qvec = encoder.encode_queries([_parsed(store, query).dense_text(template or DEFAULT_TEMPLATE)])[0]

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from capr.retrieve.first_stage import lexical_retriever
+from capr.search.first_stage import lexical_retriever
 from capr.store.protocol import Capability
 
 if TYPE_CHECKING:
-    from capr.query import ParsedQuery
+    from capr.search.query import ParsedQuery
 
 FOCUS_DEPTH = 100  # BM25 passages whose titles may be the question's focus
 

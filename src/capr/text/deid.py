@@ -8,10 +8,8 @@ are opaque tokens: a sentence must not end inside one, and none may become a lab
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from capr.records import Span
+from capr.text.spans import Span
 
 # Non-greedy and bounded: a stray "[**" without its "**]" must not swallow the rest of the note.
 PLACEHOLDER_RE = re.compile(r"\[\*\*[^\n]{0,120}?\*\*\]|_{3,}")

@@ -28,7 +28,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from capr.retrieve.fusion import FusionConfig
+from capr.search.fusion import FusionConfig
 
 RARE_WORDS = 0.5  # mean IDF / log(passages) at or above this (and RARE_WORDS_IDF): BM25 : dense = 1 : 1
 RARE_WORDS_IDF = 4.0  # nats: the mean question word in at most one passage in e⁴ ≈ 55

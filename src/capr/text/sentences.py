@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from capr.corpus.deid import has_placeholders, merge_split_placeholders, placeholder_spans
+from capr.text.deid import has_placeholders, merge_split_placeholders, placeholder_spans
 
 Span = tuple[int, int]
 

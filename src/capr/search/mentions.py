@@ -7,17 +7,17 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Sequence
 
-from capr.index.analyzer import Analyzer
-from capr.negation import Negation, negations
+from capr.text.analyzer import Analyzer
+from capr.text.negation import Negation, negations
 from capr.records import Passage
-from capr.retrieve.evidence import passage_sentences
-from capr.retrieve.highlight import analysed
+from capr.search.evidence import passage_sentences
+from capr.search.highlight import analysed
 
 
 def names_entity(passage: Passage, forms: Sequence[Sequence[str]], analyzer: Analyzer) -> bool:
     """Whether ``passage`` names the entity: its document's title holds every term of one of the entity's ``forms``
     (analysed terms, as ``Searcher.entity_forms`` gives them), or one of its sentences does without negating it
-    (capr.negation)."""
+    (capr.text.negation)."""
     wanted = [set(form) for form in forms if form]
     if not wanted:
         return False

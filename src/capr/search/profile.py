@@ -15,9 +15,9 @@ from enum import Enum
 from typing import Any, Mapping
 
 from capr.errors import QueryError
-from capr.query import Retriever
-from capr.retrieve.fusion import FusionConfig, FusionMethod, recorded_fusion
-from capr.retrieve.rerank import DEFAULT_RERANK_DEPTH, NO_RERANKER
+from capr.records import Retriever
+from capr.search.fusion import FusionConfig, FusionMethod, recorded_fusion
+from capr.search.second_stage import DEFAULT_RERANK_DEPTH, NO_RERANKER
 from capr.store.protocol import Capability, Store
 
 # reciprocal-rank fusion, BM25 : dense = 1 : 4 — at or above the better single retriever on every dev set
@@ -37,7 +37,7 @@ class Origin(str, Enum):
 class SearchProfile:
     retriever: Retriever
     fusion: FusionConfig
-    reranker: str | None = None  # a re-ranker spec (capr.retrieve.rerank.load_reranker), None: no second stage
+    reranker: str | None = None  # a re-ranker spec (capr.search.second_stage.load_reranker), None: no second stage
     rerank_depth: int = DEFAULT_RERANK_DEPTH  # first-stage hits the second stage re-orders
     origins: Mapping[str, Origin] = field(default_factory=dict)
 
@@ -108,7 +108,7 @@ def loaded_reranker(spec: str) -> Any:
     same model many times). A spec that cannot be loaded is a QueryError about ``reranker``."""
     with _LOADING:
         if spec not in _LOADED:
-            from capr.retrieve.rerank import load_reranker
+            from capr.search.second_stage import load_reranker
 
             try:
                 _LOADED[spec] = load_reranker(spec)

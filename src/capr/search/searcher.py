@@ -18,22 +18,23 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from capr.corpus.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHARE
+from capr.text.aspects import GENERIC_ASPECTS, GENERIC_ASPECT_MIN_DOCUMENT_SHARE
 from capr.errors import QueryError
-from capr.query import (DEFAULT_TEMPLATE, ParsedQuery, Retriever, check_searchable, check_template, nearest_aspect,
-                        parse_query, parse_store_query)
-from capr.question_focus import question_focus, wording_prior_rows
+from capr.records import Retriever
+from capr.text.aspects import nearest_aspect
+from capr.search.query import DEFAULT_TEMPLATE, ParsedQuery, check_searchable, check_template, parse_query, parse_store_query
+from capr.search.question_focus import question_focus, wording_prior_rows
 from capr.records import Passage, Query, Run, ScoredPassage
-from capr.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
-from capr.retrieve.first_stage import FirstStage, first_stage_retriever, lexical_retriever
-from capr.retrieve.fusion import FusionConfig, FusionMethod
-from capr.retrieve.highlight import snippet, term_spans
-from capr.retrieve.mentions import names_entity
+from capr.search.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
+from capr.search.first_stage import FirstStage, first_stage_retriever, lexical_retriever
+from capr.search.fusion import FusionConfig, FusionMethod
+from capr.search.highlight import snippet, term_spans
+from capr.search.mentions import names_entity
 from capr.store import as_store
 from capr.store.protocol import Capability, Store
 
 if TYPE_CHECKING:
-    from capr.retrieve.evidence import SentenceScore
+    from capr.search.evidence import SentenceScore
 
 # The defaults below were chosen on dev sets only (experiments/default_dev.py; docs/RESULTS.md, issue 16 dev table).
 DEFAULT_ASPECT_BOOST = 2.0  # a passage of the asked aspect's section scores ×3
@@ -84,7 +85,7 @@ class SearchOptions:
     fusion: FusionConfig | None = None
     template: str = DEFAULT_TEMPLATE
     # a second stage re-orders the first stage's top this many; the rest of the k keep the first stage's order.
-    # None: what the index records, else capr.retrieve.rerank.DEFAULT_RERANK_DEPTH
+    # None: what the index records, else capr.search.second_stage.DEFAULT_RERANK_DEPTH
     rerank_depth: int | None = None
     # a re-ranked hit scores share/(k + its re-ranker rank) + (1 - share)/(k + its first-stage rank): 1 = the
     # re-ranker's order alone (within the entity's tiers, with the aspect prior); None: the re-ranker's own default
@@ -103,12 +104,12 @@ class SearchOptions:
     entity_synonyms: bool = True
     group_by: GroupBy = GroupBy.passage
     # an aspect read from a question's wording favours its sections only in documents whose title the question
-    # names (capr.question_focus); everywhere: in every document
+    # names (capr.search.question_focus); everywhere: in every document
     wording_prior: WordingPrior = WordingPrior.named
     # a free-text question that names the title of a document it may find is searched as about that entity (its
-    # tiers, as for an ⟨entity, aspect⟩ query; capr.question_focus)
+    # tiers, as for an ⟨entity, aspect⟩ query; capr.search.question_focus)
     question_focus: bool = True
-    # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.query_weights)
+    # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.search.query_weights)
     # when the fusion is left to the store
     fusion_by_question: bool = True
 
@@ -171,7 +172,7 @@ class SearchResult:
 
     def fusion_shown(self) -> dict[str, Any] | None:
         """How the hybrid first stage fused BM25 and dense for this query (the weights may be the question's own:
-        capr.query_weights); None for any other first stage."""
+        capr.search.query_weights); None for any other first stage."""
         fusion = self.options.fusion
         if self.retriever != Retriever.hybrid.value or fusion is None:
             return None
@@ -194,7 +195,7 @@ def _shown_filters(filters: Any) -> Any:
 
 class Searcher:
     """Searches one store (an embedded ``Index`` snapshot or a Milvus collection). ``reranker`` (a loaded
-    second stage) and ``cdv`` (a CDV store: CDV ranks the first stage, and gives ``cdv`` evidence) are optional;
+    second stage) and ``cdv`` (``capr.cdv.search.CdvRetriever``: CDV ranks the first stage, and gives ``cdv`` evidence) are optional;
     :meth:`open` gives the searcher ``capr search`` uses — the store's profile with its second stage loaded."""
 
     def __init__(self, store: Store | Any, reranker: Any = None, cdv: Any = None, profile: SearchProfile | None = None) -> None:
@@ -206,7 +207,7 @@ class Searcher:
 
     @classmethod
     def open(cls, store: Store, reranker: str | None = None, cdv: Any = None) -> "Searcher":
-        """A ready searcher: the store's :class:`~capr.profile.SearchProfile` (what the index records, over capr's
+        """A ready searcher: the store's :class:`~capr.search.profile.SearchProfile` (what the index records, over capr's
         defaults) with its second stage loaded (once per process). ``reranker``: a spec to use instead, or
         ``none`` for no second stage."""
         store = as_store(store)
@@ -230,7 +231,7 @@ class Searcher:
     def parse(self, query: Query | str, expand: bool = True, validate: bool = True) -> ParsedQuery:
         """``validate``: an aspect neither the synonym table nor the corpus knows is an error (benchmarks, whose
         aspect labels are given, skip it)."""
-        # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.query.aspect_suggestions);
+        # aspect → passages: suggestions for a mistyped aspect leave out one-off headings (capr.search.query.aspect_suggestions);
         # an aspect whose words the index holds is searched as words, as `capr search` does
         try:
             if validate:
@@ -242,10 +243,10 @@ class Searcher:
 
     def prior_aspect(self, aspect: str | None, inferred: bool = False) -> str | None:
         """The section aspect the aspect prior favours for a query asking about ``aspect``: itself when the
-        store has it, else the store's aspect it reads as (:func:`capr.query.nearest_aspect`; "genetic
+        store has it, else the store's aspect it reads as (:func:`capr.search.query.nearest_aspect`; "genetic
         inheritance" → inheritance), else None (no prior). ``inferred``: the aspect was read from a question's
         wording; a generic one ("what is X?" → information) counts only where most documents of the corpus
-        have such a section (:data:`capr.corpus.aspects.GENERIC_ASPECTS`)."""
+        have such a section (:data:`capr.text.aspects.GENERIC_ASPECTS`)."""
         if not aspect:
             return None
         key = (aspect, inferred and aspect in GENERIC_ASPECTS)
@@ -282,12 +283,12 @@ class Searcher:
         return options
 
     def question_options(self, given: SearchOptions, resolved: SearchOptions, pq: ParsedQuery) -> SearchOptions:
-        """``resolved`` with the fusion weights of a free-text question (capr.query_weights) when the fusion was
+        """``resolved`` with the fusion weights of a free-text question (capr.search.query_weights) when the fusion was
         left to the store and the store records none."""
         if (not given.fusion_by_question or given.fusion is not None or resolved.retriever is not Retriever.hybrid
                 or pq.structured or self.profile.origins.get("fusion") is Origin.adapted):
             return resolved
-        from capr.query_weights import question_fusion
+        from capr.search.query_weights import question_fusion
 
         return replace(resolved, fusion=question_fusion(self.store, pq, resolved.fusion))
 
@@ -366,9 +367,7 @@ class Searcher:
             depth = max(depth * GROUP_DEPTH_FACTOR, PRIOR_DEPTH)  # enough passages for k distinct documents
         tiers: dict[str, tuple[int, bool]] | None = {} if self.reranker is not None else None
         if self.cdv is not None:
-            from capr.cdv.search import cdv_search
-
-            first = cdv_search(self.store, self.cdv, pq.entity, pq.query.aspect, depth, options.filters)
+            first = self.cdv.first_stage(self.store, pq, depth, options.filters)
             retriever = "cdv"
         else:
             retriever = options.retriever.value
@@ -489,7 +488,7 @@ class Searcher:
         first stage's (reciprocal rank × (1 + boost)); ``options.rerank_share`` fuses that with the first stage's
         rank (which has them already)."""
         from capr.index.segment import passage_index_text
-        from capr.retrieve.rerank import fuse_with_first_stage, rerank_share, score_passages
+        from capr.search.second_stage import fuse_with_first_stage, rerank_share, score_passages
 
         if not hits:
             return []
@@ -517,7 +516,7 @@ class Searcher:
 
     def names_entity(self, passages: Sequence[Passage], forms: list[list[str]]) -> np.ndarray:
         """For each passage, whether it names the entity (one of its ``forms``) in one sentence, not to deny it,
-        or its title does (capr.retrieve.mentions)."""
+        or its title does (capr.search.mentions)."""
         return np.fromiter((names_entity(p, forms, self.store.analyzer) for p in passages), dtype=bool,
                            count=len(passages))
 
@@ -536,7 +535,7 @@ class Searcher:
                 forms.append(terms)
         return forms
 
-    # -- first-stage retrievers (capr.retrieve.first_stage) ---------------------------------------------
+    # -- first-stage retrievers (capr.search.first_stage) ---------------------------------------------
     def first_stage_retriever(self, options: SearchOptions) -> FirstStage:
         """The first stage of resolved ``options`` over this store: BM25, TF-IDF, dense or hybrid."""
         return first_stage_retriever(self.store, options.retriever, options.fusion, options.template)
@@ -570,16 +569,12 @@ class Searcher:
             h.snippet = (snip.start, snip.text, [(a + snip.start + p.start, b + snip.start + p.start) for a, b in snip.highlights])
 
     def add_evidence(self, pq: ParsedQuery, hits: list[Hit], options: SearchOptions) -> str:
-        from capr.retrieve.evidence import dense_sentence_scores, lexical_sentence_scores
+        from capr.search.evidence import dense_sentence_scores, lexical_sentence_scores
 
         method = options.evidence
         passages = [h.passage for h in hits]
         if method is Evidence.cdv:
-            from capr.cdv.search import evidence_sentences
-            from capr.cdv.spans import BoundaryConfig
-
-            qv = self.cdv.query(pq.entity, pq.query.aspect)
-            scored = [evidence_sentences(self.cdv, p, qv, BoundaryConfig(*options.thetas)) for p in passages]
+            scored = self.cdv.evidence(pq, passages, options.thetas)
         elif method is Evidence.dense:
             scored = dense_sentence_scores(self.store, pq, passages, options.template) if passages else []
         else:

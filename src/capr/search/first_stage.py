@@ -16,8 +16,10 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from capr.query import DEFAULT_TEMPLATE, LEXICAL, ParsedQuery, Retriever
-from capr.retrieve.fusion import FusionConfig, fuse
+from capr.records import LEXICAL, Retriever
+
+from capr.search.query import DEFAULT_TEMPLATE, ParsedQuery
+from capr.search.fusion import FusionConfig, fuse
 from capr.store.protocol import Capability, Ranked, Store
 
 Keep = Callable[[np.ndarray], np.ndarray]
@@ -117,7 +119,7 @@ class DenseRetriever:
 
 
 class HybridRetriever:
-    """Two retrievers' lists fused (capr.retrieve.fusion): each list is read ``fusion.depth`` deep, or k when
+    """Two retrievers' lists fused (capr.search.fusion): each list is read ``fusion.depth`` deep, or k when
     deeper. With ``keep``, each kept list is cut to the fusion's depth, as a list of only those passages would be."""
 
     reorders = True

@@ -166,7 +166,7 @@ class CrossReranker:
         if not self.select:
             return list(passages)
         from capr.corpus.segment import split_sentences
-        from capr.index.analyzer import Analyzer, AnalyzerConfig
+        from capr.text.analyzer import Analyzer, AnalyzerConfig
         from capr.models.selection import SentenceSelector
 
         analyzer = Analyzer(AnalyzerConfig())

@@ -1,0 +1,3 @@
+"""Character spans: (start, end) offsets into a text."""
+
+Span = tuple[int, int]
