@@ -22,12 +22,14 @@ from capr.filters import check_range_bound_in_parts, column_mask, is_range
 from capr.index import directory as dirs
 from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.index.atomic import fsync_dir, write_json, write_npy
-from capr.index.lexical import BM25Params, TermMatrix, TfidfScorer
+from capr.index.lexical import TermMatrix, TfidfScorer
 from capr.index.merge import MergePolicy, merge_columns, merge_matrices, merge_segments
 from capr.index.reading import DamagedIndexError, damaged, load_npy, read_json
 from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
 from capr.index.store import Column
 from capr.records import LEXICAL, Retriever
+from capr.text import bm25
+from capr.text.bm25 import BM25Params
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id
 
 if TYPE_CHECKING:
@@ -542,8 +544,7 @@ class _SegmentedBM25:
 
     def __init__(self, index: "Index") -> None:
         self.index = index
-        p = index.bm25_params
-        self.k1, self.b = p.k1, p.b
+        self.params = index.bm25_params
         self.dead = [np.flatnonzero(~live) for live in index.seg_live]
         self.n = int(sum(len(live) - len(d) for live, d in zip(index.seg_live, self.dead)))
         total = 0.0
@@ -559,7 +560,7 @@ class _SegmentedBM25:
         nrm = self._norms[si]
         if nrm is None:
             dl = np.asarray(self.index.segments[si].matrix.doc_len)
-            nrm = self._norms[si] = (self.k1 * (1.0 - self.b + self.b * dl / self.avgdl)).astype(np.float32)
+            nrm = self._norms[si] = bm25.length_norm(dl, self.avgdl, self.params)
         return nrm
 
     def df(self, term: str) -> float | None:
@@ -587,7 +588,7 @@ class _SegmentedBM25:
             known = [(t, d) for t in todo if (d := self.df(t)) is not None]
             if known:
                 df = np.asarray([d for _, d in known], dtype=np.float64)
-                vals = np.log1p((self.n - df + 0.5) / (df + 0.5)).astype(np.float32)
+                vals = bm25.idf(self.n, df)
                 for (t, _), v in zip(known, vals):
                     self._idf[t] = v
         return {t: self._idf[t] for t in terms if t in self._idf}
@@ -609,7 +610,7 @@ class _SegmentedBM25:
                 lo, hi = m.indptr[j], m.indptr[j + 1]
                 docs = m.indices[lo:hi]
                 tf = m.tf[lo:hi]
-                o[docs] += w * tf / (tf + norm[docs])
+                o[docs] += bm25.term_score(w, tf, norm[docs])
         out[self.dead_rows] = 0.0
         return out
 

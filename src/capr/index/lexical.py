@@ -9,7 +9,6 @@ method (tested in tests/test_lexical.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -18,12 +17,8 @@ import scipy.sparse as sp
 
 from capr.index.atomic import write_json, write_npy
 from capr.index.reading import load_npy, read_json
-
-
-@dataclass(slots=True)
-class BM25Params:
-    k1: float = 1.2
-    b: float = 0.75
+from capr.text import bm25
+from capr.text.bm25 import BM25Params
 
 
 class TermMatrix:
@@ -131,10 +126,8 @@ class BM25Scorer:
         self.params = params or BM25Params()
         n = matrix.n_live
         df = matrix.document_frequency()
-        self.idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-        avgdl = matrix.avg_doc_len() or 1.0
-        k1, b = self.params.k1, self.params.b
-        self.norm = (k1 * (1.0 - b + b * np.asarray(matrix.doc_len) / avgdl)).astype(np.float32)
+        self.idf = bm25.idf(n, df)
+        self.norm = bm25.length_norm(np.asarray(matrix.doc_len), matrix.avg_doc_len() or 1.0, self.params)
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
         out = np.zeros(len(self.m.doc_len), dtype=np.float32)
@@ -142,7 +135,7 @@ class BM25Scorer:
             lo, hi = self.m.indptr[t], self.m.indptr[t + 1]
             docs = self.m.indices[lo:hi]
             tf = self.m.tf[lo:hi]
-            out[docs] += self.idf[t] * tf / (tf + self.norm[docs])
+            out[docs] += bm25.term_score(self.idf[t], tf, self.norm[docs])
         out[~self.m.live] = 0.0
         return out
 

@@ -4,20 +4,20 @@ the training corpus' statistics; the re-ranker with those of the candidates it i
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Sequence
 
+from capr.text import bm25
 from capr.text.analyzer import Analyzer
+from capr.text.bm25 import BM25Params
 
 
 class SentenceSelector:
-    def __init__(self, analyzer: Analyzer, df: Counter, n_docs: int, k1: float = 1.2, b: float = 0.75) -> None:
-        self.analyzer, self.df, self.n, self.k1, self.b = analyzer, df, max(n_docs, 1), k1, b
+    def __init__(self, analyzer: Analyzer, df: Counter, n_docs: int, params: BM25Params | None = None) -> None:
+        self.analyzer, self.df, self.n, self.params = analyzer, df, max(n_docs, 1), params or BM25Params()
 
     def idf(self, term: str) -> float:
-        d = self.df.get(term, 0)
-        return math.log(1 + (self.n - d + 0.5) / (d + 0.5))
+        return bm25.idf(self.n, self.df.get(term, 0))
 
     def select(self, query: str, text: str, sentences: Sequence[tuple[int, int]], budget_words: int) -> str:
         words = text.split()
@@ -30,8 +30,8 @@ class SentenceSelector:
         scores = []
         for i, t in enumerate(toks):
             tf = Counter(t)
-            norm = self.k1 * (1 - self.b + self.b * len(t) / max(avg, 1e-9))
-            s = sum(self.idf(w) * tf[w] * (self.k1 + 1) / (tf[w] + norm) for w in q if w in tf)
+            norm = bm25.length_norm(len(t), max(avg, 1e-9), self.params)
+            s = sum(bm25.term_score(self.idf(w), tf[w], norm) for w in q if w in tf)
             scores.append((s, -i))
         keep, used = set(), 0
         for s, neg_i in sorted(scores, reverse=True):

@@ -17,6 +17,7 @@ import numpy as np
 
 from capr.records import Passage, Query
 from capr.search.highlight import analysed
+from capr.text import bm25
 
 if TYPE_CHECKING:
     from capr.search.query import ParsedQuery
@@ -102,15 +103,14 @@ def lexical_sentence_scores(store: "Store", query: "Query | str | ParsedQuery", 
     idf = store.term_idf(set(pq.terms))
     token_lists = _sentence_tokens(passage, sents, analyzer)
     avg_len = max(1.0, sum(len(t) for t in token_lists) / len(token_lists))
-    k1, b = store.bm25_params.k1, store.bm25_params.b
     out = []
     for (a, e, text), tokens in zip(sents, token_lists):
-        norm = k1 * (1.0 - b + b * len(tokens) / avg_len)
+        norm = bm25.length_norm(len(tokens), avg_len, store.bm25_params)
         tf: dict[str, int] = {}
         for t in tokens:
             if t in idf:
                 tf[t] = tf.get(t, 0) + 1
-        score = sum(idf[t] * n / (n + norm) for t, n in tf.items())
+        score = sum(bm25.term_score(idf[t], n, norm) for t, n in tf.items())
         if is_heading_line(text, passage):
             score = 0.0  # a heading restates the aspect asked about; it answers nothing
         out.append(SentenceScore(text, a, e, round(float(score), 4)))

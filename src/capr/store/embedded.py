@@ -24,7 +24,7 @@ from capr.store.protocol import Backend, Capability, Ranked
 if TYPE_CHECKING:
     from capr.corpus.segment import SegmenterConfig
     from capr.text.analyzer import AnalyzerConfig
-    from capr.index.lexical import BM25Params
+    from capr.text.bm25 import BM25Params
     from capr.models.encoder import EncoderConfig
 
 

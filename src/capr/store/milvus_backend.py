@@ -38,7 +38,7 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
 from capr.filters import FilterClause, as_clauses, known_field, milvus_expr
 from capr.text.analyzer import Analyzer, AnalyzerConfig
-from capr.index.lexical import BM25Params
+from capr.text.bm25 import BM25Params
 from capr.index.segment import passage_index_text
 from capr.records import Retriever
 from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
