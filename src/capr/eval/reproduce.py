@@ -4,6 +4,8 @@ the scores it printed when it was measured; the runner re-runs the commands and 
     python -m capr.reproduce --quick          # the cheap conditions (CI)
     python -m capr.reproduce --only NAME      # one condition; --list names them all
     python -m capr.reproduce --check-doc docs/RESULTS.md   # every ✓ number of the document is a condition's
+    python -m capr.reproduce --render docs/RESULTS.md      # rewrite the document's generated tables from the file
+    python -m capr.reproduce --slow                        # also the conditions that train their models first
 
 A condition in the file::
 
@@ -13,6 +15,21 @@ A condition in the file::
     quick = true                      # part of --quick (default false)
     tolerance = 0.0                   # |got - expected| allowed for every metric (default 0: to the last digit)
     expected = { "R@1" = 29.98, "MAP" = 49.63 }
+    table = "medquad-cdv-protocol"    # the generated table of docs/RESULTS.md that shows it ([[table]] below)
+    row = ["rerank64", "tuple", "bm25"]   # its label cells there
+    measured = "2026-11-28, 10b1002"  # when and at which commit the expected scores were printed
+
+A condition that needs a trained model names the commands that make it (``setup``, run in order before its command;
+``{work}`` is the runner's work folder, and a command whose ``--out`` already exists is skipped, so conditions share
+what they train) and is ``slow``: only ``--slow`` or ``--only`` run it. Its tolerance states how far a re-trained
+model may land from the published one (training on a time budget is not deterministic).
+
+A table of the results document::
+
+    [[table]]
+    name = "medquad-cdv-protocol"
+    title = "medquad-cdv, the papers' protocol"
+    labels = ["protocol", "queries", "retriever"]
 
 Commands run from the current directory with this interpreter (``capr`` becomes ``python -m capr``), one thread
 (``OMP_NUM_THREADS=1`` unless set) and offline models; each must print ``capr eval --json``'s record, whose
@@ -36,7 +53,9 @@ from pathlib import Path
 from capr.errors import CaprError
 
 DEFAULT_CONDITIONS = Path("reproduce/conditions.toml")
-_KEYS = {"name", "command", "expected", "quick", "tolerance", "area", "note"}
+DEFAULT_WORK = Path("runs/reproduce")
+_KEYS = {"name", "command", "expected", "quick", "tolerance", "area", "note", "table", "row", "measured", "setup", "slow"}
+_TABLE_KEYS = {"name", "title", "labels"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +67,20 @@ class Condition:
     tolerance: float = 0.0
     area: str = ""
     note: str = ""
+    table: str = ""
+    row: tuple[str, ...] = ()
+    measured: str = ""
+    setup: tuple[str, ...] = ()
+    slow: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of the results document generated from the conditions that name it, in the file's order."""
+
+    name: str
+    title: str
+    labels: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -81,56 +114,94 @@ class Outcome:
         return self.error is None and all(c.ok for c in self.checks)
 
 
-def load_conditions(path: Path) -> list[Condition]:
-    """The conditions of a TOML file; a malformed entry is a CaprError naming the file, the condition and the field."""
+def _read_toml(path: Path) -> dict:
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CaprError(f"{path}: no such conditions file") from None
     except tomllib.TOMLDecodeError as e:
         raise CaprError(f"{path}: not valid TOML ({e})") from None
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
+
+
+def load_conditions(path: Path) -> list[Condition]:
+    """The conditions of a TOML file; a malformed entry is a CaprError naming the file, the condition and the field."""
+    data = _read_toml(path)
     entries = data.get("condition")
     if not isinstance(entries, list) or not entries:
         raise CaprError(f"{path}: no [[condition]] entries")
+    tables = {t.name: t for t in load_tables(path, data)}
     conditions, seen = [], set()
     for i, entry in enumerate(entries, 1):
-        where = f"{path} [condition {entry.get('name') or i}]"
-        unknown = set(entry) - _KEYS
-        if unknown:
-            raise CaprError(f"{where}: unknown field {sorted(unknown)[0]!r}; fields: {', '.join(sorted(_KEYS))}")
-        for key in ("name", "command"):
-            if not isinstance(entry.get(key), str) or not entry[key].strip():
-                raise CaprError(f"{where}: field {key!r} must be a non-empty string")
-        if entry["name"] in seen:
-            raise CaprError(f"{where}: field 'name' repeats an earlier condition")
-        seen.add(entry["name"])
-        if not shlex.split(entry["command"])[:1] == ["capr"]:
-            raise CaprError(f"{where}: field 'command' must start with 'capr'")
-        expected = entry.get("expected")
-        if not isinstance(expected, dict) or not expected or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in expected.values()):
-            raise CaprError(f"{where}: field 'expected' must be a table of metric = number")
-        tolerance = entry.get("tolerance", 0.0)
-        if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
-            raise CaprError(f"{where}: field 'tolerance' must be a number ≥ 0")
-        if not isinstance(entry.get("quick", False), bool):
-            raise CaprError(f"{where}: field 'quick' must be true or false")
-        conditions.append(Condition(name=entry["name"], command=entry["command"],
-                                    expected={k: float(v) for k, v in expected.items()}, quick=entry.get("quick", False),
-                                    tolerance=float(tolerance), area=str(entry.get("area", "")),
-                                    note=str(entry.get("note", ""))))
+        conditions.append(_condition(entry, f"{path} [condition {entry.get('name') or i}]", seen, tables))
     return conditions
 
 
-def select(conditions: list[Condition], only: list[str] | None = None, quick: bool = False) -> list[Condition]:
+def _condition(entry: dict, where: str, seen: set[str], tables: dict[str, Table]) -> Condition:
+    unknown = set(entry) - _KEYS
+    if unknown:
+        raise CaprError(f"{where}: unknown field {sorted(unknown)[0]!r}; fields: {', '.join(sorted(_KEYS))}")
+    for key in ("name", "command"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            raise CaprError(f"{where}: field {key!r} must be a non-empty string")
+    if entry["name"] in seen:
+        raise CaprError(f"{where}: field 'name' repeats an earlier condition")
+    seen.add(entry["name"])
+    for command in [entry["command"], *entry.get("setup", [])]:
+        if not isinstance(command, str) or shlex.split(command)[:1] != ["capr"]:
+            raise CaprError(f"{where}: field '{'command' if command == entry['command'] else 'setup'}' must start with 'capr'")
+    expected = entry.get("expected")
+    if not isinstance(expected, dict) or not expected or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in expected.values()):
+        raise CaprError(f"{where}: field 'expected' must be a table of metric = number")
+    tolerance = entry.get("tolerance", 0.0)
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
+        raise CaprError(f"{where}: field 'tolerance' must be a number ≥ 0")
+    for key in ("quick", "slow"):
+        if not isinstance(entry.get(key, False), bool):
+            raise CaprError(f"{where}: field {key!r} must be true or false")
+    if "setup" in entry and not _strings(entry["setup"]):
+        raise CaprError(f"{where}: field 'setup' must be a list of capr commands")
+    table, row = entry.get("table", ""), entry.get("row", [])
+    if table and table not in tables:
+        raise CaprError(f"{where}: field 'table' names no [[table]] of the file: {table!r}")
+    if table and (not _strings(row) or len(row) != len(tables[table].labels)):
+        raise CaprError(f"{where}: field 'row' must be {len(tables[table].labels)} label cells for table {table!r}")
+    return Condition(name=entry["name"], command=entry["command"], expected={k: float(v) for k, v in expected.items()},
+                     quick=entry.get("quick", False), tolerance=float(tolerance), area=str(entry.get("area", "")),
+                     note=str(entry.get("note", "")), table=table, row=tuple(row), measured=str(entry.get("measured", "")),
+                     setup=tuple(entry.get("setup", ())), slow=entry.get("slow", False))
+
+
+def load_tables(path: Path, data: dict | None = None) -> list[Table]:
+    """The [[table]] entries of a conditions file: the generated tables of the results document."""
+    data = _read_toml(path) if data is None else data
+    tables = []
+    for i, entry in enumerate(data.get("table", []), 1):
+        where = f"{path} [table {entry.get('name') or i}]"
+        unknown = set(entry) - _TABLE_KEYS
+        if unknown:
+            raise CaprError(f"{where}: unknown field {sorted(unknown)[0]!r}; fields: {', '.join(sorted(_TABLE_KEYS))}")
+        if not isinstance(entry.get("name"), str) or not isinstance(entry.get("title"), str) or not _strings(entry.get("labels")):
+            raise CaprError(f"{where}: a table needs a name, a title and a list of labels")
+        tables.append(Table(entry["name"], entry["title"], tuple(entry["labels"])))
+    return tables
+
+
+def select(conditions: list[Condition], only: list[str] | None = None, quick: bool = False,
+           slow: bool = False) -> list[Condition]:
     """The conditions --only NAME (each must exist) and --quick name together, in the file's order: every condition
-    when neither is given. A selection of nothing is an error, not a run that checks nothing and passes."""
+    but the slow ones (those that train first; --slow adds them) when neither is given. A selection of nothing is an
+    error, not a run that checks nothing and passes."""
     names = {c.name for c in conditions}
     missing = [n for n in only or [] if n not in names]
     if missing:
         raise CaprError(f"no condition named {missing[0]!r}; --list shows the names")
     if not only and not quick:
-        return list(conditions)
+        return [c for c in conditions if slow or not c.slow]
     chosen = [c for c in conditions if c.name in (only or ()) or (quick and c.quick)]
     if not chosen:
         raise CaprError("no condition selected (--quick: none is marked quick)")
@@ -149,14 +220,39 @@ def command_argv(command: str, data_dir: Path | None = None) -> list[str]:
     return [sys.executable, "-m", "capr", *argv[1:]]
 
 
-def run_condition(condition: Condition, data_dir: Path | None = None, cwd: Path | None = None) -> Outcome:
+def _out_of(argv: list[str]) -> Path | None:
+    for i, arg in enumerate(argv):
+        if arg == "--out" and i + 1 < len(argv):
+            return Path(argv[i + 1])
+        if arg.startswith("--out="):
+            return Path(arg.split("=", 1)[1])
+    return None
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    return (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+
+
+def run_condition(condition: Condition, data_dir: Path | None = None, cwd: Path | None = None,
+                  work: Path = DEFAULT_WORK) -> Outcome:
     env = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **os.environ}
     start = time.perf_counter()
-    proc = subprocess.run(command_argv(condition.command, data_dir), capture_output=True, text=True, env=env, cwd=cwd)
-    outcome = Outcome(condition, seconds=round(time.perf_counter() - start, 1))
+    outcome = Outcome(condition)
+    for step in condition.setup:
+        argv = command_argv(step.replace("{work}", str(work)), data_dir)
+        out = _out_of(argv)
+        if out is not None and (Path(cwd or ".") / out).exists():
+            continue  # made by an earlier condition (or run): conditions share what they train
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+        if proc.returncode != 0:
+            outcome.error = f"setup exit {proc.returncode}: {_last_line(proc)}"
+            outcome.seconds = round(time.perf_counter() - start, 1)
+            return outcome
+    proc = subprocess.run(command_argv(condition.command.replace("{work}", str(work)), data_dir), capture_output=True,
+                          text=True, env=env, cwd=cwd)
+    outcome.seconds = round(time.perf_counter() - start, 1)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        outcome.error = f"exit {proc.returncode}: {last}"
+        outcome.error = f"exit {proc.returncode}: {_last_line(proc)}"
         return outcome
     record = next((line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")), None)
     try:
@@ -289,6 +385,51 @@ def check_document(path: Path, conditions: list[Condition]) -> tuple[list[tuple[
     return held, unheld
 
 
+_METRIC_ORDER = ("P@1", "R@1", "R@5", "R@10", "R@100", "MAP", "MRR@10", "nDCG@10")
+_BEGIN = "<!-- table {name}: generated from reproduce/conditions.toml by `python -m capr.reproduce --render`; do not edit -->"
+_END = "<!-- end of table {name} -->"
+
+
+def render_table(table: Table, conditions: list[Condition]) -> str:
+    """The Markdown table of the conditions that name ``table``: its label cells, every metric they expect, when
+    each was measured, and a ✓ (each row is a condition's expected scores, which --check-doc then holds)."""
+    rows = [c for c in conditions if c.table == table.name]
+    if not rows:
+        raise CaprError(f"table {table.name!r}: no condition names it")
+    named = list(dict.fromkeys(m for c in rows for m in c.expected))
+    metrics = [m for m in _METRIC_ORDER if m in named] + [m for m in named if m not in _METRIC_ORDER]
+    lines = [f"| {' | '.join(table.labels)} | {' | '.join(metrics)} | measured | |",
+             f"|{'---|' * len(table.labels)}{'---:|' * len(metrics)}---|---|"]
+    for c in rows:
+        values = [f"{c.expected[m]:.2f}" if m in c.expected else "" for m in metrics]
+        lines.append(f"| {' | '.join(c.row)} | {' | '.join(values)} | {c.measured} | ✓ |")
+    return "\n".join(lines)
+
+
+def render_document(text: str, tables: list[Table], conditions: list[Condition]) -> str:
+    """The document with each generated table (between its two markers) rewritten from the conditions."""
+    for table in tables:
+        begin, end = _BEGIN.format(name=table.name), _END.format(name=table.name)
+        if begin not in text:
+            continue
+        head, rest = text.split(begin, 1)
+        if end not in rest:
+            raise CaprError(f"table {table.name!r}: the document has its start marker but not its end marker")
+        text = f"{head}{begin}\n{render_table(table, conditions)}\n{end}{rest.split(end, 1)[1]}"
+    return text
+
+
+def stale_tables(text: str, tables: list[Table], conditions: list[Condition]) -> list[str]:
+    """Tables of the document that differ from what the conditions render, and tables it lacks."""
+    rendered = render_document(text, tables, conditions)
+    missing = [t.name for t in tables if _BEGIN.format(name=t.name) not in text]
+    changed = [t.name for t in tables if t.name not in missing and
+               rendered.split(_BEGIN.format(name=t.name))[1].split(_END.format(name=t.name))[0]
+               != text.split(_BEGIN.format(name=t.name))[1].split(_END.format(name=t.name))[0]]
+    return missing + changed
+
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m capr.reproduce",
                                      description="Re-run the published conditions and compare every metric.")
@@ -300,12 +441,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-out", type=Path, help="Also write every outcome as JSON lines here.")
     parser.add_argument("--summary", action="store_true", help="One row per condition instead of one per metric.")
     parser.add_argument("--check-doc", type=Path, metavar="MARKDOWN",
-                        help="Run nothing: check that every ✓ row of this document is a condition's expected scores.")
+                        help="Run nothing: check that every ✓ row of this document is a condition's expected scores "
+                             "and that its generated tables are current.")
+    parser.add_argument("--render", type=Path, metavar="MARKDOWN",
+                        help="Run nothing: rewrite this document's generated tables from the conditions file.")
+    parser.add_argument("--slow", action="store_true", help="Also the conditions that train their models first.")
+    parser.add_argument("--work", type=Path, default=DEFAULT_WORK,
+                        help=f"Where setup commands write what they train ({{work}} in the file; default {DEFAULT_WORK}).")
     args = parser.parse_args(argv)
     try:
+        if args.render is not None:
+            return _render(args.render, args.conditions)
         if args.check_doc is not None:
-            return _check_doc(args.check_doc, load_conditions(args.conditions))
-        chosen = select(load_conditions(args.conditions), args.only, args.quick)
+            return _check_doc(args.check_doc, args.conditions)
+        chosen = select(load_conditions(args.conditions), args.only, args.quick, args.slow)
     except CaprError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -316,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     for c in chosen:
         print(f"running {c.name}: {c.command}", file=sys.stderr, flush=True)
-        outcomes.append(run_condition(c, args.data_dir))
+        outcomes.append(run_condition(c, args.data_dir, work=args.work))
         print(f"  {'ok' if outcomes[-1].ok else 'MISMATCH'} in {outcomes[-1].seconds} s", file=sys.stderr, flush=True)
         if args.json_out:
             with open(args.json_out, "a", encoding="utf-8") as f:
@@ -331,8 +480,25 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad else 0
 
 
-def _check_doc(path: Path, conditions: list[Condition]) -> int:
+def _render(path: Path, conditions_file: Path) -> int:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CaprError(f"{path}: no such document") from None
+    tables = load_tables(conditions_file)
+    rendered = render_document(text, tables, load_conditions(conditions_file))
+    if rendered != text:
+        path.write_text(rendered, encoding="utf-8")
+    missing = [t.name for t in tables if _BEGIN.format(name=t.name) not in text]
+    print(f"{path}: {len(tables) - len(missing)} generated tables"
+          + (f"; no markers for {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+def _check_doc(path: Path, conditions_file: Path) -> int:
+    conditions = load_conditions(conditions_file)
     held, unheld = check_document(path, conditions)
+    stale = stale_tables(path.read_text(encoding="utf-8"), load_tables(conditions_file), conditions)
     for claim, c in held:
         print(f"{path}:{claim.line}: {' / '.join(f'{v:g}' for v in claim.values)} = {c.name}")
     for claim in unheld:
@@ -341,8 +507,12 @@ def _check_doc(path: Path, conditions: list[Condition]) -> int:
     cited = {c.name for _, c in held}
     print(f"\n{len(held)} of {len(held) + len(unheld)} ✓ claims are conditions' expected scores; conditions no ✓ row "
           f"shows: {', '.join(c.name for c in conditions if c.name not in cited) or 'none'}")
-    return 1 if unheld else 0
+    if stale:
+        print(f"{path}: generated tables not current (python -m capr.reproduce --render {path}): {', '.join(stale)}",
+              file=sys.stderr)
+    return 1 if unheld or stale else 0
 
 
-__all__ = ["Check", "Claim", "Condition", "Outcome", "check_document", "claim_condition", "command_argv", "published_claims", "load_conditions", "main",
+__all__ = ["Check", "Claim", "Condition", "Outcome", "Table", "check_document", "load_tables", "render_document",
+           "render_table", "stale_tables", "claim_condition", "command_argv", "published_claims", "load_conditions", "main",
            "run_condition", "select", "summary", "table"]
