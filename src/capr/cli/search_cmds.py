@@ -177,9 +177,11 @@ def search_cmd(
             else:
                 render_spans(spans)
             return
-        from capr.cdv.search import CdvRetriever
+        discourse = None
+        if cdv_store is not None:
+            from capr.cdv.search import CdvRetriever
 
-        discourse = CdvRetriever(cdv_store) if cdv_store is not None else None
+            discourse = CdvRetriever(cdv_store)
         result = Searcher.open(store, reranker=reranker, cdv=discourse).search(q, search_options)
         if as_json:
             payload = result.to_dict()
