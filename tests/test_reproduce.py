@@ -155,3 +155,33 @@ def test_a_drifted_number_fails_with_its_line(tmp_path):
     proc = reproduce("--conditions", str(path), "--check-doc", str(RESULTS))
     assert proc.returncode == 1 and "29.98 / 78.64 / 86.48 / 49.63 / 49.81 / 58.51" in proc.stderr, proc.stderr
     assert proc.stderr.count("no condition of the file has") == 1
+
+
+@pytest.mark.data
+def test_a_slow_condition_runs_its_setup_once_and_only_when_asked(tmp_path):
+    """Setup commands write into the work folder; one whose --out exists is not run again (conditions share what they
+    train); a slow condition runs only with --slow or --only."""
+    need_data("mediqa2019")
+    work = tmp_path / "work"
+    setup = f'setup = ["capr index {REPO}/src/capr/demo/corpus --out {{work}}/demo --lexical-only"]\nslow = true\n'
+    path = write_conditions(tmp_path / "c.toml", condition("fast", MEDIQA_BM25, '{ "nDCG@10" = 91.23 }'),
+                            condition("trained", MEDIQA_BM25, '{ "nDCG@10" = 91.23 }', quick=False) + setup)
+    proc = reproduce("--conditions", str(path), "--data-dir", str(DATA_DIR), "--work", str(work))
+    assert proc.returncode == 0 and "| trained |" not in proc.stdout and not work.exists(), proc.stdout + proc.stderr
+    proc = reproduce("--conditions", str(path), "--data-dir", str(DATA_DIR), "--work", str(work), "--slow")
+    assert proc.returncode == 0 and "| trained | nDCG@10 | 91.23 | 91.23 |" in proc.stdout, proc.stdout + proc.stderr
+    made = (work / "demo" / "CURRENT").stat().st_mtime_ns
+    proc = reproduce("--conditions", str(path), "--data-dir", str(DATA_DIR), "--work", str(work), "--only", "trained")
+    assert proc.returncode == 0 and (work / "demo" / "CURRENT").stat().st_mtime_ns == made
+
+
+def test_the_generated_tables_render_from_the_conditions_and_a_stale_one_is_named(tmp_path):
+    from capr.eval.reproduce import load_tables, render_document, stale_tables
+
+    conditions, tables = load_conditions(CONDITIONS), load_tables(CONDITIONS)
+    doc = "intro\n<!-- table free-text: generated from reproduce/conditions.toml by `python -m capr.reproduce --render`; " \
+          "do not edit -->\nold\n<!-- end of table free-text -->\nafter\n"
+    rendered = render_document(doc, tables, conditions)
+    assert rendered.startswith("intro\n") and rendered.endswith("after\n") and "| mediqa2019 | BM25 |" in rendered
+    assert "free-text" in stale_tables(doc, tables, conditions) and "free-text" not in stale_tables(rendered, tables, conditions)
+    assert render_document(rendered, tables, conditions) == rendered
