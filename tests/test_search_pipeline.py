@@ -13,7 +13,7 @@ from capr.cli import app
 from capr.errors import QueryError
 from capr.search.query import parse_query
 from capr.records import Query
-from capr.search.searcher import Evidence, SearchOptions, Searcher
+from capr.search import Evidence, SearchOptions, Searcher
 from capr.service.app import create_app
 from capr.service.config import ServiceConfig
 from service_support import build_demo_index
@@ -139,7 +139,7 @@ def test_search_favours_the_nearest_corpus_aspect_and_says_so(demo_index):
     """A user's own aspect wording that is no section of the index is read as the section it means, with a notice
     (before: `unknown aspect` for users, and no aspect prior at all for benchmark queries)."""
     from capr.index import Index
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     searcher = Searcher(Index.load(demo_index))
     q = Query("q", entity="gout", aspect="treatment options and management")
@@ -158,7 +158,7 @@ def test_an_asked_aspect_no_section_has_is_said_not_implied(tmp_path):
     words, and says that no section is about the aspect, instead of showing the hits as if they were."""
     from capr.index import Index, build_index
     from capr.records import Document
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     build_index([Document(f"n{i}", "", f"Patient {i} with hypertension on lisinopril {i} mg daily, stable.")
                  for i in range(4)], tmp_path / "idx")
@@ -243,7 +243,7 @@ def test_scores_fall_with_rank_across_the_entity_tiers(tmp_path):
                                     [0.0, 0.5, 0.2], [1.0, 1.0, 2.0]])
 def test_scores_falling_with_rank_keeps_each_part_in_its_order(scores):
     from capr.records import ScoredPassage
-    from capr.search.searcher import scores_falling_with_rank
+    from capr.search.present import scores_falling_with_rank
 
     hits = [ScoredPassage(pid=str(i), score=s, rank=i + 1) for i, s in enumerate(scores)]
     scores_falling_with_rank(hits)

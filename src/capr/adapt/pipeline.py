@@ -33,7 +33,7 @@ from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.eval.significance import paired_randomisation_p
-from capr.search.profile import record_profile
+from capr.search.config import record_profile
 from capr.records import Document
 
 REPORT_FILE = "adapt.json"
@@ -255,7 +255,7 @@ def fusion_with_share(dense_weight: float | None = None) -> Any:
     """The default pipeline's hybrid fusion (capr.search.DEFAULT_FUSION), with another dense share when given."""
     from dataclasses import replace
 
-    from capr.search.searcher import DEFAULT_FUSION
+    from capr.search.config import DEFAULT_FUSION
 
     if dense_weight is None:
         return replace(DEFAULT_FUSION)

@@ -39,7 +39,8 @@ from capr.search.query import DEFAULT_TEMPLATE, TEMPLATES
 from capr.records import Query
 from capr.search.fusion import FusionMethod
 from capr.search.second_stage import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
-from capr.search.searcher import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
+from capr.search import EntityScope, GroupBy
+from capr.search.config import DEFAULT_ASPECT_BOOST
 from capr.store import BackendOptions
 from capr.store.embedded import EmbeddedStore
 
@@ -148,7 +149,7 @@ def search_cmd(
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair (or every question of a file, --queries)."""
 
     def body() -> None:
-        from capr.search.searcher import Searcher
+        from capr.search import Searcher
 
         if queries is not None or run_out is not None or topic_field is not None:
             return search_file(index_dir, queries, run_out, query, entity, aspect, options(), as_json, evidence, cdv,
@@ -194,7 +195,8 @@ def search_cmd(
             render_results(result.to_dict()["results"], empty=result.notices[0] if result.notices else None)
 
     def options():
-        from capr.search.searcher import DEFAULT_FUSION, Evidence, SearchOptions
+        from capr.search import Evidence, SearchOptions
+        from capr.search.config import DEFAULT_FUSION
 
         chosen = SearchOptions(k=k if k is not None else 100 if queries is not None else 10, retriever=retriever,
                                filters=_parse_filters(filters), expand=expand, aspect_boost=aspect_boost,
@@ -216,7 +218,7 @@ def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path
     """`capr search --queries FILE [--run-out RUN]`: each question's ranking, as one TREC run."""
     from capr.corpus.queries import read_queries
     from capr.eval.runs import check_trec_id, trec_run_text, write_run
-    from capr.search.searcher import Searcher, search_each
+    from capr.search import Searcher, search_each
 
     if queries is None and run_out is not None:
         raise QueryError("--run-out writes the run of --queries FILE: give the questions file")
@@ -318,7 +320,7 @@ def demo_cmd(
 
     def body() -> None:
         from capr.models.encoder import EncoderConfig
-        from capr.search.searcher import SearchOptions, Searcher
+        from capr.search import SearchOptions, Searcher
 
         target = (cache_dir or cache_root()) / "demo-index"
         report = ReadReport()

@@ -25,7 +25,8 @@ from capr.eval.benchmarks import (
 from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, file_stamp, load_beir
 from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
-from capr.search.profile import Origin, SearchProfile
+from capr.search import SearchProfile
+from capr.search.config import Origin
 from capr.records import Retriever
 from capr.search.query import DEFAULT_TEMPLATE
 from capr.records import Run
@@ -301,7 +302,7 @@ class EvalConfig:
     def search_options(self) -> Any:
         """--pipeline default: `capr search`'s options; on an index given as --model, with the fusion it records
         (what `capr search` on that index uses)."""
-        from capr.search.searcher import SearchOptions
+        from capr.search import SearchOptions
 
         profile = self.profile()
         recorded = profile.fusion if profile.origins.get("fusion") is Origin.adapted and self.needs_dense else None
