@@ -450,7 +450,7 @@ def test_the_profile_says_what_searches_and_where_it_came_from(tmp_path, demo_di
     for root, recorded in ((plain, False), (adapted, True)):
         w = IndexWriter(root, dense=EncoderConfig())
         if recorded:
-            record_profile(w.dense_info, fusion={"method": "rrf", "weights": [0.1, 0.9]}, reranker="bi:minilm", rerank_depth=7)
+            record_profile(w, fusion={"method": "rrf", "weights": [0.1, 0.9]}, reranker="bi:minilm", rerank_depth=7)
         with w:
             for d in docs:
                 w.add(d)

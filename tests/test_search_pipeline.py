@@ -114,6 +114,34 @@ def test_the_query_is_parsed_once_and_every_stage_reads_it(demo_index):
     assert all(ev.passage.start <= a0 < b0 <= ev.passage.end for a0, b0 in ev.highlights)
 
 
+def test_every_caller_maps_its_input_onto_options_through_one_resolve_step():
+    """SearchOptions.from_mapping reads the CLI's, the service's and eval's shorthand once: a fusion method, evidence
+    as true/false, empty filters, and the fusion an adapted index records."""
+    from dataclasses import replace
+
+    from capr.records import Retriever
+    from capr.search import SearchProfile
+    from capr.search.config import DEFAULT_FUSION, Origin
+    from capr.search.fusion import FusionMethod
+
+    given = SearchOptions.from_mapping
+    assert given({"fusion": "rrf", "k": None, "filters": [], "evidence": None}) == SearchOptions()
+    weighted = given({"fusion": FusionMethod.weighted}).fusion
+    assert (weighted.method, weighted.weights, weighted.rrf_k, weighted.depth) == \
+        (FusionMethod.weighted, (0.5, 0.5), DEFAULT_FUSION.rrf_k, DEFAULT_FUSION.depth)
+    assert given({"evidence": True}).evidence is Evidence.lexical  # the cheap scores unless a dense retriever is asked
+    assert given({"evidence": True, "retriever": Retriever.hybrid}).evidence is Evidence.dense
+    assert given({"evidence": False, "retriever": Retriever.dense}).evidence is Evidence.none
+    assert given({"evidence": "lexical"}).evidence is Evidence.lexical
+    with pytest.raises(QueryError, match="unknown search option 'topk'"):
+        given({"topk": 5})
+    adapted = SearchProfile.from_manifest({"fusion": {"method": "rrf", "weights": [0.1, 0.9]}})
+    assert adapted.origins["fusion"] is Origin.adapted
+    assert given({}, recorded=adapted).fusion.weights == (0.1, 0.9)
+    assert given({"fusion": "weighted"}, recorded=adapted).fusion.method is FusionMethod.weighted  # asked wins
+    assert given({}, recorded=replace(adapted, origins={"fusion": Origin.default})).fusion is None
+
+
 HEALTH_ASPECTS = {a: 50 for a in ["information", "symptoms", "causes", "treatment", "exams and tests", "outlook",
                                   "inheritance", "frequency", "genetic changes", "research", "considerations"]}
 

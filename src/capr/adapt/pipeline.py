@@ -572,7 +572,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                          lock_wait_s=DEFAULT_LOCK_WAIT_S)  # a server of OUT may be writing it
     # `capr search`, the service and `capr eval --model OUT` search with what the gate kept unless told otherwise
     kept_second = report.second_stage.get("kept")
-    record_profile(writer.dense_info, fusion={"method": "rrf", "weights": report.fusion["weights"]} if report.fusion else None,
+    record_profile(writer, fusion={"method": "rrf", "weights": report.fusion["weights"]} if report.fusion else None,
                    reranker=report.second_stage["spec"] if kept_second else None,
                    rerank_depth=report.second_stage.get("depth") if kept_second else None,
                    adapted={"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)})

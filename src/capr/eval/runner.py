@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -26,7 +26,6 @@ from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, file_stamp, l
 from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
 from capr.search import SearchProfile
-from capr.search.config import Origin
 from capr.records import Retriever
 from capr.search.query import DEFAULT_TEMPLATE
 from capr.records import Run
@@ -257,15 +256,16 @@ class EvalConfig:
         return self.pipeline == "default" or self.retriever in (Retriever.dense, Retriever.hybrid)
 
     def model_index_dense(self) -> dict[str, Any] | None:
-        """``--model`` names an index (e.g. from `capr adapt`): what its manifest says of its vectors."""
-        from capr.index.directory import current_generation, is_index_dir
+        """``--model`` names an index (e.g. from `capr adapt`): what it records of its vectors."""
+        from capr.index import load_index
+        from capr.index.directory import is_index_dir
 
         if not (self.model and is_index_dir(Path(self.model))):
             return None
-        manifest = json.loads((current_generation(Path(self.model)) / "manifest.json").read_text())
-        if not manifest.get("dense"):
+        dense = load_index(self.model).dense_manifest()
+        if not dense:
             raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
-        return manifest["dense"]
+        return dense
 
     def profile(self) -> SearchProfile:
         """--pipeline default: the search profile `capr search` uses — on an index given as --model, the one that
@@ -304,10 +304,8 @@ class EvalConfig:
         (what `capr search` on that index uses)."""
         from capr.search import SearchOptions
 
-        profile = self.profile()
-        recorded = profile.fusion if profile.origins.get("fusion") is Origin.adapted and self.needs_dense else None
-        options = SearchOptions(fusion=recorded, entity_synonyms=self.entity_synonyms)
-        return options if self.rerank_share is None else replace(options, rerank_share=self.rerank_share)
+        return SearchOptions.from_mapping({"entity_synonyms": self.entity_synonyms, "rerank_share": self.rerank_share},
+                                          recorded=self.profile())
 
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:

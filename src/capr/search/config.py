@@ -1,9 +1,10 @@
-"""What a search runs with, resolved in one place: the :class:`SearchOptions` a caller gives, and the
+"""What a search runs with, resolved in one place: the :class:`SearchOptions` a caller gives (the CLI's flags, the
+service's request, ``capr eval``'s config or a plain mapping, read by :meth:`SearchOptions.from_mapping`), and the
 :class:`SearchProfile` an index records — how it is searched when the caller asks for nothing else (its first stage,
 how hybrid fuses BM25 and dense, its second stage), with where each setting came from (capr's dev-chosen default, or
 what ``capr adapt`` recorded). :meth:`SearchProfile.resolve` fills what the options leave to the store.
 
-    options = SearchOptions(k=5)
+    options = SearchOptions.from_mapping({"k": 5, "fusion": "weighted", "evidence": True})
     profile = SearchProfile.of(store)
     profile.resolve(options).fusion, profile.origins["fusion"]      # e.g. FusionConfig(...), Origin.default
 """
@@ -11,7 +12,7 @@ what ``capr adapt`` recorded). :meth:`SearchProfile.resolve` fills what the opti
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, Mapping
 
@@ -28,6 +29,7 @@ DEFAULT_MENTION_BOOST = 0.5  # ⟨entity, aspect⟩: within the entity's documen
 # reciprocal-rank fusion, BM25 : dense = 1 : 4 — at or above the better single retriever on every dev set
 # (experiments/default_dev.py; docs/RESULTS.md)
 DEFAULT_FUSION = FusionConfig(FusionMethod.rrf, weights=(0.2, 0.8))
+EQUAL_SHARES = (0.5, 0.5)  # BM25 : dense when a caller names another fusion method than the default's
 
 
 class GroupBy(str, Enum):
@@ -117,6 +119,42 @@ class SearchOptions:
             raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}", "rerank_share")
         if self.rerank_depth is not None and self.rerank_depth <= 0:
             raise QueryError(f"the re-rank depth must be positive, got {self.rerank_depth}", "rerank_depth")
+
+
+    @classmethod
+    def from_mapping(cls, given: Mapping[str, Any], recorded: "SearchProfile | None" = None) -> "SearchOptions":
+        """The options a search runs from what a caller gave — the CLI's flags, the service's request, ``capr
+        eval``'s config, or any mapping of these fields. A field given as None is left to its default (the retriever,
+        the fusion and the re-rank depth to the searched store's profile, :meth:`SearchProfile.resolve`). Callers'
+        shorthand is read here, once:
+
+        - ``fusion`` as a method (``rrf``, ``weighted``): the default's method leaves the fusion to the store;
+          another method fuses BM25 and dense at equal shares;
+        - ``evidence`` as True: sentences scored as an explicitly dense or hybrid retriever reads them (dense),
+          else by the cheap lexical scores; False: none;
+        - ``filters`` empty: no filter.
+
+        ``recorded``: the profile of another index than the one searched (``capr eval --model IDX`` searches a
+        benchmark index built with IDX's encoder): the fusion ``capr adapt`` recorded there is searched with, as
+        ``capr search`` on IDX does."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise QueryError(f"unknown search option {unknown[0]!r}", unknown[0])
+        values = {name: value for name, value in given.items() if value is not None}
+        fusion = values.get("fusion")
+        if isinstance(fusion, (str, FusionMethod)):
+            method = FusionMethod(fusion)
+            values["fusion"] = None if method is DEFAULT_FUSION.method else \
+                replace(DEFAULT_FUSION, method=method, weights=EQUAL_SHARES)
+        elif fusion is None and recorded is not None and recorded.origins.get("fusion") is Origin.adapted:
+            values["fusion"] = recorded.fusion
+        if isinstance(values.get("evidence"), bool):
+            dense = values.get("retriever") in (Retriever.dense, Retriever.hybrid)
+            values["evidence"] = (Evidence.dense if dense else Evidence.lexical) if values["evidence"] else Evidence.none
+        if "filters" in values and not values["filters"]:
+            del values["filters"]
+        return cls(**{name: value for name, value in values.items() if value is not None})
 
 
 class Origin(str, Enum):
@@ -226,19 +264,20 @@ def supported_retrievers(store: Store) -> list[Retriever]:
     return [r for r in Retriever if needs[r] <= caps]
 
 
-def record_profile(dense_manifest: dict[str, Any], fusion: FusionConfig | Mapping[str, Any] | None = None,
-                   reranker: str | None = None, rerank_depth: int | None = None,
-                   adapted: Mapping[str, Any] | None = None) -> None:
-    """Writes into an index's dense manifest what :meth:`SearchProfile.from_manifest` reads back (``capr adapt``
-    records what its gate kept, and why)."""
+def record_profile(writer: Any, fusion: FusionConfig | Mapping[str, Any] | None = None, reranker: str | None = None,
+                   rerank_depth: int | None = None, adapted: Mapping[str, Any] | None = None) -> None:
+    """Records in the index ``writer`` builds (a ``capr.index.IndexWriter``) what :meth:`SearchProfile.of` reads
+    back (``capr adapt`` records what its gate kept, and why)."""
+    recorded: dict[str, Any] = {}
     if adapted is not None:
-        dense_manifest["adapted"] = dict(adapted)
+        recorded["adapted"] = dict(adapted)
     if fusion is not None:
         if isinstance(fusion, FusionConfig):
             fusion = {"method": fusion.method.value, "weights": list(fusion.weights)}
-        dense_manifest["fusion"] = {"method": fusion.get("method", "rrf"), "weights": list(fusion["weights"])}
+        recorded["fusion"] = {"method": fusion.get("method", "rrf"), "weights": list(fusion["weights"])}
     if reranker:
-        dense_manifest["reranker"] = {"spec": reranker, "depth": int(rerank_depth or DEFAULT_RERANK_DEPTH)}
+        recorded["reranker"] = {"spec": reranker, "depth": int(rerank_depth or DEFAULT_RERANK_DEPTH)}
+    writer.record_search_profile(recorded)
 
 
 _LOADED: dict[str, Any] = {}

@@ -35,7 +35,7 @@ from capr.records import Retriever
 from capr.records import Document, Passage, Query
 from capr.search.highlight import term_spans
 from capr.search.second_stage import NO_RERANKER
-from capr.search import Evidence, SearchOptions, Searcher
+from capr.search import SearchOptions, Searcher
 from capr.store.protocol import Capability, Store
 from capr.service import schemas as S
 from capr.service.config import CONFIG_ENV, AuthThrottle, HostPolicy, ServiceConfig, TokenSet, load_tokens
@@ -401,16 +401,13 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         t0 = time.perf_counter()
         index = holder.store  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
-        evidence = Evidence.none
-        if req.evidence:
-            # an explicitly dense retriever gets dense sentence scores; the default keeps the cheap lexical ones
-            evidence = Evidence.dense if req.retriever in (Retriever.dense, Retriever.hybrid) else Evidence.lexical
         try:
             searcher = open_searcher(index, req.reranker)
-            options = SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None, expand=req.expand,
-                                    aspect_boost=req.aspect_boost, group_by=req.group_by, entity_scope=req.entity_scope,
-                                    entity_synonyms=req.entity_synonyms, rerank_depth=config.rerank_depth,
-                                    rerank_share=req.rerank_share, evidence=evidence)
+            options = SearchOptions.from_mapping({
+                "k": req.k, "retriever": req.retriever, "filters": req.filters, "expand": req.expand,
+                "aspect_boost": req.aspect_boost, "group_by": req.group_by, "entity_scope": req.entity_scope,
+                "entity_synonyms": req.entity_synonyms, "rerank_depth": config.rerank_depth,
+                "rerank_share": req.rerank_share, "evidence": req.evidence})
             if searcher.reranker is not None:
                 with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
                     result = searcher.search(q, options)
