@@ -12,7 +12,7 @@ from capr.adapt import AdaptConfig, adapt, config_for_more, gate, read_report
 from capr.adapt.checks import FREE_TEXT, REPORTED, SELF, CheckScores, DevCheck, jsonl_check
 from capr.eval.metrics import candidate_metrics
 from capr.eval.significance import paired_randomisation_p as paired_p
-from capr.adapt.pipeline import Candidate
+from capr.adapt.gate import Candidate
 from capr.errors import BadInputError, CaprError
 from conftest import capr_cli, capr_in_process, capr_real_or_in_process
 
@@ -60,7 +60,7 @@ def test_gate_keeps_the_best_candidate_that_is_no_worse_on_free_text():
 def test_no_second_stage_without_a_free_text_check():
     """A second stage gaining on held-out labels alone (a corpus too small for a free-text check) is not kept; with a
     free-text check it is kept only if no deciding check loses more than the margin."""
-    from capr.adapt.pipeline import second_stage_verdict
+    from capr.adapt.gate import second_stage_verdict
 
     keep, why = second_stage_verdict({"held-out labels": 10.0}, False, 1.0, 1.0)
     assert not keep and "no free-text check" in why
@@ -261,7 +261,7 @@ def _check(name, side, relevant_lex_rank, relevant_dense_rank, n=10, queries=4):
 
 
 def test_the_kept_model_gets_more_dense_weight_only_when_held_out_labels_gain_and_free_text_holds():
-    from capr.adapt.pipeline import choose_fusion, fusion_with_share
+    from capr.adapt.gate import choose_fusion, fusion_with_share
 
     labels, label_sims = _check("labels", SELF, relevant_lex_rank=10, relevant_dense_rank=1)
     free_ok, free_sims = _check("free", FREE_TEXT, relevant_lex_rank=1, relevant_dense_rank=1)

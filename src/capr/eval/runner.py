@@ -140,6 +140,20 @@ def benchmark_loader(name: str) -> Callable[..., BenchmarkData]:
     return BENCHMARKS[name]
 
 
+def check_benchmark(name: str) -> None:
+    """Refuses a passage benchmark this runner does not know, naming the similar-case benchmarks `capr eval` runs
+    beside them (a ``PREFIX:PATH``'s error is about its path, said when it is read)."""
+    if file_benchmark(name) is not None:
+        return
+    from capr.cases.bench import CaseBenchmark
+
+    try:
+        benchmark_loader(name)
+    except CaprError as e:
+        raise CaprError(f"{e}; similar-case benchmarks (with --index): {', '.join(b.value for b in CaseBenchmark)}, "
+                        "mcqa:PATH (MedQA-, MedMCQA- or HEAD-QA-style questions)") from None
+
+
 def query_fields(name: str) -> tuple[QueryField, ...]:
     found = file_benchmark(name)
     return found[0].fields if found else QUERY_FIELDS[name]
@@ -539,5 +553,6 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     return result, run
 
 
-__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug",
+__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "check_benchmark",
+           "compare_runs", "encoder_slug",
            "limit_queries", "load_benchmark", "run_eval", "check_eval_options", "check_run_out"]
