@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -27,11 +27,14 @@ from capr.cli.common import (
 )
 from capr.errors import CaprError
 from capr.index import Index
-from capr.records import Retriever
+from capr.records import Retriever, Run
 from capr.search.query import DEFAULT_TEMPLATE, TEMPLATES
 from capr.search.fusion import FusionMethod
 from capr.store.embedded import EmbeddedStore
 from capr.store.protocol import Backend
+
+if TYPE_CHECKING:
+    from capr.eval.runner import EvalConfig
 
 
 # `capr eval --run RUN --qrels QRELS`: a run file of the user's own questions scored against their judgements
@@ -146,7 +149,7 @@ def _warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(message)}")
 
 
-def _compared_run(compare: Optional[Path]):
+def _compared_run(compare: Optional[Path]) -> Optional[Run]:
     """--compare RUN, read (a missing or bad file is refused before any work); None without it."""
     if compare is None:
         return None
@@ -157,7 +160,8 @@ def _compared_run(compare: Optional[Path]):
     return read_run(compare, warn=_warn)
 
 
-def _run_benchmark(config, compared, compare: Optional[Path], run_out: Optional[Path]) -> dict:
+def _run_benchmark(config: EvalConfig, compared: Optional[Run], compare: Optional[Path],
+                   run_out: Optional[Path]) -> dict[str, Any]:
     """`capr eval` of a passage benchmark: its index loaded (with a progress bar), every warning said, the run
     written and compared when asked; the record `--json` prints."""
     from capr.eval.runner import (check_run_ids, compare_coverage, compare_runs, load_benchmark, reading_warnings,
@@ -199,7 +203,7 @@ def _run_benchmark(config, compared, compare: Optional[Path], run_out: Optional[
     return result
 
 
-def _render_benchmark(result: dict, as_json: bool) -> None:
+def _render_benchmark(result: dict[str, Any], as_json: bool) -> None:
     """A passage benchmark's record as JSON, or as a table (with the compared run, and CDV's free boundaries when
     scored)."""
     if as_json:

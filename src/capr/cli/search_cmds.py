@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.console import Console
@@ -38,10 +38,14 @@ from capr.search.query import DEFAULT_TEMPLATE, TEMPLATES
 from capr.records import Query
 from capr.search.fusion import FusionMethod
 from capr.search.second_stage import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
-from capr.search import EntityScope, GroupBy
+from capr.search import EntityScope, GroupBy, SearchOptions, SearchResult
 from capr.search.config import DEFAULT_ASPECT_BOOST
 from capr.store import BackendOptions
 from capr.store.embedded import EmbeddedStore
+from capr.store.protocol import Store
+
+if TYPE_CHECKING:
+    from capr.cdv.store import CDVStore
 
 
 def render_spans(spans: list, console: Console = out) -> None:
@@ -165,9 +169,7 @@ def search_cmd(
         discourse = CdvRetriever(cdv_store) if cdv_store is not None else None
         render_result(Searcher.open(store, reranker=reranker, cdv=discourse).search(q, search_options), as_json)
 
-    def options():
-        from capr.search import SearchOptions
-
+    def options() -> SearchOptions:
         return SearchOptions.from_mapping({
             "k": k if k is not None else 100 if queries is not None else None, "retriever": retriever,
             "filters": _parse_filters(filters), "expand": expand, "aspect_boost": aspect_boost, "fusion": fusion,
@@ -191,7 +193,8 @@ def check_one_question(query: Optional[str], entity: Optional[str], aspect: Opti
         raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
 
 
-def free_spans(store, cdv_store, entity: Optional[str], aspect: Optional[str], options, as_json: bool) -> None:
+def free_spans(store: Store, cdv_store: CDVStore, entity: Optional[str], aspect: Optional[str], options: SearchOptions,
+               as_json: bool) -> None:
     """`capr search --cdv DIR --boundaries free`: CDV's free-boundary spans, rendered."""
     from capr.cdv.search import free_search
     from capr.cdv.spans import BoundaryConfig
@@ -205,7 +208,7 @@ def free_spans(store, cdv_store, entity: Optional[str], aspect: Optional[str], o
         render_spans(spans)
 
 
-def render_result(result, as_json: bool) -> None:
+def render_result(result: SearchResult, as_json: bool) -> None:
     """One question's :class:`~capr.search.SearchResult`, as JSON or for a terminal, with its notices."""
     if as_json:
         payload = result.to_dict()
