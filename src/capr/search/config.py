@@ -120,7 +120,6 @@ class SearchOptions:
         if self.rerank_depth is not None and self.rerank_depth <= 0:
             raise QueryError(f"the re-rank depth must be positive, got {self.rerank_depth}", "rerank_depth")
 
-
     @classmethod
     def from_mapping(cls, given: Mapping[str, Any], recorded: "SearchProfile | None" = None) -> "SearchOptions":
         """The options a search runs from what a caller gave — the CLI's flags, the service's request, ``capr
@@ -135,8 +134,8 @@ class SearchOptions:
         - ``filters`` empty: no filter.
 
         ``recorded``: the profile of another index than the one searched (``capr eval --model IDX`` searches a
-        benchmark index built with IDX's encoder): the fusion ``capr adapt`` recorded there is searched with, as
-        ``capr search`` on IDX does."""
+        benchmark index built with IDX's encoder): a fusion left to the store is the one ``capr adapt`` recorded
+        there, as ``capr search`` on IDX searches."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(given) - known)
         if unknown:
@@ -147,7 +146,7 @@ class SearchOptions:
             method = FusionMethod(fusion)
             values["fusion"] = None if method is DEFAULT_FUSION.method else \
                 replace(DEFAULT_FUSION, method=method, weights=EQUAL_SHARES)
-        elif fusion is None and recorded is not None and recorded.origins.get("fusion") is Origin.adapted:
+        if values.get("fusion") is None and recorded is not None and recorded.origins.get("fusion") is Origin.adapted:
             values["fusion"] = recorded.fusion
         if isinstance(values.get("evidence"), bool):
             dense = values.get("retriever") in (Retriever.dense, Retriever.hybrid)
