@@ -37,7 +37,7 @@ SYSTEMS = ("capr", "bm25s", "rank_bm25")
 def run_capr(passages: list[str], queries: list[str], tmp_root: str | None, keep: bool) -> dict[str, Any]:
     from capr.corpus.segment import SegmenterConfig
     from capr.index import AnalyzerConfig, Index, IndexWriter
-    from capr.search.searcher import search
+    from capr.search import search
     from capr.records import Document, Section
 
     tmp = Path(tempfile.mkdtemp(prefix="capr-bench-", dir=tmp_root))

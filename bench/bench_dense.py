@@ -262,7 +262,7 @@ def run_capr(passages: list[str], queries: list[str], root: Path, hnsw_threshold
 
     from capr.corpus.segment import SegmenterConfig
     from capr.index import IndexWriter, load_index
-    from capr.search.searcher import search
+    from capr.search import search
     from capr.models import EncoderConfig
     from capr.records import Document, Section
 

@@ -153,7 +153,7 @@ range_filters_text = "charttime>=2150-01-01, charttime<2160-01-01, category in (
 def latency(index_dir: Path, patients: dict[str, list[str]], n_queries: int, seed: int) -> dict:
     from capr.index import Index
     from capr.records import Query
-    from capr.search.searcher import search
+    from capr.search import search
     from capr.store.embedded import EmbeddedStore
 
     index = Index.load(index_dir)

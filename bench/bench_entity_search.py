@@ -31,7 +31,7 @@ def worker(index: str, queries: str, retriever: str) -> None:
 
     from capr.index import Index
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(Index.load(index))
     qs = [Query(q["qid"], entity=q["entity"], aspect=q["aspect"]) for q in json.loads(Path(queries).read_text())]

@@ -33,7 +33,7 @@ os.environ.setdefault("CAPR_CACHE", str(OUT / "capr_cache"))  # the static model
 from capr.corpus.segment import SegmenterConfig  # noqa: E402
 from capr.models.encoder import Encoder, EncoderConfig  # noqa: E402
 from capr.records import Document, Query, Section  # noqa: E402
-from capr.search.searcher import search  # noqa: E402
+from capr.search import search  # noqa: E402
 from capr.store import create_store  # noqa: E402
 from capr.store.local_servers import start_server  # noqa: E402
 

@@ -162,7 +162,7 @@ def run_random_ops(args: argparse.Namespace, index_dir: Path, queries: list[str]
     from capr.corpus.segment import SegmenterConfig
     from capr.index import AnalyzerConfig, Index, IndexWriter, MergePolicy
     from capr.records import Document, Section
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     def doc(doc_id: str, text: str) -> Document:
         return Document(doc_id=doc_id, title="", text=text, sections=[Section(heading="", aspect="", start=0, end=len(text))])

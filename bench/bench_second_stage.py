@@ -58,7 +58,7 @@ def main() -> None:
     from capr.eval.runner import EvalConfig, load_benchmark
     from capr.records import Retriever
     from capr.search.second_stage import CrossReranker, load_reranker, warm_passage_vectors
-    from capr.search.searcher import Searcher, SearchOptions
+    from capr.search import SearchOptions, Searcher
 
     config = EvalConfig(benchmark="medquad-cdv", data_dir=Path(a.data_dir), retriever=Retriever.dense, model=a.bi)
     data = load_benchmark(config)

@@ -528,7 +528,7 @@ def _rebuild_equal(root: Path, survivors: dict[str, dict], work: Path) -> tuple[
     """The final index against `capr index` of the surviving source documents: same ids and passages, and every
     passage's BM25 score for QUERIES within 1e-6."""
     from capr.index import load_index
-    from capr.search.searcher import search
+    from capr.search import search
 
     src = work / "survivors.jsonl"
     with src.open("w") as fh:

@@ -22,7 +22,7 @@ from pathlib import Path
 from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.records import Retriever
 from capr.records import qrels_as_dict
-from capr.search.searcher import Searcher
+from capr.search import Searcher
 from experiments.common import DEFAULT_DATA, METRICS, consumer_setup, ranked_per_query
 
 SETS = ("mediqa2019", "mediqa2019-train", "consumer-dev", "consumer-dev-titled")

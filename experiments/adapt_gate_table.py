@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from capr.adapt.pipeline import (AdaptConfig, Candidate, START, check_under_fusion, choose_fusion,
-                                 fusion_with_share, gate, gate_checks, held_out_fraction, read_corpus,
-                                 score_candidates)
+from capr.adapt.gate import (START, Candidate, check_under_fusion, choose_fusion, fusion_with_share, gate,
+                             score_candidates)
+from capr.adapt.pipeline import AdaptConfig, gate_checks, held_out_fraction, read_corpus
 from capr.corpus import ReadReport
 from capr.labels.generate import read_labels
 from capr.train import ModelKind, TrainArgs

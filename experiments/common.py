@@ -60,7 +60,7 @@ def consumer_setup(name: str, data_dir: Path, model: str, k: int = 100):
     from capr.eval.devsets import load_consumer_dev
     from capr.eval.runner import EvalConfig, encoder_slug
     from capr.models.encoder import cache_root
-    from capr.search.searcher import GroupBy
+    from capr.search import GroupBy
 
     enc = encoder_of(model)
     data = load_consumer_dev(data_dir, cache_root() / "bench" / name / encoder_slug(enc), dense=enc,

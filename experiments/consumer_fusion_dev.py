@@ -18,7 +18,7 @@ from capr.models.encoder import cache_root
 from capr.records import Retriever
 from capr.records import qrels_as_dict
 from capr.search.fusion import FusionConfig, FusionMethod
-from capr.search.searcher import GroupBy, Searcher, SearchOptions
+from capr.search import GroupBy, SearchOptions, Searcher
 from experiments.common import DEFAULT_DATA, encoder_of, ranked_per_query
 
 SHARES = {"rrf 1:2": (1 / 3, 2 / 3), "rrf 1:4 (default)": (0.2, 0.8), "rrf 1:6": (1 / 7, 6 / 7), "rrf 1:9": (0.1, 0.9)}

@@ -26,7 +26,7 @@ from capr.eval.runner import EvalConfig, load_benchmark
 from capr.models.encoder import EncoderConfig
 from capr.records import Retriever
 from capr.search.fusion import FusionConfig, FusionMethod
-from capr.search.searcher import EntityScope, GroupBy, SearchOptions, Searcher
+from capr.search import EntityScope, GroupBy, SearchOptions, Searcher
 from experiments.common import DEFAULT_DATA
 
 FUSIONS = {

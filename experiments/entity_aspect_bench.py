@@ -32,7 +32,7 @@ def main() -> int:
     from capr.text.aspects import normalize_aspect
     from capr.index import load_index
     from capr.records import Query
-    from capr.search.searcher import EntityScope, SearchOptions, Searcher
+    from capr.search import EntityScope, SearchOptions, Searcher
 
     index_dir = args.index
     if index_dir is None or not index_dir.exists():

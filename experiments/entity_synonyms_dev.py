@@ -23,7 +23,7 @@ from capr.eval.significance import paired_randomisation_p as paired_p
 from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_benchmark
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.records import qrels_as_dict
-from capr.search.searcher import SearchOptions
+from capr.search import SearchOptions
 from experiments.common import DEFAULT_DATA, run_per_query
 
 SCOPES = {"EXACT": ("EXACT",), "EXACT+RELATED": ("EXACT", "RELATED"),

@@ -21,7 +21,7 @@ from capr.eval.metrics import evaluate
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.models.encoder import EncoderConfig, cache_root
 from capr.records import qrels_as_dict
-from capr.search.searcher import GroupBy, Searcher, SearchOptions
+from capr.search import GroupBy, SearchOptions, Searcher
 from experiments.common import DEFAULT_DATA
 
 BEFORE = 11  # the first 11 patterns are the list before issue 17's third part

@@ -27,7 +27,7 @@ from capr.eval.benchmarks import Protocol, QueryField, default_scorer, run_bench
 from capr.eval.runner import EvalConfig, load_benchmark
 from capr.records import qrels_as_dict
 from capr.search.second_stage import load_reranker
-from capr.search.searcher import Searcher, SearchOptions
+from capr.search import SearchOptions, Searcher
 from experiments.common import DEFAULT_DATA, METRICS, consumer_setup, ranked_per_query
 
 SETS = ("medquad-dev:tuple", "medquad-dev:question", "mediqa2019-train:question", "consumer-dev", "consumer-dev-titled")

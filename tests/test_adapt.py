@@ -12,7 +12,7 @@ from capr.adapt import AdaptConfig, adapt, config_for_more, gate, read_report
 from capr.adapt.checks import FREE_TEXT, REPORTED, SELF, CheckScores, DevCheck, jsonl_check
 from capr.eval.metrics import candidate_metrics
 from capr.eval.significance import paired_randomisation_p as paired_p
-from capr.adapt.pipeline import Candidate
+from capr.adapt.gate import Candidate
 from capr.errors import BadInputError, CaprError
 from conftest import capr_cli, capr_in_process, capr_real_or_in_process
 
@@ -60,7 +60,7 @@ def test_gate_keeps_the_best_candidate_that_is_no_worse_on_free_text():
 def test_no_second_stage_without_a_free_text_check():
     """A second stage gaining on held-out labels alone (a corpus too small for a free-text check) is not kept; with a
     free-text check it is kept only if no deciding check loses more than the margin."""
-    from capr.adapt.pipeline import second_stage_verdict
+    from capr.adapt.gate import second_stage_verdict
 
     keep, why = second_stage_verdict({"held-out labels": 10.0}, False, 1.0, 1.0)
     assert not keep and "no free-text check" in why
@@ -118,7 +118,7 @@ def test_bad_free_text_dev_set_names_file_and_line(tmp_path, runner):
 def test_adapt_end_to_end_on_a_tiny_corpus(tmp_path, demo_dir):
     from capr.index import load_index
     from capr.models.encoder import Encoder, EncoderConfig
-    from capr.search.searcher import Searcher, SearchOptions
+    from capr.search import SearchOptions, Searcher
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -261,7 +261,7 @@ def _check(name, side, relevant_lex_rank, relevant_dense_rank, n=10, queries=4):
 
 
 def test_the_kept_model_gets_more_dense_weight_only_when_held_out_labels_gain_and_free_text_holds():
-    from capr.adapt.pipeline import choose_fusion, fusion_with_share
+    from capr.adapt.gate import choose_fusion, fusion_with_share
 
     labels, label_sims = _check("labels", SELF, relevant_lex_rank=10, relevant_dense_rank=1)
     free_ok, free_sims = _check("free", FREE_TEXT, relevant_lex_rank=1, relevant_dense_rank=1)
@@ -285,7 +285,8 @@ def test_a_recorded_fusion_is_what_search_and_eval_use(tmp_path, demo_dir):
     from capr.eval.runner import EvalConfig
     from capr.index import IndexWriter, load_index
     from capr.models.encoder import EncoderConfig
-    from capr.search.searcher import DEFAULT_FUSION, Searcher, SearchOptions
+    from capr.search import SearchOptions, Searcher
+    from capr.search.config import DEFAULT_FUSION
 
     docs = list(read_documents(demo_dir))[:4]
     plain, adapted = tmp_path / "plain", tmp_path / "adapted"
@@ -366,7 +367,7 @@ def test_the_searched_check_ranks_held_out_documents_as_capr_search_does(tmp_pat
     from capr.index import load_index
     from capr.labels import LabelConfig, LabelGenerator
     from capr.records import Query
-    from capr.search.searcher import Searcher, SearchOptions
+    from capr.search import SearchOptions, Searcher
 
     docs = list(read_documents(demo_dir))
     labels = list(LabelGenerator(LabelConfig())(docs))
@@ -442,7 +443,7 @@ def test_the_gates_second_stage_check_ranks_as_search_does_at_the_rerankers_shar
     """A second stage that prefers a wrong candidate: alone (share 1) it costs the check its first place; at a share
     that leaves the first stage most of the say (as Searcher.rerank fuses them) the relevant candidate stays first."""
     from capr.adapt.checks import CheckPassage, reranked_check_metrics
-    from capr.search.searcher import DEFAULT_FUSION
+    from capr.search.config import DEFAULT_FUSION
 
     check, sims = _check("free", FREE_TEXT, relevant_lex_rank=1, relevant_dense_rank=1, queries=1)
     check.pool = [CheckPassage(text=f"passage {i}") for i in range(10)]

@@ -13,7 +13,7 @@ from capr.errors import CaprError, QueryError
 from capr.models.encoder import EncoderConfig
 from capr.records import Document, Query
 from capr.store import create_store, open_store
-from capr.search.searcher import search as _search
+from capr.search import search as _search
 
 
 def search(store, query, k=10, **options):

@@ -75,7 +75,7 @@ def test_search_queries_searches_as_capr_search_and_refuses_repeated_ids(tmp_pat
     that cannot be answered is named by its id."""
     from capr.errors import QueryError
     from capr.index import load_index
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     from service_support import build_dense_demo_index
 

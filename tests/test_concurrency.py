@@ -21,7 +21,7 @@ from capr.errors import CaprError
 from capr.index import IndexWriter, build_index, compact_index, load_index
 from capr.index.segment import SEGMENTS
 from capr.records import Document
-from capr.search.searcher import search
+from capr.search import search
 
 
 def _docs(n: int, start: int = 0) -> list[Document]:

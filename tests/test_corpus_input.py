@@ -16,7 +16,7 @@ from capr.corpus import Format, ReadReport, detect_format, normalize_newlines, r
 from capr.corpus.segment import segment
 from capr.errors import BadInputError
 from capr.records import Document, Section
-from capr.search.searcher import search
+from capr.search import search
 
 from conftest import capr_cli
 

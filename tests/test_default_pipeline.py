@@ -23,7 +23,7 @@ def default_index(tmp_path_factory, demo_dir):
 def test_capr_index_writes_vectors_and_search_fuses_by_default(default_index, tmp_path, demo_dir):
     from capr.index import Index
     from capr.records import Retriever
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     index = Index.load(default_index)
     assert index.has_dense and index.manifest["dense"]["encoder"]["model"] == "minilm"
@@ -47,7 +47,7 @@ def test_hybrid_default_equals_the_explicit_dev_chosen_setting(default_index):
     """The default is not a separate code path: it is --retriever hybrid with SearchOptions' fusion."""
     from capr.index import Index
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(Index.load(default_index))
     q = Query("q", entity="IgA nephropathy", aspect="symptoms")
@@ -59,7 +59,7 @@ def test_hybrid_default_equals_the_explicit_dev_chosen_setting(default_index):
 
 def test_group_by_doc_returns_one_passage_per_document(default_index):
     from capr.index import Index
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     plain = Searcher(Index.load(default_index)).search("kidney disease", k=8).to_dict()["results"]  # what the CLI prints
     grouped = json.loads(capr_cli("search", str(default_index), "kidney disease", "-k", "8", "--group-by", "doc",
@@ -198,7 +198,7 @@ def test_the_entity_counts_for_every_retriever(planted_index, retriever):
     vectors (dense, hybrid: the default) the entity's symptoms section itself comes first, although it never names
     the disease."""
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(planted_index)
     q = Query("q", entity="IgA nephropathy", aspect="symptoms")
@@ -214,7 +214,7 @@ def test_the_entity_counts_for_every_retriever(planted_index, retriever):
 
 def test_no_mention_of_the_entity_is_said(planted_index):
     from capr.records import Query
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     result = Searcher(planted_index).search(Query("q", entity="sarcoidosis", aspect="symptoms"), k=2)
     assert result.notices == ["no passage mentions 'sarcoidosis'; showing the closest matches"]
@@ -242,7 +242,7 @@ def test_a_reranker_orders_within_the_entity_tiers_and_the_aspect_prior(planted_
     passages stay first (its symptoms section, favoured by the prior, on top) and the re-ranker's preference orders
     the rest; without an entity, its order (with the aspect prior) is the result."""
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(planted_index, reranker=_WordCountReranker())
     q = Query("q", entity="IgA nephropathy", aspect="symptoms")
@@ -280,7 +280,7 @@ def test_an_ensemble_sums_its_members_standardised_scores_each_reading_its_own_w
     z-scored sum puts it first. Each member reads the passage as it was trained to (title context vs the index
     text). An ensemble's default share is its own (ENSEMBLE_RERANK_SHARE), not a single re-ranker's."""
     from capr.search.second_stage import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE, EnsembleReranker, rerank_share
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     # by document: one member loves flu and likes gout, the other loves migraine and likes gout
     a = _FixedReranker("a", {"influenza": 10.0, "Gout flare": 9.0}, "off")
@@ -305,7 +305,7 @@ def test_an_ensemble_sums_its_members_standardised_scores_each_reading_its_own_w
 def test_an_ensemble_of_a_model_with_itself_ranks_as_the_model(planted_index):
     """Real MiniLM twice: standardising and summing changes no order (bi:minilm names the bundled model)."""
     from capr.search.second_stage import load_reranker
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     single, double = load_reranker("bi:minilm"), load_reranker("bi:minilm,bi:minilm")
     for q in ("what are the symptoms", "blood in the urine", "joint pain at night"):
@@ -384,7 +384,7 @@ def test_a_filter_narrows_the_entitys_answers_it_does_not_change_the_patient(med
     whether a passage belongs to the entity's documents must be decided before the filter — else every medications
     list "mentions nothing" and other patients' lists come back under a false notice."""
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher, search
+    from capr.search import SearchOptions, Searcher, search
 
     searcher = Searcher(medication_notes)
     q = Query("q", entity="atrial fibrillation", aspect="medications")
@@ -399,7 +399,7 @@ def test_a_filter_narrows_the_entitys_answers_it_does_not_change_the_patient(med
 
 def test_a_filter_that_keeps_none_of_the_entitys_documents_says_so_truly(medication_notes):
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(medication_notes)
     result = searcher.search(Query("q", entity="atrial fibrillation", aspect="medications"),
@@ -423,7 +423,7 @@ def test_the_cli_filter_keeps_the_entitys_patient(medication_notes):
 def test_a_second_stage_reorders_the_top_rerank_depth_and_the_rest_keep_the_first_stages_order(planted_index):
     """k beyond --rerank-depth: the re-ranker re-orders the first stage's top `rerank_depth`, and the rest of the k
     follow in the first stage's order (what `--rerank-depth` says, and what `capr eval` measures)."""
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     q = "what are the symptoms"
     first = [h.pid for h in Searcher(planted_index).search(q, SearchOptions(k=5)).hits]
@@ -442,15 +442,15 @@ def test_the_profile_says_what_searches_and_where_it_came_from(tmp_path, demo_di
     from capr.corpus import read_documents
     from capr.index import IndexWriter, load_index
     from capr.models.encoder import EncoderConfig
-    from capr.search.profile import DEFAULT_FUSION, Origin, record_profile
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search.config import DEFAULT_FUSION, Origin, record_profile
+    from capr.search import SearchOptions, Searcher
 
     docs = list(read_documents(demo_dir))[:4]
     plain, adapted = tmp_path / "plain", tmp_path / "adapted"
     for root, recorded in ((plain, False), (adapted, True)):
         w = IndexWriter(root, dense=EncoderConfig())
         if recorded:
-            record_profile(w.dense_info, fusion={"method": "rrf", "weights": [0.1, 0.9]}, reranker="bi:minilm", rerank_depth=7)
+            record_profile(w, fusion={"method": "rrf", "weights": [0.1, 0.9]}, reranker="bi:minilm", rerank_depth=7)
         with w:
             for d in docs:
                 w.add(d)

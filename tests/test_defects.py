@@ -10,7 +10,8 @@ import pytest
 
 from capr import load_index
 from capr.index import IndexWriter
-from capr.search.searcher import EMPTY_INDEX_MESSAGE, search
+from capr.search import search
+from capr.search.present import EMPTY_INDEX_MESSAGE
 
 from conftest import (capr_cli, capr_in_process, capr_real_or_in_process, one_line_error as _one_line_error,
                       write_jsonl as _write_jsonl)

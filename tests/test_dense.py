@@ -13,7 +13,7 @@ from capr.index import IndexWriter
 from capr.models import Encoder, EncoderConfig
 from capr.models.cache import EmbeddingCache
 from capr.search.fusion import FusionConfig, FusionMethod, fuse
-from capr.search.searcher import search
+from capr.search import search
 
 TEXTS = [
     "IgA nephropathy often presents with visible blood in the urine after a sore throat.",

@@ -22,7 +22,7 @@ from capr.errors import BadInputError, QueryError
 from capr.filters import FilterClause, column_mask, milvus_expr, parse_filter, parse_filters
 from capr.index import build_index
 from capr.records import Query
-from capr.search.searcher import search
+from capr.search import search
 
 from conftest import capr_cli
 
@@ -505,7 +505,7 @@ def test_an_identifier_shaped_like_a_date_is_matched_exactly(tmp_path):
     from capr.errors import QueryError
     from capr.index import build_index, load_index
     from capr.records import Document
-    from capr.search.searcher import search
+    from capr.search import search
 
     docs = [Document(f"n{i}", "Clinic note", f"Assessment: asthma, visit {i}.",
                      metadata={"patient": p, "charttime": t})

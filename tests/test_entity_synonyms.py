@@ -111,7 +111,7 @@ def notes_index(tmp_path_factory):
                                                ("Dyspnea", "review of systems", "asthma")])
 def test_a_passage_naming_the_entity_by_a_synonym_is_in_the_entity_tier(notes_index, entity, aspect, doc):
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(notes_index)
     q = Query("q", entity=entity, aspect=aspect)

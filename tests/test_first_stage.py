@@ -14,7 +14,7 @@ from capr.records import Query
 from capr.search.first_stage import (HybridRetriever, LexicalRetriever, ListedLexicalRetriever, first_stage_retriever,
                                        lexical_retriever)
 from capr.search.fusion import FusionConfig, fuse
-from capr.search.searcher import SearchOptions, Searcher
+from capr.search import SearchOptions, Searcher
 from capr.store import as_store
 
 

@@ -16,7 +16,7 @@ import pytest
 from capr import Query, build_index, load_index, read_documents
 from capr.errors import CaprError, IndexError_, QueryError
 from capr.records import Document
-from capr.search.searcher import search
+from capr.search import search
 
 
 @pytest.fixture(scope="module")

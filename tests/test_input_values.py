@@ -15,7 +15,7 @@ from capr import load_index
 from capr.corpus import Format, ReadReport, detect_format, read_documents
 from capr.errors import BadInputError, QueryError
 from capr.index import build_index
-from capr.search.searcher import search
+from capr.search import search
 
 from conftest import capr_cli, write_jsonl
 

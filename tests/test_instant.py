@@ -66,7 +66,7 @@ def test_commands_import_no_heavy_dependency(hybrid_index, args):
 def test_hybrid_results_equal_the_torch_encoders(hybrid_index, monkeypatch):
     """The same ranking and the same scores with queries encoded by ONNX Runtime as with torch."""
     from capr import Query, load_index
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     queries = [Query("q1", "how is gout treated"), Query("q2", entity="IgA nephropathy", aspect="symptoms"),
                Query("q3", "what causes atrial fibrillation"), Query("q4", "inhaler for shortness of breath")]

@@ -70,7 +70,8 @@ def test_the_check_sees_every_import_form(tmp_path):
 LAYERS: list[tuple[str, ...]] = [
     ("capr._version", "capr.errors"),
     ("capr.text",),  # analyzer, sentences, de-identification, negation, the aspect vocabulary, the BM25 formula
-    ("capr.records", "capr.filters"),  # the typed records every floor shares, and the filter language
+    ("capr.records", "capr.filters", "capr.rank_metrics"),  # the typed records every floor shares, the filter
+    # language, and the rank metrics every floor that scores a ranking computes
     ("capr.corpus",),  # readers and segmentation
     ("capr.models",),
     ("capr.index",),  # the embedded engine

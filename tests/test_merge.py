@@ -14,7 +14,7 @@ import pytest
 from capr import Query, build_index, load_index, read_documents
 from capr.index import Index, IndexWriter, MergePolicy, compact_index
 from capr.records import Document
-from capr.search.searcher import Searcher, search
+from capr.search import Searcher, search
 
 QUERIES = [
     Query("q1", entity="IgA nephropathy", aspect="symptoms"),

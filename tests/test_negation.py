@@ -129,7 +129,7 @@ def test_the_note_that_finds_the_entity_ranks_above_the_note_that_denies_it(note
     """⟨lymphadenopathy, physical examination⟩: both examinations name it, and BM25 prefers the short one that
     says "No lymphadenopathy"; the entity's bonus (or tier) goes to the note that found it."""
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(notes)
     q = Query("q", entity="lymphadenopathy", aspect="physical examination")
@@ -160,7 +160,7 @@ SCATTERED = [
 
 def test_a_name_whose_words_share_no_sentence_is_not_named(tmp_path_factory):
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, "scattered", SCATTERED))
     q = Query("q", entity="heart failure", aspect="physical examination")
@@ -215,7 +215,7 @@ def test_a_note_that_only_denies_the_entity_is_not_about_it(tmp_path_factory, sc
     """⟨lymphadenopathy, medications⟩: the entity's document tier holds the note that finds it; the note whose
     only mention denies it ranks its short medication list with the rest, below the other note's."""
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, f"denying-{scope}", DENYING_NOTES))
     q = Query("q", entity="lymphadenopathy", aspect="medications")
@@ -230,7 +230,7 @@ def test_a_note_that_only_denies_the_entity_is_not_about_it(tmp_path_factory, sc
 
 def test_when_every_note_denies_the_entity_the_user_is_told(tmp_path_factory):
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, "all-denying", DENYING_NOTES[:1] + NOTES[2:]))
     result = searcher.search(Query("q", entity="lymphadenopathy", aspect="medications"),
@@ -243,7 +243,7 @@ def test_under_an_aspect_filter_the_note_that_finds_the_entity_elsewhere_ranks_f
     """The filter keeps only medication lists, none of which names the entity: the note whose history finds it is
     still the one about it, and no notice says otherwise."""
     from capr.records import Query
-    from capr.search.searcher import SearchOptions, Searcher
+    from capr.search import SearchOptions, Searcher
 
     searcher = Searcher(index_of_documents(tmp_path_factory, "denying-filtered", DENYING_NOTES))
     result = searcher.search(Query("q", entity="lymphadenopathy", aspect="medications"),

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from capr.records import Query
-from capr.search.searcher import SearchOptions, Searcher
+from capr.search import SearchOptions, Searcher
 
 
 @pytest.fixture(scope="module")

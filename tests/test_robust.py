@@ -96,7 +96,7 @@ def test_damaged_index_serve_refuses_at_start(small_index, tmp_path):
 def test_damaged_index_python_api(small_index, tmp_path):
     from capr import load_index
     from capr.index.reading import DamagedIndexError
-    from capr.search.searcher import search
+    from capr.search import search
 
     idx = tmp_path / "copy"
     shutil.copytree(small_index, idx)
@@ -273,7 +273,7 @@ def test_multi_word_aspect_whose_words_the_index_has_is_searched(drug_index):
     from capr import load_index
     from capr.errors import QueryError
     from capr.records import Query
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     searcher = Searcher(load_index(drug_index))
     assert searcher.search(Query("q", entity="ibuprofen", aspect="side effects"), k=1).hits[0].passage.doc_id == "ibu"

@@ -13,7 +13,7 @@ from capr.cli import app
 from capr.errors import QueryError
 from capr.search.query import parse_query
 from capr.records import Query
-from capr.search.searcher import Evidence, SearchOptions, Searcher
+from capr.search import Evidence, SearchOptions, Searcher
 from capr.service.app import create_app
 from capr.service.config import ServiceConfig
 from service_support import build_demo_index
@@ -114,6 +114,34 @@ def test_the_query_is_parsed_once_and_every_stage_reads_it(demo_index):
     assert all(ev.passage.start <= a0 < b0 <= ev.passage.end for a0, b0 in ev.highlights)
 
 
+def test_every_caller_maps_its_input_onto_options_through_one_resolve_step():
+    """SearchOptions.from_mapping reads the CLI's, the service's and eval's shorthand once: a fusion method, evidence
+    as true/false, empty filters, and the fusion an adapted index records."""
+    from dataclasses import replace
+
+    from capr.records import Retriever
+    from capr.search import SearchProfile
+    from capr.search.config import DEFAULT_FUSION, Origin
+    from capr.search.fusion import FusionMethod
+
+    given = SearchOptions.from_mapping
+    assert given({"fusion": "rrf", "k": None, "filters": [], "evidence": None}) == SearchOptions()
+    weighted = given({"fusion": FusionMethod.weighted}).fusion
+    assert (weighted.method, weighted.weights, weighted.rrf_k, weighted.depth) == \
+        (FusionMethod.weighted, (0.5, 0.5), DEFAULT_FUSION.rrf_k, DEFAULT_FUSION.depth)
+    assert given({"evidence": True}).evidence is Evidence.lexical  # the cheap scores unless a dense retriever is asked
+    assert given({"evidence": True, "retriever": Retriever.hybrid}).evidence is Evidence.dense
+    assert given({"evidence": False, "retriever": Retriever.dense}).evidence is Evidence.none
+    assert given({"evidence": "lexical"}).evidence is Evidence.lexical
+    with pytest.raises(QueryError, match="unknown search option 'topk'"):
+        given({"topk": 5})
+    adapted = SearchProfile.from_manifest({"fusion": {"method": "rrf", "weights": [0.1, 0.9]}})
+    assert adapted.origins["fusion"] is Origin.adapted
+    assert given({}, recorded=adapted).fusion.weights == (0.1, 0.9)
+    assert given({"fusion": "weighted"}, recorded=adapted).fusion.method is FusionMethod.weighted  # asked wins
+    assert given({}, recorded=replace(adapted, origins={"fusion": Origin.default})).fusion is None
+
+
 HEALTH_ASPECTS = {a: 50 for a in ["information", "symptoms", "causes", "treatment", "exams and tests", "outlook",
                                   "inheritance", "frequency", "genetic changes", "research", "considerations"]}
 
@@ -139,7 +167,7 @@ def test_search_favours_the_nearest_corpus_aspect_and_says_so(demo_index):
     """A user's own aspect wording that is no section of the index is read as the section it means, with a notice
     (before: `unknown aspect` for users, and no aspect prior at all for benchmark queries)."""
     from capr.index import Index
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     searcher = Searcher(Index.load(demo_index))
     q = Query("q", entity="gout", aspect="treatment options and management")
@@ -158,7 +186,7 @@ def test_an_asked_aspect_no_section_has_is_said_not_implied(tmp_path):
     words, and says that no section is about the aspect, instead of showing the hits as if they were."""
     from capr.index import Index, build_index
     from capr.records import Document
-    from capr.search.searcher import Searcher
+    from capr.search import Searcher
 
     build_index([Document(f"n{i}", "", f"Patient {i} with hypertension on lisinopril {i} mg daily, stable.")
                  for i in range(4)], tmp_path / "idx")
@@ -243,7 +271,7 @@ def test_scores_fall_with_rank_across_the_entity_tiers(tmp_path):
                                     [0.0, 0.5, 0.2], [1.0, 1.0, 2.0]])
 def test_scores_falling_with_rank_keeps_each_part_in_its_order(scores):
     from capr.records import ScoredPassage
-    from capr.search.searcher import scores_falling_with_rank
+    from capr.search.present import scores_falling_with_rank
 
     hits = [ScoredPassage(pid=str(i), score=s, rank=i + 1) for i, s in enumerate(scores)]
     scores_falling_with_rank(hits)

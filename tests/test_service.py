@@ -20,7 +20,7 @@ from capr.errors import CaprError
 from capr.index import Index
 from capr.service import ServiceConfig, create_app, load_tokens
 from capr.service.config import TokenSet
-from capr.search.searcher import search
+from capr.search import search
 from conftest import capr_cli
 from service_support import AUTH, TOKEN, LiveServer, build_demo_index, copy_index
 
@@ -770,7 +770,7 @@ def test_health_says_starting_until_the_models_are_loaded(second_stage_index, mo
         assert set(answered[0]["fusion"]["weights"]) == {"bm25", "dense"}
         # everything the default search needs is loaded
         assert app.state.holder.index._encoder is not None
-        from capr.search.profile import _LOADED as loaded_rerankers
+        from capr.search.config import _LOADED as loaded_rerankers
 
         assert "bi:minilm" in loaded_rerankers
         assert synonyms._LOADED

@@ -12,7 +12,7 @@ from capr.errors import QueryError
 from capr.labels.generate import LabeledPassage
 from capr.train import ModelKind, TrainArgs, train
 from capr.train.losses import multi_positive_listwise_loss
-from capr.search.searcher import search
+from capr.search import search
 from conftest import capr_cli, capr_in_process, capr_real_or_in_process
 
 DISEASES = ["Zorvex syndrome", "Kalimba fever", "Dunmore disease", "Ostrava palsy", "Venn anemia", "Brisk pox",

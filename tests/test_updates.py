@@ -14,7 +14,7 @@ from capr.errors import BadInputError, CaprError, QueryError
 from capr.index import IndexWriter
 from capr.models import EncoderConfig
 from capr.records import Document
-from capr.search.searcher import Searcher, search
+from capr.search import Searcher, search
 
 from test_index import _kill_mid_write, _tmp_dirs
 

@@ -236,7 +236,7 @@ class SearchedCheck:
         from capr.errors import QueryError
         from capr.index import load_index
         from capr.records import Query
-        from capr.search.searcher import Searcher, SearchOptions
+        from capr.search import SearchOptions, Searcher
 
         index = load_index(folder)
         searcher = Searcher(index, reranker=reranker)

@@ -16,28 +16,24 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from capr.adapt.checks import (
-    FREE_TEXT,
     REPORTED,
     SELF,
-    CheckScores,
     SearchedCheck,
-    check_metrics,
-    dense_scores,
-    reranked_check_metrics,
     free_text_check,
     inverse_cloze_check,
     searched_labels_check,
     self_labelled_check,
 )
+from capr.adapt.gate import (START, Candidate, choose_fusion, choose_second_stage, fusion_with_share, gate,
+                             reranker_member, score_candidates)
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
 from capr.eval.significance import paired_randomisation_p
-from capr.search.profile import record_profile
+from capr.search.config import record_profile
 from capr.records import Document
 
 REPORT_FILE = "adapt.json"
-START = "start"  # the zero-shot candidate's name
 
 
 class KeepPolicy(str, Enum):
@@ -86,17 +82,6 @@ class AdaptConfig:
     @property
     def work_dir(self) -> Path:
         return Path(str(Path(self.out)) + ".adapt")
-
-
-@dataclass
-class Candidate:
-    name: str
-    model: str  # a model name or folder
-    alpha: float  # trained share (0: the start model)
-    scores: CheckScores = field(default_factory=CheckScores)  # ranked as the index searches: hybrid (the gate's)
-    dense: CheckScores = field(default_factory=CheckScores)  # ranked by the model alone (reported)
-    sims: dict[str, list[Any]] = field(default_factory=dict)  # check → each query's candidate cosines
-    indexes: dict[str, Path] = field(default_factory=dict)  # searched check → its index built with this model
 
 
 @dataclass
@@ -167,44 +152,6 @@ def _question_records(config: AdaptConfig, log: Callable[[str], None]) -> list[A
     return pairs
 
 
-def gate(candidates: list[Candidate], checks: Sequence[Any], min_gain: float,
-         margin: float = 0.0) -> tuple[Candidate, str]:
-    """The candidate to keep, and why: the one with the best held-out-label score among those that gain at least
-    `min_gain` MRR over the start model there and trail it by at most `margin` points on every free-text check
-    (MAP/MRR, the check's primary metric); the start model when none does."""
-    start = next(c for c in candidates if c.alpha == 0)
-    self_checks = [c for c in checks if c.side == SELF]
-    free = [c for c in checks if c.side == FREE_TEXT]
-    passing, failures = [], []
-    for cand in candidates:
-        if cand is start:
-            continue
-        gains = {c.name: cand.scores.mean(c.name, c.primary) - start.scores.mean(c.name, c.primary) for c in self_checks}
-        losses = {c.name: cand.scores.mean(c.name, c.primary) - start.scores.mean(c.name, c.primary) for c in free}
-        short = [f"{n} {g:+.2f} {next(c.primary for c in self_checks if c.name == n)}"
-                 for n, g in gains.items() if g < min_gain]
-        worse = [f"{n} {d:+.2f} {next(c.primary for c in free if c.name == n)}" for n, d in losses.items()
-                 if d < -margin - 1e-9]
-        if short or worse:
-            failures.append(f"{cand.name}: " + "; ".join(
-                ([f"gains too little on {', '.join(short)}"] if short else []) + ([f"worse on {', '.join(worse)}"] if worse else [])))
-        else:
-            passing.append((sum(gains.values()), cand.alpha, cand))
-    if not self_checks:
-        return start, "no held-out labelled queries to show a gain: the start model is kept"
-    if not free:
-        failures.append("no free-text check could be built from the corpus (too few held-out passages)")
-        return start, "the start model is kept: " + " | ".join(failures)
-    if not passing:
-        return start, "no candidate passed the gate, the start model is kept (" + " | ".join(failures) + ")"
-    passing.sort(key=lambda t: (t[0], t[1]), reverse=True)
-    best = passing[0][2]
-    gain = passing[0][0]
-    within = "at or above" if margin == 0 else f"within {margin:g} point(s) of"
-    return best, (f"{best.name} gains {gain:+.2f} on held-out labels and is {within} the start model on every "
-                  f"free-text check" + (f" (rejected: {' | '.join(failures)})" if failures else ""))
-
-
 def _finished_training(trained_dir: Path, args: Any) -> dict[str, Any] | None:
     """The training summary of a model already in `trained_dir` that these arguments (budget aside) trained."""
     from capr.models.card import read_card
@@ -251,149 +198,38 @@ def gate_checks(records: Sequence[Any], args: Any, config: AdaptConfig,
     return out, held_out
 
 
-def fusion_with_share(dense_weight: float | None = None) -> Any:
-    """The default pipeline's hybrid fusion (capr.search.DEFAULT_FUSION), with another dense share when given."""
-    from dataclasses import replace
-
-    from capr.search.searcher import DEFAULT_FUSION
-
-    if dense_weight is None:
-        return replace(DEFAULT_FUSION)
-    return replace(DEFAULT_FUSION, weights=(round(1.0 - dense_weight, 4), round(dense_weight, 4)))
-
-
-def score_candidates(candidates: Sequence[Candidate], checks: Sequence[Any], log: Callable[[str], None] = print,
-                     work: Path | None = None) -> None:
-    """Every candidate on every check, read as an index built with it would read passages, and ranked as that
-    index searches by default (``scores``, what the gate compares: the Searcher on a searched check, BM25 and the
-    model fused on a pool) and by the model alone (``dense``). Searched checks' indexes go under ``work``."""
-    import re
-    import tempfile
-
-    from capr.models.encoder import Encoder, EncoderConfig
-    from capr.records import Retriever
-
-    fusion = fusion_with_share()
-    root = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="capr-gate-"))
-    for cand in candidates:
-        log(f"gate: scoring {cand.name}")
-        encoder = None
-        for check in checks:
-            if isinstance(check, SearchedCheck):
-                folder = check.build(cand.model, root / re.sub(r"[^A-Za-z0-9.]+", "-", f"{check.name}-{cand.name}"))
-                cand.indexes[check.name] = folder
-                cand.scores.per_query[check.name] = check.metrics(folder)
-                cand.dense.per_query[check.name] = check.metrics(folder, retriever=Retriever.dense)
-                continue
-            encoder = encoder or Encoder(EncoderConfig(model=cand.model), cache=False)
-            cand.sims[check.name] = dense_scores(encoder, check)
-            cand.scores.per_query[check.name] = check_metrics(check, cand.sims[check.name], fusion)
-            cand.dense.per_query[check.name] = check_metrics(check, cand.sims[check.name])
-
-
-def check_under_fusion(check: Any, cand: Candidate, fusion: Any) -> dict[str, Any]:
-    """A scored candidate's per-query metrics on ``check`` when the index fuses with ``fusion`` instead."""
-    if isinstance(check, SearchedCheck):
-        return check.metrics(cand.indexes[check.name], fusion)
-    return check_metrics(check, cand.sims[check.name], fusion)
-
-
-def choose_fusion(kept: Candidate, start: Candidate, checks: Sequence[Any], weights: Sequence[float],
-                  min_gain: float, margin: float) -> dict[str, Any]:
-    """The dense share of the hybrid fusion the kept model searches with: the default pipeline's, unless another
-    of ``weights`` gains at least ``min_gain`` on the held-out labels and stays within ``margin`` of the start model
-    (at the default share) on every free-text check. The table of every share is returned with the choice."""
-    base = fusion_with_share().weights[1]
-    self_checks = [c for c in checks if c.side == SELF]
-    free = [c for c in checks if c.side == FREE_TEXT]
-    table: dict[str, dict[str, float]] = {}
-    for w in sorted(set(weights) | {base}):
-        fusion = fusion_with_share(w)
-        table[f"{w:g}"] = {c.name: round(float(check_under_fusion(c, kept, fusion)[c.primary].mean()), 2) for c in checks}
-
-    def gain(w: float) -> float:
-        return sum(table[f"{w:g}"][c.name] - table[f"{base:g}"][c.name] for c in self_checks)
-
-    def free_ok(w: float) -> bool:
-        return all(table[f"{w:g}"][c.name] >= start.scores.mean(c.name, c.primary) - margin - 1e-9 for c in free)
-
-    chosen = base
-    if self_checks:
-        better = [w for w in sorted(set(weights)) if w != base and gain(w) >= min_gain and free_ok(w)]
-        if better:
-            chosen = max(better, key=lambda w: (gain(w), -abs(w - base)))
-    why = ("the default pipeline's share" if chosen == base else
-           f"{gain(chosen):+.2f} on held-out labels over the default share {base:g}, within {margin:g} point(s) of "
-           "the start model on every free-text check")
-    return {"dense_weight": chosen, "weights": list(fusion_with_share(chosen).weights), "reason": why, "table": table}
-
-
 MIN_TRAIN_MIN = 0.5  # minutes of training below which a run cannot show anything
 SECOND_STAGE_DIR = "second-stage"  # OUT.adapt/…: the trained member of the recorded ensemble (stable across --add)
-
-
-def reranker_member(model: str) -> str:
-    """The `bi:` spec of a model (the start model's name "minilm" is the bundled model)."""
-    return f"bi:{model if model == 'minilm' else Path(model).resolve()}"
-
-
-def choose_second_stage(kept: Candidate, trained: Candidate, start_model: str, checks: Sequence[Any], fusion: Any,
-                        min_gain: float, margin: float, depth: int, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Whether the ensemble of the start model and the trained one, re-ranking the kept first stage's top
-    ``depth``, is worth its latency: kept when it gains at least ``min_gain`` on some check (held-out labels or free
-    text, the check's primary metric) and trails the first stage alone by at most ``margin`` on every check that
-    decides. The table holds every check without and with it, and the paired p-values."""
-    from capr.search.second_stage import load_reranker
-
-    spec = f"{reranker_member(start_model)},{reranker_member(trained.model)}"
-    ensemble = load_reranker(spec)
-    table: dict[str, dict[str, float]] = {}
-    paired: dict[str, float] = {}
-    gains: dict[str, float] = {}
-    for check in checks:
-        log(f"second stage: {check.name}")
-        without = check_under_fusion(check, kept, fusion)
-        if isinstance(check, SearchedCheck):
-            with_it = check.metrics(kept.indexes[check.name], fusion, reranker=ensemble)
-        else:
-            with_it = reranked_check_metrics(check, kept.sims[check.name], fusion, ensemble, depth)
-        a, b = float(without[check.primary].mean()), float(with_it[check.primary].mean())
-        table[check.name] = {"without": round(a, 2), "with": round(b, 2), "primary": check.primary}
-        paired[check.name] = round(paired_randomisation_p(with_it[check.primary], without[check.primary]), 4)
-        if check.side in (SELF, FREE_TEXT):
-            gains[check.name] = b - a
-    keep, why = second_stage_verdict(gains, any(c.side == FREE_TEXT for c in checks), min_gain, margin)
-    return {"kept": keep, "spec": spec, "depth": depth, "reason": why, "table": table, "paired": paired}
-
-
-def second_stage_verdict(gains: dict[str, float], free_text_checked: bool, min_gain: float,
-                         margin: float) -> tuple[bool, str]:
-    """(keep, why) for the ensemble second stage, from its gain over the first stage alone on each deciding check:
-    as for the first stage, nothing is kept that no free-text check has seen — "no worse on free text" needs one."""
-    worse = [f"{n} {g:+.2f}" for n, g in gains.items() if g < -margin - 1e-9]
-    best = max(gains.items(), key=lambda t: t[1]) if gains else ("", 0.0)
-    if not free_text_checked:
-        return False, "no free-text check could be built from the corpus (too few held-out passages; --free-text-dev adds one)"
-    if worse:
-        return False, f"worse than the first stage alone on {', '.join(worse)}"
-    if best[1] < min_gain:
-        return False, f"gains less than {min_gain:g} point(s) on every check (best: {best[0]} {best[1]:+.2f})"
-    return True, (f"gains {best[1]:+.2f} on {best[0]} and is within {margin:g} point(s) of the first stage alone on "
-                  "every check")
 
 
 def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True,
           index_progress: Any = None) -> AdaptReport:
     """Runs the whole adaptation and returns its report (also written to OUT.adapt/adapt.json and recorded in the
     index manifest and the kept model's card)."""
-    from capr.index.directory import DEFAULT_LOCK_WAIT_S
-    from capr.index.index import IndexWriter
-    from capr.labels.generate import read_labels
-    from capr.models.encoder import EncoderConfig
-    from capr.train import ModelKind, TrainArgs, train
-    from capr.train.loop import atomic_save_dir, file_sha1
-
     t_start = time.time()
+    keep = check_config(config)
+    work = config.work_dir
+    report = AdaptReport(config=asdict(config))
+    docs = read_corpus(config, ReadReport(skip_bad=config.skip_bad), log)
+    # made once the corpus is read: a corpus that cannot be read leaves no empty OUT.adapt/ behind (what a
+    # later step leaves in it is kept on purpose: a rerun reuses labels and a finished training)
+    work.mkdir(parents=True, exist_ok=True)
+    report.documents = len(docs)
+    records, same_labels = label_corpus(docs, config, report, log)
+    candidates, checks = train_candidates(docs, records, same_labels, config, report, log, progress)
+    kept = keep_candidate(candidates, checks, keep, config, report, log)
+    save_kept_model(kept, candidates[0], config, report)
+    decide_second_stage(kept, candidates, checks, config, report, log)
+    _write_report(work / REPORT_FILE, report)  # the gate's numbers survive an interrupted index build
+    build_index(docs, config, report, log, index_progress)
+    report.minutes["total"] = round((time.time() - t_start) / 60, 2)
+    _write_report(work / REPORT_FILE, report)
+    return report
+
+
+def check_config(config: AdaptConfig) -> KeepPolicy:
+    """Refuses settings no adaptation can use, and an --out that cannot be written, before any work (minutes of
+    labels, training and the gate); returns the keep policy."""
     keep = KeepPolicy(config.keep)
     if config.time_budget_min <= 0:
         raise CaprError("--time-budget must be positive (minutes)")
@@ -413,13 +249,16 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     check_root(Path(config.out))
     if work.exists() and not work.is_dir():
         raise CaprError(f"{work}: exists and is not a directory (capr adapt keeps its labels, models and report there)")
-    report = AdaptReport(config=asdict(config))
-    docs = read_corpus(config, ReadReport(skip_bad=config.skip_bad), log)
-    # made once the corpus is read: a corpus that cannot be read leaves no empty OUT.adapt/ behind (what a
-    # later step leaves in it is kept on purpose: a rerun reuses labels and a finished training)
-    work.mkdir(parents=True, exist_ok=True)
-    report.documents = len(docs)
-    labels_path = work / "labels.jsonl"
+    return keep
+
+
+def label_corpus(docs: Sequence[Document], config: AdaptConfig, report: AdaptReport,
+                 log: Callable[[str], None]) -> tuple[list[Any], bool]:
+    """The corpus' labels (OUT.adapt/labels.jsonl), and whether they are the ones an earlier run wrote."""
+    from capr.labels.generate import read_labels
+    from capr.train.loop import file_sha1
+
+    labels_path = config.work_dir / "labels.jsonl"
     log(f"labelling {len(docs):,} documents")
     t0 = time.time()
     previous_labels = file_sha1(labels_path)
@@ -427,6 +266,15 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     same_labels = previous_labels != "" and previous_labels == file_sha1(labels_path)
     report.minutes["labels"] = round((time.time() - t0) / 60, 2)
     log(f"{report.labeled_passages:,} labeled passages ({report.minutes['labels']} min)")
+    return list(read_labels(labels_path)), same_labels
+
+
+def train_candidates(docs: Sequence[Document], records: list[Any], same_labels: bool, config: AdaptConfig,
+                     report: AdaptReport, log: Callable[[str], None],
+                     progress: bool = True) -> tuple[list[Candidate], list[Any]]:
+    """The gate's checks, and its candidates: the start model, and (with enough labels) the model trained on them
+    within the budget left after the gate, with its merges with the start model."""
+    from capr.train import ModelKind, TrainArgs
 
     args = TrainArgs.for_kind(ModelKind.bi, base_model=config.init_model or config.start_model, context=config.context,
                               context_dropout=config.context_dropout, ict_prob=config.ict_prob, max_steps=config.max_steps,
@@ -434,15 +282,12 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                               # a question pair among random passages is too easy to learn from; among its
                               # document's other answers it is not
                               group_batches=bool(config.question_pairs))
-    records = list(read_labels(labels_path))
     args.dev_fraction = held_out_fraction(len(records))
     checks, held_out = gate_checks(records, args, config, docs)
     report.held_out_passages = len(held_out)
     report.checks = [{"name": c.name, "side": c.side, "primary": c.primary, "queries": len(c), "what": c.description}
                      for c in checks]
-
     candidates = [Candidate(START, config.start_model, 0.0)]
-    trained_dir = work / "trained"
     if report.labeled_passages < config.min_labels or len(held_out) < 4:
         report.reason = (f"too few labels to train on ({report.labeled_passages} labeled passages, "
                          f"{len(held_out)} held out; at least {config.min_labels} needed)")
@@ -454,41 +299,55 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                 report.reason += (f"; none of the {len(docs)} documents has section headings, and labels take "
                                   "their aspect from them (the index is built; --aspect searches get no section prior)")
         log(report.reason)
-    else:
-        # the gate encodes every check once per candidate: its share of the budget grows with the candidates
-        gate_passages = sum((c.labeled_passages if isinstance(c, SearchedCheck) else len(c.pool)) + len(c)
-                            for c in checks) * (len(config.alphas) + 1)
-        gate_min = min(config.time_budget_min * 0.3, gate_passages / 25 / 60)  # ~25 passages/s with context, CPU
-        # the budget covers training and the gate (README): reading and labelling the corpus come on top
-        budget = config.time_budget_min - gate_min
-        if budget < MIN_TRAIN_MIN:
-            raise CaprError(f"--time-budget {config.time_budget_min:g} min leaves {max(budget, 0):.1f} min to train after "
-                            f"the gate (~{gate_min:.1f} min); give at least {gate_min + MIN_TRAIN_MIN:.1f}")
-        args.time_budget_min = budget
-        done = _finished_training(trained_dir, args) if same_labels else None
-        if done is not None:
-            # an earlier run on the same labels with the same settings trained it (and was interrupted later,
-            # e.g. while indexing): its model is reused, not retrained
-            log(f"reusing {trained_dir}: trained on the same labels with the same settings")
-            report.training = {**done, "reused": True}
-        else:
-            log(f"training the bi-encoder for at most {budget:.1f} min")
-            result = train(records + _question_records(config, log), trained_dir, args, progress=progress, log=log)
-            report.training = {"model": str(trained_dir), "steps": result.steps,
-                               "minutes": round(result.seconds / 60, 2), "stopped": result.stopped,
-                               "kept_step": result.card.get("best_step"), "dev_start": result.card.get("dev_start"),
-                               "dev_best": result.best, "args": args.to_dict()}
-        from capr.train.merge import merge_with_start
+        return candidates, checks
+    # the gate encodes every check once per candidate: its share of the budget grows with the candidates
+    gate_passages = sum((c.labeled_passages if isinstance(c, SearchedCheck) else len(c.pool)) + len(c)
+                        for c in checks) * (len(config.alphas) + 1)
+    gate_min = min(config.time_budget_min * 0.3, gate_passages / 25 / 60)  # ~25 passages/s with context, CPU
+    # the budget covers training and the gate (README): reading and labelling the corpus come on top
+    budget = config.time_budget_min - gate_min
+    if budget < MIN_TRAIN_MIN:
+        raise CaprError(f"--time-budget {config.time_budget_min:g} min leaves {max(budget, 0):.1f} min to train after "
+                        f"the gate (~{gate_min:.1f} min); give at least {gate_min + MIN_TRAIN_MIN:.1f}")
+    args.time_budget_min = budget
+    trained_dir = config.work_dir / "trained"
+    report.training = _trained(trained_dir, records, args, same_labels, config, log, progress)
+    from capr.train.merge import merge_with_start
 
-        candidates.append(Candidate("trained", str(trained_dir), 1.0))
-        for alpha in config.alphas:
-            if alpha < 1.0:
-                merged = work / f"merged-{alpha:g}"
-                merge_with_start(trained_dir, merged, alpha, start=config.start_model)
-                candidates.append(Candidate(f"merge α={alpha:g}", str(merged), alpha))
+    candidates.append(Candidate("trained", str(trained_dir), 1.0))
+    for alpha in config.alphas:
+        if alpha < 1.0:
+            merged = config.work_dir / f"merged-{alpha:g}"
+            merge_with_start(trained_dir, merged, alpha, start=config.start_model)
+            candidates.append(Candidate(f"merge α={alpha:g}", str(merged), alpha))
+    return candidates, checks
 
+
+def _trained(trained_dir: Path, records: list[Any], args: Any, same_labels: bool, config: AdaptConfig,
+             log: Callable[[str], None], progress: bool) -> dict[str, Any]:
+    """The bi-encoder trained on the labels (and question pairs) into ``trained_dir``, or the one an earlier run on
+    the same labels with the same settings trained there; the training's summary for the report."""
+    from capr.train import train
+
+    done = _finished_training(trained_dir, args) if same_labels else None
+    if done is not None:
+        # an earlier run on the same labels with the same settings trained it (and was interrupted later,
+        # e.g. while indexing): its model is reused, not retrained
+        log(f"reusing {trained_dir}: trained on the same labels with the same settings")
+        return {**done, "reused": True}
+    log(f"training the bi-encoder for at most {args.time_budget_min:.1f} min")
+    result = train(records + _question_records(config, log), trained_dir, args, progress=progress, log=log)
+    return {"model": str(trained_dir), "steps": result.steps, "minutes": round(result.seconds / 60, 2),
+            "stopped": result.stopped, "kept_step": result.card.get("best_step"), "dev_start": result.card.get("dev_start"),
+            "dev_best": result.best, "args": args.to_dict()}
+
+
+def keep_candidate(candidates: list[Candidate], checks: Sequence[Any], keep: KeepPolicy, config: AdaptConfig,
+                   report: AdaptReport, log: Callable[[str], None]) -> Candidate:
+    """Every candidate scored on every check, the one kept (the gate's, or as --keep asks), and, for a model other
+    than the start model, the hybrid fusion's dense share it searches with."""
     t0 = time.time()
-    score_candidates(candidates, checks, log, work / "gate")
+    score_candidates(candidates, checks, log, config.work_dir / "gate")
     report.candidates = {c.name: c.scores.summary() for c in candidates}
     report.candidates_dense = {c.name: c.dense.summary() for c in candidates}
     report.minutes["gate"] = round((time.time() - t0) / 60, 2)
@@ -515,8 +374,15 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                                       config.free_text_margin)
         log(f"fusion: BM25 : dense = {report.fusion['weights'][0]:g} : {report.fusion['weights'][1]:g} "
             f"({report.fusion['reason']})")
+    return kept
 
-    model_dir = work / "model"
+
+def save_kept_model(kept: Candidate, start: Candidate, config: AdaptConfig, report: AdaptReport) -> None:
+    """The kept model copied to OUT.adapt/model with the gate's decision in its card (an earlier run's copy removed
+    when the start model is kept)."""
+    from capr.train.loop import atomic_save_dir
+
+    model_dir = config.work_dir / "model"
     if kept is not start:
         from capr.models.card import README_FILE, read_card, write_card
 
@@ -539,8 +405,16 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
             import shutil
 
             shutil.rmtree(model_dir)
+
+
+def decide_second_stage(kept: Candidate, candidates: list[Candidate], checks: Sequence[Any], config: AdaptConfig,
+                        report: AdaptReport, log: Callable[[str], None]) -> None:
+    """Whether the index records the ensemble second stage (the start model + the trained one, a copy of which is
+    kept in OUT.adapt/second-stage), by the gate's rule (:func:`capr.adapt.gate.choose_second_stage`)."""
+    from capr.train.loop import atomic_save_dir
+
     trained = next((c for c in candidates if c.alpha == 1.0), None)
-    second_dir = work / SECOND_STAGE_DIR
+    second_dir = config.work_dir / SECOND_STAGE_DIR
     if trained is None or config.second_stage == "off":
         report.second_stage = {"kept": False, "reason": "no trained model" if trained is None else "--second-stage off"}
     else:
@@ -563,7 +437,15 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
 
         shutil.rmtree(second_dir)
 
-    _write_report(work / REPORT_FILE, report)  # the gate's numbers survive an interrupted index build
+
+def build_index(docs: Sequence[Document], config: AdaptConfig, report: AdaptReport, log: Callable[[str], None],
+                index_progress: Any = None) -> None:
+    """OUT built with the kept model, recording the search profile the gate kept (its fusion, its second stage),
+    and the second stage's passage vectors encoded into the embedding cache."""
+    from capr.index.directory import DEFAULT_LOCK_WAIT_S
+    from capr.index.index import IndexWriter
+    from capr.models.encoder import EncoderConfig
+
     t0 = time.time()
     log(f"building the index with {report.kept_model}")
     dense = EncoderConfig(model=report.kept_model)
@@ -572,10 +454,10 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
                          lock_wait_s=DEFAULT_LOCK_WAIT_S)  # a server of OUT may be writing it
     # `capr search`, the service and `capr eval --model OUT` search with what the gate kept unless told otherwise
     kept_second = report.second_stage.get("kept")
-    record_profile(writer.dense_info, fusion={"method": "rrf", "weights": report.fusion["weights"]} if report.fusion else None,
+    record_profile(writer, fusion={"method": "rrf", "weights": report.fusion["weights"]} if report.fusion else None,
                    reranker=report.second_stage["spec"] if kept_second else None,
                    rerank_depth=report.second_stage.get("depth") if kept_second else None,
-                   adapted={"kept": report.kept, "reason": report.reason, "report": str(work / REPORT_FILE)})
+                   adapted={"kept": report.kept, "reason": report.reason, "report": str(config.work_dir / REPORT_FILE)})
     seen: set[str] = set()
     repeated = 0
     with writer as w:
@@ -601,9 +483,6 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
         warm_passage_vectors(load_reranker(report.second_stage["spec"]), load_index(config.out),
                              getattr(index_progress, "advance_encoding", None))
         report.minutes["second_stage_vectors"] = round((time.time() - t0) / 60, 2)
-    report.minutes["total"] = round((time.time() - t_start) / 60, 2)
-    _write_report(work / REPORT_FILE, report)
-    return report
 
 
 def _write_report(path: Path, report: AdaptReport) -> None:
@@ -662,6 +541,6 @@ def config_for_more(out: str | Path, more: Sequence[str], time_budget_min: float
     return config
 
 
-__all__ = ["AdaptConfig", "AdaptReport", "Candidate", "KeepPolicy", "adapt", "config_for_more", "gate", "gate_checks",
-           "held_out_fraction", "read_report", "score_candidates", "choose_fusion", "check_under_fusion",
-           "fusion_with_share", "read_corpus"]
+__all__ = ["AdaptConfig", "AdaptReport", "KeepPolicy", "adapt", "build_index", "check_config", "config_for_more",
+           "decide_second_stage", "gate_checks", "held_out_fraction", "keep_candidate", "label_corpus", "read_corpus",
+           "read_report", "save_kept_model", "train_candidates"]

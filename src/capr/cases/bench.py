@@ -15,6 +15,7 @@ import numpy as np
 from capr.cases.data import MCQA_PREFIX, MCQuestion, QuestionSet, load_questions, read_mcqa_file, subsample
 from capr.cases.pipeline import CasePipeline
 from capr.errors import CaprError, QueryError
+from capr.rank_metrics import average_precision_by_score as average_precision  # ties ranked against the scorer
 
 
 class CaseBenchmark(str, Enum):
@@ -44,19 +45,6 @@ def benchmark_questions(data_dir: str | Path, benchmark: CaseBenchmark | str, li
     if isinstance(benchmark, str) and benchmark.startswith(MCQA_PREFIX):
         return subsample(read_mcqa_file(benchmark[len(MCQA_PREFIX):]), limit, seed)
     return subsample(load_questions(data_dir, BENCHMARK_QUESTIONS[CaseBenchmark(benchmark)]), limit, seed)
-
-
-def average_precision(scores: Sequence[float], labels: Sequence[bool]) -> float:
-    """AP of one ranking by score; tied scores are ranked pessimistically (non-relevant first), so a scorer
-    that gives everything the same score cannot look good."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels, dtype=bool)
-    if not y.any():
-        return 0.0
-    order = np.lexsort((y, -s))  # within a tie, False (non-relevant) first
-    hits = np.cumsum(y[order])
-    prec = hits / np.arange(1, len(order) + 1)
-    return float(prec[y[order]].mean())
 
 
 @dataclass

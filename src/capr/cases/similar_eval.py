@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from capr.cases.icd10 import category
+from capr.rank_metrics import average_precision
 
 VOTE_K = 20
 PRECISION_K = 10
@@ -26,14 +27,7 @@ PRECISION_K = 10
 
 def average_precision_of(ranked: Sequence[str], gold: set[str]) -> float:
     """AP of a ranked list against every relevant item (those never ranked count as missed)."""
-    if not gold:
-        return 0.0
-    hits, total = 0, 0.0
-    for i, item in enumerate(ranked, 1):
-        if item in gold:
-            hits += 1
-            total += hits / i
-    return total / len(gold)
+    return average_precision([item in gold for item in ranked], len(gold))
 
 
 def category_precision(query_codes: Sequence[str], case_codes: Sequence[Sequence[str]], k: int = PRECISION_K) -> float:

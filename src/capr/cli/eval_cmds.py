@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -27,11 +27,22 @@ from capr.cli.common import (
 )
 from capr.errors import CaprError
 from capr.index import Index
-from capr.records import Retriever
+from capr.records import Retriever, Run
 from capr.search.query import DEFAULT_TEMPLATE, TEMPLATES
 from capr.search.fusion import FusionMethod
 from capr.store.embedded import EmbeddedStore
 from capr.store.protocol import Backend
+
+if TYPE_CHECKING:
+    from capr.eval.runner import EvalConfig
+
+
+# `capr eval --run RUN --qrels QRELS`: a run file of the user's own questions scored against their judgements
+RUN_FILE_OPTION = typer.Option(None, "--run", help="Score this TREC run file (e.g. from `capr search IDX --queries FILE "
+                               "--group-by doc --run-out RUN`) against --qrels, as trec_eval does, instead of running a "
+                               "benchmark.")
+QRELS_OPTION = typer.Option(None, "--qrels", help="With --run: the judgements (TREC's 'qid 0 docid grade' lines, or "
+                            "BEIR's 'query-id corpus-id score' under a header).")
 
 
 @app.command("eval")
@@ -97,25 +108,18 @@ def eval_cmd(
     fallback: Optional[str] = typer.Option(None, "--fallback", help="Case benchmarks: an option no passage mentions is "
                                            "scored on the passages closest to its words (related, as `capr cases`), or "
                                            "on its own text (text, the paper's)."),
-    run_file: Optional[Path] = typer.Option(None, "--run", help="Score this TREC run file (e.g. from `capr search IDX "
-                                            "--queries FILE --group-by doc --run-out RUN`) against --qrels, as "
-                                            "trec_eval does, instead of running a benchmark."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="With --run: the judgements (TREC's 'qid 0 docid "
-                                         "grade' lines, or BEIR's 'query-id corpus-id score' under a header)."),
+    run_file: Optional[Path] = RUN_FILE_OPTION,
+    qrels: Optional[Path] = QRELS_OPTION,
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). A BEIR-layout folder
     (--benchmark beir:PATH, or nfcorpus-dev) is judged by document: nDCG@10, P@1, MRR@10, R@100, MAP. The
     similar-case benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs.
     With --run and --qrels: a run of your own questions on your own index, scored against your judgements."""
-    from capr.eval.runs import write_run
-
     def body() -> None:
         if run_file is not None or qrels is not None:
             return _judge_run(ctx, run_file, qrels, compare, as_json)
-        from capr.cases.bench import CaseBenchmark, is_case_benchmark
-        from capr.eval.runner import (EvalConfig, benchmark_loader, check_eval_options, check_run_ids, check_run_out,
-                                      compare_runs, file_benchmark, load_benchmark, reading_warnings, run_eval,
-                                      unsearchable_warnings)
+        from capr.cases.bench import is_case_benchmark
+        from capr.eval.runner import EvalConfig, check_benchmark, check_eval_options, check_run_out
 
         check_eval_options(limit, seed, rerank_depth, rerank_share, (theta_open, theta_close), dense_k)
         if run_out is not None:
@@ -126,22 +130,8 @@ def eval_cmd(
                                 "benchmark (its --run-out files are compared by experiments/cases_paired.py)")
             return _eval_cases(benchmark, data_dir, index_dir, retriever, reranker, rerank_depth or 64, limit, seed, dense_k,
                                as_json, run_out, match, fallback)
-        if file_benchmark(benchmark) is None:  # a PREFIX:PATH's error is about its path, not the names known
-            try:
-                benchmark_loader(benchmark)
-            except CaprError as e:
-                raise CaprError(f"{e}; similar-case benchmarks (with --index): "
-                                f"{', '.join(b.value for b in CaseBenchmark)}, mcqa:PATH (MedQA-, MedMCQA- or "
-                                "HEAD-QA-style questions)") from None
-        if compare is not None and not compare.is_file():
-            raise CaprError(f"{compare}: no such run file (--compare)")
-        from capr.eval.runs import read_run
-
-        def warn(message: str) -> None:
-            err.print(f"[yellow]warning:[/] {escape(message)}")
-
-        # a bad run file: refused before any work
-        compared = read_run(compare, warn=warn) if compare is not None else None
+        check_benchmark(benchmark)
+        compared = _compared_run(compare)  # a bad run file: refused before any work
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
         config = EvalConfig(benchmark=benchmark, data_dir=data_dir, retriever=retriever or Retriever.bm25, protocol=protocol,
                             query_field=query_field, model=model, query_model=query_model,
@@ -150,64 +140,93 @@ def eval_cmd(
                             cdv=cdv, boundaries=boundaries, thetas=(theta_open, theta_close), pipeline=pipeline,
                             titles=titles, rerank_share=rerank_share, entity_synonyms=entity_synonyms, split=split,
                             limit=limit, seed=seed)
-        for warning in config.warnings():
-            err.print(f"[yellow]warning:[/] {escape(warning)}")
-        with _progress() as p:
-            data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
-        for warning in reading_warnings(data):
-            warn(warning)
-        if run_out is not None:
-            check_run_ids(data, run_out)
-        if compared is not None:  # a run of other queries: refused before the evaluation, not compared as zeros
-            from capr.eval.runner import compare_coverage
-
-            for warning in compare_coverage(compared, data, f"{compare} (--compare)"):
-                err.print(f"[yellow]warning:[/] {escape(warning)}")
-        cdv_store = _open_cdv_store(EmbeddedStore.of(data.index), cdv) if cdv is not None else None
-        label = f"{benchmark} {config.protocol.value} {'default' if pipeline == 'default' else config.retriever.value}"
-        store_progress = None
-        if opts.backend is Backend.milvus:
-            # loading the benchmark's passages into a collection, before (not during) the per-query bar
-            from capr.eval.benchmarks import benchmark_store
-
-            with _progress() as p:
-                task = p.add_task(f"loading {benchmark} into Milvus {config.collection_name()}", total=None, note="")
-                benchmark_store(data, opts.uri, config.collection_name(), token=opts.token,
-                                progress=lambda n: p.advance(task, n), **opts.milvus_options())
-        result, run = run_eval(config, data, progress=_item_progress(label), cdv_store=cdv_store,
-                               store_progress=store_progress)
-        for warning in unsearchable_warnings(data):  # found while running (the config's were said above)
-            err.print(f"[yellow]warning:[/] {escape(warning)}")
-        if run_out:
-            write_run(run_out, run)
-        if compared is not None:
-            from capr.eval.metrics import ALL_METRICS
-
-            result["compare"] = compare_runs(run, compared, data, [m for m in result["metrics"] if m in ALL_METRICS])
-            result["compare"]["file"] = str(compare)
-        if as_json:
-            sys.stdout.write(json.dumps(result) + "\n")
-            return
-        metrics = result["metrics"]
-        table = Table(title=f"{benchmark} · {result['protocol']} · {result['query_field']} queries · {result['retriever']} "
-                            f"({result['queries']} queries)")
-        for m in metrics:
-            table.add_column(m, justify="right")
-        table.add_row(*(f"{v:.2f}" for v in metrics.values()))
-        if "compare" in result:
-            c = result["compare"]
-            table.add_row(*(f"{c[m]['compared']:.2f}" for m in metrics if m in c))
-            table.add_row(*(f"p={c[m]['p']:.3f}" for m in metrics if m in c))
-            table.caption = (f"rows: this run; {c['file']}; paired randomisation test (two-sided, 10,000 sign flips) "
-                             f"over {c['queries']} queries")
-        out.print(table)
-        if "boundaries" in result:
-            b = result["boundaries"]
-            out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
-                      f"(mean {b['fixed_chars']:.0f} chars), free boundaries {b['free_F1']:.2f} "
-                      f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
+        _render_benchmark(_run_benchmark(config, compared, compare, run_out), as_json)
 
     _run_guarded(body)
+
+
+def _warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(message)}")
+
+
+def _compared_run(compare: Optional[Path]) -> Optional[Run]:
+    """--compare RUN, read (a missing or bad file is refused before any work); None without it."""
+    if compare is None:
+        return None
+    if not compare.is_file():
+        raise CaprError(f"{compare}: no such run file (--compare)")
+    from capr.eval.runs import read_run
+
+    return read_run(compare, warn=_warn)
+
+
+def _run_benchmark(config: EvalConfig, compared: Optional[Run], compare: Optional[Path],
+                   run_out: Optional[Path]) -> dict[str, Any]:
+    """`capr eval` of a passage benchmark: its index loaded (with a progress bar), every warning said, the run
+    written and compared when asked; the record `--json` prints."""
+    from capr.eval.runner import (check_run_ids, compare_coverage, compare_runs, load_benchmark, reading_warnings,
+                                  run_eval, unsearchable_warnings)
+    from capr.eval.runs import write_run
+
+    benchmark, opts = config.benchmark, config.backend
+    for warning in config.warnings():
+        _warn(warning)
+    with _progress() as p:
+        data = load_benchmark(config, _WriteProgress(p, f"indexing {benchmark}"))
+    for warning in reading_warnings(data):
+        _warn(warning)
+    if run_out is not None:
+        check_run_ids(data, run_out)
+    if compared is not None:  # a run of other queries: refused before the evaluation, not compared as zeros
+        for warning in compare_coverage(compared, data, f"{compare} (--compare)"):
+            _warn(warning)
+    cdv_store = _open_cdv_store(EmbeddedStore.of(data.index), config.cdv) if config.cdv is not None else None
+    label = f"{benchmark} {config.protocol.value} {'default' if config.pipeline == 'default' else config.retriever.value}"
+    if opts.backend is Backend.milvus:
+        # loading the benchmark's passages into a collection, before (not during) the per-query bar
+        from capr.eval.benchmarks import benchmark_store
+
+        with _progress() as p:
+            task = p.add_task(f"loading {benchmark} into Milvus {config.collection_name()}", total=None, note="")
+            benchmark_store(data, opts.uri, config.collection_name(), token=opts.token,
+                            progress=lambda n: p.advance(task, n), **opts.milvus_options())
+    result, run = run_eval(config, data, progress=_item_progress(label), cdv_store=cdv_store)
+    for warning in unsearchable_warnings(data):  # found while running (the config's were said above)
+        _warn(warning)
+    if run_out:
+        write_run(run_out, run)
+    if compared is not None:
+        from capr.eval.metrics import ALL_METRICS
+
+        result["compare"] = compare_runs(run, compared, data, [m for m in result["metrics"] if m in ALL_METRICS])
+        result["compare"]["file"] = str(compare)
+    return result
+
+
+def _render_benchmark(result: dict[str, Any], as_json: bool) -> None:
+    """A passage benchmark's record as JSON, or as a table (with the compared run, and CDV's free boundaries when
+    scored)."""
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+        return
+    metrics = result["metrics"]
+    table = Table(title=f"{result['benchmark']} · {result['protocol']} · {result['query_field']} queries · "
+                        f"{result['retriever']} ({result['queries']} queries)")
+    for m in metrics:
+        table.add_column(m, justify="right")
+    table.add_row(*(f"{v:.2f}" for v in metrics.values()))
+    if "compare" in result:
+        c = result["compare"]
+        table.add_row(*(f"{c[m]['compared']:.2f}" for m in metrics if m in c))
+        table.add_row(*(f"p={c[m]['p']:.3f}" for m in metrics if m in c))
+        table.caption = (f"rows: this run; {c['file']}; paired randomisation test (two-sided, 10,000 sign flips) "
+                         f"over {c['queries']} queries")
+    out.print(table)
+    if "boundaries" in result:
+        b = result["boundaries"]
+        out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
+                  f"(mean {b['fixed_chars']:.0f} chars), free boundaries {b['free_F1']:.2f} "
+                  f"(mean {b['free_chars']:.0f} chars; θ_open {b['theta_open']}, θ_close {b['theta_close']})")
 
 
 _JUDGE_OPTIONS = {"run_file", "qrels", "compare", "as_json"}

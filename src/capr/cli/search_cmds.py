@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.console import Console
@@ -39,9 +38,14 @@ from capr.search.query import DEFAULT_TEMPLATE, TEMPLATES
 from capr.records import Query
 from capr.search.fusion import FusionMethod
 from capr.search.second_stage import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
-from capr.search.searcher import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
+from capr.search import EntityScope, GroupBy, SearchOptions, SearchResult
+from capr.search.config import DEFAULT_ASPECT_BOOST
 from capr.store import BackendOptions
 from capr.store.embedded import EmbeddedStore
+from capr.store.protocol import Store
+
+if TYPE_CHECKING:
+    from capr.cdv.store import CDVStore
 
 
 def render_spans(spans: list, console: Console = out) -> None:
@@ -148,67 +152,77 @@ def search_cmd(
     """Search an index with a free-text question or an ⟨entity, aspect⟩ pair (or every question of a file, --queries)."""
 
     def body() -> None:
-        from capr.search.searcher import Searcher
+        from capr.search import Searcher
 
         if queries is not None or run_out is not None or topic_field is not None:
             return search_file(index_dir, queries, run_out, query, entity, aspect, options(), as_json, evidence, cdv,
                                reranker, backend_options(backend, uri, token, tls_ca), topic_field)
-        if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
-            raise QueryError("empty query: give a question, or --entity and/or --aspect")
-        if boundaries not in ("passages", "free"):
-            raise QueryError(f"unknown --boundaries {boundaries!r}; choose passages or free")
-        if evidence not in (None, "lexical", "dense", "cdv"):
-            raise QueryError(f"unknown --evidence {evidence!r}; choose lexical, dense or cdv")
-        if (boundaries == "free" or evidence == "cdv") and cdv is None:
-            raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
+        check_one_question(query, entity, aspect, boundaries, evidence, cdv)
         search_options = options()
         q = Query("cli", text=query or None, entity=entity or None, aspect=aspect or None)
         store = backend_options(backend, uri, token, tls_ca).open(index_dir)
         cdv_store = _open_cdv_store(store, cdv) if cdv is not None else None
         if cdv_store is not None and boundaries == "free":
-            from capr.cdv.search import free_search
-            from capr.cdv.spans import BoundaryConfig
-
-            spans = free_search(store, cdv_store, entity, aspect, search_options.k, BoundaryConfig(theta_open, theta_close))
-            if as_json:
-                payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
-                           "results": [h.to_dict() for h in spans]}
-                sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
-            else:
-                render_spans(spans)
-            return
+            return free_spans(store, cdv_store, entity, aspect, search_options, as_json)
         discourse = None
-        if cdv_store is not None:
+        if cdv_store is not None:  # CDV (and torch) only when a CDV model is given
             from capr.cdv.search import CdvRetriever
 
             discourse = CdvRetriever(cdv_store)
-        result = Searcher.open(store, reranker=reranker, cdv=discourse).search(q, search_options)
-        if as_json:
-            payload = result.to_dict()
-            if not result.hits and result.notices:
-                payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
-                err.print(escape(result.notices[0]))
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
-        else:
-            if result.hits:
-                for notice in result.notices:
-                    err.print(f"[yellow]note:[/] {escape(notice)}")
-            render_results(result.to_dict()["results"], empty=result.notices[0] if result.notices else None)
+        render_result(Searcher.open(store, reranker=reranker, cdv=discourse).search(q, search_options), as_json)
 
-    def options():
-        from capr.search.searcher import DEFAULT_FUSION, Evidence, SearchOptions
-
-        chosen = SearchOptions(k=k if k is not None else 100 if queries is not None else 10, retriever=retriever,
-                               filters=_parse_filters(filters), expand=expand, aspect_boost=aspect_boost,
-                               template=template, group_by=group_by, entity_first=entity_first,
-                               entity_scope=entity_scope, entity_synonyms=entity_synonyms, rerank_depth=rerank_depth,
-                               rerank_share=rerank_share, evidence=Evidence(evidence or "none"),
-                               thetas=(theta_open, theta_close))
-        if fusion is not None and fusion is not DEFAULT_FUSION.method:
-            chosen.fusion = replace(DEFAULT_FUSION, method=fusion, weights=(0.5, 0.5))
-        return chosen
+    def options() -> SearchOptions:
+        return SearchOptions.from_mapping({
+            "k": k if k is not None else 100 if queries is not None else None, "retriever": retriever,
+            "filters": _parse_filters(filters), "expand": expand, "aspect_boost": aspect_boost, "fusion": fusion,
+            "template": template, "group_by": group_by, "entity_first": entity_first, "entity_scope": entity_scope,
+            "entity_synonyms": entity_synonyms, "rerank_depth": rerank_depth, "rerank_share": rerank_share,
+            "evidence": evidence, "thetas": (theta_open, theta_close)})
 
     _run_guarded(body)
+
+
+def check_one_question(query: Optional[str], entity: Optional[str], aspect: Optional[str], boundaries: str,
+                       evidence: Optional[str], cdv: Optional[Path]) -> None:
+    """`capr search` of one question: something to search, and flags that go together."""
+    if not (query and query.strip()) and not (entity and entity.strip()) and not (aspect and aspect.strip()):
+        raise QueryError("empty query: give a question, or --entity and/or --aspect")
+    if boundaries not in ("passages", "free"):
+        raise QueryError(f"unknown --boundaries {boundaries!r}; choose passages or free")
+    if evidence not in (None, "lexical", "dense", "cdv"):
+        raise QueryError(f"unknown --evidence {evidence!r}; choose lexical, dense or cdv")
+    if (boundaries == "free" or evidence == "cdv") and cdv is None:
+        raise QueryError(f"{'--boundaries free' if boundaries == 'free' else '--evidence cdv'} needs a CDV model: add --cdv DIR")
+
+
+def free_spans(store: Store, cdv_store: CDVStore, entity: Optional[str], aspect: Optional[str], options: SearchOptions,
+               as_json: bool) -> None:
+    """`capr search --cdv DIR --boundaries free`: CDV's free-boundary spans, rendered."""
+    from capr.cdv.search import free_search
+    from capr.cdv.spans import BoundaryConfig
+
+    spans = free_search(store, cdv_store, entity, aspect, options.k, BoundaryConfig(*options.thetas))
+    if as_json:
+        payload = {"query": {"entity": entity or None, "aspect": aspect or None}, "retriever": "cdv", "boundaries": "free",
+                   "results": [h.to_dict() for h in spans]}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+    else:
+        render_spans(spans)
+
+
+def render_result(result: SearchResult, as_json: bool) -> None:
+    """One question's :class:`~capr.search.SearchResult`, as JSON or for a terminal, with its notices."""
+    if as_json:
+        payload = result.to_dict()
+        if not result.hits and result.notices:
+            payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
+            err.print(escape(result.notices[0]))
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+        return
+    if result.hits:
+        for notice in result.notices:
+            err.print(f"[yellow]note:[/] {escape(notice)}")
+    render_results(result.to_dict()["results"], empty=result.notices[0] if result.notices else None)
 
 
 def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path], query: Optional[str],
@@ -218,7 +232,7 @@ def search_file(index_dir: Path, queries: Optional[Path], run_out: Optional[Path
     """`capr search --queries FILE [--run-out RUN]`: each question's ranking, as one TREC run."""
     from capr.corpus.queries import read_queries
     from capr.eval.runs import check_trec_id, trec_run_text, write_run
-    from capr.search.searcher import Searcher, search_each
+    from capr.search import Searcher, search_each
 
     if queries is None and run_out is not None:
         raise QueryError("--run-out writes the run of --queries FILE: give the questions file")
@@ -320,7 +334,7 @@ def demo_cmd(
 
     def body() -> None:
         from capr.models.encoder import EncoderConfig
-        from capr.search.searcher import SearchOptions, Searcher
+        from capr.search import SearchOptions, Searcher
 
         target = (cache_dir or cache_root()) / "demo-index"
         report = ReadReport()

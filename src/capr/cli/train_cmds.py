@@ -161,7 +161,6 @@ def train_cmd(
     `diagnoses`: the case encoder of `capr cases similar` (a case near the names of its diagnoses; CodiEsp dev unread)."""
 
     def run() -> None:
-        from capr.train import ModelKind, TrainArgs, train
         from capr.train.args import OptionRange as R
         from capr.train.args import check_options
 
@@ -188,37 +187,42 @@ def train_cmd(
         if kind == "cdv":
             return _train_cdv(labels, out_dir, base_model or "minilm", encoder_backend, max_steps, time_budget, batch_size, lr,
                               eval_every, patience, seed, device, as_json)
-        try:
-            mk = ModelKind(kind)
-        except ValueError:
-            raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae, cases or diagnoses") from None
-        if max_steps < 1:
-            raise CaprError("--max-steps must be at least 1")
-        if first_stage is not None and mk is not ModelKind.cross:
-            raise CaprError("--first-stage is for cross-encoders (capr train cross)")
-        if first_stage is not None and not first_stage.is_dir():
-            raise CaprError(f"--first-stage {first_stage}: no such model folder")
-        args = TrainArgs.for_kind(  # options left unset (None) take the kind's defaults
-            mk, base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size, lr=lr,
+        _train_encoder(kind, labels, question_pairs_dir, out_dir, first_stage, as_json, dict(
+            base_model=base_model, max_steps=max_steps, time_budget_min=time_budget, batch_size=batch_size, lr=lr,
             max_length=max_length, shared=shared, multi_positive=multi_positive, hard_negatives=hard_negatives,
             sentence_selection=sentence_selection, context=parse_context(context).value if context else None,
-            question_prob=question_prob, first_stage=str(first_stage) if first_stage else None,
-            poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed, device=device,
-            query_max_length=question_max_length, context_dropout=context_dropout, group_batches=group_batches,
-            question_pairs=str(question_pairs_dir) if question_pairs_dir is not None else None,
-        )
-        records: Any = labels
-        if question_pairs_dir is not None:
-            from capr.labels.generate import read_labels
-            from capr.labels.questions import as_labeled, question_pairs
-
-            pairs = as_labeled(question_pairs(question_pairs_dir))
-            err.print(f"{len(pairs):,} question pairs from {escape(str(question_pairs_dir))}")
-            records = (list(read_labels(labels)) if labels is not None else []) + pairs
-        result = train(records, out_dir, args, progress=err.is_terminal, log=lambda m: err.print(escape(m)))
-        _print_train_summary(f"{mk.value}-encoder", out_dir, result, as_json)
+            question_prob=question_prob, poly_codes=poly_codes, eval_every=eval_every, patience=patience, seed=seed,
+            device=device, query_max_length=question_max_length, context_dropout=context_dropout,
+            group_batches=group_batches))
 
     _run_guarded(run)
+
+
+def _train_encoder(kind: str, labels: Optional[Path], question_pairs_dir: Optional[Path], out_dir: Path,
+                   first_stage: Optional[Path], as_json: bool, options: dict[str, Any]) -> None:
+    """`capr train bi|poly|cross`: ``options`` are the TrainArgs fields given (None: the kind's default)."""
+    from capr.train import ModelKind, TrainArgs, train
+
+    try:
+        mk = ModelKind(kind)
+    except ValueError:
+        raise CaprError(f"unknown model kind {kind!r}; choose bi, poly, cross, cdv, tsdae, cases or diagnoses") from None
+    if options["max_steps"] < 1:
+        raise CaprError("--max-steps must be at least 1")
+    if first_stage is not None and mk is not ModelKind.cross:
+        raise CaprError("--first-stage is for cross-encoders (capr train cross)")
+    if first_stage is not None and not first_stage.is_dir():
+        raise CaprError(f"--first-stage {first_stage}: no such model folder")
+    args = TrainArgs.for_kind(  # options left unset (None) take the kind's defaults
+        mk, **options, first_stage=str(first_stage) if first_stage else None,
+        question_pairs=str(question_pairs_dir) if question_pairs_dir is not None else None)
+    records: Any = labels
+    if question_pairs_dir is not None:
+        from capr.labels.questions import labels_with_question_pairs
+
+        records = labels_with_question_pairs(labels, question_pairs_dir, log=lambda m: err.print(escape(m)))
+    result = train(records, out_dir, args, progress=err.is_terminal, log=lambda m: err.print(escape(m)))
+    _print_train_summary(f"{mk.value}-encoder", out_dir, result, as_json)
 
 
 def _print_train_summary(label: str, out_dir: Path, result: Any, as_json: bool) -> None:

@@ -164,7 +164,7 @@ class SearchJob:
 
     def __call__(self, queries: list[Query]) -> list[list[tuple[str, float]]]:
         from capr.errors import QueryError
-        from capr.search.searcher import SearchOptions, Searcher
+        from capr.search import SearchOptions, Searcher
 
         searcher = Searcher.open(self.index)  # the index's profile: a second stage it records re-ranks here too
         options = SearchOptions(k=self.k, retriever=self.retriever, highlights=False, **self.kwargs)

@@ -30,7 +30,7 @@ from capr.models.encoder import EncoderConfig
 from capr.records import Retriever
 from capr.search.fusion import FusionConfig, fuse_aligned
 from capr.records import Document, Qrel, Query, Run, ScoredPassage, qrels_as_dict
-from capr.search.searcher import Searcher
+from capr.search import Searcher
 
 POOL_DEPTH = 64
 SHUFFLE_SEED = 1234
@@ -314,7 +314,7 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
     ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
     from dataclasses import replace
 
-    from capr.search.searcher import SearchOptions
+    from capr.search import SearchOptions
 
     bench = BenchmarkSearcher(data, field, store, reranker=reranker)
     searcher = bench.searcher

@@ -1,5 +1,5 @@
-"""Ranking metrics: one definition each (trec_eval's), used by ``capr eval``, ``capr adapt``'s gate and the bench
-scripts alike, and cross-checked against pytrec_eval in the tests.
+"""Ranking metrics as trec_eval computes them (each defined once, in capr.rank_metrics), used by ``capr eval``,
+``capr adapt``'s gate and the bench scripts alike, and cross-checked against pytrec_eval in the tests.
 
 - Ranking: score descending, ties by document id descending (trec_eval's order).
 - nDCG@10 uses linear gain (the relevance grade), as trec_eval does; the ideal ranking is the qrels' grades.
@@ -15,6 +15,8 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from capr.rank_metrics import average_precision, recall_at, reciprocal_rank, success_at
 
 # what `capr eval` reports
 METRICS = ("R@1", "R@5", "R@10", "R@100", "P@1", "MAP", "MRR@10", "nDCG@10")
@@ -39,17 +41,11 @@ def query_metrics(ranked: Sequence[str], relevant: Mapping[str, int | float]) ->
     if n_rel == 0:
         return {m: 0.0 for m in ALL_METRICS}
     hits = [d in rel for d in ranked]
-    out = {f"R@{k}": sum(hits[:k]) / n_rel for k in (1, 5, 10, 100)}
-    out["P@1"] = float(bool(hits) and hits[0])
-    found, ap = 0, 0.0
-    for i, h in enumerate(hits, 1):
-        if h:
-            found += 1
-            ap += found / i
-    out["MAP"] = ap / n_rel
-    first = next((i for i, h in enumerate(hits, 1) if h), None)
-    out["MRR"] = 1.0 / first if first else 0.0
-    out["MRR@10"] = out["MRR"] if first and first <= 10 else 0.0
+    out = {f"R@{k}": recall_at(hits, k, n_rel) for k in (1, 5, 10, 100)}
+    out["P@1"] = success_at(hits, 1)
+    out["MAP"] = average_precision(hits, n_rel)
+    out["MRR"] = reciprocal_rank(hits)
+    out["MRR@10"] = reciprocal_rank(hits, depth=10)
     dcg = sum(relevant.get(d, 0) / math.log2(i + 1) for i, d in enumerate(ranked[:10], 1) if relevant.get(d, 0) > 0)
     ideal = sorted((r for r in relevant.values() if r > 0), reverse=True)[:10]
     idcg = sum(r / math.log2(i + 1) for i, r in enumerate(ideal, 1))

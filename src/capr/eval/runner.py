@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,7 +25,7 @@ from capr.eval.benchmarks import (
 from capr.eval.beir import BEIR_PREFIX, beir_folder, corpus_stamp, file_stamp, load_beir
 from capr.eval.devsets import load_consumer_dev, load_medquad_dev
 from capr.models.encoder import EncoderConfig, cache_root, parse_backend
-from capr.search.profile import Origin, SearchProfile
+from capr.search import SearchProfile
 from capr.records import Retriever
 from capr.search.query import DEFAULT_TEMPLATE
 from capr.records import Run
@@ -138,6 +138,20 @@ def benchmark_loader(name: str) -> Callable[..., BenchmarkData]:
         raise CaprError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}, "
                         f"{', '.join(fb.describe for fb in FILE_BENCHMARKS)}")
     return BENCHMARKS[name]
+
+
+def check_benchmark(name: str) -> None:
+    """Refuses a passage benchmark this runner does not know, naming the similar-case benchmarks `capr eval` runs
+    beside them (a ``PREFIX:PATH``'s error is about its path, said when it is read)."""
+    if file_benchmark(name) is not None:
+        return
+    from capr.cases.bench import CaseBenchmark
+
+    try:
+        benchmark_loader(name)
+    except CaprError as e:
+        raise CaprError(f"{e}; similar-case benchmarks (with --index): {', '.join(b.value for b in CaseBenchmark)}, "
+                        "mcqa:PATH (MedQA-, MedMCQA- or HEAD-QA-style questions)") from None
 
 
 def query_fields(name: str) -> tuple[QueryField, ...]:
@@ -256,15 +270,16 @@ class EvalConfig:
         return self.pipeline == "default" or self.retriever in (Retriever.dense, Retriever.hybrid)
 
     def model_index_dense(self) -> dict[str, Any] | None:
-        """``--model`` names an index (e.g. from `capr adapt`): what its manifest says of its vectors."""
-        from capr.index.directory import current_generation, is_index_dir
+        """``--model`` names an index (e.g. from `capr adapt`): what it records of its vectors."""
+        from capr.index import load_index
+        from capr.index.directory import is_index_dir
 
         if not (self.model and is_index_dir(Path(self.model))):
             return None
-        manifest = json.loads((current_generation(Path(self.model)) / "manifest.json").read_text())
-        if not manifest.get("dense"):
+        dense = load_index(self.model).dense_manifest()
+        if not dense:
             raise CaprError(f"{self.model}: the index has no vectors, so it names no encoder to evaluate")
-        return manifest["dense"]
+        return dense
 
     def profile(self) -> SearchProfile:
         """--pipeline default: the search profile `capr search` uses — on an index given as --model, the one that
@@ -301,12 +316,10 @@ class EvalConfig:
     def search_options(self) -> Any:
         """--pipeline default: `capr search`'s options; on an index given as --model, with the fusion it records
         (what `capr search` on that index uses)."""
-        from capr.search.searcher import SearchOptions
+        from capr.search import SearchOptions
 
-        profile = self.profile()
-        recorded = profile.fusion if profile.origins.get("fusion") is Origin.adapted and self.needs_dense else None
-        options = SearchOptions(fusion=recorded, entity_synonyms=self.entity_synonyms)
-        return options if self.rerank_share is None else replace(options, rerank_share=self.rerank_share)
+        return SearchOptions.from_mapping({"entity_synonyms": self.entity_synonyms, "rerank_share": self.rerank_share},
+                                          recorded=self.profile())
 
     def encoder(self) -> EncoderConfig | None:
         if not self.needs_dense:
@@ -540,5 +553,6 @@ def run_eval(config: EvalConfig, data: BenchmarkData | None = None, progress: An
     return result, run
 
 
-__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "compare_runs", "encoder_slug",
+__all__ = ["BENCHMARKS", "EvalConfig", "QUERY_FIELDS", "benchmark_loader", "benchmark_scorer", "check_benchmark",
+           "compare_runs", "encoder_slug",
            "limit_queries", "load_benchmark", "run_eval", "check_eval_options", "check_run_out"]

@@ -194,6 +194,14 @@ class IndexWriter:
         pending = 0 if self._builder_done else self.builder.n_passages
         return sum(n for _, n, _, _ in self._flushed) + pending
 
+    def record_search_profile(self, recorded: Mapping[str, Any]) -> None:
+        """Keeps ``recorded`` (how the index is to be searched: ``capr.search.config.record_profile``) in the manifest
+        beside the vectors, where the search layer reads it back (:meth:`Index.dense_manifest`); the index itself
+        never reads it."""
+        if self.dense_info is None:
+            raise IndexError_(f"{self.root}: a search profile is kept beside the vectors, and this index has none")
+        self.dense_info.update(recorded)
+
     def _finish_builder(self) -> str:
         """Encodes (dense) and writes the segment being built; it becomes part of the index only at commit."""
         vectors = None

@@ -228,6 +228,18 @@ def is_question_pair(lp: LabeledPassage) -> bool:
     return lp.aspect == QUESTION_PAIR
 
 
+def labels_with_question_pairs(labels: str | Path | None, data_dir: str | Path,
+                               log: Callable[[str], None] | None = None) -> list[LabeledPassage]:
+    """The records of a labels file (none without one) followed by the question pairs of ``data_dir``, as a
+    bi-, poly- or cross-encoder trains on both."""
+    from capr.labels.generate import read_labels
+
+    pairs = as_labeled(question_pairs(data_dir))
+    if log is not None:
+        log(f"{len(pairs):,} question pairs from {data_dir}")
+    return (list(read_labels(labels)) if labels is not None else []) + pairs
+
+
 __all__ = ["QUESTION_PAIR", "QUESTION_SETS", "QuestionPair", "RQE_FILES", "as_labeled", "consumer_questions",
-           "curai_mqp_pairs", "faq_targets", "is_question_pair", "medquad_pairs", "question_pairs", "rqe_pairs",
+           "curai_mqp_pairs", "faq_targets", "is_question_pair", "labels_with_question_pairs", "medquad_pairs", "question_pairs", "rqe_pairs",
            "target_names"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Sequence
 
+import numpy as np
+
 from capr.text.analyzer import Analyzer
 from capr.text.negation import Negation, negations
 from capr.records import Passage
@@ -16,7 +18,7 @@ from capr.search.highlight import analysed
 
 def names_entity(passage: Passage, forms: Sequence[Sequence[str]], analyzer: Analyzer) -> bool:
     """Whether ``passage`` names the entity: its document's title holds every term of one of the entity's ``forms``
-    (analysed terms, as ``Searcher.entity_forms`` gives them), or one of its sentences does without negating it
+    (analysed terms, as :func:`capr.search.tiers.entity_forms` gives them), or one of its sentences does without negating it
     (capr.text.negation)."""
     wanted = [set(form) for form in forms if form]
     if not wanted:
@@ -44,6 +46,11 @@ def names_entity(passage: Passage, forms: Sequence[Sequence[str]], analyzer: Ana
             if not any(_denies(n, sentence, start, end, form, analyzer) for n in found):
                 return True
     return False
+
+
+def naming_flags(passages: Sequence[Passage], forms: Sequence[Sequence[str]], analyzer: Analyzer) -> np.ndarray:
+    """For each passage, whether it names the entity (:func:`names_entity`)."""
+    return np.fromiter((names_entity(p, forms, analyzer) for p in passages), dtype=bool, count=len(passages))
 
 
 def _denies(negation: Negation, sentence: str, start: int, end: int, form: set[str], analyzer: Analyzer) -> bool:

@@ -403,18 +403,6 @@ def warm_passage_vectors(reranker: Reranker, index, progress: Callable[[int], No
 NO_RERANKER = "none"  # asks for no second stage, even on an index that records one
 
 
-def recorded_reranker(dense_manifest: dict | None) -> str | None:
-    """The second stage an index records (`capr adapt` keeps one when its gate says it helps)."""
-    return ((dense_manifest or {}).get("reranker") or {}).get("spec") or None
-
-
-def chosen_reranker(asked: str | None, dense_manifest: dict | None) -> str | None:
-    """The re-ranker spec a search uses: the one asked for (``none``: no second stage), else the index's own."""
-    if asked == NO_RERANKER:
-        return None
-    return asked or recorded_reranker(dense_manifest)
-
-
 def spec_share(spec: str, share: float | None) -> float:
     """rerank_share for a re-ranker named by its spec, without loading it."""
     if share is not None:

@@ -30,12 +30,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from capr._version import __version__
 from capr.errors import BadInputError, CaprError, QueryError
-from capr.search.profile import SearchProfile, supported_retrievers
+from capr.search.config import SearchProfile, supported_retrievers
 from capr.records import Retriever
 from capr.records import Document, Passage, Query
 from capr.search.highlight import term_spans
 from capr.search.second_stage import NO_RERANKER
-from capr.search.searcher import Evidence, SearchOptions, Searcher
+from capr.search import SearchOptions, Searcher
 from capr.store.protocol import Capability, Store
 from capr.service import schemas as S
 from capr.service.config import CONFIG_ENV, AuthThrottle, HostPolicy, ServiceConfig, TokenSet, load_tokens
@@ -373,7 +373,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         if asked and asked != NO_RERANKER and asked not in config.rerankers and asked != recorded:
             enabled = f"enabled: {', '.join(config.rerankers)}" if config.rerankers else "none is enabled (capr serve --reranker SPEC)"
             raise ApiError(400, f"re-ranker {asked!r} is not enabled on this server; {enabled}", "reranker")
-        # (capr.search.profile.loaded_reranker loads a model once under its own lock; rerank_lock guards inference only,
+        # (capr.search.config.loaded_reranker loads a model once under its own lock; rerank_lock guards inference only,
         # so a search without a second stage never waits behind another request's re-ranking)
         return Searcher.open(index, reranker=asked)
 
@@ -401,16 +401,13 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         t0 = time.perf_counter()
         index = holder.store  # one snapshot for the whole request
         q = Query("api", text=_clean(req.text), entity=_clean(req.entity), aspect=_clean(req.aspect))
-        evidence = Evidence.none
-        if req.evidence:
-            # an explicitly dense retriever gets dense sentence scores; the default keeps the cheap lexical ones
-            evidence = Evidence.dense if req.retriever in (Retriever.dense, Retriever.hybrid) else Evidence.lexical
         try:
             searcher = open_searcher(index, req.reranker)
-            options = SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None, expand=req.expand,
-                                    aspect_boost=req.aspect_boost, group_by=req.group_by, entity_scope=req.entity_scope,
-                                    entity_synonyms=req.entity_synonyms, rerank_depth=config.rerank_depth,
-                                    rerank_share=req.rerank_share, evidence=evidence)
+            options = SearchOptions.from_mapping({
+                "k": req.k, "retriever": req.retriever, "filters": req.filters, "expand": req.expand,
+                "aspect_boost": req.aspect_boost, "group_by": req.group_by, "entity_scope": req.entity_scope,
+                "entity_synonyms": req.entity_synonyms, "rerank_depth": config.rerank_depth,
+                "rerank_share": req.rerank_share, "evidence": req.evidence})
             if searcher.reranker is not None:
                 with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
                     result = searcher.search(q, options)

@@ -11,7 +11,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Di
 
 from capr.records import Retriever
 from capr.search.second_stage import DEFAULT_RERANK_SHARE, ENSEMBLE_RERANK_SHARE
-from capr.search.searcher import DEFAULT_ASPECT_BOOST, EntityScope, GroupBy
+from capr.search import EntityScope, GroupBy
+from capr.search.config import DEFAULT_ASPECT_BOOST
 from capr.records import DOC_ID_MAX_LENGTH, check_doc_id
 
 

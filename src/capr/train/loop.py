@@ -32,6 +32,7 @@ import torch
 from capr.errors import CaprError
 from capr.models.card import CARD_FILE, read_card, replace_card, write_card
 from capr.models.loading import pick_device
+from capr.rank_metrics import reciprocal_rank, relevance_by_score, success_at
 from capr.train.args import OptionRange, check_option
 
 Log = Callable[[str], None]
@@ -110,17 +111,13 @@ class BudgetSchedule:
 
 
 def dev_metrics(scores: list[np.ndarray], relevant: list[list[bool]]) -> dict[str, float]:
-    """R@1 and MRR over candidate lists; ties are broken against the model (stable sort on a shuffled list
-    would favour position 0)."""
+    """R@1 (whether a relevant candidate ranks first) and MRR over candidate lists; ties are broken against the
+    model (capr.rank_metrics.relevance_by_score: a stable sort on a shuffled list would favour position 0)."""
     r1, rr = [], []
     for s, rel in zip(scores, relevant):
-        rel = np.asarray(rel, dtype=bool)
-        s = np.asarray(s, dtype=np.float64)
-        # rank of the best relevant candidate, counting ties with non-relevant ones as losses
-        best = s[rel].max()
-        rank = int((s[~rel] >= best).sum()) + 1
-        r1.append(float(rank == 1))
-        rr.append(1.0 / rank)
+        hits = relevance_by_score(s, rel)
+        r1.append(success_at(hits, 1))
+        rr.append(reciprocal_rank(hits))
     return {"R@1": 100 * float(np.mean(r1)) if r1 else 0.0, "MRR": 100 * float(np.mean(rr)) if rr else 0.0}
 
 
