@@ -74,10 +74,10 @@ class GuardMiddleware:
             log.info("%s %s %d %.1fms", scope.get("method", "?"), path, state["status"], (time.perf_counter() - t0) * 1e3)
 
     def _check_host(self, host: bytes | None) -> None:
-        if not self.hosts.allows(None if host is None else host.decode("latin-1")):
+        refusal = self.hosts.refusal(None if host is None else host.decode("latin-1"))
+        if refusal:
             # before routing: a page served under another name (DNS rebinding) reads nothing, not even /health
-            raise ApiError(421, f"this server does not answer to the host name {host.decode('latin-1')[:100]!r}: it answers "
-                           "to localhost, 127.0.0.1 and [::1] (capr serve --allowed-hosts NAME adds names)", "host")
+            raise ApiError(421, refusal, "host")
 
     def _limited(self, receive: Callable, length: bytes | None) -> Callable:
         """``receive``, refusing a body over the limit: up front by its Content-Length, else while it is read."""
