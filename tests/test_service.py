@@ -657,6 +657,64 @@ def test_only_loopback_host_names_are_answered_unless_allowed(demo_index):
         assert httpx.get(s.url + note, headers={"Host": "anything.example"}).status_code == 200
 
 
+def _raw_get(port: int, head: bytes) -> tuple[int, bytes]:
+    """One request written byte for byte (an HTTP client would fix up or refuse what these tests send)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head + b"\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    status_line, _, rest = reply.partition(b"\r\n")
+    return int(status_line.split()[1]), rest
+
+
+def test_a_request_without_a_well_formed_host_name_is_refused(demo_index):
+    """HTTP/1.0 allows a request without a Host header, and a Host header can carry more than a name and a port:
+    neither names a host this server answers to (issue 52)."""
+    note = b"GET /documents/article_04_asthma "
+    with LiveServer(create_app(demo_index, ServiceConfig())) as s:
+        for head in (note + b"HTTP/1.0\r\n",
+                     note + b"HTTP/1.0\r\nHost: localhost:80@evil\r\n",
+                     note + b"HTTP/1.1\r\nHost: localhost:80@evil\r\nConnection: close\r\n",
+                     note + b"HTTP/1.1\r\nHost: [::1]evil\r\nConnection: close\r\n",
+                     note + b"HTTP/1.1\r\nHost: [::1]:80@evil\r\nConnection: close\r\n",
+                     note + b"HTTP/1.1\r\nHost: localhost:8x\r\nConnection: close\r\n",
+                     note + b"HTTP/1.1\r\nHost: localhost/evil\r\nConnection: close\r\n",
+                     b"GET /health HTTP/1.0\r\n"):
+            status, rest = _raw_get(s.port, head)
+            assert status == 421, (head, status)
+            body = json.loads(rest.partition(b"\r\n\r\n")[2])
+            assert body["field"] == "host" and "Host" in body["detail"] and b"wheez" not in rest.lower(), body
+        for head in (note + b"HTTP/1.0\r\nHost: localhost\r\n",
+                     note + b"HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n" % s.port,
+                     note + b"HTTP/1.1\r\nHost: localhost:\r\nConnection: close\r\n",  # an empty port is allowed
+                     note + b"HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n" % s.port):
+            assert _raw_get(s.port, head)[0] == 200, head
+    with LiveServer(create_app(demo_index, ServiceConfig(allowed_hosts=("*",)))) as s:
+        # any name, but a name: "*" does not answer a request that names none
+        assert _raw_get(s.port, note + b"HTTP/1.0\r\nHost: anything.example\r\n")[0] == 200
+        assert _raw_get(s.port, note + b"HTTP/1.0\r\n")[0] == 421
+    with pytest.raises(CaprError, match="capr.example.org:80@evil.*not a host name"):
+        ServiceConfig(allowed_hosts=("capr.example.org:80@evil",))
+
+
+def test_serve_refuses_a_non_loopback_host_without_allowed_host_names(demo_index):
+    """It would start and answer every request from another machine 421: refused at start, in one line (issue 52)."""
+    env = {**os.environ, "CAPR_API_TOKENS": TOKEN}
+    base = [sys.executable, "-m", "capr", "serve", "--index", str(demo_index), "--host", "0.0.0.0"]
+    for reads in ("--auth-reads", "--public-reads"):
+        try:
+            proc = subprocess.run([*base, reads, "--port", str(_free_port())], env=env, capture_output=True, text=True,
+                                  timeout=60, check=False)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"capr serve --host 0.0.0.0 {reads} started without --allowed-hosts") from None
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        lines = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and "--allowed-hosts" in lines[0] and "0.0.0.0" in lines[0], proc.stderr
+
+
 def test_serve_refuses_open_reads_on_a_non_loopback_host(demo_index):
     env = {**os.environ, "CAPR_API_TOKENS": TOKEN}
     base = [sys.executable, "-m", "capr", "serve", "--index", str(demo_index)]

@@ -22,7 +22,8 @@ def serve_cmd(
     public_reads: bool = typer.Option(False, "--public-reads", help="Serve reads (patient text) without a token on a "
                                       "non-loopback --host, on purpose (otherwise refused there: use --auth-reads)."),
     allowed_hosts: List[str] = typer.Option([], "--allowed-hosts", help="Host names the server answers to besides localhost, "
-                                            "127.0.0.1 and [::1] (repeatable or comma separated; * for any): others get 421."),
+                                            "127.0.0.1 and [::1] (repeatable or comma separated; * for any): others get 421. "
+                                            "Needed with a non-loopback --host."),
     max_body_bytes: int = typer.Option(1 << 20, help="Largest request body accepted (larger: 413)."),
     reranker: List[str] = typer.Option([], "--reranker", help="Re-ranker spec a search may name, e.g. cross:DIR (repeatable)."),
     workers: int = typer.Option(1, help="uvicorn worker processes (each holds its own snapshot of the index)."),

@@ -7,6 +7,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import stat
 import threading
 import time
@@ -83,7 +84,7 @@ class ServiceConfig:
         if self.auth_reads and self.public_reads:
             raise CaprError("--auth-reads and --public-reads contradict each other: reads either need a token or are open")
         for name in self.allowed_hosts:
-            if not name or name != name.strip() or "/" in name:
+            if name != "*" and (name != name.strip() or host_name(name) is None):
                 raise CaprError(f"--allowed-hosts: {name!r} is not a host name (e.g. capr.example.org, 10.0.0.5 or *)")
 
     def public_dict(self) -> dict[str, Any]:
@@ -114,26 +115,54 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def host_name(header: str) -> str:
-    """The name of a Host header without its port: ``[::1]:8000`` → ``::1``, ``Localhost.:80`` → ``localhost``."""
+_REG_NAME = re.compile(r"[a-z0-9._~!$&'()*+,;=%-]+")  # RFC 3986 reg-name (dotted IPv4 addresses included)
+_PORT = re.compile(r"(:[0-9]*)?")
+
+
+def _ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def host_name(header: str) -> str | None:
+    """The name of a Host header without its port: ``[::1]:8000`` → ``::1``, ``Localhost.:80`` → ``localhost``;
+    None when the header is not a name with an optional port (``localhost:80@evil``, ``[::1]x``)."""
     header = header.strip().lower()
     if header.startswith("["):  # an IPv6 literal
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0].rstrip(".") if header.count(":") == 1 else header.rstrip(".")
+        literal, closed, port = header[1:].partition("]")
+        return literal if closed and _ipv6(literal) and _PORT.fullmatch(port) else None
+    if header.count(":") > 1:  # an IPv6 address without brackets (and so without a port)
+        return header if _ipv6(header) else None
+    name, colon, port = header.partition(":")
+    name = name.rstrip(".")
+    return name if _REG_NAME.fullmatch(name) and _PORT.fullmatch(colon + port) else None
+
+
+ANSWERED = "answers to localhost, 127.0.0.1 and [::1] (capr serve --allowed-hosts NAME adds names)"
 
 
 class HostPolicy:
-    """Which Host headers the service answers: loopback names always, the configured ones besides."""
+    """Which Host headers the service answers: loopback names always, the configured ones besides ("*": any name).
+    A request must name a host: one without a Host header, or whose header is more than a name and a port, is not
+    answered whatever the policy."""
 
     def __init__(self, allowed: tuple[str, ...] = ()) -> None:
         self.any = "*" in allowed
-        self.names = frozenset(host_name(a) for a in allowed if a != "*")
+        self.names = frozenset(filter(None, (host_name(a) for a in allowed if a != "*")))
 
-    def allows(self, header: str | None) -> bool:
-        if header is None or self.any:  # no Host header: not a browser (every browser sends one)
-            return True
+    def refusal(self, header: str | None) -> str | None:
+        """Why a request with this Host header is not answered (None: it is)."""
+        if header is None:
+            return f"the request has no Host header: this server {ANSWERED}"
         name = host_name(header)
-        return name in self.names or is_loopback(name)
+        if name is None:
+            return f"the Host header {header[:100]!r} is not a host name with an optional port: this server {ANSWERED}"
+        if self.any or name in self.names or is_loopback(name):
+            return None
+        return f"this server does not answer to the host name {header[:100]!r}: it {ANSWERED}"
 
 
 def _parse_tokens(raw: list[str], where: str) -> list[str]:

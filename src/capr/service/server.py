@@ -28,10 +28,17 @@ def log_config(level: str = "info") -> dict:
 
 
 def check_exposure(host: str, config: ServiceConfig) -> None:
-    """Refuses to serve patient text without a token to whoever can reach a non-loopback address, unless asked to."""
-    if not is_loopback(host) and not config.auth_reads and not config.public_reads:
+    """On a non-loopback address: refuses to serve patient text without a token to whoever can reach it, unless asked
+    to, and to start a server that would refuse (421) every request naming it."""
+    if is_loopback(host):
+        return
+    if not config.auth_reads and not config.public_reads:
         raise CaprError(f"--host {host} is reachable from other machines and reads (patient text) would need no token: "
                         "add --auth-reads (reads need a token), or --public-reads to serve them openly on purpose")
+    if not config.allowed_hosts:
+        raise CaprError(f"--host {host} is reachable from other machines, but only requests naming localhost, 127.0.0.1 "
+                        "or [::1] in their Host header would be answered: name the host names clients use with "
+                        "--allowed-hosts NAME[,NAME] (* for any)")
 
 
 def serve(
@@ -68,9 +75,6 @@ def serve(
     log.info("serving %s on http://%s:%d (%d worker(s)); %s", index_dir, host, port, workers, auth)
     if not is_loopback(host):
         log.warning("listening on %s: capr speaks plain HTTP; put a TLS-terminating proxy in front of it", host)
-        if not config.allowed_hosts:
-            log.warning("only requests naming localhost, 127.0.0.1 or [::1] in their Host header are answered: "
-                        "name the host names clients use with --allowed-hosts")
     if workers == 1:
         from capr.service.app import create_app
 

@@ -12,14 +12,20 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from capr.errors import CaprError
 from capr.index import Index, IndexWriter
 from capr.index.directory import CURRENT, WriterBusy
 from capr.store.embedded import EmbeddedStore
 from capr.records import Document
+from capr.service.config import AuthThrottle, ServiceConfig, TokenSet
+
+if TYPE_CHECKING:
+    from capr.cases import CasePipeline
+    from capr.cases.similar import CaseFinder
 
 log = logging.getLogger("capr.service")
 T = TypeVar("T")
@@ -235,3 +241,61 @@ class StoreHolder:
     def write(self, fn: Callable[[_StoreWriter], T]) -> tuple[T, Any]:
         with self._lock:
             return fn(_StoreWriter(self.store)), self.store
+
+
+@dataclass
+class ServiceState:
+    """What one app serves and remembers between requests (``app.state.service``): the index snapshot holder, the
+    settings, readiness, the tokens and their throttle, and what is loaded once per snapshot or per event loop."""
+
+    holder: IndexHolder | StoreHolder
+    config: ServiceConfig
+    private: Callable[[str], str]  # a message as a client may read it (no server paths)
+    readiness: Readiness = field(default_factory=Readiness)
+    tokens: TokenSet = field(init=False)
+    throttle: AuthThrottle = field(init=False)
+    # one model instance per re-ranker; torch inference is not re-entrant across request threads
+    rerank_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # one CapacityLimiter per event loop (a TestClient runs its own)
+    _limiters: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+    _case_pipes: dict[int, CasePipeline] = field(default_factory=dict, init=False, repr=False)
+    _case_finders: dict[int, CaseFinder] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenSet(self.config.tokens)
+        self.throttle = AuthThrottle.from_config(self.config)
+
+    def search_limiter(self, loop_id: int) -> Any:
+        """The event loop's limit on searches computed at once (``search_concurrency``; 0: one per CPU core)."""
+        limiter = self._limiters.get(loop_id)
+        if limiter is None:
+            import anyio
+
+            limiter = self._limiters[loop_id] = anyio.CapacityLimiter(self.config.search_concurrency or os.cpu_count() or 1)
+        return limiter
+
+    def case_pipeline(self, store: Any) -> CasePipeline:
+        """What `capr cases` runs on this snapshot (capr.cases.config.case_config): one pipeline per snapshot, the
+        cross-encoder shared between them."""
+        from capr.cases import CasePipeline
+        from capr.cases.config import case_config
+
+        pipe = self._case_pipes.get(id(store.index))
+        if pipe is None:
+            pipe = CasePipeline(store.index, case_config(store.index.has_dense, self.config.cases_model))
+            old = next(iter(self._case_pipes.values()), None)
+            if old is not None:
+                pipe._cross = old._cross
+            self._case_pipes.clear()
+            self._case_pipes[id(store.index)] = pipe
+        return pipe
+
+    def case_finder(self, store: Any) -> CaseFinder:
+        """One finder (document maps, patient mask) per snapshot."""
+        from capr.cases.similar import CaseFinder
+
+        finder = self._case_finders.get(id(store.index))
+        if finder is None:
+            self._case_finders.clear()
+            finder = self._case_finders[id(store.index)] = CaseFinder(store.index)
+        return finder
