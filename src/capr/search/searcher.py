@@ -24,6 +24,7 @@ from capr.records import Retriever
 from capr.text.aspects import nearest_aspect
 from capr.search.query import DEFAULT_TEMPLATE, ParsedQuery, check_searchable, check_template, parse_query, parse_store_query
 from capr.search.question_focus import question_focus, wording_prior_rows
+from capr.search.reading import read_query, with_reading
 from capr.records import Passage, Query, Run, ScoredPassage
 from capr.search.profile import DEFAULT_FUSION, Origin, SearchProfile, loaded_reranker
 from capr.search.first_stage import FirstStage, first_stage_retriever, lexical_retriever
@@ -112,6 +113,9 @@ class SearchOptions:
     # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.search.query_weights)
     # when the fusion is left to the store
     fusion_by_question: bool = True
+    # a free-text question is read as a pharmacist or clinician reads it: drug brands as generic names, shorthand,
+    # HPO synonyms, one-edit misspellings of the index's words (capr.search.reading)
+    reading: bool = True
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None
@@ -182,8 +186,13 @@ class SearchResult:
         q = self.query.query
         return {"query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": self.retriever,
                 "fusion": self.fusion_shown(), "reranker": self.reranker, "filters": _shown_filters(self.options.filters),
-                "evidence_method": self.evidence_method, "notices": list(self.notices),
+                "evidence_method": self.evidence_method, "notices": list(self.notices), "reading": self.reading(),
                 "results": [h.to_dict() for h in self.hits]}
+
+    def reading(self) -> list[dict[str, str]]:
+        """What the question was read as (capr.search.reading): [{"text", "read_as", "kind"}], one per word read."""
+        reading = self.query.reading
+        return [w.to_dict() for w in reading.words] if reading is not None else []
 
 
 def _shown_filters(filters: Any) -> Any:
@@ -319,6 +328,8 @@ class Searcher:
         options = self.resolve(given)
         notices: list[str] = []
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
+        if options.reading and self.cdv is None:
+            pq = read_query(self.store, pq)
         options = self.question_options(given, options, pq)
         self.check(options)
         if self.cdv is None:
@@ -330,6 +341,8 @@ class Searcher:
             # a valid query on an index whose documents were all deleted: no results, not an error (and no
             # filter to check: there is nothing to filter)
             return SearchResult(pq, options, [], options.retriever.value, self.reranker_name, None, [EMPTY_INDEX_MESSAGE])
+        if pq.reading is not None and pq.reading.notice:  # no word of the question is in the index
+            return SearchResult(pq, options, [], options.retriever.value, self.reranker_name, None, [pq.reading.notice])
         if self.reranker is not None and options.group_by is GroupBy.passage and options.k > options.rerank_depth:
             return self._rerank_head(pq, options, within)
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
@@ -361,7 +374,8 @@ class Searcher:
             # the focus is read under the filter: never a title the caller may not see
             focus = question_focus(self.store, pq, flt)
             if focus:
-                pq = self.parse(Query(pq.qid, text=pq.text, entity=focus), pq.expand, validate=False)
+                pq = with_reading(self.parse(Query(pq.qid, text=pq.text, entity=focus), pq.expand, validate=False),
+                                  pq.reading)
         depth = max(options.k, options.rerank_depth) if self.reranker is not None else options.k
         if options.group_by is GroupBy.doc:
             depth = max(depth * GROUP_DEPTH_FACTOR, PRIOR_DEPTH)  # enough passages for k distinct documents

@@ -409,7 +409,8 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
             searcher = open_searcher(index, req.reranker)
             options = SearchOptions(k=req.k, retriever=req.retriever, filters=req.filters or None, expand=req.expand,
                                     aspect_boost=req.aspect_boost, group_by=req.group_by, entity_scope=req.entity_scope,
-                                    entity_synonyms=req.entity_synonyms, rerank_depth=config.rerank_depth,
+                                    entity_synonyms=req.entity_synonyms, reading=req.reading,
+                                    rerank_depth=config.rerank_depth,
                                     rerank_share=req.rerank_share, evidence=evidence)
             if searcher.reranker is not None:
                 with rerank_lock:  # one model instance; torch inference is not re-entrant across request threads
@@ -421,7 +422,7 @@ def create_app(index_dir: str | Path, config: ServiceConfig | None = None, store
         payload = {
             "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": result.options.retriever.value,
             "fusion": result.fusion_shown(), "reranker": result.reranker, "evidence_method": result.evidence_method if result.hits else None,
-            "generation": index.generation_info()["generation"], "notices": result.notices,
+            "generation": index.generation_info()["generation"], "notices": result.notices, "reading": result.reading(),
             "results": [{**h.to_dict(), "document_url": _doc_url(h.passage.doc_id)} for h in result.hits],
         }
         payload["took_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
