@@ -35,7 +35,7 @@ ALL = QuestionReader.kinds
 VARIANTS: dict[str, dict[str, Any]] = {
     "off": {"kinds": (), "dense": False},
     "all": {"kinds": ALL, "dense": True},
-    "all, encoder reads the question as written": {"kinds": ALL, "dense": False},
+    "all (encoder reads it as written)": {"kinds": ALL, "dense": False},
     **{f"{kind} only": {"kinds": (kind,), "dense": True} for kind in ALL},
     "all but findings": {"kinds": tuple(k for k in ALL if k != "finding"), "dense": True},
     "all but spelling": {"kinds": tuple(k for k in ALL if k != SPELLING), "dense": True},

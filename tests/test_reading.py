@@ -36,6 +36,10 @@ def search(runner, index: Path, question: str, *options: str) -> dict:
     return json.loads(capr_in_process(runner, "search", str(index), question, "--json", "-k", "3", *options).stdout)
 
 
+def search_read(runner, index: Path, question: str, *options: str) -> dict:
+    return search(runner, index, question, "--reading", *options)
+
+
 @pytest.mark.parametrize("question, read, kind, answer", [
     ("how does valium affect the brain", ("valium", "diazepam"), "drug", "diazepam"),
     ("is afib dangerous", ("afib", "atrial fibrillation"), "abbreviation", "atrial-fibrillation"),
@@ -43,30 +47,31 @@ def search(runner, index: Path, question: str, *options: str) -> dict:
 ])
 def test_brand_shorthand_and_misspelling_through_capr_search(runner, answers_index, question, read, kind, answer):
     for retriever in ([], ["-r", "bm25"]):
-        out = search(runner, answers_index, question, *retriever)
+        out = search_read(runner, answers_index, question, *retriever)
         assert out["reading"] == [{"text": read[0], "read_as": read[1], "kind": kind}]
         assert out["results"][0]["doc_id"] == answer, (retriever, out["results"])
     # without reading, BM25 cannot read the question: it finds nothing, or another answer sharing its other words
-    plain = search(runner, answers_index, question, "-r", "bm25", "--no-reading")
-    assert plain["reading"] == []
+    plain = search(runner, answers_index, question, "-r", "bm25")  # reading is off by default
+    assert plain["reading"] == [] and search(runner, answers_index, question, "-r", "bm25", "--no-reading") == plain
     assert answer not in [h["doc_id"] for h in plain["results"][:1]]
 
 
 def test_what_was_read_is_said_and_highlighted(runner, answers_index):
-    proc = capr_cli("search", str(answers_index), "how does valium affect the brain", "-k", "1")
+    proc = capr_cli("search", str(answers_index), "how does valium affect the brain", "-k", "1", "--reading")
     assert "read 'valium' as diazepam" in proc.stderr
-    out = search(runner, answers_index, "how does valium affect the brain", "-r", "bm25")
+    out = search_read(runner, answers_index, "how does valium affect the brain", "-r", "bm25")
     hit = out["results"][0]
     assert "Diazepam" in [hit["text"][a - hit["start"]:b - hit["start"]] for a, b in hit["highlights"]]
 
 
-def test_a_question_the_index_has_no_word_of_gets_a_notice_not_answers(runner, answers_index):
-    out = search(runner, answers_index, "щитовидная железа и сон")
-    assert out["results"] == [] and "Cyrillic" in out["notices"][0]
+def test_a_question_the_index_has_no_word_of_gets_a_notice(runner, answers_index):
+    # another script than the index's: nothing is shown, the notice says why (read or not)
+    for options in ([], ["--reading"]):
+        out = search(runner, answers_index, "щитовидная железа и сон", *options)
+        assert out["results"] == [] and "Cyrillic" in out["notices"][0]
+    # the index's script but none of its words: the passages closest in meaning, with the notice
     out = search(runner, answers_index, "xyzzyq plughw")
-    assert out["results"] == [] and "none of the question's words" in out["notices"][0]
-    # turned off, the nearest passages come back as before
-    assert search(runner, answers_index, "xyzzyq plughw", "--no-reading")["results"]
+    assert out["results"] and "none of the question's words" in out["notices"][0]
 
 
 def test_english_words_and_far_words_are_not_corrected(answers_index):
@@ -101,3 +106,18 @@ def test_the_adapt_gate_checks_question_pairs_on_questions_from_another_source(d
     check = free_text_check("medicationqa-dev", data_dir)
     assert check.side == FREE_TEXT and len(check.queries) == 347 and len(check.pool) == 653
     assert all(sum(g > 0 for g in grades) >= 1 for grades in check.relevance)
+
+
+def test_the_service_says_what_it_read(answers_index):
+    from fastapi.testclient import TestClient
+
+    from capr.service import ServiceConfig, create_app
+
+    token = "test-token-0123456789abcdef"
+    client = TestClient(create_app(answers_index, ServiceConfig(tokens=(token,))))
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"text": "how does valium affect the brain", "k": 2, "retriever": "bm25"}
+    read = client.post("/search", json={**body, "reading": True}, headers=headers).json()
+    assert read["reading"] == [{"text": "valium", "read_as": "diazepam", "kind": "drug"}]
+    assert read["results"][0]["doc_id"] == "diazepam"
+    assert client.post("/search", json=body, headers=headers).json()["reading"] == []

@@ -9,7 +9,10 @@
   synonyms that name one term ("afib" → atrial fibrillation);
 - **English words**: the whole words of the bundled MiniLM's vocabulary, so a word that is English but absent from
   an index is not taken for a misspelling, and a brand name that is also an English word ("armour") is not read
-  as a drug.
+  as a drug;
+- **known forms**: every English word and every word of the lexicon's names, as written and as the English
+  Snowball stemmer (the index's analyser) reads it: a word whose form is known is no misspelling ("striving" is
+  "strive"), and a correction must be a known form ("rivastigmin", not a one-off word of some passage).
 
 Names are normalised as the gazetteer normalises them (lower-cased word tokens). The table is built from the
 installed packages' files in a few seconds and kept as one SQLite file under capr's cache directory, so a search
@@ -32,7 +35,7 @@ from typing import Iterable, Iterator
 from capr.labels.abbreviations import ABBREVIATIONS, COMBINATION_BRANDS
 from capr.labels.gazetteer import GENERIC, normalize_name, tokens_with_offsets
 
-LEXICON_VERSION = 2
+LEXICON_VERSION = 3
 MIN_DRUG_NAME_CHARS = 4  # the drug recogniser's own floor: shorter variants are codes and abbreviations
 MAX_READ_TOKENS = 6  # the longest name looked up in a question, in words
 
@@ -147,9 +150,11 @@ def build_lexicon(path: str | Path) -> Path:
             db.execute("CREATE TABLE names (name TEXT PRIMARY KEY, reading TEXT NOT NULL, kind TEXT NOT NULL, "
                        "cased INTEGER NOT NULL) WITHOUT ROWID")
             db.execute("CREATE TABLE words (word TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.execute("CREATE TABLE forms (form TEXT PRIMARY KEY) WITHOUT ROWID")
             db.executemany("INSERT INTO names VALUES (?, ?, ?, ?)",
                            ((e.name, e.reading, e.kind, int(e.cased)) for e in rows.values()))
             db.executemany("INSERT INTO words VALUES (?)", ((w,) for w in sorted(english)))
+            db.executemany("INSERT INTO forms VALUES (?)", ((f,) for f in sorted(known_forms(english, rows))))
             db.execute("CREATE INDEX names_by_reading ON names (reading)")
         db.close()
         with open(tmp, "rb") as f:
@@ -158,6 +163,14 @@ def build_lexicon(path: str | Path) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def known_forms(english: Iterable[str], entries: Iterable[str]) -> set[str]:
+    """English words and the words of the lexicon's names (letters only, four or more), as written and stemmed."""
+    import Stemmer
+
+    words = set(english) | {w for name in entries for w in name.split() if w.isalpha() and len(w) >= 4}
+    return words | set(Stemmer.Stemmer("english").stemWords(sorted(words)))
 
 
 def _drug_stopwords() -> set[str]:
@@ -207,12 +220,20 @@ class Lexicon:
 
     def english(self, words: Iterable[str]) -> set[str]:
         """Those of ``words`` (lower-case) that are whole English words."""
-        wanted = list(dict.fromkeys(words))
-        if not wanted:
-            return set()
-        rows = self._db().execute(f"SELECT word FROM words WHERE word IN ({','.join('?' * len(wanted))})",
-                                  wanted).fetchall()
-        return {r[0] for r in rows}
+        return self._members("words", "word", words)
+
+    def known(self, forms: Iterable[str]) -> set[str]:
+        """Those of ``forms`` (words, or their English stems) that are English or words of the lexicon's names."""
+        return self._members("forms", "form", forms)
+
+    def _members(self, table: str, column: str, values: Iterable[str]) -> set[str]:
+        wanted = list(dict.fromkeys(values))
+        out: set[str] = set()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            out.update(r[0] for r in self._db().execute(
+                f"SELECT {column} FROM {table} WHERE {column} IN ({','.join('?' * len(chunk))})", chunk))
+        return out
 
     def find(self, text: str) -> list[tuple[int, int, LexiconEntry]]:
         """The longest names in ``text``, left to right, as (start, end, entry); a name that counts only in

@@ -113,7 +113,7 @@ class SearchRequest(_Strict):
                                       "first (the only scope of top-list backends such as Milvus).")
     entity_synonyms: bool = Field(True, description="⟨entity, aspect⟩: the entity's other names (HPO exact and related synonyms; a "
                                   "drug's generic, brand and salt names) count as mentions of it.")
-    reading: bool = Field(True, description="Read a free-text question as a pharmacist would: a drug's brand as its "
+    reading: bool = Field(False, description="Read a free-text question as a pharmacist would: a drug's brand as its "
                           "generic name ('valium' as diazepam), clinical shorthand ('afib'), a misspelling one letter "
                           "from a word of the index; what was read is in the response's reading.")
     group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
