@@ -121,3 +121,14 @@ def test_the_service_says_what_it_read(answers_index):
     assert read["reading"] == [{"text": "valium", "read_as": "diazepam", "kind": "drug"}]
     assert read["results"][0]["doc_id"] == "diazepam"
     assert client.post("/search", json=body, headers=headers).json()["reading"] == []
+
+
+@pytest.mark.data
+def test_medicationqa_dev_is_a_named_free_text_benchmark(runner, data_dir, tmp_path):
+    from capr.eval.runner import EvalConfig
+
+    config = EvalConfig(benchmark="medicationqa-dev", data_dir=data_dir, retriever="bm25")
+    assert config.is_beir and config.protocol.value == "full" and config.query_field.value == "question"
+    out = json.loads(capr_in_process(runner, "eval", "--benchmark", "medicationqa-dev", "--data-dir", str(data_dir),
+                                     "-r", "bm25", "--cache-dir", str(tmp_path), "--json").stdout)
+    assert out["queries"] == 347 and 40 < out["metrics"]["nDCG@10"] < 60  # BM25 alone: 49.26 (docs/RESULTS.md)
