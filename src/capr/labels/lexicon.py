@@ -292,5 +292,13 @@ def prepare_reading_lexicon() -> bool:
     return True
 
 
+def prepare_search_tables() -> bool:
+    """Builds the cached tables a search reads unless they are there — the entity synonyms (capr.labels.synonyms) and
+    this lexicon — so that no user's first search waits for them (`capr index` calls this); True when one was built."""
+    from capr.labels.synonyms import prepare_entity_synonyms
+
+    return prepare_reading_lexicon() | prepare_entity_synonyms()
+
+
 __all__ = ["ABBREVIATION", "DRUG", "FINDING", "Lexicon", "LexiconEntry", "build_lexicon", "english_words",
-           "lexicon_path", "prepare_reading_lexicon", "reading_lexicon"]
+           "lexicon_path", "prepare_reading_lexicon", "prepare_search_tables", "reading_lexicon"]

@@ -154,14 +154,10 @@ _LOADED: dict[tuple[str, ...], EntitySynonyms] = {}
 
 
 def prepare_entity_synonyms(scopes: tuple[str, ...] = HPO_SCOPES) -> bool:
-    """Builds the cached tables search reads unless they are there — this table and the question-reading lexicon
-    (capr.labels.lexicon) — so that no user's first search waits for them (`capr index` calls this); True when one
-    was built now."""
-    from capr.labels.lexicon import prepare_reading_lexicon
-
-    built = prepare_reading_lexicon()
+    """Builds the cached table unless it is there (`capr index` calls this, so no user's first ⟨entity, aspect⟩
+    search waits for it); True when it was built now."""
     if EntitySynonyms.cache_path(scopes=scopes).exists():
-        return built
+        return False
     EntitySynonyms.load(scopes=scopes)
     return True
 
