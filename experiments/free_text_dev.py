@@ -19,7 +19,8 @@ pipeline with that second stage (e.g. ``bi:minilm,bi:MODEL``, the ensemble `capr
 ``--parts`` (issue 53): the decision table. Every set is indexed once per ``--encoders`` backend (``torch``: MiniLM;
 ``static``: the model2vec model capr distils from it), and on each it runs BM25 alone, dense alone, the 1 : 1 glue
 (BM25 and dense fused by equal-weight reciprocal rank, no question focus, no priors, no reading: what a user glues
-together in twenty lines), the default, and the default with each of its parts switched off (PARTS). It prints each
+together in twenty lines), the default, and the default with each of its parts switched off (PARTS) or, for a
+part it leaves off (the question reading), switched on (OFF_PARTS). It prints each
 system per set and encoder, the pooled questions of all sets, and for each part the default minus the default
 without it (nDCG@10 / P@1) per set and pooled, with the verdict of the rule: a part stays on only if it is at or
 above the pipeline without it on every set, with both encoders, and gains on the pooled questions.
@@ -64,12 +65,15 @@ VARIANTS = {
     "glue 1:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5)), "question_focus": False,
                  "aspect_boost": 0.0, "fusion_by_question": False, "reading": False},
     "reading off": {"reading": False},
+    "reading on": {"reading": True},
     "share off": {"fusion_by_question": False},
     "synonyms off": {"entity_synonyms": False},
 }
 # the default's parts a free-text question meets, each switched off in the decision table (--parts)
-PARTS = {"reading": "reading off", "question focus": "focus off", "BM25 share by question": "share off",
-         "aspect prior": "prior off", "entity synonyms": "synonyms off"}
+PARTS = {"question focus": "focus off", "BM25 share by question": "share off", "aspect prior": "prior off",
+         "entity synonyms": "synonyms off"}
+# parts the default leaves off, measured switched on: the table shows (with it) − (the default)
+OFF_PARTS = {"question reading": "reading on"}
 SINGLE = ("BM25 alone", "dense alone")
 
 
@@ -124,23 +128,26 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
     rule's verdict; then each set's default against BM25 alone, dense alone and the 1 : 1 glue."""
     lines = ["", "| part | encoder | " + " | ".join(sets) + " | pooled | verdict |",
              "|---|---|" + "---:|" * (len(sets) + 1) + "---|"]
-    for part, off in PARTS.items():
+    for part, off in {**PARTS, **OFF_PARTS}.items():
+        sign = -1.0 if part in OFF_PARTS else 1.0  # with the part minus without it
         verdicts = []
         for enc in encoders:
             cells, ok = [], True
             pooled = {m: [] for m in METRICS}
             for name in sets:
                 sc = results[(name, enc)]
-                d = {m: float(np.mean(sc["default"][m]) - np.mean(sc[off][m])) for m in METRICS}
+                d = {m: sign * float(np.mean(sc["default"][m]) - np.mean(sc[off][m])) for m in METRICS}
                 ok &= all(v >= -1e-9 for v in d.values())
                 cells.append(" / ".join(f"{d[m]:+.2f}" for m in METRICS))
                 for m in METRICS:
-                    pooled[m].append(sc["default"][m] - sc[off][m])
+                    pooled[m].append(sign * (sc["default"][m] - sc[off][m]))
             gain = {m: float(np.concatenate(pooled[m]).mean()) for m in METRICS}
             verdicts.append(ok and gain["nDCG@10"] > 0)
             lines.append(f"| {part} | {enc} | " + " | ".join(cells) + " | "
                          + " / ".join(f"{gain[m]:+.2f}" for m in METRICS) + f" | {'on' if verdicts[-1] else 'off'} |")
-        lines.append(f"| **{part}** | both | | " + "| " * (len(sets) - 1) + f"| **{'stays on' if all(verdicts) else 'goes off'}** |")
+        verdict = ("stays on" if all(verdicts) else "goes off") if part in PARTS else \
+            ("goes on" if all(verdicts) else "stays off")
+        lines.append(f"| **{part}** | both | | " + "| " * (len(sets) - 1) + f"| **{verdict}** |")
     lines += ["", "| encoder | set | default − BM25 alone | default − dense alone | default − glue 1:1 |",
               "|---|---|---|---|---|"]
     for enc in encoders:
@@ -170,7 +177,7 @@ def main() -> None:
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
     args = ap.parse_args()
-    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values()] if args.parts else [])))
+    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])))
     sets, encoders = args.sets.split(","), args.encoders.split(",")
     rows, dump, results = [], {}, {}
     for enc in encoders:
