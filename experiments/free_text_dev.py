@@ -9,12 +9,21 @@ question; the default (or each variant) against each single retriever with the p
 capr.eval.significance (two-sided, 10,000 sign flips).
 
     CAPR_CACHE=/work/cache-ft OMP_NUM_THREADS=1 .venv/bin/python -m experiments.free_text_dev [--sets a,b] [--variants x,y]
-        [--model NAME=MODEL ...] [--reranker NAME=SPEC ...]
+        [--parts] [--encoders torch,static] [--model NAME=MODEL ...] [--reranker NAME=SPEC ...]
 
 ``--model NAME=MODEL`` (repeatable): each set indexed again with MODEL as the index's encoder (a trained bi-encoder
 folder), and "NAME dense alone" and "NAME default" (the default pipeline on that index) added; like every other
 system they are compared with BM25 alone and zero-shot MiniLM dense alone. ``--reranker NAME=SPEC``: the default
 pipeline with that second stage (e.g. ``bi:minilm,bi:MODEL``, the ensemble `capr adapt` gates), on each index.
+
+``--parts`` (issue 53): the decision table. Every set is indexed once per ``--encoders`` backend (``torch``: MiniLM;
+``static``: the model2vec model capr distils from it), and on each it runs BM25 alone, dense alone, the 1 : 1 glue
+(BM25 and dense fused by equal-weight reciprocal rank, no question focus, no priors, no reading: what a user glues
+together in twenty lines), the default, and the default with each of its parts switched off (PARTS) or, for a
+part it leaves off (the question reading), switched on (OFF_PARTS). It prints each
+system per set and encoder, the pooled questions of all sets, and for each part the default minus the default
+without it (nDCG@10 / P@1) per set and pooled, with the verdict of the rule: a part stays on only if it is at or
+above the pipeline without it on every set, with both encoders, and gains on the pooled questions.
 """
 
 from __future__ import annotations
@@ -38,7 +47,8 @@ from capr.search.second_stage import load_reranker
 
 from experiments.common import DEFAULT_DATA
 
-SETS = ("nfcorpus-dev", "mediqa2019", "mediqa2019-train", "consumer-dev", "consumer-dev-titled")
+SETS = ("nfcorpus-dev", "medicationqa-dev", "mediqa2019", "mediqa2019-train", "consumer-dev", "consumer-dev-titled",
+        "consumer-dev-sections")
 METRICS = ("nDCG@10", "P@1")
 # default-pipeline variants: SearchOptions fields changed
 VARIANTS = {
@@ -51,7 +61,104 @@ VARIANTS = {
     "rrf 1:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5))},
     "rrf 1:9": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.1, 0.9))},
     "rrf 0:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.0, 1.0))},
+    # the twenty-line glue of issue 53: equal-weight RRF of BM25 and dense, none of the default's parts
+    "glue 1:1": {"fusion": FusionConfig(FusionMethod.rrf, weights=(0.5, 0.5)), "question_focus": False,
+                 "aspect_boost": 0.0, "fusion_by_question": False, "reading": False},
+    "reading off": {"reading": False},
+    "reading on": {"reading": True},
+    "share off": {"fusion_by_question": False},
+    "synonyms off": {"entity_synonyms": False},
 }
+# the default's parts a free-text question meets, each switched off in the decision table (--parts)
+PARTS = {"question focus": "focus off", "BM25 share by question": "share off", "aspect prior": "prior off",
+         "entity synonyms": "synonyms off"}
+# parts the default leaves off, measured switched on: the table shows (with it) − (the default)
+OFF_PARTS = {"question reading": "reading on"}
+SINGLE = ("BM25 alone", "dense alone")
+
+
+def measure(name: str, args: argparse.Namespace, variants: list[str], backend: str = "torch") -> tuple[dict, dict]:
+    """Every system on one set, its index built with the encoder ``backend``: {system: {metric: per-question
+    scores}}, and what --dump keeps of the set."""
+    config = EvalConfig(benchmark=name, data_dir=args.data_dir, pipeline="default", query_field=args.query_field,
+                        protocol=args.protocol, encoder_backend=backend)
+    data = load_benchmark(config)
+    qrels = qrels_as_dict(data.qrels)
+    bench = BenchmarkSearcher(data, config.query_field)
+    systems = {"BM25 alone": bench.scorer(Retriever.bm25, config.template, FusionConfig()),
+               "dense alone": bench.scorer(Retriever.dense, config.template, FusionConfig())}
+    for v in variants:
+        options = replace(config.search_options(), **VARIANTS[v])
+        systems[v] = default_scorer(data, config.query_field, options=options)
+    indexed = {}  # system → the set indexed with its model (default: MiniLM's)
+    for label, model in (m.split("=", 1) for m in args.model):
+        trained_config = replace(config, model=model)
+        trained = load_benchmark(trained_config)
+        systems[f"{label} dense alone"] = BenchmarkSearcher(trained, config.query_field).scorer(
+            Retriever.dense, config.template, FusionConfig())
+        systems[f"{label} default"] = default_scorer(trained, config.query_field, options=trained_config.search_options())
+        indexed[f"{label} dense alone"] = indexed[f"{label} default"] = trained
+        for second, spec in (r.split("=", 1) for r in args.reranker):
+            systems[f"{label} default + {second}"] = default_scorer(
+                trained, config.query_field, options=trained_config.search_options(), reranker=load_reranker(spec))
+            indexed[f"{label} default + {second}"] = trained
+    for second, spec in (r.split("=", 1) for r in args.reranker):
+        for v in variants:
+            options = replace(config.search_options(), **VARIANTS[v])
+            systems[f"{v} + {second}"] = default_scorer(data, config.query_field, options=options,
+                                                        reranker=load_reranker(spec))
+    scores = {}
+    for system, scorer in systems.items():
+        _, run = run_benchmark(indexed.get(system, data), scorer, config.protocol, config.query_field)
+        scores[system] = {m: np.asarray(v) for m, v in per_query_metrics(run.as_scores(), qrels, METRICS).items()}
+    qids = sorted(qrels)
+    parsed = {q.qid: bench.parsed[q.qid] for q in data.queries}
+    kept = {"qids": qids, "idf": {qid: data.index.term_idf(parsed[qid].terms) for qid in qids},
+            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index),
+            "scores": {sy: {m: v.tolist() for m, v in sc.items()} for sy, sc in scores.items()}}
+    return scores, kept
+
+
+def mean(values: np.ndarray) -> float:
+    return round(float(np.mean(values)), 2) if len(values) else float("nan")
+
+
+def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encoders: list[str]) -> list[str]:
+    """The default minus the default without each part, per set and encoder and pooled (nDCG@10 / P@1), and the
+    rule's verdict; then each set's default against BM25 alone, dense alone and the 1 : 1 glue."""
+    lines = ["", "| part | encoder | " + " | ".join(sets) + " | pooled | verdict |",
+             "|---|---|" + "---:|" * (len(sets) + 1) + "---|"]
+    for part, off in {**PARTS, **OFF_PARTS}.items():
+        sign = -1.0 if part in OFF_PARTS else 1.0  # with the part minus without it
+        verdicts = []
+        for enc in encoders:
+            cells, ok = [], True
+            pooled = {m: [] for m in METRICS}
+            for name in sets:
+                sc = results[(name, enc)]
+                d = {m: sign * float(np.mean(sc["default"][m]) - np.mean(sc[off][m])) for m in METRICS}
+                ok &= all(v >= -1e-9 for v in d.values())
+                cells.append(" / ".join(f"{d[m]:+.2f}" for m in METRICS))
+                for m in METRICS:
+                    pooled[m].append(sign * (sc["default"][m] - sc[off][m]))
+            gain = {m: float(np.concatenate(pooled[m]).mean()) for m in METRICS}
+            verdicts.append(ok and gain["nDCG@10"] > 0)
+            lines.append(f"| {part} | {enc} | " + " | ".join(cells) + " | "
+                         + " / ".join(f"{gain[m]:+.2f}" for m in METRICS) + f" | {'on' if verdicts[-1] else 'off'} |")
+        verdict = ("stays on" if all(verdicts) else "goes off") if part in PARTS else \
+            ("goes on" if all(verdicts) else "stays off")
+        lines.append(f"| **{part}** | both | | " + "| " * (len(sets) - 1) + f"| **{verdict}** |")
+    lines += ["", "| encoder | set | default − BM25 alone | default − dense alone | default − glue 1:1 |",
+              "|---|---|---|---|---|"]
+    for enc in encoders:
+        for name in [*sets, "pooled"]:
+            def delta(other: str) -> str:
+                if name == "pooled":
+                    return " / ".join(f"{float(np.concatenate([results[(s, enc)]['default'][m] - results[(s, enc)][other][m] for s in sets]).mean()):+.2f}" for m in METRICS)
+                sc = results[(name, enc)]
+                return " / ".join(f"{float(np.mean(sc['default'][m]) - np.mean(sc[other][m])):+.2f}" for m in METRICS)
+            lines.append(f"| {enc} | {name} | {delta('BM25 alone')} | {delta('dense alone')} | {delta('glue 1:1')} |")
+    return lines
 
 
 def main() -> None:
@@ -59,6 +166,9 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--variants", default="default", help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_argument("--parts", action="store_true", help="the decision table: the default, each part off, the glue")
+    ap.add_argument("--encoders", default="torch", help="comma-separated encoder backends each set is indexed with "
+                    "(torch: MiniLM; static: the model2vec model distilled from it)")
     ap.add_argument("--protocol", default=None, help="full or rerank64 (default: the benchmark's own)")
     ap.add_argument("--query-field", default="question", help="question, or tuple (⟨entity, aspect⟩ benchmarks)")
     ap.add_argument("--model", action="append", default=[], help="NAME=MODEL: also index each set with MODEL (repeatable)")
@@ -67,60 +177,39 @@ def main() -> None:
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
     args = ap.parse_args()
-    rows, dump = [], {}
-    for name in args.sets.split(","):
-        config = EvalConfig(benchmark=name, data_dir=args.data_dir, pipeline="default", query_field=args.query_field,
-                            protocol=args.protocol)
-        t = time.time()
-        data = load_benchmark(config)
-        qrels = qrels_as_dict(data.qrels)
-        bench = BenchmarkSearcher(data, config.query_field)
-        systems = {"BM25 alone": bench.scorer(Retriever.bm25, config.template, FusionConfig()),
-                   "dense alone": bench.scorer(Retriever.dense, config.template, FusionConfig())}
-        for v in args.variants.split(","):
-            options = replace(config.search_options(), **VARIANTS[v])
-            systems[v] = default_scorer(data, config.query_field, options=options)
-        indexed = {}  # system → the set indexed with its model (default: MiniLM's)
-        for label, model in (m.split("=", 1) for m in args.model):
-            trained_config = replace(config, model=model)
-            trained = load_benchmark(trained_config)
-            systems[f"{label} dense alone"] = BenchmarkSearcher(trained, config.query_field).scorer(
-                Retriever.dense, config.template, FusionConfig())
-            systems[f"{label} default"] = default_scorer(trained, config.query_field, options=trained_config.search_options())
-            indexed[f"{label} dense alone"] = indexed[f"{label} default"] = trained
-            for second, spec in (r.split("=", 1) for r in args.reranker):
-                systems[f"{label} default + {second}"] = default_scorer(
-                    trained, config.query_field, options=trained_config.search_options(), reranker=load_reranker(spec))
-                indexed[f"{label} default + {second}"] = trained
-        for second, spec in (r.split("=", 1) for r in args.reranker):
-            for v in args.variants.split(","):
-                options = replace(config.search_options(), **VARIANTS[v])
-                systems[f"{v} + {second}"] = default_scorer(data, config.query_field, options=options,
-                                                            reranker=load_reranker(spec))
-        scores = {}
-        for system, scorer in systems.items():
-            _, run = run_benchmark(indexed.get(system, data), scorer, config.protocol, config.query_field)
-            scores[system] = {m: np.asarray(v) for m, v in per_query_metrics(run.as_scores(), qrels, METRICS).items()}
-        if args.dump:
-            qids = sorted(qrels)
-            parsed = {q.qid: bench.parsed[q.qid] for q in data.queries}
-            dump[name] = {"qids": qids, "idf": {qid: data.index.term_idf(parsed[qid].terms) for qid in qids},
-                          "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index),
-                          "scores": {sy: {m: v.tolist() for m, v in sc.items()} for sy, sc in scores.items()}}
-            args.dump.write_text(json.dumps(dump))
-        for system, s in scores.items():
-            row = {"set": name, "system": system, "queries": len(qrels), **{m: round(float(s[m].mean()), 2) for m in METRICS}}
-            if system not in ("BM25 alone", "dense alone"):
-                for base in ("BM25 alone", "dense alone"):
-                    row[f"p vs {base}"] = {m: round(paired_p(s[m], scores[base][m]), 4) for m in METRICS}
-            row["seconds"] = round(time.time() - t, 1)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    print("\n| set | system | queries | nDCG@10 | P@1 | p vs BM25 (nDCG@10 / P@1) | p vs dense (nDCG@10 / P@1) |")
-    print("|---|---|---:|---:|---:|---|---|")
+    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])))
+    sets, encoders = args.sets.split(","), args.encoders.split(",")
+    rows, dump, results = [], {}, {}
+    for enc in encoders:
+        for name in sets:
+            t = time.time()
+            scores, kept = measure(name, args, variants, enc)
+            results[(name, enc)] = scores
+            if args.dump:
+                dump[name if enc == "torch" else f"{name} [{enc}]"] = kept
+                args.dump.write_text(json.dumps(dump))
+            for system, sc in scores.items():
+                row = {"set": name, "encoder": enc, "system": system, "queries": len(sc["P@1"]),
+                       **{m: mean(sc[m]) for m in METRICS}}
+                if system not in SINGLE:
+                    for base in SINGLE:
+                        row[f"p vs {base}"] = {m: round(paired_p(sc[m], scores[base][m]), 4) for m in METRICS}
+                row["seconds"] = round(time.time() - t, 1)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    for enc in encoders:
+        for system in results[(sets[0], enc)]:
+            pooled = {m: np.concatenate([results[(s, enc)][system][m] for s in sets]) for m in METRICS}
+            rows.append({"set": "pooled", "encoder": enc, "system": system, "queries": len(pooled["P@1"]),
+                         **{m: mean(pooled[m]) for m in METRICS}})
+            print(json.dumps(rows[-1]), flush=True)
+    print("\n| set | encoder | system | queries | nDCG@10 | P@1 | p vs BM25 (nDCG@10 / P@1) | p vs dense (nDCG@10 / P@1) |")
+    print("|---|---|---|---:|---:|---:|---|---|")
     for r in rows:
         ps = [" / ".join(f"{r[k][m]:.3f}" for m in METRICS) if k in r else "—" for k in ("p vs BM25 alone", "p vs dense alone")]
-        print(f"| {r['set']} | {r['system']} | {r['queries']} | {r['nDCG@10']:.2f} | {r['P@1']:.2f} | {ps[0]} | {ps[1]} |")
+        print(f"| {r['set']} | {r['encoder']} | {r['system']} | {r['queries']} | {r['nDCG@10']:.2f} | {r['P@1']:.2f} | {ps[0]} | {ps[1]} |")
+    if args.parts:
+        print("\n".join(decision_table(results, sets, encoders)))
 
 
 if __name__ == "__main__":

@@ -347,12 +347,55 @@ def jsonl_check(path: str | Path) -> DevCheck:
     return check
 
 
+def beir_check(folder: str | Path, name: str | None = None) -> DevCheck:
+    """A BEIR folder's questions ranking its whole corpus (each question's candidates are every document; graded
+    judgements): a free-text set from another source than the model's training data (MedicationQA's consumer
+    medication questions over pharmacists' answers; NFCorpus)."""
+    from capr.corpus.beir import beir_folder, read_beir_corpus, read_beir_qrels, read_beir_queries
+    from capr.corpus.report import ReadReport
+    from capr.eval.beir import default_split
+
+    root = beir_folder(folder)
+    qrels = read_beir_qrels(root, default_split(root))
+    docs = list(read_beir_corpus(root, ReadReport(skip_bad=True)))
+    row = {d.doc_id: i for i, d in enumerate(docs)}
+    grades: dict[str, dict[int, float]] = {}
+    for q in qrels:
+        if q.pid in row:
+            grades.setdefault(q.qid, {})[row[q.pid]] = float(q.relevance)
+    queries = [q for q in read_beir_queries(root, set(grades)) if any(g > 0 for g in grades[q.qid].values())]
+    every = list(range(len(docs)))
+    return DevCheck(name or root.name, FREE_TEXT, f"{len(queries)} free-text questions ranking all {len(docs)} "
+                    f"documents of {root.name}", [q.text or "" for q in queries],
+                    [CheckPassage(d.text, d.title) for d in docs], [every] * len(queries),
+                    [[grades[q.qid].get(i, 0.0) for i in every] for q in queries], primary="nDCG@10")
+
+
+# registered BEIR folders of the data folder: free-text sets from outside the question pairs' sources
+OUTSIDE_SETS = {"medicationqa-dev": "medicationqa_dev", "nfcorpus-dev": "nfcorpus_dev"}
+
+
+def outside_sets(question_pairs: str | None, free_text: Sequence[str], data_dir: str | None) -> tuple[str, ...]:
+    """Question pairs come from MedQuAD, RQE and MQP, whose wording a model learns (issue 53): a model trained on
+    them is also checked on questions of another source — MedicationQA's dev half, when the data folder has it —
+    unless the caller named such a set."""
+    if not question_pairs or any(s in OUTSIDE_SETS or s.startswith("beir:") for s in free_text):
+        return ()
+    folder = Path(data_dir or question_pairs)
+    return ("medicationqa-dev",) if (folder / OUTSIDE_SETS["medicationqa-dev"]).is_dir() else ()
+
+
 def free_text_check(spec: str, data_dir: str | Path | None) -> DevCheck:
-    """`mediqa2019-train` (from the data folder) or a JSONL file."""
-    if spec in ("mediqa2019-train", "mediqa2019"):
+    """`mediqa2019-train`, `medicationqa-dev` or `nfcorpus-dev` (from the data folder), `beir:PATH`, or a JSONL
+    file."""
+    if spec in ("mediqa2019-train", "mediqa2019", *OUTSIDE_SETS):
         if data_dir is None:
             raise BadInputError(spec, "needs the data folder (--data-dir)")
+        if spec in OUTSIDE_SETS:
+            return beir_check(Path(data_dir) / OUTSIDE_SETS[spec], spec)
         return mediqa_check(data_dir, spec)
+    if spec.startswith("beir:"):
+        return beir_check(spec[len("beir:"):])
     return jsonl_check(spec)
 
 
@@ -370,6 +413,7 @@ class CheckScores:
         return {c: {m: round(float(v.mean()), 2) for m, v in ms.items()} for c, ms in self.per_query.items()}
 
 
-__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "REPORTED", "SELF", "SearchedCheck", "check_metrics",
+__all__ = ["CheckPassage", "CheckScores", "DevCheck", "FREE_TEXT", "OUTSIDE_SETS", "REPORTED", "SELF", "SearchedCheck",
+           "beir_check", "check_metrics", "outside_sets",
            "dense_scores", "free_text_check", "inverse_cloze_check", "judged_answers_check", "jsonl_check",
            "mediqa_check", "searched_labels_check", "self_labelled_check"]

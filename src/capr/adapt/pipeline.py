@@ -21,6 +21,7 @@ from capr.adapt.checks import (
     SearchedCheck,
     free_text_check,
     inverse_cloze_check,
+    outside_sets,
     searched_labels_check,
     self_labelled_check,
 )
@@ -195,6 +196,8 @@ def gate_checks(records: Sequence[Any], args: Any, config: AdaptConfig,
     out = [c for c in checks if c is not None]
     for spec in config.free_text:
         out.append(free_text_check(spec, config.data_dir))
+    for spec in outside_sets(config.question_pairs, config.free_text, config.data_dir):
+        out.append(free_text_check(spec, config.data_dir or config.question_pairs))
     return out, held_out
 
 

@@ -40,8 +40,9 @@ def adapt_cmd(
     max_tokens: int = typer.Option(200, "--max-tokens", help="Passage length in words, for labels and index alike."),
     start_model: str = typer.Option("minilm", "--start-model", help="The zero-shot model to start from and to beat."),
     free_text: List[str] = typer.Option([], "--free-text-dev", help="Extra free-text dev set for the gate (repeatable): "
-                                        "'mediqa2019-train' (from --data-dir) or a JSONL file of "
-                                        "{\"question\", \"answers\": [{\"text\", \"relevance\"}]}."),
+                                        "'mediqa2019-train', 'medicationqa-dev' or 'nfcorpus-dev' (from --data-dir), "
+                                        "beir:PATH, or a JSONL file of {\"question\", \"answers\": [{\"text\", "
+                                        "\"relevance\"}]}. With --question-pairs, medicationqa-dev is checked too."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder for named dev sets."),
     question_pairs: Optional[Path] = typer.Option(None, "--question-pairs", help="Also train on the question pairs in "
                                                   "this data folder (MedQuAD questions and answers, RQE, Curai MQP); "

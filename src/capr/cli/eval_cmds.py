@@ -112,7 +112,7 @@ def eval_cmd(
     qrels: Optional[Path] = QRELS_OPTION,
 ) -> None:
     """Evaluate a retriever on a benchmark; prints R@1/5/10, MAP, MRR@10, nDCG@10 (percent). A BEIR-layout folder
-    (--benchmark beir:PATH, or nfcorpus-dev) is judged by document: nDCG@10, P@1, MRR@10, R@100, MAP. The
+    (--benchmark beir:PATH, nfcorpus-dev or medicationqa-dev) is judged by document: nDCG@10, P@1, MRR@10, R@100, MAP. The
     similar-case benchmarks (medqa-dev, headqa, medmcqa-dev) print accuracy and AP over all (question, option) pairs.
     With --run and --qrels: a run of your own questions on your own index, scored against your judgements."""
     def body() -> None:

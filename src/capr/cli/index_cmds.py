@@ -94,10 +94,10 @@ def index_cmd(
 def _prepare_entity_synonyms() -> None:
     """The entity synonym table is built by the first `capr index` on a machine, not by a user's first
     ⟨entity, aspect⟩ search. The index is written by then: a table that cannot be built is a note, not a failure."""
-    from capr.labels.synonyms import prepare_entity_synonyms
+    from capr.labels.lexicon import prepare_search_tables
 
     try:
-        prepare_entity_synonyms()
+        prepare_search_tables()  # the entity synonyms and the question-reading lexicon
     except (ImportError, OSError, ValueError) as e:
         err.print(f"[yellow]note: the entity synonym table was not built ({type(e).__name__}: {escape(str(e))})[/]")
 

@@ -111,6 +111,10 @@ def search_cmd(
     entity_synonyms: bool = typer.Option(True, "--entity-synonyms/--no-entity-synonyms", help="The entity's other names "
                                          "(HPO exact and related synonyms; a drug's generic, brand and salt names) count as mentions "
                                          "of it: Dyspnea finds 'shortness of breath', Clopidogrel finds 'Plavix'."),
+    reading: bool = typer.Option(False, "--reading/--no-reading", help="Read a question as a pharmacist would: a drug's "
+                                 "brand as its generic name ('valium' as diazepam), clinical shorthand ('afib'), a "
+                                 "misspelling one letter from a word of the index ('rivatigmine'); said in the output. "
+                                 "Off by default: not yet at or above the default on every dev set."),
     entity_scope: EntityScope = typer.Option(EntityScope.document, "--entity-scope", help="document: passages of documents "
                                              "that name the entity first (default); passage: passages that name it first "
                                              "(the only scope of top-list backends such as Milvus)."),
@@ -176,7 +180,7 @@ def search_cmd(
             "k": k if k is not None else 100 if queries is not None else None, "retriever": retriever,
             "filters": _parse_filters(filters), "expand": expand, "aspect_boost": aspect_boost, "fusion": fusion,
             "template": template, "group_by": group_by, "entity_first": entity_first, "entity_scope": entity_scope,
-            "entity_synonyms": entity_synonyms, "rerank_depth": rerank_depth, "rerank_share": rerank_share,
+            "entity_synonyms": entity_synonyms, "reading": reading, "rerank_depth": rerank_depth, "rerank_share": rerank_share,
             "evidence": evidence, "thetas": (theta_open, theta_close)})
 
     _run_guarded(body)
@@ -219,6 +223,8 @@ def render_result(result: SearchResult, as_json: bool) -> None:
             err.print(escape(result.notices[0]))
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         return
+    for read in result.query.reading.words if result.query.reading is not None else ():
+        err.print(f"[cyan]{escape(str(read))}[/]")  # "read 'valium' as diazepam"
     if result.hits:
         for notice in result.notices:
             err.print(f"[yellow]note:[/] {escape(notice)}")

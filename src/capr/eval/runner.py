@@ -67,9 +67,12 @@ BENCHMARKS: dict[str, Callable[..., BenchmarkData]] = {
     "consumer-dev-titled": _titles_fixed(load_consumer_dev, True),
     "consumer-dev-sections": _titles_fixed(partial(load_consumer_dev, sections=True), True),
     "nfcorpus-dev": _beir_dataset("nfcorpus_dev", "nfcorpus-dev"),
+    # consumer medication questions over pharmacists' answers (MedicationQA's dev half; data/medicationqa_dev/SOURCE.md)
+    "medicationqa-dev": _beir_dataset("medicationqa_dev", "medicationqa-dev"),
 }
+BEIR_DEV_SETS = ("nfcorpus-dev", "medicationqa-dev")  # registered BEIR folders: their judgements come in splits
 FREE_TEXT = (QueryField.question,)
-DOCUMENT_JUDGED = ("consumer-dev", "consumer-dev-titled", "consumer-dev-sections", "nfcorpus-dev")  # no candidate pools: --protocol full
+DOCUMENT_JUDGED = ("consumer-dev", "consumer-dev-titled", "consumer-dev-sections", *BEIR_DEV_SETS)  # no candidate pools: --protocol full
 QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "medquad-cdv": (QueryField.tuple, QueryField.question),
     "mtsamples-capr": (QueryField.tuple,),
@@ -81,6 +84,7 @@ QUERY_FIELDS: dict[str, tuple[QueryField, ...]] = {
     "consumer-dev-titled": FREE_TEXT,
     "consumer-dev-sections": FREE_TEXT,
     "nfcorpus-dev": FREE_TEXT,
+    "medicationqa-dev": FREE_TEXT,
 }
 
 
@@ -250,7 +254,7 @@ class EvalConfig:
     def is_beir(self) -> bool:
         """A benchmark in BEIR's layout: its judgements come in splits."""
         found = file_benchmark(self.benchmark)
-        return found[0].splits if found else self.benchmark == "nfcorpus-dev"
+        return found[0].splits if found else self.benchmark in BEIR_DEV_SETS
 
     @property
     def effective_rerank_depth(self) -> int:

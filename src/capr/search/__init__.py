@@ -4,7 +4,8 @@ stage, and the hits with their highlights and evidence (``present``), composed b
 
 from capr.search.config import EntityScope, Evidence, GroupBy, SearchOptions, SearchProfile, WordingPrior
 from capr.search.present import Hit, SearchResult
-from capr.search.searcher import Searcher, search, search_each
+from capr.search.runs import search_each
+from capr.search.searcher import Searcher, search
 
 __all__ = ["EntityScope", "Evidence", "GroupBy", "Hit", "SearchOptions", "SearchProfile", "SearchResult", "Searcher",
            "WordingPrior", "search", "search_each"]

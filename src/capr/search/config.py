@@ -99,6 +99,10 @@ class SearchOptions:
     # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.search.query_weights)
     # when the fusion is left to the store
     fusion_by_question: bool = True
+    # a free-text question is read as a pharmacist or clinician reads it: drug brands as generic names, shorthand,
+    # HPO synonyms, one-edit misspellings of the index's words (capr.search.reading). Off by default: on the
+    # free-text dev sets it is not at or above the pipeline without it on every set (docs/RESULTS.md, issue 53)
+    reading: bool = False
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None

@@ -68,8 +68,13 @@ class SearchResult:
         q = self.query.query
         return {"query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": self.retriever,
                 "fusion": self.fusion_shown(), "reranker": self.reranker, "filters": _shown_filters(self.options.filters),
-                "evidence_method": self.evidence_method, "notices": list(self.notices),
+                "evidence_method": self.evidence_method, "notices": list(self.notices), "reading": self.reading(),
                 "results": [h.to_dict() for h in self.hits]}
+
+    def reading(self) -> list[dict[str, str]]:
+        """What the question was read as (capr.search.reading): [{"text", "read_as", "kind"}], one per word read."""
+        reading = self.query.reading
+        return [w.to_dict() for w in reading.words] if reading is not None else []
 
 
 def _shown_filters(filters: Any) -> Any:

@@ -9,8 +9,8 @@ re-ranking, evidence, highlights) reads the same :class:`ParsedQuery` instead of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from capr.text.aspects import KnownTerms, aspect_terms, check_aspect, infer_aspect, normalize_aspect
 from capr.errors import QueryError
@@ -146,6 +146,8 @@ class ParsedQuery:
     # cannot outweigh the entity. None: score ``terms`` as one bag of words.
     dismax: tuple[list[str], list[list[str]]] | None = None
     _dense: dict[str, str] = field(default_factory=dict)
+    # what the question was read as (capr.search.reading.Reading): its terms are ``terms``, its text the encoder's
+    reading: Any = None
 
     @property
     def qid(self) -> str:
@@ -166,7 +168,8 @@ class ParsedQuery:
     def dense_text(self, template: str = DEFAULT_TEMPLATE) -> str:
         """What a dense encoder (or a re-ranker, with the plain template) reads for this query."""
         if template not in self._dense:
-            self._dense[template] = dense_query_text(self.query, template)
+            query = self.query if self.reading is None else replace(self.query, text=self.reading.dense_text)
+            self._dense[template] = dense_query_text(query, template)
         return self._dense[template]
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from copy import copy
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from capr.errors import QueryError
-from capr.records import Query, Retriever, Run, ScoredPassage
+from capr.records import Query, Retriever, ScoredPassage
 from capr.search.config import Evidence, GroupBy, SearchOptions, SearchProfile, check_supported, loaded_reranker
 from capr.search.first_stage import FirstStage, first_stage_retriever, lexical_retriever
 from capr.search.present import (EMPTY_INDEX_MESSAGE, Hit, SearchResult, add_evidence, annotate, best_per_document,
@@ -25,6 +25,7 @@ from capr.search.priors import PRIOR_DEPTH, AspectPrior, aspect_notices, prior_s
     reranked_with_priors
 from capr.search.query import DEFAULT_TEMPLATE, ParsedQuery, check_searchable, parse_query, parse_store_query
 from capr.search.question_focus import question_focus
+from capr.search.reading import read_query, with_reading
 from capr.search.tiers import entity_forms, tiered_first_stage
 from capr.store import as_store
 from capr.store.protocol import Store
@@ -103,6 +104,8 @@ class Searcher:
         given = options or SearchOptions(**kw)
         options = self.resolve(given)
         pq = query if isinstance(query, ParsedQuery) else self.parse(query, options.expand)
+        if self.cdv is None:
+            pq = read_query(self.store, pq, read=options.reading)
         options = self.profile.question_options(self.store, given, options, pq)
         self.check(options)
         if self.cdv is None:
@@ -114,10 +117,13 @@ class Searcher:
             # a valid query on an index whose documents were all deleted: no results, not an error (and no
             # filter to check: there is nothing to filter)
             return SearchResult(pq, options, [], options.retriever.value, self.reranker_name, None, [EMPTY_INDEX_MESSAGE])
+        if pq.reading is not None and pq.reading.withheld:  # written in a script the index has no word of
+            return SearchResult(pq, options, [], options.retriever.value, self.reranker_name, None, [pq.reading.notice])
         if self.reranker is not None and options.group_by is GroupBy.passage and options.k > options.rerank_depth:
             return self._rerank_head(pq, options, within)
         aspect = self.query_prior_aspect(pq) if options.aspect_boost else None
         notices, wording_notice = aspect_notices(pq, aspect, options)
+        notices[:0] = [pq.reading.notice] if pq.reading is not None and pq.reading.notice else []
         tiers: dict[str, tuple[int, bool]] | None = {} if self.reranker is not None else None
         pq, first, retriever = self._ranked(pq, options, within, notices, tiers)
         if wording_notice and first and prior_shown(self.store, pq, first, aspect):
@@ -158,7 +164,8 @@ class Searcher:
             # the focus is read under the filter: never a title the caller may not see
             focus = question_focus(self.store, pq, flt)
             if focus:
-                pq = self.parse(Query(pq.qid, text=pq.text, entity=focus), pq.expand, validate=False)
+                pq = with_reading(self.parse(Query(pq.qid, text=pq.text, entity=focus), pq.expand, validate=False),
+                                  pq.reading)
         depth = self._depth(options)
         if self.cdv is not None:
             first, retriever = self.cdv.first_stage(self.store, pq, depth, options.filters), "cdv"
@@ -219,32 +226,9 @@ class Searcher:
         return np.concatenate([encode(texts[i : i + batch_size]) for i in (progress or (lambda x: x))(starts)])
 
 
-def search_each(searcher: Searcher, queries: Sequence[Query], options: SearchOptions,
-                progress: Callable[[Sequence[Query]], Iterable[Query]] | None = None,
-                name: str = "capr") -> tuple[Run, dict[str, str]]:
-    """Every query through ``searcher`` as one run: passage ids, or document ids when ``options`` groups by
-    document. A question the pipeline cannot search (only stopwords) gets an empty ranking and its reason under its
-    id, as `capr eval` scores it; any other refusal (a bad filter) ends the run, naming the question."""
-    run = Run(name=name)
-    unsearchable: dict[str, str] = {}
-    ids_only = replace(options, highlights=False)
-    by_doc = options.group_by is GroupBy.doc
-    for q in (progress(queries) if progress is not None else queries):
-        try:
-            hits = searcher.search(q, ids_only).hits
-        except QueryError as e:
-            if e.field != "text":
-                raise QueryError(f"question {q.qid!r}: {e}", e.field) from None
-            unsearchable[q.qid] = str(e)
-            hits = []
-        run.results[q.qid] = [ScoredPassage(pid=h.passage.doc_id if by_doc else h.pid, score=h.score, rank=h.rank)
-                              for h in hits]
-    return run, unsearchable
-
-
 def search(store: Store, query: Query | str, k: int = 10, **options: Any) -> list[Hit]:
     """One query through the default pipeline (or ``options``, the :class:`SearchOptions` fields)."""
     return Searcher(store).search(query, SearchOptions(k=k, **options)).hits
 
 
-__all__ = ["Searcher", "search", "search_each"]
+__all__ = ["Searcher", "search"]

@@ -114,6 +114,9 @@ class SearchRequest(_Strict):
                                       "first (the only scope of top-list backends such as Milvus).")
     entity_synonyms: bool = Field(True, description="⟨entity, aspect⟩: the entity's other names (HPO exact and related synonyms; a "
                                   "drug's generic, brand and salt names) count as mentions of it.")
+    reading: bool = Field(False, description="Read a free-text question as a pharmacist would: a drug's brand as its "
+                          "generic name ('valium' as diazepam), clinical shorthand ('afib'), a misspelling one letter "
+                          "from a word of the index; what was read is in the response's reading.")
     group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
                               "(its best passage).")
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
@@ -167,6 +170,12 @@ class QueryEcho(BaseModel):
     aspect: Optional[str]
 
 
+class ReadWordOut(BaseModel):
+    text: str = Field(description="The word (or name) as the question writes it.", examples=["valium"])
+    read_as: str = Field(description="What it was read as.", examples=["diazepam"])
+    kind: str = Field(description="drug, finding, abbreviation or spelling.", examples=["drug"])
+
+
 class SearchResponse(BaseModel):
     query: QueryEcho
     retriever: str
@@ -178,6 +187,8 @@ class SearchResponse(BaseModel):
     took_ms: float
     notices: list[str] = Field(default_factory=list, description="What to know about these results, e.g. that no "
                                "passage mentions the entity asked about (the closest matches are shown).")
+    reading: list[ReadWordOut] = Field(default_factory=list, description="What the question was read as, one entry per "
+                                       "word read: a drug brand as its generic name, shorthand, a misspelling.")
     results: list[SearchResult]
 
 

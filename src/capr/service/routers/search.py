@@ -71,7 +71,7 @@ def search_options(req: S.SearchRequest, config: ServiceConfig) -> SearchOptions
     return SearchOptions.from_mapping({
         "k": req.k, "retriever": req.retriever, "filters": req.filters, "expand": req.expand,
         "aspect_boost": req.aspect_boost, "group_by": req.group_by, "entity_scope": req.entity_scope,
-        "entity_synonyms": req.entity_synonyms, "rerank_depth": config.rerank_depth,
+        "entity_synonyms": req.entity_synonyms, "reading": req.reading, "rerank_depth": config.rerank_depth,
         "rerank_share": req.rerank_share, "evidence": req.evidence})
 
 
@@ -98,7 +98,7 @@ def run_search(state: ServiceState, req: S.SearchRequest, warming: bool = False)
     payload = {
         "query": {"text": q.text, "entity": q.entity, "aspect": q.aspect}, "retriever": result.options.retriever.value,
         "fusion": result.fusion_shown(), "reranker": result.reranker, "evidence_method": result.evidence_method if result.hits else None,
-        "generation": index.generation_info()["generation"], "notices": result.notices,
+        "generation": index.generation_info()["generation"], "notices": result.notices, "reading": result.reading(),
         "results": [{**h.to_dict(), "document_url": document_url(h.passage.doc_id)} for h in result.hits],
     }
     payload["took_ms"] = round((time.perf_counter() - t0) * 1e3, 2)

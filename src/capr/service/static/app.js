@@ -300,7 +300,9 @@ async function search(ev) {
     $("results").replaceChildren(...data.results.map(renderResult));
     // what to know about these results (no passage mentions the entity, no section has the aspect): said with them
     const notes = data.notices && data.notices.length ? " — " + data.notices.join("; ") : "";
-    setStatus((data.results.length
+    // what the question was read as ("read 'valium' as diazepam"): said before the count
+    const read = (data.reading || []).map((r) => `read '${r.text}' as ${r.read_as}`).join("; ");
+    setStatus((read ? read + ". " : "") + (data.results.length
       ? `${data.results.length} passages in ${data.took_ms.toFixed(0)} ms (${data.retriever}${fusionText(data.fusion)}` +
         `${data.reranker ? " + second stage " + data.reranker : ""}` +
         `${data.evidence_method ? ", " + data.evidence_method + " evidence" : ""})`
