@@ -36,20 +36,21 @@ from capr._version import __version__
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
-from capr.filters import FilterClause, as_clauses, known_field, milvus_expr
+from capr.filters import FilterClause, as_clauses, known_field
 from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.text.bm25 import BM25Params
 from capr.index.segment import passage_index_text
 from capr.records import Retriever
 from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section
+from capr.store.milvus_filters import filter_keys, milvus_expr, without_filter_keys
 from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig
 
 META = "capr_meta"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: metadata rows carry filter keys (capr.store.milvus_filters)
 MAX_TEXT = 65535  # Milvus VARCHAR limit (bytes)
 MAX_KEY = 1024
 MAX_SHORT = 4096
@@ -276,6 +277,7 @@ class MilvusStore:
     def _rows(self, doc: Document, passages: list[Passage], vectors: np.ndarray | None, seq0: int) -> list[dict]:
         rows = []
         meta_json = {k: v for k, v in doc.metadata.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        meta_json.update(filter_keys(meta_json))
         for i, p in enumerate(passages):
             row = {
                 "pid": _clip(p.pid, MAX_KEY), "doc_id": _clip(p.doc_id, MAX_KEY), "text": _clip(p.text, MAX_TEXT),
@@ -554,7 +556,7 @@ def _passage(h: dict) -> Passage:
     return Passage(pid=h["pid"], doc_id=h["doc_id"], text=h["text"], aspect=h["aspect"] or None,
                    start=int(h["start_char"]), end=int(h["end_char"]),
                    sentences=[(int(a), int(b)) for a, b in (h.get("sentences") or {}).get("spans", [])],
-                   title=h.get("title") or "", heading=h.get("heading") or "", metadata=dict(h.get("metadata") or {}))
+                   title=h.get("title") or "", heading=h.get("heading") or "", metadata=without_filter_keys(h.get("metadata") or {}))
 
 
 def _create_collection(client: Any, name: str, dim: int | None, bm25: bool, bm25_params: dict, index_type: str,
