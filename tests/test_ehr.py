@@ -408,7 +408,7 @@ def test_api_filters_equality_range_and_set(ehr_index):
     assert search(index, "plan", k=5, filters=[FilterClause("aspect", "in", ("Plan", "meds"))])  # aspects normalized
     with pytest.raises(QueryError, match="unknown filter field 'charttim'"):
         search(index, "x", filters=["charttim>=2150"])
-    with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+    with pytest.raises(QueryError, match="no passage has category='Radiolgy'"):
         search(index, "x", filters=["category in (Radiolgy)"])
     with pytest.raises(QueryError, match="bad filter 'charttime>>2150'|bad filter 'charttime ~ 2150'"):
         search(index, "x", filters=["charttime ~ 2150"])
@@ -659,7 +659,7 @@ def test_milvus_lite_range_and_set_filters_match_embedded(tmp_path):
             got = {h.pid for h in search(st, q, k=50, filters=filters, aspect_boost=0)}
             want = {h.pid for h in search(ref, q, k=50, filters=filters, aspect_boost=0)}
             assert got == want and want, filters
-        with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+        with pytest.raises(QueryError, match="no passage has category='Radiolgy'"):
             search(st, q, k=5, filters=["category in (Radiolgy)"])
     finally:
         server.stop()

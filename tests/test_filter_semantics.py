@@ -99,3 +99,22 @@ def test_a_date_bound_with_a_time_matches_a_note_dated_by_its_day(dated):
     assert _found(dated, "date<=2150-01-05T12:00") == {"day"}  # on that day: not before it, not after it
     assert _found(dated, "date>=2150-01-05T12:00") == {"day", "timed"}
     assert _found(dated, "date>2150-01-05T12:00") == {"timed"} and _found(dated, "date!=2150-01-05T08:00") == {"timed"}
+
+
+# ------------------------------------------------------------------ one rule for a filter that keeps nothing
+def test_a_value_no_note_has_is_an_error_and_an_empty_interval_is_an_answer(dated, runner):
+    """A value that names something (a patient) and matches nothing is a typo to notice, in =, !=, in and not in
+    alike; a date range or a day without notes, or clauses that keep nothing together, is an empty answer."""
+    from conftest import capr_in_process
+
+    for clause in ("patient=P004", "patient!=P004", "patient in (p1, P004)", "patient not in (P004)"):
+        with pytest.raises(QueryError) as e:
+            _found(dated, clause)
+        assert str(e.value) == "no passage has patient='P004'", clause
+    for clauses in (("date<2150-01-05",), ("date=2149-12-31",), ("date in (2150-02, 2150-03)",), ("patient=p1", "date>=2150-01-06")):
+        assert _found(dated, *clauses) == set(), clauses
+    root = str(dated.root)
+    empty = capr_in_process(runner, "search", root, "apixaban", "--filter", "date<2150-01-05")
+    assert empty.returncode == 0 and "no matching passages" in empty.stdout
+    typo = capr_in_process(runner, "search", root, "apixaban", "--filter", "patient!=P004", check=False)
+    assert typo.returncode == 2 and "no passage has patient='P004'" in typo.stderr

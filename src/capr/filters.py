@@ -509,7 +509,17 @@ def is_range(clause: FilterClause) -> bool:
     return clause.op in _RANGE_OPS
 
 
+def named_values(clause: FilterClause) -> list[Any]:
+    """The values of an ``=``, ``!=``, ``in`` or ``not in`` clause that must be held by some passage: a value that
+    names something (a patient, a category) and matches nothing is almost always a typo, and a typo'd patient id
+    must be noticed — in ``!=`` and ``not in`` too, where it would silently exclude nobody. A date on a field read
+    as dates names a day (a month, a year), an interval like a range's, and a day without notes is an answer."""
+    if clause.op in _RANGE_OPS:
+        return []
+    return [w for w in clause.values if not (reads_dates(clause.field) and date_bound(w))]
+
+
 __all__ = ["FilterClause", "Filters", "IDENTIFIER_FIELDS", "TEXT_FIELDS", "ValueTable", "as_clauses", "as_number", "bound_kinds",
            "check_range_bound", "check_range_bound_in_parts", "column_lookup", "column_mask", "date_bound", "date_prefixes",
-           "date_value", "equality_keys", "is_identifier_field", "is_range", "known_field", "parse_filter", "parse_filters",
+           "date_value", "equality_keys", "is_identifier_field", "is_range", "known_field", "named_values", "parse_filter", "parse_filters",
            "reads_dates", "bound_kind_error", "text_bound", "text_form", "value_key", "value_matches"]
