@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -24,6 +22,7 @@ from capr.cli.common import (
     backend_options,
     err,
     out,
+    write_json,
 )
 from capr.errors import CaprError
 from capr.index import Index
@@ -186,7 +185,7 @@ def eval_cmd(
             result["compare"] = compare_runs(run, compared, data, [m for m in result["metrics"] if m in ALL_METRICS])
             result["compare"]["file"] = str(compare)
         if as_json:
-            sys.stdout.write(json.dumps(result) + "\n")
+            write_json(result, indent=None, ensure_ascii=True)
             return
         metrics = result["metrics"]
         table = Table(title=f"{benchmark} · {result['protocol']} · {result['query_field']} queries · {result['retriever']} "
@@ -229,7 +228,7 @@ def _judge_run(ctx: typer.Context, run_file: Optional[Path], qrels: Optional[Pat
                         "search options to `capr search --queries` instead)")
     result = judge_run_files(run_file, qrels, compare, warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}"))
     if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
+        write_json(result, indent=None, ensure_ascii=True)
         return
     table = Table(title=f"{run_file} · judged by {qrels} ({result['queries']} queries)")
     for m in METRICS:
@@ -279,7 +278,7 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
     result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),
               "limit": limit, "seed": seed, "config": cfg.to_dict(), "metrics": metrics}
     if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
+        write_json(result, indent=None, ensure_ascii=True)
     else:
         table = Table(title=f"{benchmark} · {sc.value} ({metrics['questions']} questions)")
         for m in ("accuracy", "AP", "coverage", "correct_found", "chance"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +27,7 @@ from capr.cli.common import (
     err,
     out,
     write_to_store,
+    write_json,
 )
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
@@ -235,7 +234,7 @@ def stats_cmd(
             "top_aspects": aspects.most_common(top),
         }
         if as_json:
-            sys.stdout.write(json.dumps(result) + "\n")
+            write_json(result, indent=None, ensure_ascii=True)
             return
         out.print(
             f"{docs} documents ({with_headings} with headings), {sections} sections, {passages} passages, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from capr.cli.common import (
     err,
     out,
     write_to_store,
+    write_json,
 )
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
@@ -173,7 +173,7 @@ def search_cmd(
             if as_json:
                 payload = {"query": {"entity": q.entity, "aspect": q.aspect}, "retriever": "cdv", "boundaries": "free",
                            "results": [h.to_dict() for h in spans]}
-                sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+                write_json(payload)
             else:
                 render_spans(spans)
             return
@@ -186,7 +186,7 @@ def search_cmd(
             if not result.hits and result.notices:
                 payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
                 err.print(escape(result.notices[0]))
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            write_json(payload)
         else:
             if result.hits:
                 for notice in result.notices:
@@ -277,7 +277,7 @@ def explain_cmd(
             payload = ex.to_dict()
             if plot is not None:
                 payload["plot"] = {"path": str(plot), "points": ex.plot_points}
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            write_json(payload)
             return
         best = ex.best
         out.print(f"[bold]{ex.title or ex.doc_id}[/] ({ex.doc_id}) — ⟨{entity or ''}, {aspect or ''}⟩")
