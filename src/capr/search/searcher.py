@@ -573,10 +573,12 @@ class Searcher:
         passages = [h.passage for h in hits]
         if method is Evidence.cdv:
             scored = self.cdv.evidence(pq, passages, options.thetas)
-        elif method is Evidence.dense:
-            scored = dense_sentence_scores(self.store, pq, passages, options.template) if passages else []
+        elif method is Evidence.dense:  # a sentence that denies the entity (by any of its names) is no evidence
+            scored = dense_sentence_scores(self.store, pq, passages, options.template,
+                                           self.entity_forms(pq, options)) if passages else []
         else:
-            scored = [lexical_sentence_scores(self.store, pq, p) for p in passages]
+            forms = self.entity_forms(pq, options)
+            scored = [lexical_sentence_scores(self.store, pq, p, forms=forms) for p in passages]
         for h, s in zip(hits, scored):
             h.sentences = list(s)
         return method.value
