@@ -255,7 +255,7 @@ def test_no_documents_keeps_the_existing_index(tmp_path, base_index, records, fl
     src = tmp_path / "nothing.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records))
     before = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), *flags, check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", *flags, check=False)
     _one_line_error(proc, f"{src}: no documents found (", why)
     assert _generation(base_index) == before and load_index(base_index).counts["documents"] == 1
     proc = capr_cli("add", str(base_index), str(src), *flags, check=False)  # nothing to add: said, and nothing changes
@@ -266,7 +266,7 @@ def test_no_documents_keeps_the_existing_index(tmp_path, base_index, records, fl
 def test_fhir_file_without_document_resources(tmp_path, base_index):
     src = _write(tmp_path / "patient.json", {"resourceType": "Patient", "id": "p1"})
     before = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", check=False)
     _one_line_error(proc, "no documents found (no DocumentReference, Composition or DiagnosticReport resource)")
     assert _generation(base_index) == before
     assert list(read_documents(src)) == []  # the library reads nothing; asked to require documents, it says why
@@ -333,10 +333,10 @@ def test_folder_file_refused_whole_is_skipped_with_skip_bad(tmp_path, base_index
     src = _notes(tmp_path / "src")
     (src / name).write_bytes(content)
     before = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", check=False)
     _one_line_error(proc, f"{src / name}: {why}")
     assert _generation(base_index) == before
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--skip-bad")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", "--skip-bad")
     assert f"skipped {src / name}: {why}" in proc.stderr
     assert sorted(load_index(base_index).document_ids()) == ["note1", "note2"]
 
@@ -382,7 +382,7 @@ def test_office_owner_files_beside_open_files_are_litter(tmp_path, base_index):
     owner = b"\x04jdoe" + b" " * 49 + b"\x04\x00" + "jdoe".encode("utf-16-le") + b" \x00" * 49
     (src / "~$docs.csv").write_bytes(owner)
     (src / "~$note1.txt").write_bytes(owner)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index))
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace")
     assert "nothing skipped" in proc.stderr
     assert sorted(load_index(base_index).document_ids()) == ["c1", "note1", "note2"]
 
@@ -438,7 +438,7 @@ def test_failed_index_leaves_no_stub_directories(tmp_path):
 def test_failed_index_over_an_existing_index_keeps_it(tmp_path, base_index):
     before = sorted(p.name for p in base_index.iterdir())
     gen = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(base_index), "--replace", check=False)
     _one_line_error(proc, "no such file or directory")
     assert sorted(p.name for p in base_index.iterdir()) == before and _generation(base_index) == gen
     assert [h.passage.doc_id for h in search(load_index(base_index), "zorbifen")] == ["kept"]

@@ -163,6 +163,17 @@ class MilvusStore:
         return cls(client, uri, name, meta)
 
     @classmethod
+    def exists(cls, uri: str, name: str, token: str | None = None, **options: Any) -> bool:
+        """Whether a capr collection ``name`` is on the Milvus at ``uri`` (one of an older schema too)."""
+        client = cls.connect(uri, token, **options)
+        try:
+            return client.has_collection(check_collection_name(name)) and _read_meta(client, name) is not None
+        except CaprError:
+            return True  # a capr collection this capr cannot read
+        finally:
+            client.close()
+
+    @classmethod
     def create(cls, uri: str, name: str, token: str | None = None, segmenter: SegmenterConfig | None = None,
                analyzer: AnalyzerConfig | None = None, bm25: BM25Params | None = None,
                dense: "EncoderConfig | None" = None, lexical: str = "auto", index_type: str = "FLAT",
