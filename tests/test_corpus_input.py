@@ -210,6 +210,23 @@ def test_utf16_with_a_byte_order_mark_is_read_in_every_text_format(tmp_path, enc
     assert [d.doc_id for d in read_documents(gz)] == ["j1"]
 
 
+@pytest.mark.parametrize("mark", [codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE])
+def test_utf8_behind_a_stray_utf16_mark_is_read_as_utf8_not_garbage(tmp_path, mark):
+    """A tool that prepends a UTF-16 byte-order mark to UTF-8 text: read as UTF-16 the note was garbage ("䥈呓剏...")
+    and indexed so. Its text has no NUL byte and no whitespace read that way: it is the UTF-8 after the mark."""
+    def stray(name: str, text: str) -> Path:
+        data = text.encode("utf-8")
+        (tmp_path / name).write_bytes(mark + data + (b"\n" if len(data) % 2 else b""))
+        return tmp_path / name
+
+    [doc] = read_documents(stray("note.txt", "Chest pain\n\n" + NOTE))
+    assert doc.text.rstrip("\n") == "Chest pain\n\n" + NOTE.rstrip("\n") and doc.title == "Chest pain"
+    csv = stray("docs.csv", "id,text\nc1,Warfarin é daily.\n")
+    assert [(d.doc_id, d.text) for d in read_documents(csv)] == [("c1", "Warfarin é daily.")]
+    page = stray("page.html", "<html><body><h2>Plan</h2><p>Warfarin é daily.</p></body></html>")
+    assert "Warfarin é daily." in next(iter(read_documents(page))).text
+
+
 def test_utf16_that_does_not_decode_names_the_file_and_offset(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes("PLAN:\nRest.\n".encode("utf-16") + b"\x00\xd8A\x00")  # a lone surrogate
