@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import errno
 import gzip
 import io
 import json
@@ -130,7 +131,7 @@ def folder_files(root: Path) -> list[tuple[Path, str | None]]:
             if entry.is_symlink():
                 target = os.readlink(path)
                 if not os.path.exists(real):
-                    out.append((path, f"broken symbolic link (its target {target} does not exist)"))
+                    out.append((path, _dangling_link_reason(path, target)))
                     continue
                 if any(a == real or a.startswith(real + os.sep) for a in ancestors):
                     out.append((path, f"symbolic link loop (its target {target} is a folder that contains it)"))
@@ -146,6 +147,23 @@ def folder_files(root: Path) -> list[tuple[Path, str | None]]:
 
     walk(root, frozenset({os.path.realpath(root)}))
     return out
+
+
+def missing_reason(path: Path) -> str:
+    """Why a path given as a source reads as nothing: a symbolic link that loops or whose target is gone, or no
+    such file at all."""
+    return _dangling_link_reason(path, os.readlink(path)) if os.path.islink(path) else "no such file or directory"
+
+
+def _dangling_link_reason(path: Path, target: str) -> str:
+    """Why a symbolic link leads to no file: a loop (a link to itself, or links that lead back to one another) or a
+    missing target."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return f"symbolic link loop (its target {target} leads back to it)"
+    return f"broken symbolic link (its target {target} does not exist)"
 
 
 def is_hidden(path: Path, root: Path) -> bool:
