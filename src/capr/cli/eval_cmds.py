@@ -187,19 +187,8 @@ def eval_cmd(
         if as_json:
             write_json(result, indent=None, ensure_ascii=True)
             return
-        metrics = result["metrics"]
-        table = Table(title=f"{benchmark} · {result['protocol']} · {result['query_field']} queries · {result['retriever']} "
-                            f"({result['queries']} queries)")
-        for m in metrics:
-            table.add_column(m, justify="right")
-        table.add_row(*(f"{v:.2f}" for v in metrics.values()))
-        if "compare" in result:
-            c = result["compare"]
-            table.add_row(*(f"{c[m]['compared']:.2f}" for m in metrics if m in c))
-            table.add_row(*(f"p={c[m]['p']:.3f}" for m in metrics if m in c))
-            table.caption = (f"rows: this run; {c['file']}; paired randomisation test (two-sided, 10,000 sign flips) "
-                             f"over {c['queries']} queries")
-        out.print(table)
+        _print_metrics(f"{benchmark} · {result['protocol']} · {result['query_field']} queries · {result['retriever']} "
+                       f"({result['queries']} queries)", "this run", result["metrics"], result.get("compare"))
         if "boundaries" in result:
             b = result["boundaries"]
             out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
@@ -230,17 +219,32 @@ def _judge_run(ctx: typer.Context, run_file: Optional[Path], qrels: Optional[Pat
     if as_json:
         write_json(result, indent=None, ensure_ascii=True)
         return
-    table = Table(title=f"{run_file} · judged by {qrels} ({result['queries']} queries)")
-    for m in METRICS:
-        table.add_column(m, justify="right")
-    table.add_row(*(f"{v:.2f}" for v in result["metrics"].values()))
-    if "compare" in result:
-        c = result["compare"]
-        table.add_row(*(f"{c[m]['compared']:.2f}" for m in METRICS))
-        table.add_row(*(f"p={c[m]['p']:.3f}" for m in METRICS))
-        table.caption = (f"rows: {run_file}; {compare}; paired randomisation test (two-sided, 10,000 sign flips) "
-                         f"over {result['queries']} queries")
-    out.print(table)
+    _print_metrics(f"{run_file} · judged by {qrels} ({result['queries']} queries)", str(run_file),
+                   {m: result["metrics"][m] for m in METRICS}, result.get("compare"))
+
+
+def _print_metrics(title: str, label: str, metrics: dict[str, float], compare: dict | None) -> None:
+    """One row of metrics, labelled; with a compared run, its row and the paired test's p-values below, each
+    labelled. Printed at the width it needs (a pipe or file is 80 columns to rich, which cut the last header)."""
+    from rich.measure import Measurement
+
+    table = Table(title=title)
+    table.add_column("run")
+    for m in metrics:
+        table.add_column(m, justify="right", no_wrap=True)
+    table.add_row(label, *(f"{v:.2f}" for v in metrics.values()))
+    if compare is not None:
+        table.add_row(compare["file"], *(f"{compare[m]['compared']:.2f}" if m in compare else "" for m in metrics))
+        table.add_row("p (paired)", *(f"{compare[m]['p']:.3f}" if m in compare else "" for m in metrics))
+        table.caption = (f"p: paired randomisation test (two-sided, 10,000 sign flips) over {compare['queries']} "
+                         "queries")
+    needed = Measurement.get(out, out.options.update(width=10_000), table).maximum
+    detected = out.width
+    out.width = max(detected, needed)  # print() clips a width it is given to the console's
+    try:
+        out.print(table)
+    finally:
+        out.width = detected
 
 
 def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Optional[Retriever],
