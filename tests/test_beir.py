@@ -905,3 +905,30 @@ def test_eval_compare_table_labels_its_rows_and_keeps_every_header(tmp_path, run
     assert [r.split("│")[1].strip() for r in rows] == [str(first), str(second), "p (paired)"], proc.stdout
     header = next(line for line in proc.stdout.splitlines() if "R@1" in line)
     assert "nDCG@10" in header and "…" not in proc.stdout, proc.stdout
+
+
+def test_eval_run_out_writes_the_pipelines_own_scores(tmp_path):
+    """`capr eval --benchmark beir:DIR --run-out` writes each document's score (its best passage's BM25), not its
+    rank counted down (5, 4, 3, ...); a tie is split by a step in the last digit written, so trec_eval, which sorts by
+    score, reads capr's ranking and gives capr's numbers."""
+    from capr.index import Index
+    from capr.records import Query
+    from capr.search.searcher import Searcher
+
+    folder = write_beir(tmp_path / "scores")
+    run = tmp_path / "bm25.trec"
+    result = eval_json(folder, tmp_path / "c", "--retriever", "bm25", "--run-out", str(run))
+    [index_dir] = [p.parent for p in (tmp_path / "c").rglob("CURRENT")]
+    index = Index.load(index_dir)
+    searcher = Searcher(index)
+    written = read_trec(run)
+    for qid in QRELS:
+        scores = searcher.lexical_scores(searcher.parse(Query(qid, text=QUERIES[qid]), expand=False, validate=False), None)
+        best: dict[str, float] = {}
+        for row, score in enumerate(scores):
+            doc = index.passage(row).doc_id
+            best[doc] = max(best.get(doc, float("-inf")), float(score))
+        positive = {d: s for d, s in written[qid].items() if best[d] > 0}
+        assert positive and all(s == pytest.approx(best[d], rel=1e-6) for d, s in positive.items()), (qid, written[qid])
+        assert any(s != int(s) for s in positive.values())  # real scores, not ranks
+    assert result["metrics"] == trec_eval(written, QRELS)
