@@ -673,3 +673,33 @@ def test_a_ccda_note_keeps_its_path_under_the_folder_not_the_servers(tmp_path):
     assert doc.metadata["path"] == "2024/a.xml"
     [doc] = list(read_documents(folder / "2024" / "a.xml", Format.ccda))
     assert doc.metadata["path"] == "a.xml"
+
+
+def test_a_loinc_document_code_without_its_display_is_named_on_every_resource(tmp_path):
+    """A Composition coded 18842-5 with no display (FHIR requires only the code) is a "Discharge summary", as a
+    DocumentReference with the display is; a C-CDA document code without displayName too. Not "18842-5"."""
+    loinc = "http://loinc.org"
+    div = '<div xmlns="http://www.w3.org/1999/xhtml">Rest and fluids.</div>'
+    text = base64.b64encode(b"Plan: rest and fluids.").decode()
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": {"resourceType": "Composition", "id": "c1", "status": "final", "title": "Summary",
+                      "type": {"coding": [{"system": loinc, "code": "18842-5"}]}, "subject": {"reference": "Patient/p1"},
+                      "date": "2150-03-05T16:00:00Z", "author": [{"reference": "Practitioner/x"}],
+                      "section": [{"title": "Plan", "text": {"status": "generated", "div": div}}]}},
+        {"resource": {"resourceType": "DocumentReference", "id": "d1", "status": "current",
+                      "type": {"coding": [{"system": loinc, "code": "18842-5", "display": "Discharge summary"}]},
+                      "subject": {"reference": "Patient/p1"},
+                      "content": [{"attachment": {"contentType": "text/plain", "data": text}}]}},
+        {"resource": {"resourceType": "DocumentReference", "id": "d2", "status": "current",
+                      "type": {"coding": [{"system": "http://example.org/local", "code": "18842-5"}]},
+                      "subject": {"reference": "Patient/p1"},
+                      "content": [{"attachment": {"contentType": "text/plain", "data": text}}]}}]}
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    types = {d.doc_id: d.metadata["note_type"] for d in read_documents(path, Format.fhir)}
+    # a code of another system is not LOINC's: kept as given
+    assert types == {"Composition-c1": "Discharge summary", "DocumentReference-d1": "Discharge summary",
+                     "DocumentReference-d2": "18842-5"}
+    ccda = tmp_path / "cda.xml"
+    ccda.write_text(CCDA.read_text(encoding="utf-8").replace(' displayName="Discharge summary"/>', '/>', 1), encoding="utf-8")
+    assert [d.metadata["note_type"] for d in read_documents(ccda, Format.ccda)] == ["Discharge summary"]
