@@ -118,3 +118,34 @@ def test_a_value_no_note_has_is_an_error_and_an_empty_interval_is_an_answer(date
     assert empty.returncode == 0 and "no matching passages" in empty.stdout
     typo = capr_in_process(runner, "search", root, "apixaban", "--filter", "patient!=P004", check=False)
     assert typo.returncode == 2 and "no passage has patient='P004'" in typo.stderr
+
+
+# ------------------------------------------------------------------ the filter language against SQLite
+def test_filters_keep_what_sqlites_where_keeps_on_random_metadata(tmp_path):
+    """A few hundred random (rows, filter) cases: the documents an embedded index keeps (rows in two segments, a few
+    deleted) are the rows SQLite's WHERE keeps, written from the GUIDE's rules; a refusal is one the SQL predicts.
+    `python -m bench.filters_sql` runs 10,000 cases, and on Milvus (docs/RESULTS.md)."""
+    from bench.filters_sql import EmbeddedSide, compare
+
+    shown: list[str] = []
+    result = compare({"embedded": EmbeddedSide(tmp_path / "idx")}, sets=6, filters=50, seed=52, show=shown.append)
+    tally = result["embedded"]
+    assert tally["disagreements"] == 0, shown[:3]
+    # the cases cover answers, empty answers and both refusals
+    assert tally["cases"] == 300 and tally["empty"] and tally["missing"] and tally["kind"]
+    assert tally["cases"] - tally["missing"] - tally["kind"] - tally["empty"] >= 100
+
+
+def test_milvus_filters_keep_what_sqlites_where_keeps(tmp_path):
+    """The same on a real Milvus Lite server (skipped without .venv-milvus)."""
+    from milvus_support import start_or_skip
+
+    from bench.filters_sql import MilvusSide, compare
+
+    server = start_or_skip("lite", tmp_path / "lite")
+    try:
+        shown: list[str] = []
+        result = compare({"milvus-lite": MilvusSide(server.uri)}, sets=3, filters=40, seed=52, show=shown.append)
+        assert result["milvus-lite"]["disagreements"] == 0, shown[:3]
+    finally:
+        server.stop()
