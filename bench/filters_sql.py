@@ -25,13 +25,13 @@ ANDed.
 from __future__ import annotations
 
 import argparse
+import calendar
 import random
 import re
 import sqlite3
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -112,13 +112,11 @@ def random_filter(rng: random.Random, rows: list[dict]) -> list[str]:
 
 # -- SQLite ----------------------------------------------------------------------------------------------------------
 def _valid_date(bound: str) -> bool:
-    full = bound.replace(" ", "T")
-    full += "0001-01-01T00:00:00"[len(full):] if len(full) < 19 else ""
-    try:
-        datetime.fromisoformat(full)
-    except ValueError:
-        return False
-    return True
+    """Whether each part a bound gives (month, day, hour, minute, second) exists on the calendar and the clock."""
+    parts = [int(p) for p in re.findall(r"[0-9]+", bound.split(".")[0])]
+    year, rest = parts[0], parts[1:]
+    limits = [12, calendar.monthrange(year, rest[0])[1] if rest and 1 <= rest[0] <= 12 else 31, 23, 59, 59]
+    return all((1 if i < 2 else 0) <= v <= limits[i] for i, v in enumerate(rest))
 
 
 def _is_number(text: str) -> bool:
