@@ -80,20 +80,22 @@ def trec_run_text(run: Run, path: Path) -> str:
     return "".join(lines)
 
 
-_STEP = 2e-8  # relative: more than one unit of the 9th significant digit a run's score is written with
+_STEP = 1e-6  # relative: several units of float32 (trec_eval reads scores as floats) and of the 9 digits written
 
 
 def falling_scores(scores: Sequence[float]) -> list[float]:
-    """A ranking's scores, each written strictly below the one ranked above it: a score that ties (or tops) it, or
-    is not finite (a candidate the pipeline did not return), becomes the one above less one step in the last of the
-    9 digits written. trec_eval sorts a run by score, breaking ties by document id, and would otherwise re-order
-    capr's ranking; every other score is written as it is."""
+    """A ranking's scores, each written clearly below the one ranked above it: a score that ties (or tops, or comes
+    within a step of) it, or is not finite (a candidate the pipeline did not return), becomes the one above less
+    one step (a millionth of it). trec_eval sorts a run by score, as single-precision floats, breaking ties by
+    document id, and would otherwise re-order capr's ranking; every other score is written as it is (9 digits)."""
     out: list[float] = []
     for score in scores:
-        score = float(f"{float(score):.9g}")  # as written: two scores written alike are a tie
-        if out and (not math.isfinite(score) or score >= out[-1]):
-            score = float(f"{out[-1] - max(abs(out[-1]) * _STEP, 1e-12):.9g}")
-        elif not out and not math.isfinite(score):
+        score = float(f"{float(score):.9g}")
+        if out:
+            step = max(abs(out[-1]) * _STEP, 1e-12)
+            if not math.isfinite(score) or score > out[-1] - step:
+                score = float(f"{out[-1] - step:.9g}")
+        elif not math.isfinite(score):
             score = 0.0
         out.append(score)
     return out
