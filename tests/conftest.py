@@ -59,11 +59,36 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def strict_json(text: str) -> list:
+    """Every JSON document of a command's standard output (one, or one per line), parsed strictly: NaN, Infinity and
+    -Infinity, which Python's json module writes and reads but no JSON parser must accept, are an AssertionError."""
+    try:
+        return [json.loads(text, parse_constant=_not_json)]
+    except ValueError as e:
+        if "is not JSON" in str(e):
+            raise AssertionError(f"not JSON ({e}): {text[:2000]}") from None
+    try:
+        return [json.loads(line, parse_constant=_not_json) for line in text.splitlines() if line.strip()]
+    except ValueError as e:
+        raise AssertionError(f"not JSON ({e}): {text[:2000]}") from None
+
+
+def _check_json_output(args: tuple[str, ...], proc: subprocess.CompletedProcess) -> None:
+    """Every `--json` output of the suite's commands is strict JSON (issue 52: no NaN or Infinity, ever)."""
+    if "--json" in args and proc.stdout.strip():
+        strict_json(proc.stdout)
+
+
 def capr_cli(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     """Runs the real console entry point in a subprocess."""
     proc = subprocess.run([sys.executable, "-m", "capr", *args], capture_output=True, text=True, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"capr {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    _check_json_output(args, proc)
     return proc
 
 
@@ -82,6 +107,7 @@ def capr_in_process(runner: CliRunner, *args: str, check: bool = True) -> subpro
     proc = subprocess.CompletedProcess(["capr", *args], result.exit_code, result.stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"capr {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    _check_json_output(args, proc)
     return proc
 
 

@@ -890,3 +890,45 @@ def test_scoring_a_run_file_refuses_what_does_not_apply(tmp_path):
     other.write_text("x1 Q0 d1 1 2.0 t\n")
     one_line_error(capr_in_process(runner, "eval", "--run", str(other), "--qrels", str(qrels), check=False),
                    "none of its 1 queries is a judged query")
+
+
+def test_eval_compare_table_labels_its_rows_and_keeps_every_header(tmp_path, runner):
+    """`capr eval --run A --qrels Q --compare B` in a pipe (80 columns to rich): each row says whose numbers it holds
+    (the run, the compared run, the paired test's p) and no header is cut."""
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {r}\n" for q, rel in QRELS.items() for d, r in rel.items()))
+    first, second = tmp_path / "first-run-with-a-long-name.trec", tmp_path / "second.trec"
+    first.write_text("q1 Q0 d1 1 3.5 a\nq1 Q0 d2 2 2.0 a\nq2 Q0 d4 1 1.5 a\nq3 Q0 d5 1 4.0 a\n")
+    second.write_text("q1 Q0 d7 1 3.5 b\nq1 Q0 d1 2 2.0 b\nq2 Q0 d3 1 1.5 b\nq3 Q0 d2 1 4.0 b\n")
+    proc = capr_in_process(runner, "eval", "--run", str(first), "--qrels", str(qrels), "--compare", str(second))
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
+    assert [r.split("│")[1].strip() for r in rows] == [str(first), str(second), "p (paired)"], proc.stdout
+    header = next(line for line in proc.stdout.splitlines() if "R@1" in line)
+    assert "nDCG@10" in header and "…" not in proc.stdout, proc.stdout
+
+
+def test_eval_run_out_writes_the_pipelines_own_scores(tmp_path):
+    """`capr eval --benchmark beir:DIR --run-out` writes each document's score (its best passage's BM25), not its
+    rank counted down (5, 4, 3, ...); a tie is split by a step in the last digit written, so trec_eval, which sorts by
+    score, reads capr's ranking and gives capr's numbers."""
+    from capr.index import Index
+    from capr.records import Query
+    from capr.search.searcher import Searcher
+
+    folder = write_beir(tmp_path / "scores")
+    run = tmp_path / "bm25.trec"
+    result = eval_json(folder, tmp_path / "c", "--retriever", "bm25", "--run-out", str(run))
+    [index_dir] = [p.parent for p in (tmp_path / "c").rglob("CURRENT")]
+    index = Index.load(index_dir)
+    searcher = Searcher(index)
+    written = read_trec(run)
+    for qid in QRELS:
+        scores = searcher.lexical_scores(searcher.parse(Query(qid, text=QUERIES[qid]), expand=False, validate=False), None)
+        best: dict[str, float] = {}
+        for row, score in enumerate(scores):
+            doc = index.passage(row).doc_id
+            best[doc] = max(best.get(doc, float("-inf")), float(score))
+        positive = {d: s for d, s in written[qid].items() if best[d] > 0}
+        assert positive and all(s == pytest.approx(best[d], rel=1e-6) for d, s in positive.items()), (qid, written[qid])
+        assert any(s != int(s) for s in positive.values())  # real scores, not ranks
+    assert result["metrics"] == trec_eval(written, QRELS)

@@ -73,6 +73,24 @@ def test_index_bad_input_fails_then_skip_bad_reports(tmp_path, demo_dir):
     assert json.loads((out / (out / "CURRENT").read_text().strip() / "manifest.json").read_text())["counts"]["documents"] == 36
 
 
+def test_index_over_an_existing_index_asks_for_replace(tmp_path, runner):
+    """`capr index SRC --out IDX` where IDX holds an index (of other documents, maybe) refuses in one line and leaves
+    it as it was; --replace replaces it; `capr add` adds to it."""
+    first = write_jsonl(tmp_path / "first.jsonl", [{"id": "a", "text": "PLAN: rest."}, {"id": "b", "text": "PLAN: fluids."}])
+    other = write_jsonl(tmp_path / "other.jsonl", [{"id": "z", "text": "PLAN: colchicine."}])
+    out = tmp_path / "idx"
+    capr_in_process(runner, "index", "--lexical-only", str(first), "--out", str(out))
+    before = (out / "CURRENT").read_text()
+    proc = capr_real_or_in_process(runner, True, "index", "--lexical-only", str(other), "--out", str(out), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{out} is an index already (2 documents); add --replace to replace it" in proc.stderr
+    assert (out / "CURRENT").read_text() == before
+    capr_in_process(runner, "index", "--lexical-only", str(other), "--out", str(out), "--replace")
+    from capr.index import load_index
+
+    assert load_index(out).document_ids() == ["z"]
+
+
 def test_index_invalid_xml_and_unknown_format(tmp_path, runner):
     bad = tmp_path / "MedQuAD-broken.xml"
     bad.write_text("<Document id='9'><QAPairs><QAPair><Answer>unterminated")

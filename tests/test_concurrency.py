@@ -223,7 +223,7 @@ def test_sigterm_during_index_is_as_clean_as_ctrl_c(tmp_path):
     root = tmp_path / "idx"
     build_index(_docs(5), root)
     before = load_index(root).gen.name
-    proc = _capr("index", "--lexical-only", str(big), "--out", str(root))
+    proc = _capr("index", "--lexical-only", str(big), "--out", str(root), "--replace")
     _wait_mid_write(proc, root)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)

@@ -210,6 +210,23 @@ def test_utf16_with_a_byte_order_mark_is_read_in_every_text_format(tmp_path, enc
     assert [d.doc_id for d in read_documents(gz)] == ["j1"]
 
 
+@pytest.mark.parametrize("mark", [codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE])
+def test_utf8_behind_a_stray_utf16_mark_is_read_as_utf8_not_garbage(tmp_path, mark):
+    """A tool that prepends a UTF-16 byte-order mark to UTF-8 text: read as UTF-16 the note was garbage ("䥈呓剏...")
+    and indexed so. Its text has no NUL byte and no whitespace read that way: it is the UTF-8 after the mark."""
+    def stray(name: str, text: str) -> Path:
+        data = text.encode("utf-8")
+        (tmp_path / name).write_bytes(mark + data + (b"\n" if len(data) % 2 else b""))
+        return tmp_path / name
+
+    [doc] = read_documents(stray("note.txt", "Chest pain\n\n" + NOTE))
+    assert doc.text.rstrip("\n") == "Chest pain\n\n" + NOTE.rstrip("\n") and doc.title == "Chest pain"
+    csv = stray("docs.csv", "id,text\nc1,Warfarin é daily.\n")
+    assert [(d.doc_id, d.text) for d in read_documents(csv)] == [("c1", "Warfarin é daily.")]
+    page = stray("page.html", "<html><body><h2>Plan</h2><p>Warfarin é daily.</p></body></html>")
+    assert "Warfarin é daily." in next(iter(read_documents(page))).text
+
+
 def test_utf16_that_does_not_decode_names_the_file_and_offset(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes("PLAN:\nRest.\n".encode("utf-16") + b"\x00\xd8A\x00")  # a lone surrogate
@@ -255,7 +272,7 @@ def test_no_documents_keeps_the_existing_index(tmp_path, base_index, records, fl
     src = tmp_path / "nothing.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records))
     before = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), *flags, check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", *flags, check=False)
     _one_line_error(proc, f"{src}: no documents found (", why)
     assert _generation(base_index) == before and load_index(base_index).counts["documents"] == 1
     proc = capr_cli("add", str(base_index), str(src), *flags, check=False)  # nothing to add: said, and nothing changes
@@ -266,7 +283,7 @@ def test_no_documents_keeps_the_existing_index(tmp_path, base_index, records, fl
 def test_fhir_file_without_document_resources(tmp_path, base_index):
     src = _write(tmp_path / "patient.json", {"resourceType": "Patient", "id": "p1"})
     before = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", check=False)
     _one_line_error(proc, "no documents found (no DocumentReference, Composition or DiagnosticReport resource)")
     assert _generation(base_index) == before
     assert list(read_documents(src)) == []  # the library reads nothing; asked to require documents, it says why
@@ -333,10 +350,10 @@ def test_folder_file_refused_whole_is_skipped_with_skip_bad(tmp_path, base_index
     src = _notes(tmp_path / "src")
     (src / name).write_bytes(content)
     before = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", check=False)
     _one_line_error(proc, f"{src / name}: {why}")
     assert _generation(base_index) == before
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--skip-bad")
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace", "--skip-bad")
     assert f"skipped {src / name}: {why}" in proc.stderr
     assert sorted(load_index(base_index).document_ids()) == ["note1", "note2"]
 
@@ -382,7 +399,7 @@ def test_office_owner_files_beside_open_files_are_litter(tmp_path, base_index):
     owner = b"\x04jdoe" + b" " * 49 + b"\x04\x00" + "jdoe".encode("utf-16-le") + b" \x00" * 49
     (src / "~$docs.csv").write_bytes(owner)
     (src / "~$note1.txt").write_bytes(owner)
-    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index))
+    proc = capr_cli("index", "--lexical-only", str(src), "--out", str(base_index), "--replace")
     assert "nothing skipped" in proc.stderr
     assert sorted(load_index(base_index).document_ids()) == ["c1", "note1", "note2"]
 
@@ -438,7 +455,7 @@ def test_failed_index_leaves_no_stub_directories(tmp_path):
 def test_failed_index_over_an_existing_index_keeps_it(tmp_path, base_index):
     before = sorted(p.name for p in base_index.iterdir())
     gen = _generation(base_index)
-    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(base_index), check=False)
+    proc = capr_cli("index", "--lexical-only", str(tmp_path / "missing"), "--out", str(base_index), "--replace", check=False)
     _one_line_error(proc, "no such file or directory")
     assert sorted(p.name for p in base_index.iterdir()) == before and _generation(base_index) == gen
     assert [h.passage.doc_id for h in search(load_index(base_index), "zorbifen")] == ["kept"]

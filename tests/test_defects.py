@@ -102,7 +102,8 @@ def test_damaged_gzip_is_one_line_and_loses_nothing(tmp_path, base_index, runner
     assert [h.passage.doc_id for h in search(load_index(base_index), "zorbifen")] == ["kept"]
     assert load_index(base_index).counts["documents"] == 1
     # `capr index --out` over an existing index is atomic too
-    proc = capr_real_or_in_process(runner, real, "index", "--lexical-only", str(bad), "--out", str(base_index), check=False)
+    proc = capr_real_or_in_process(runner, real, "index", "--lexical-only", str(bad), "--out", str(base_index), "--replace",
+                                   check=False)
     _one_line_error(proc, reason)
     assert _generation(base_index) == before
 

@@ -19,7 +19,7 @@ from capr.corpus import Format, ReadReport, detect_format, read_documents
 from capr.text.aspects import aspect_for_code
 from capr.corpus.segment import segment, split_sentences
 from capr.errors import BadInputError, QueryError
-from capr.filters import FilterClause, column_mask, milvus_expr, parse_filter, parse_filters
+from capr.filters import FilterClause, column_mask, parse_filter, parse_filters
 from capr.index import build_index
 from capr.records import Query
 from capr.search import search
@@ -408,7 +408,7 @@ def test_api_filters_equality_range_and_set(ehr_index):
     assert search(index, "plan", k=5, filters=[FilterClause("aspect", "in", ("Plan", "meds"))])  # aspects normalized
     with pytest.raises(QueryError, match="unknown filter field 'charttim'"):
         search(index, "x", filters=["charttim>=2150"])
-    with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+    with pytest.raises(QueryError, match="no passage has category='Radiolgy'"):
         search(index, "x", filters=["category in (Radiolgy)"])
     with pytest.raises(QueryError, match="bad filter 'charttime>>2150'|bad filter 'charttime ~ 2150'"):
         search(index, "x", filters=["charttime ~ 2150"])
@@ -439,64 +439,103 @@ def test_range_over_the_value_table():
 
 
 def test_value_table_ranges_equal_the_per_value_rule():
-    """The bisection/vectorised path (ValueTable) and the per-value rule (value_matches) agree everywhere."""
+    """The bisection/vectorised path (ValueTable, the column's lookup) and the per-value rule (value_matches) agree
+    everywhere: on a field read as dates, an identifier, and one of capr's own text fields."""
     import random
 
-    from capr.filters import ValueTable, value_matches
+    from capr.filters import ValueTable, column_lookup, value_key, value_matches
 
     rng = random.Random(7)
-    values: list = [None, "Radiology", "Discharge summary", "12", 7, 3.5, "2150", "2150-01", "x-ray"]
+    values: list = [None, "Radiology", "radiology", "Discharge summary", "12", "012", 7, 7.0, 3.5, "2150", "2150-01",
+                    "x-ray", True, "true", "abC1", "ABc1", "é", "É", "2150-06-15T12:00:00Z", "2150-06"]
     for _ in range(300):
         y, mo, d = rng.choice([2149, 2150, 2151]), rng.randint(1, 12), rng.randint(1, 28)
         values.append(rng.choice([f"{y}-{mo:02d}-{d:02d}", f"{y}-{mo:02d}-{d:02d}T{rng.randint(0, 23):02d}:00:00",
                                   f"{y}-{mo:02d}-{d:02d} {rng.randint(0, 23):02d}:30:00", str(rng.randint(0, 300)),
                                   rng.randint(0, 300)]))
-    seen: set = set()  # a column's value table holds each value once (case-insensitively)
-    values = [v for v in values if (k := str(v).strip().lower()) not in seen and not seen.add(k)]
+    seen: set = set()  # a column's value table holds each value once (by its filter key: 7 and 7.0 are one)
+    values = [v for v in values if (k := value_key(v)) not in seen and not seen.add(k)]
     codes = np.arange(len(values))
-    lookup = {str(v).strip().lower(): i for i, v in enumerate(values) if v is not None}
     table = ValueTable(values)
-    bounds = ["2150", "2150-06", "2150-06-15", "2150-06-15T12", "2150-06-15 12:00:00", "150", "7", "3.5", "radiology",
-              "Discharge summary", "m", "2149-12-31T23:59:59"]
-    for op in (">=", "<=", ">", "<", "=", "!=", "in", "not in"):
-        for b in bounds:
-            c = FilterClause("f", op, (b, "2151-02") if op in ("in", "not in") else b)
-            slow = np.array([value_matches(c, v) for v in values])
-            fast = column_mask(c, values, codes, lookup=lookup, table=lambda: table)
-            assert (fast == slow).all(), (op, b, [values[i] for i in np.flatnonzero(fast != slow)][:5])
+    bounds = ["2150", "2150-06", "2150-06-15", "2150-06-15T12", "2150-06-15 12:00:00", "150", "7", "7.0", "3.5",
+              "radiology", "Discharge summary", "m", "2149-12-31T23:59:59", "true", "abC1", "É", "012"]
+    for field in ("f", "patient", "title"):
+        for op in (">=", "<=", ">", "<", "=", "!=", "in", "not in"):
+            for b in bounds:
+                c = FilterClause(field, op, (b, "2151-02") if op in ("in", "not in") else b)
+                slow = np.array([value_matches(c, v) for v in values])
+                fast = column_mask(c, values, codes, lookup=column_lookup(values), table=lambda: table, check=False)
+                assert (fast == slow).all(), (field, op, b, [values[i] for i in np.flatnonzero(fast != slow)][:5])
 
 
-def test_milvus_expressions():
-    expr = milvus_expr(parse_filters(["subject_id=10006", "charttime<=2150-01-01", "charttime>2150-02",
-                                      "category in (Discharge summary, Radiology)", "note_seq>=2", "aspect=plan",
-                                      "category not in (Echo)", "patient!=p1", "aspect!=plan"]))
-    assert expr.split(" and ") == [
-        'metadata["subject_id"] == "10006"',
-        'metadata["charttime"] < "2150-01-01~"',  # the whole day: "~" sorts after every ISO character
-        'metadata["charttime"] >= "2150-02~"',
-        'metadata["category"] in ["Discharge summary", "Radiology"]',
-        'metadata["note_seq"] >= 2',
-        'aspect == "plan"',
-        '(metadata["category"] < "Echo" or metadata["category"] > "Echo")',  # a missing key never passes
-        '(metadata["patient"] < "p1" or metadata["patient"] > "p1")',
-        'aspect != "plan"']
-    assert "not (" not in expr  # Milvus Lite 2.5 cannot run not(...) on JSON paths
-    assert milvus_expr([FilterClause("flag", "=", True), FilterClause("n", "=", 3)]) == \
-        'metadata["flag"] == true and metadata["n"] == 3'  # dict filters keep their types, as before
+def test_milvus_expressions_keep_the_built_in_fields_and_quote_their_literals():
+    from capr.store.milvus_filters import milvus_expr
+
+    expr = milvus_expr(parse_filters(["aspect=plan", "aspect!=plan", "doc_id in (a, b)", "title>=M"]))
+    assert expr.split(" and ") == ['aspect == "plan"', 'aspect != "plan"', 'doc_id in ["a", "b"]', 'title >= "M"']
     assert milvus_expr(parse_filters(['title=a "quoted" \\ one'])) == 'title == "a \\"quoted\\" \\\\ one"'
     assert milvus_expr([FilterClause("doc_id", "=", 17)]) == 'doc_id == "17"'  # VARCHAR column: a string literal
+    expr = milvus_expr(parse_filters(["subject_id=10006", "charttime<=2150-01-01", "category not in (Echo)",
+                                      "patient!=p1", "note_seq>=2"]))
+    assert "not (" not in expr  # Milvus Lite 2.5 cannot run not(...) on JSON paths
 
 
-def test_milvus_date_equality_covers_the_day_and_not_a_longer_number():
-    """date=2150-01-03 on Milvus: that day at any time, as on the embedded index; 2041 is not 20415. (The
-    expression is run here as Python: its comparisons and and/or read the same.)"""
-    def passes(clause: str, value: str) -> bool:
-        return eval(milvus_expr(parse_filters([clause])).replace('metadata["f"]', "x"), {"x": value})
+class _MilvusValue:
+    """A JSON value as a Milvus expression compares it: with a literal of its own type only (text with text, a number
+    with a number, a boolean with a boolean); a missing key compares with nothing."""
 
-    for value, on_day in [("2150-01-03", True), ("2150-01-03T08:00:00", True), ("2150-01-03 08:00", True),
-                          ("2150-01-030", False), ("2150-01-04", False), ("2150-01-02T23:59", False)]:
-        assert passes("f=2150-01-03", value) is on_day and passes("f!=2150-01-03", value) is not on_day, value
-    assert passes("f=2041", "2041") and not passes("f=2041", "20415") and passes("f!=2041", "20415")
+    def __init__(self, value, present=True):
+        self.value, self.present = value, present
+
+    def _same_type(self, other) -> bool:
+        a = self.value
+        if not self.present:
+            return False
+        if isinstance(a, bool) or isinstance(other, bool):
+            return isinstance(a, bool) and isinstance(other, bool)
+        return isinstance(a, str) == isinstance(other, str)
+
+    __hash__ = None
+    __eq__ = lambda self, o: self._same_type(o) and self.value == o  # noqa: E731
+    __ne__ = lambda self, o: self._same_type(o) and self.value != o  # noqa: E731
+    __lt__ = lambda self, o: self._same_type(o) and self.value < o  # noqa: E731
+    __le__ = lambda self, o: self._same_type(o) and self.value <= o  # noqa: E731
+    __gt__ = lambda self, o: self._same_type(o) and self.value > o  # noqa: E731
+    __ge__ = lambda self, o: self._same_type(o) and self.value >= o  # noqa: E731
+
+
+def _milvus_passes(expr: str, metadata: dict) -> bool:
+    """``expr`` run as Python over one metadata row as the Milvus backend writes it (with its filter keys): its
+    comparisons, ``in`` lists and and/or read the same."""
+    import re
+
+    from capr.store.milvus_filters import filter_keys
+
+    row = {**metadata, **filter_keys(metadata)}
+    get = lambda k: _MilvusValue(row[k]) if row.get(k) is not None else _MilvusValue(None, False)  # noqa: E731
+    py = re.sub(r'metadata\["((?:[^"\\]|\\.)*)"\]', lambda m: f"get({m.group(0)[9:-1]})", expr)
+    return eval(py, {"get": get, "true": True, "false": False})
+
+
+def test_milvus_expressions_mean_what_the_embedded_index_means():
+    """Every clause's Milvus expression, read as Milvus reads it, passes exactly the values value_matches passes:
+    case kept, JSON numbers and numbers written as text, dates at the precision both sides have, missing values."""
+    from capr.filters import value_matches
+    from capr.store.milvus_filters import milvus_expr
+
+    values = ["abC1", "ABc1", 7, "7", 7.5, True, False, "true", "2150-01-05", "2150-01-05 08:00:00", "2150-01", "x", "",
+              "é", "É", None, "07", 2150, "2150", "2150-01-05T08:00:00Z", "2150-01-05T08:00:00.25+01:00", "2150-01-030"]
+    clauses = ["=abC1", "!=abC1", "=7", "!=7", "=7.0", "!=7.0", "=true", "!=true", "=2150-01-05T00:00",
+               "!=2150-01-05T00:00", "=2150-01-05T08", "<2150-01-05T12:00", "<=2150-01-05T12:00", ">=2150-01-05T12:00",
+               ">2150-01-05T12:00", ">=7", "<x", ">=2150", "<2150", " in (abC1, 7.5)", " not in (abC1, 2150-01)", ">=É",
+               "<é", ">07", "=2150-01-03", "!=2150-01-05"]
+    for field in ("f", "patient", "birth_date"):
+        for text in clauses:
+            clause = parse_filter(field + text)
+            expr = milvus_expr([clause])
+            for v in values:
+                got = _milvus_passes(expr, {} if v is None else {field: v})
+                assert got == value_matches(clause, v), (str(clause), v, expr)
 
 
 def test_an_identifier_shaped_like_a_date_is_matched_exactly(tmp_path):
@@ -554,12 +593,13 @@ def test_a_csv_patient_column_gets_no_close_ids_of_other_patients(tmp_path):
 
 def test_milvus_store_filter_expr_checks_fields_and_normalizes_aspects():
     from capr.store.milvus_backend import MilvusStore
+    from capr.store.milvus_filters import milvus_expr
 
     store = MilvusStore.__new__(MilvusStore)  # only filter_expr: no server needed
     store.meta = {"fields": ["aspect", "doc_id", "subject_id", "charttime"]}
     assert store.filter_expr(["aspect in (Meds, HPI)", "charttime>=2150"]) == \
-        'aspect in ["medications", "history of present illness"] and metadata["charttime"] >= "2150"'
-    assert store.filter_expr({"subject_id": "10006"}) == 'metadata["subject_id"] == "10006"'
+        milvus_expr(parse_filters(["aspect in (medications, history of present illness)", "charttime>=2150"]))
+    assert store.filter_expr({"subject_id": "10006"}) == milvus_expr([FilterClause("subject_id", "=", "10006")])
     with pytest.raises(QueryError, match="unknown filter field 'category'"):
         store.filter_expr(["category=Radiology"])
 
@@ -619,7 +659,7 @@ def test_milvus_lite_range_and_set_filters_match_embedded(tmp_path):
             got = {h.pid for h in search(st, q, k=50, filters=filters, aspect_boost=0)}
             want = {h.pid for h in search(ref, q, k=50, filters=filters, aspect_boost=0)}
             assert got == want and want, filters
-        with pytest.raises(QueryError, match=r"no passage has category in \(Radiolgy\)"):
+        with pytest.raises(QueryError, match="no passage has category='Radiolgy'"):
             search(st, q, k=5, filters=["category in (Radiolgy)"])
     finally:
         server.stop()
@@ -633,3 +673,33 @@ def test_a_ccda_note_keeps_its_path_under_the_folder_not_the_servers(tmp_path):
     assert doc.metadata["path"] == "2024/a.xml"
     [doc] = list(read_documents(folder / "2024" / "a.xml", Format.ccda))
     assert doc.metadata["path"] == "a.xml"
+
+
+def test_a_loinc_document_code_without_its_display_is_named_on_every_resource(tmp_path):
+    """A Composition coded 18842-5 with no display (FHIR requires only the code) is a "Discharge summary", as a
+    DocumentReference with the display is; a C-CDA document code without displayName too. Not "18842-5"."""
+    loinc = "http://loinc.org"
+    div = '<div xmlns="http://www.w3.org/1999/xhtml">Rest and fluids.</div>'
+    text = base64.b64encode(b"Plan: rest and fluids.").decode()
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": {"resourceType": "Composition", "id": "c1", "status": "final", "title": "Summary",
+                      "type": {"coding": [{"system": loinc, "code": "18842-5"}]}, "subject": {"reference": "Patient/p1"},
+                      "date": "2150-03-05T16:00:00Z", "author": [{"reference": "Practitioner/x"}],
+                      "section": [{"title": "Plan", "text": {"status": "generated", "div": div}}]}},
+        {"resource": {"resourceType": "DocumentReference", "id": "d1", "status": "current",
+                      "type": {"coding": [{"system": loinc, "code": "18842-5", "display": "Discharge summary"}]},
+                      "subject": {"reference": "Patient/p1"},
+                      "content": [{"attachment": {"contentType": "text/plain", "data": text}}]}},
+        {"resource": {"resourceType": "DocumentReference", "id": "d2", "status": "current",
+                      "type": {"coding": [{"system": "http://example.org/local", "code": "18842-5"}]},
+                      "subject": {"reference": "Patient/p1"},
+                      "content": [{"attachment": {"contentType": "text/plain", "data": text}}]}}]}
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    types = {d.doc_id: d.metadata["note_type"] for d in read_documents(path, Format.fhir)}
+    # a code of another system is not LOINC's: kept as given
+    assert types == {"Composition-c1": "Discharge summary", "DocumentReference-d1": "Discharge summary",
+                     "DocumentReference-d2": "18842-5"}
+    ccda = tmp_path / "cda.xml"
+    ccda.write_text(CCDA.read_text(encoding="utf-8").replace(' displayName="Discharge summary"/>', '/>', 1), encoding="utf-8")
+    assert [d.metadata["note_type"] for d in read_documents(ccda, Format.ccda)] == ["Discharge summary"]

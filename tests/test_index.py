@@ -168,7 +168,7 @@ def test_killed_index_process_leaves_previous_index_intact(tmp_path, demo_dir):
     with big.open("w") as fh:
         for i in range(60000):
             fh.write(json.dumps({"id": f"n{i}", "text": f"ASSESSMENT: patient {i} has gout. PLAN: colchicine and follow up in {i % 9} weeks."}) + "\n")
-    proc = subprocess.Popen([sys.executable, "-m", "capr", "index", "--lexical-only", str(big), "--out", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "capr", "index", "--lexical-only", str(big), "--out", str(root), "--replace"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _kill_mid_write(proc, root)
     idx = load_index(root)
     assert idx.counts["documents"] == 36

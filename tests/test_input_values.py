@@ -113,6 +113,24 @@ def test_symbolic_links_are_followed_and_bad_ones_reported(linked_corpus, fmt):
     assert why["same_as_a.txt"] == f"symbolic link to a file read already as {linked_corpus / 'a.txt'}"
 
 
+def test_a_symbolic_link_to_itself_is_a_loop_not_a_broken_link(tmp_path):
+    """A link to itself (or two links to each other) leads nowhere because it loops, not because a target is gone."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("PLAN: rest.\n")
+    os.symlink("self.txt", corpus / "self.txt")
+    os.symlink("b2.txt", corpus / "b1.txt")
+    os.symlink("b1.txt", corpus / "b2.txt")
+    report = ReadReport(skip_bad=True)
+    assert [d.doc_id for d in read_documents(corpus, Format.auto, report)] == ["a"]
+    why = {Path(e.source).name: e.reason for e in report.skipped}
+    assert why == {"self.txt": "symbolic link loop (its target self.txt leads back to it)",
+                   "b1.txt": "symbolic link loop (its target b2.txt leads back to it)",
+                   "b2.txt": "symbolic link loop (its target b1.txt leads back to it)"}
+    with pytest.raises(BadInputError, match="self.txt: symbolic link loop"):  # named as the source itself too
+        list(read_documents(corpus / "self.txt"))
+
+
 def test_symbolic_links_cli(linked_corpus, tmp_path):
     out = tmp_path / "idx"
     proc = capr_cli("index", "--lexical-only", str(linked_corpus), "--out", str(out), check=False)

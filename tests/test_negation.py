@@ -250,3 +250,30 @@ def test_under_an_aspect_filter_the_note_that_finds_the_entity_elsewhere_ranks_f
                              SearchOptions(k=2, retriever="bm25", filters=["aspect=medications"]))
     assert [h.passage.doc_id for h in result.hits] == ["finds", "denies"]
     assert not result.notices
+
+
+# ------------------------------------------------------------------ evidence never argues the other way (issue 52)
+@pytest.mark.parametrize("method", ["lexical", "dense"])
+def test_a_sentence_that_denies_the_entity_is_never_its_evidence(tmp_path_factory, demo_dir, method):
+    """⟨cardiomyopathy, family history⟩ on the demo corpus: note_03's family history denies cardiomyopathy on the
+    mother's side and names it nowhere else; that sentence keeps its score but is not highlighted as evidence for
+    it, while note_02's own mention ("strong family history of cardiomyopathy") still is."""
+    from capr.corpus import Format, read_documents
+    from capr.index import build_index
+    from capr.models.encoder import EncoderConfig
+    from capr.records import Query
+    from capr.search.searcher import search
+
+    dense = EncoderConfig() if method == "dense" else None
+    index = build_index(read_documents(demo_dir, Format.text), tmp_path_factory.mktemp(f"demo-{method}") / "idx",
+                        dense=dense)
+    hits = search(index, Query("q", entity="cardiomyopathy", aspect="family history"), k=5, evidence=method,
+                  retriever="bm25")
+    by_doc = {h.passage.doc_id: h for h in hits if h.passage.aspect == "family history"}
+    denial = [s for s in by_doc["note_03_hypertrophic_cardiomyopathy_consult"].sentences
+              if "No known cardiomyopathy" in s.text]
+    assert denial and not denial[0].evidence
+    if method == "lexical":
+        assert denial[0].score > 0  # scored as before: only its part as evidence changes
+        named = [s for s in by_doc["note_02_dilated_cardiomyopathy_consult"].sentences if s.evidence]
+        assert any("family history of cardiomyopathy" in s.text for s in named)

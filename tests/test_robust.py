@@ -335,7 +335,7 @@ def test_stopword_query_keeps_its_reason(small_index):
 # ------------------------------------------------------------------ small CLI defects
 def test_negative_boost_is_refused(small_index):
     proc = capr_cli("search", str(small_index), "headache", "--aspect-boost", "-3", check=False)
-    _one_line_error(proc, "boosts must be >= 0")
+    _one_line_error(proc, "aspect_boost must be a number from 0 to 1000, got -3")
 
 
 def test_stats_on_an_index_says_it_takes_a_corpus(small_index):

@@ -241,8 +241,11 @@ def test_add_search_replace_delete_search(client, index_dir):
     hits = client.post("/search", json={"text": "quoxilamide zebra fever", "k": 3}).json()
     assert hits["generation"] == added["generation"]
     assert hits["results"][0]["doc_id"] == "note_zeb_1" and hits["results"][0]["aspect"] == "treatment"
-    by_filter = client.post("/search", json={"text": "fever", "filters": {"specialty": "tropical medicine", "year": 2026}}).json()
+    by_filter = client.post("/search", json={"text": "fever", "filters": {"specialty": "Tropical medicine", "year": 2026}}).json()
     assert {r["doc_id"] for r in by_filter["results"]} == {"note_zeb_1"}
+    # values compare exactly (issue 52): another spelling is a value no passage has, said with the one there is
+    r = client.post("/search", json={"text": "fever", "filters": {"specialty": "tropical medicine"}})
+    assert r.status_code == 400 and "close: Tropical medicine" in r.text
     got = client.get("/documents/note_zeb_1").json()
     assert got["text"] == doc["text"] and got["metadata"]["specialty"] == "Tropical medicine"
     assert "Zebra fever clinic note" in client.get("/vocabulary", params={"field": "entity", "prefix": "zeb"}).json()["values"]

@@ -285,9 +285,9 @@ def test_a_field_or_aspect_only_deleted_documents_had_is_not_present(tmp_path):
 
 
 def test_a_value_is_spelled_as_a_live_document_spells_it(tmp_path):
-    """Values that differ only in case share a filter value, shown as its first passage spelled it. When that passage
-    is deleted or replaced, the value is shown as the first live passage spells it — in listings, in the close values
-    offered for a misspelt one, and in the compacted index — as a rebuild of the live documents shows it."""
+    """A column lists the values its live passages hold (values that differ in case are two values since issue 52),
+    as a rebuild of the live documents lists them — in listings, in the close values offered for a misspelt one, and
+    in the compacted index — when a passage that held one is deleted or replaced."""
     from capr.index import compact_index
 
     root = tmp_path / "idx"

@@ -3,20 +3,28 @@ API, the HTTP service and the Milvus backend.
 
 Syntax (one clause per ``--filter``; clauses are ANDed)::
 
-    subject_id=10006            equality (case-insensitive, as capr's filters always were)
+    subject_id=10006            equality
     category!=Radiology         inequality
     charttime>=2150-01-01       ranges: >=, <=, >, <
     category in (Discharge summary, Radiology)     sets; "not in (...)" too; quote values holding commas
 
-Ranges compare numbers when both sides parse as numbers, otherwise strings. A bound that is an ISO
-date or a prefix of one (``2150``, ``2150-01``, ``2150-01-01``, ``2150-01-01T08``) compares against the
-same-length prefix of an ISO timestamp, so ``charttime<=2150-01-01`` includes that whole day and
-``charttime=2150-01`` means "in January 2150" — what a clinician means by a date bound.
+How a stored value compares (the same rule on every backend; ``bench/filters_sql.py`` checks it against SQLite):
 
-A passage whose document lacks the field passes no clause on it, ``!=`` and ``not in`` included: as
-SQL's NULL, ``category!=Radiology`` keeps the notes that have a category other than Radiology (Milvus'
-translation below keeps the same meaning). A range bound that is neither a number nor a date on a field
-that holds only dates (or numbers) is an error naming the field and the value, not an empty answer.
+- Text is compared exactly, case included, on every field: ``patient=abC1`` is not ``ABc1`` and
+  ``category=radiology`` is not ``Radiology`` (a value no passage has is an error, with close spellings on
+  fields that are not identifiers). A text bound orders text by code point, as SQL's BINARY collation does.
+  Only a field's name is found in any case, and ``aspect`` is read as ``-a`` reads an aspect.
+- A number stored as a number (JSON ``7``) equals that number however it is written (``7``, ``7.0``); a number
+  stored as text (a CSV's ``"07"``) is text to ``=`` and a number to a numeric range bound (``age>=65``).
+- Dates (``YYYY-MM``, ``YYYY-MM-DD``, then ``T`` or a space and a time; a time zone or fraction of a second is
+  not read) compare at the precision both sides have: a bound covers its whole year, month, day (hour, ...) —
+  ``charttime<=2150-01-01`` includes that day, ``charttime=2150-01`` means "in January 2150" — and a bound with a
+  time against a note dated only by its day compares as days (``date=2150-01-05T00:00`` matches ``2150-01-05``).
+  Identifier fields (:func:`is_identifier_field`) are never read as dates: ``patient=2041`` is not ``2041-17``.
+- A passage whose document lacks the field passes no clause on it, ``!=`` and ``not in`` included: SQL's NULL.
+- A range bound that is a number compares with numbers only; a date bound with dates only; any other bound with
+  text only. A bound that is neither a number nor a date on a field that holds only dates (or numbers) is an error
+  naming the field and the value, not an empty answer.
 
 A plain ``{field: value}`` dict (the older API) still means equality on each field.
 """
@@ -42,24 +50,39 @@ _SET_RE = re.compile(rf"^\s*(?P<field>{_FIELD})\s+(?P<op>not\s+in|in)\s*\((?P<va
 _CMP_RE = re.compile(rf"^\s*(?P<field>{_FIELD})\s*(?P<op>>=|<=|!=|==|=|>|<)\s*(?P<value>.*?)\s*$", re.S)
 # an ISO date or a leading part of one (year, year-month, date, date+hour, +minute, +second)
 _ISO_PREFIX_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?)?$")
-_ISO_VALUE_RE = re.compile(r"^\d{4}-\d{2}")
 # a stored value that is a calendar date (a month, as FHIR allows, or a day, maybe with a time): only such a value
 # is "on" the day, month or year an equality names. An identifier shaped like one (patient 2041-17, an accession
 # 2041-17-03) is compared exactly.
-_DATE_VALUE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?)?"
+_DATE_VALUE_RE = re.compile(r"^(\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)(\.\d+)?"
                             r"(Z|[+-]\d{2}:?\d{2})?$")
+# a number written as text: what SQL's CAST reads as one (no "1_000", "inf" or "nan", no blanks around it)
+_NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# the precisions a stored date can have: year-month, day, hour, minute, second
+_DATE_LENGTHS = (7, 10, 13, 16, 19)
 # fields that name a patient, a stay or a record: a filter value with no match gets no "close" spellings there,
 # which would list other patients' ids to a client that named one it may not know. Besides these names (and *_id,
 # *Id), any field holding one of the words: a CSV's PatientID column is read as "patientid", and a patient's name,
 # MRN or birth date identifies the patient as well as the id does
 IDENTIFIER_FIELDS = frozenset({"id", "path", "title"})
 IDENTIFIER_WORDS = ("patient", "subject", "encounter", "mrn", "birth", "ssn", "dob")
+# capr's own fields of every passage: text, never read as dates or numbers
+TEXT_FIELDS = frozenset({"aspect", "doc_id", "title", "heading", "pid"})
+# an identifier field whose name says it holds a date (birth_date, encounter_time) is still read as dates
+_DATE_WORDS = ("date", "time", "dob", "birth")
 
 
 def is_identifier_field(name: str) -> bool:
     low = name.lower()
     return (low in IDENTIFIER_FIELDS or low.endswith("_id") or name.endswith(("Id", "ID"))
             or any(w in low for w in IDENTIFIER_WORDS))
+
+
+def reads_dates(name: str) -> bool:
+    """Whether a field's values are read as dates (a bound's whole day, month or year): not capr's own text fields,
+    and not an identifier unless its name says it holds a date — ``patient=2041`` is not patient ``2041-11``."""
+    if name in TEXT_FIELDS:
+        return False
+    return not is_identifier_field(name) or any(w in name.lower() for w in _DATE_WORDS)
 
 
 def known_field(clause: "FilterClause", fields: Iterable[str]) -> "FilterClause":
@@ -195,35 +218,108 @@ def as_clauses(filters: Filters) -> list[FilterClause]:
     return out
 
 
-# -- evaluation ---------------------------------------------------------------------------------
-def _key(v: Any) -> str:
-    return str(v).strip().lower()
-
-
-def _number(v: Any) -> float | None:
+# -- values -------------------------------------------------------------------------------------
+def as_number(v: Any) -> float | None:
+    """A stored value or bound as a number: a JSON number, or text written as one (see _NUMBER_RE); finite only."""
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        x = float(str(v).strip())
-    except ValueError:
+        x = float(v)
+    elif isinstance(v, str) and _NUMBER_RE.match(v):
+        x = float(v)
+    else:
         return None
     return x if math.isfinite(x) else None
 
 
-def _comparable(value: Any, bound: Any) -> tuple[Any, Any] | None:
-    """The two sides in the form a range compares them; None when they cannot be compared."""
-    nb, nv = _number(bound), _number(value)
-    if nb is not None and nv is not None:
-        return nv, nb
-    b, v = str(bound).strip(), str(value).strip()
-    if _ISO_PREFIX_RE.match(b) and _ISO_VALUE_RE.match(v):
-        b, v = b.replace(" ", "T"), v.replace(" ", "T")
-        return v[: len(b)], b  # a date bound covers its whole day (month, year, hour)
-    if _ISO_VALUE_RE.match(b) or nb is not None:
-        return None  # a date or number bound says nothing about "12" or "Radiology": no match, not a string order
-    return v.lower(), b.lower()
+def text_form(v: Any) -> str:
+    """How a filter value is spelled as text: a JSON number or boolean as JSON writes it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def date_value(v: Any) -> str | None:
+    """A stored calendar date in the form dates compare in (``T`` before the time; no fraction or zone), else None."""
+    if not isinstance(v, str):
+        return None
+    m = _DATE_VALUE_RE.match(v)
+    return m.group(1).replace(" ", "T") if m else None
+
+
+def date_bound(v: Any) -> str | None:
+    """A filter value that names a date or a leading part of one (2150, 2150-01, ..., to the second), in the form
+    dates compare in; None for anything else (2150-13 names no month)."""
+    if not isinstance(v, str) or not _ISO_PREFIX_RE.match(v) or not _valid_date(v):
+        return None
+    return v.replace(" ", "T").split(".")[0]
+
+
+def date_prefixes(bound: str) -> list[str]:
+    """The bound cut to each precision a shorter stored date can have: such a date is on the bound when it equals one."""
+    return [bound[:n] for n in _DATE_LENGTHS if n < len(bound)]
+
+
+def _date_cmp(value: str, bound: str) -> int:
+    """-1, 0 or 1: ``value`` before, on, or after ``bound`` at the precision both have."""
+    n = min(len(value), len(bound))
+    a, b = value[:n], bound[:n]
+    return (a > b) - (a < b)
+
+
+def value_key(v: Any) -> str:
+    """What a filter tells stored values apart by: text exactly (case and blanks kept), a JSON number by its value
+    (7 and 7.0 are one), a boolean by itself. Columns keep one code per key."""
+    if isinstance(v, str):
+        return "s:" + v
+    if isinstance(v, bool):
+        return "b:" + text_form(v)
+    if (x := as_number(v)) is not None:
+        return "n:" + repr(x)
+    return "o:" + repr(v)
+
+
+def equality_keys(w: Any) -> list[str]:
+    """The keys (:func:`value_key`) of the stored values that equal filter value ``w``, dates aside: the text ``w``
+    spells, the number it writes (a JSON number), the boolean it names."""
+    t = text_form(w)
+    keys = ["s:" + t]
+    if (x := as_number(w)) is not None:
+        keys.append("n:" + repr(x))
+    if t in ("true", "false"):
+        keys.append("b:" + t)
+    return keys
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+def _equal(field: str, value: Any, wanted: Any) -> bool:
+    if value_key(value) in equality_keys(wanted):
+        return True
+    b, v = (date_bound(wanted), date_value(value)) if reads_dates(field) else (None, None)
+    return bool(b and v) and _date_cmp(v, b) == 0
+
+
+def bound_kinds(field: str, bound: Any) -> tuple[float | None, str | None]:
+    """A range bound as a number and as a date (each None when it is not one): capr's own fields (TEXT_FIELDS)
+    read neither, and only fields that hold dates (reads_dates) read dates."""
+    if field in TEXT_FIELDS:
+        return None, None
+    return as_number(bound), date_bound(bound) if reads_dates(field) else None
+
+
+def _order(field: str, value: Any, bound: Any) -> int | None:
+    """How ``value`` compares with a range bound (-1, 0, 1); None when the bound says nothing about it: a number
+    bound compares with numbers, a date bound with dates, any other bound with text."""
+    nb, db = bound_kinds(field, bound)
+    if nb is not None and (nv := as_number(value)) is not None:
+        return (nv > nb) - (nv < nb)
+    if db is not None and (dv := date_value(value)) is not None:
+        return _date_cmp(dv, db)
+    if nb is None and db is None and isinstance(value, str) and isinstance(bound, str):
+        return (value > bound) - (value < bound)
+    return None
 
 
 def value_matches(clause: FilterClause, value: Any) -> bool:
@@ -231,110 +327,117 @@ def value_matches(clause: FilterClause, value: Any) -> bool:
     if value is None:
         return False
     if clause.op in ("=", "!=", "in", "not in"):
-        hit = any(_equal(value, w) for w in clause.values)
+        hit = any(_equal(clause.field, value, w) for w in clause.values)
         return hit if clause.op in ("=", "in") else not hit
-    pair = _comparable(value, clause.value)
-    if pair is None:
+    order = _order(clause.field, value, clause.value)
+    if order is None:
         return False
-    v, b = pair
-    return {">=": v >= b, "<=": v <= b, ">": v > b, "<": v < b}[clause.op]
-
-
-def _equal(value: Any, wanted: Any) -> bool:
-    if _key(value) == _key(wanted):
-        return True
-    b, v = str(wanted).strip().replace(" ", "T"), str(value).strip().replace(" ", "T")
-    # charttime=2150-01-01 means "on that day"; identifiers and numbers keep exact equality
-    return bool(_ISO_PREFIX_RE.match(b) and _DATE_VALUE_RE.match(v) and len(v) > len(b) and v[: len(b)] == b)
+    return {">=": order >= 0, "<=": order <= 0, ">": order > 0, "<": order < 0}[clause.op]
 
 
 _MAX_CHAR = "\U0010ffff"
 
 
+def _sorted_rows(pairs: list[tuple[str, int]]) -> tuple[list[str], np.ndarray]:
+    pairs.sort()
+    return [k for k, _ in pairs], np.array([i for _, i in pairs], dtype=np.int64)
+
+
 class ValueTable:
-    """A column's distinct values prepared for ranges: numbers as a float array, ISO timestamps and all
-    values (lower-cased) in sorted order. A range is then a vectorised comparison plus two bisections,
-    not a Python test per distinct value (a charttime column has one value per note). Built once per
-    column and kept by the caller; the answers equal :func:`value_matches` (tested)."""
+    """A column's distinct values prepared for ranges: numbers as a float array, dates (in the form they compare in)
+    and text in sorted order. A range is then a vectorised comparison plus a few bisections, not a Python test per
+    distinct value (a charttime column has one value per note). Built once per column and kept by the caller; the
+    answers equal :func:`value_matches` (tested)."""
 
     def __init__(self, values: Sequence[Any]) -> None:
         n = len(values)
-        strs = ["" if v is None else str(v).strip() for v in values]
         self.present = np.fromiter((v is not None for v in values), dtype=bool, count=n)
-        self.nums = np.array([x if (x := _number(v)) is not None else np.nan for v in values], dtype=np.float64) \
+        self.nums = np.array([x if (x := as_number(v)) is not None else np.nan for v in values], dtype=np.float64) \
             if n else np.zeros(0)
-        iso = [(s.replace(" ", "T"), i) for i, (s, v) in enumerate(zip(strs, values)) if v is not None and _ISO_VALUE_RE.match(s)]
-        iso.sort()
-        self.iso_keys = [k for k, _ in iso]
-        self.iso_rows = np.array([i for _, i in iso], dtype=np.int64)
-        dates = [(k, i) for k, i in iso if _DATE_VALUE_RE.match(k)]
-        self.date_keys = [k for k, _ in dates]
-        self.date_rows = np.array([i for _, i in dates], dtype=np.int64)
-        low = sorted((s.lower(), i) for i, (s, v) in enumerate(zip(strs, values)) if v is not None)
-        self.str_keys = [k for k, _ in low]
-        self.str_rows = np.array([i for _, i in low], dtype=np.int64)
+        self.date_keys, self.date_rows = _sorted_rows([(d, i) for i, v in enumerate(values) if (d := date_value(v))])
+        self.text_keys, self.text_rows = _sorted_rows([(v, i) for i, v in enumerate(values) if isinstance(v, str)])
 
-    def _take(self, rows: np.ndarray, good: np.ndarray) -> None:
+    def _take(self, rows: np.ndarray, good: np.ndarray, keep: bool = True) -> None:
         if len(rows):
-            good[rows] = True
+            good[rows] = keep
 
-    def prefix_eq(self, bound: str, good: np.ndarray) -> None:
-        """Dates starting with ``bound`` (charttime=2150-01-01: that day)."""
-        b = bound.strip().replace(" ", "T")
-        self._take(self.date_rows[bisect_left(self.date_keys, b):bisect_left(self.date_keys, b + _MAX_CHAR)], good)
+    def _on_prefixes(self, bound: str, good: np.ndarray, keep: bool = True) -> None:
+        """Marks the dates shorter than ``bound`` that it starts with (on the bound at their own precision)."""
+        keys = self.date_keys
+        for p in date_prefixes(bound):
+            self._take(self.date_rows[bisect_left(keys, p):bisect_right(keys, p)], good, keep)
 
-    def range(self, op: str, bound: Any) -> np.ndarray:
+    def date_eq(self, bound: str, good: np.ndarray) -> None:
+        """Dates on ``bound`` (a :func:`date_bound`) at the precision both have."""
+        keys = self.date_keys
+        self._take(self.date_rows[bisect_left(keys, bound):bisect_left(keys, bound + _MAX_CHAR)], good)
+        self._on_prefixes(bound, good)
+
+    def _date_range(self, op: str, b: str, good: np.ndarray) -> None:
+        # at the precision both have: v >= b ⟺ v >= b or v is a leading part of b; v <= b ⟺ v < b + (a character
+        # above all others); v > b ⟺ v >= b + that character; v < b ⟺ v < b and v is no leading part of b
+        keys, rows = self.date_keys, self.date_rows
+        cut = {">=": (bisect_left(keys, b), None), "<": (0, bisect_left(keys, b)),
+               "<=": (0, bisect_left(keys, b + _MAX_CHAR)), ">": (bisect_left(keys, b + _MAX_CHAR), None)}[op]
+        part = np.zeros(len(good), dtype=bool)
+        self._take(rows[cut[0]:cut[1]], part)
+        if op in (">=", "<"):
+            self._on_prefixes(b, part, keep=op == ">=")
+        good |= part
+
+    def range(self, op: str, bound: Any, field: str = "") -> np.ndarray:
         good = np.zeros(len(self.present), dtype=bool)
-        b = str(bound).strip()
-        nb = _number(b)
+        nb, db = bound_kinds(field, bound)
         if nb is not None:
             with np.errstate(invalid="ignore"):
                 good |= {">=": self.nums >= nb, "<=": self.nums <= nb, ">": self.nums > nb, "<": self.nums < nb}[op]
-        if _ISO_PREFIX_RE.match(b):
-            # v[:len(b)] >= b ⟺ v >= b, and v[:len(b)] <= b ⟺ v < b + (a character above all others)
-            b = b.replace(" ", "T")
-            keys, rows = self.iso_keys, self.iso_rows
-            cut = {">=": (bisect_left(keys, b), None), "<": (0, bisect_left(keys, b)),
-                   "<=": (0, bisect_left(keys, b + _MAX_CHAR)), ">": (bisect_left(keys, b + _MAX_CHAR), None)}[op]
-            self._take(rows[cut[0]:cut[1]], good)
-        elif not (_ISO_VALUE_RE.match(b) or nb is not None):
-            lb, keys, rows = b.lower(), self.str_keys, self.str_rows
-            cut = {">=": (bisect_left(keys, lb), None), "<": (0, bisect_left(keys, lb)),
-                   "<=": (0, bisect_right(keys, lb)), ">": (bisect_right(keys, lb), None)}[op]
+        if db is not None:
+            self._date_range(op, db, good)
+        if nb is None and db is None and isinstance(bound, str):
+            keys, rows = self.text_keys, self.text_rows
+            cut = {">=": (bisect_left(keys, bound), None), "<": (0, bisect_left(keys, bound)),
+                   "<=": (0, bisect_right(keys, bound)), ">": (bisect_right(keys, bound), None)}[op]
             self._take(rows[cut[0]:cut[1]], good)
         return good
+
+
+def column_lookup(values: Sequence[Any]) -> dict[str, int]:
+    """:func:`value_key` → position of each present value of a column's distinct values."""
+    return {value_key(v): i for i, v in enumerate(values) if v is not None}
 
 
 def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
                 normalize: Callable[[Any], Any] | None = None, lookup: Mapping[str, int] | None = None,
                 table: Callable[[], ValueTable] | None = None, check: bool = True) -> np.ndarray:
     """Rows of a categorical column (distinct ``values`` + per-row ``codes``) that pass ``clause``.
-    The clause is decided per distinct value, then the codes index that table: with ``lookup``
-    (lower-cased value → code) equality and sets are a dict hit (a one-patient filter on an index of
-    100k patients is one vectorised comparison over the codes); with ``table`` (a function returning the
-    column's cached :class:`ValueTable`) ranges and date-prefix equality are bisections; without either,
-    each distinct value is tested in Python. ``check=False``: the caller checked a range bound against the whole
-    column already (:func:`check_range_bound_in_parts`), of which ``values`` are a part (one segment's)."""
+    The clause is decided per distinct value, then the codes index that table: equality and sets are dict hits in
+    ``lookup`` (:func:`column_lookup`; a one-patient filter on an index of 100k patients is one vectorised
+    comparison over the codes), and ranges and dates are bisections in ``table`` (a function returning the column's
+    cached :class:`ValueTable`); each is built here when not given. ``check=False``: the caller checked a range bound
+    against the whole column already (:func:`check_range_bound_in_parts`), of which ``values`` are a part."""
     if normalize is not None:
         clause = FilterClause(clause.field, clause.op,
                               tuple(normalize(v) for v in clause.value) if clause.op in ("in", "not in") else normalize(clause.value))
-    if clause.op in _RANGE_OPS and check:
-        check_range_bound(clause, table() if table is not None else ValueTable(values))
-    iso_eq = [w for w in clause.values if _ISO_PREFIX_RE.match(str(w).strip())] if clause.op in ("=", "!=", "in", "not in") else []
-    if lookup is not None and clause.op in ("=", "!=", "in", "not in") and (not iso_eq or table is not None):
-        good = np.zeros(len(values), dtype=bool)
-        good[[c for w in clause.values if (c := lookup.get(_key(w))) is not None]] = True
-        if iso_eq:
-            t = table()
-            for w in iso_eq:
-                t.prefix_eq(str(w), good)
-        if clause.op in ("!=", "not in"):
-            present = table().present if table is not None else np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
-            good = ~good & present
-    elif table is not None and clause.op in _RANGE_OPS:
-        good = table().range(clause.op, clause.value)
+    cached: list[ValueTable] = []
+
+    def get_table() -> ValueTable:
+        if not cached:
+            cached.append(table() if table is not None else ValueTable(values))
+        return cached[0]
+
+    if clause.op in _RANGE_OPS:
+        if check:
+            check_range_bound(clause, get_table())
+        good = get_table().range(clause.op, clause.value, clause.field)
     else:
-        good = np.fromiter((value_matches(clause, v) for v in values), dtype=bool, count=len(values))
+        lookup = lookup if lookup is not None else column_lookup(values)
+        good = np.zeros(len(values), dtype=bool)
+        good[[c for w in clause.values for k in equality_keys(w) if (c := lookup.get(k)) is not None]] = True
+        if reads_dates(clause.field):
+            for b in filter(None, map(date_bound, clause.values)):
+                get_table().date_eq(b, good)
+        if clause.op in ("!=", "not in"):
+            good = ~good & np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
     if not good.any():
         return np.zeros(len(codes), dtype=bool)
     return good[np.asarray(codes)]
@@ -348,7 +451,7 @@ def _only_kind(table: ValueTable, held: np.ndarray | None = None) -> str | None:
     if not n:
         return None
     dates = np.zeros(len(present), dtype=bool)
-    dates[table.iso_rows] = True
+    dates[table.date_rows] = True
     if int((dates & present).sum()) == n:
         return "dates"
     if int((np.isfinite(table.nums) & present).sum()) == n:
@@ -359,18 +462,34 @@ def _only_kind(table: ValueTable, held: np.ndarray | None = None) -> str | None:
 def check_range_bound(clause: FilterClause, table: ValueTable, held: np.ndarray | None = None) -> None:
     """A range bound that is neither a number nor a date, on a column that holds only dates (or only
     numbers), compares with nothing there: a QueryError naming the field and the value, not an empty answer.
-    A column of words (category>=R) is compared as strings. ``held``: the distinct values a live row has (one
+    A column of words (category>=R) is compared as text. ``held``: the distinct values a live row has (one
     flag per value; None: all): a deleted document's values neither decide nor are shown."""
-    bound = str(clause.value).strip()
-    if _number(bound) is not None or _ISO_PREFIX_RE.match(bound):
+    if not text_bound(clause):
         return
     kind = _only_kind(table, held)
-    if kind == "dates":
-        example = next(k for k, r in zip(table.iso_keys, table.iso_rows) if held is None or held[r])
-        raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds dates (e.g. {example}) and "
-                         f"{bound!r} is not one; give a date or its start: 2150, 2150-01, 2150-01-31, 2150-01-31T08:30")
+    example = next((k for k, r in zip(table.date_keys, table.date_rows) if held is None or held[r]), "")
+    if (error := bound_kind_error(clause, kind, example)) is not None:
+        raise error
+
+
+def text_bound(clause: FilterClause) -> bool:
+    """Whether a range clause's bound is text (neither a number nor a date) on a field that may hold only dates or
+    only numbers: :func:`bound_kind_error` then says whether the field's values make it a mistake."""
+    bound = str(clause.value).strip()
+    return (clause.op in _RANGE_OPS and clause.field not in TEXT_FIELDS and as_number(bound) is None
+            and not _ISO_PREFIX_RE.match(bound))
+
+
+def bound_kind_error(clause: FilterClause, kind: str | None, example: str = "") -> QueryError | None:
+    """The error for a text bound (:func:`text_bound`) on a field whose live values are all ``kind`` ("dates",
+    "numbers"; None: words too), ``example`` one of its dates; None when the bound compares as text."""
+    bound = str(clause.value).strip()
+    if kind == "dates" and reads_dates(clause.field):
+        return QueryError(f"bad filter {str(clause)!r}: {clause.field} holds dates (e.g. {example}) and {bound!r} is "
+                          "not one; give a date or its start: 2150, 2150-01, 2150-01-31, 2150-01-31T08:30")
     if kind == "numbers":
-        raise QueryError(f"bad filter {str(clause)!r}: {clause.field} holds numbers and {bound!r} is not one")
+        return QueryError(f"bad filter {str(clause)!r}: {clause.field} holds numbers and {bound!r} is not one")
+    return None
 
 
 def check_range_bound_in_parts(clause: FilterClause,
@@ -378,7 +497,7 @@ def check_range_bound_in_parts(clause: FilterClause,
     """:func:`check_range_bound` over a column kept in parts (an index's segments, each with its cached table and,
     optionally, the flags of the values its live rows have): the bound is refused only when the whole column's
     live values are only dates (or only numbers), as one table of every value would; a part of words (or of the
-    other kind) makes it a string comparison everywhere, as in a rebuild."""
+    other kind) makes it a text comparison everywhere, as in a rebuild."""
     pairs = [p if isinstance(p, tuple) else (p, None) for p in parts]
     held = [(t, h) for t, h in pairs if (t.present if h is None else t.present & h).any()]
     kinds = {_only_kind(t, h) for t, h in held}
@@ -390,89 +509,17 @@ def is_range(clause: FilterClause) -> bool:
     return clause.op in _RANGE_OPS
 
 
-# -- Milvus -------------------------------------------------------------------------------------
-def _quote(value: Any) -> str:
-    s = str(value)
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def named_values(clause: FilterClause) -> list[Any]:
+    """The values of an ``=``, ``!=``, ``in`` or ``not in`` clause that must be held by some passage: a value that
+    names something (a patient, a category) and matches nothing is almost always a typo, and a typo'd patient id
+    must be noticed — in ``!=`` and ``not in`` too, where it would silently exclude nobody. A date on a field read
+    as dates names a day (a month, a year), an interval like a range's, and a day without notes is an answer."""
+    if clause.op in _RANGE_OPS:
+        return []
+    return [w for w in clause.values if not (reads_dates(clause.field) and date_bound(w))]
 
 
-def _literal(value: Any) -> str:
-    """Equality literals keep the value's type (as the Milvus backend always did); strings are strings."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return _quote(value)
-
-
-def _range_literal(value: Any) -> str:
-    # a numeric bound compares with numbers (counts such as note_seq are stored as numbers);
-    # anything else, dates included, as a string
-    s = str(value).strip()
-    if _number(s) is None or _ISO_PREFIX_RE.match(s):
-        return _quote(s)
-    return str(int(s)) if s.lstrip("-").isdigit() else repr(float(s))
-
-
-def _is_date_bound(value: Any) -> bool:
-    return isinstance(value, str) and bool(_ISO_PREFIX_RE.match(value.strip()))
-
-
-def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspect", "doc_id", "title", "heading")) -> str:
-    """A Milvus boolean expression with the embedded index's meaning: built-in fields by name, any other
-    in the ``metadata`` JSON field. Written without ``not (...)``, which Milvus Lite 2.5 cannot run on
-    JSON paths: a date bound's whole day is ``[day, day + "~")`` ("~" sorts after every character of an
-    ISO timestamp), and ``!=`` on metadata is ``< or >``, so a note without the key never passes (as in
-    the embedded index; Milvus' own ``!=`` would let it through)."""
-    builtin = set(builtin)
-    parts = []
-    for c in clauses:
-        meta = c.field not in builtin
-        ref = f"metadata[{_quote(c.field)}]" if meta else c.field
-        # built-in fields are VARCHAR columns: their literals are always strings
-        lit = _literal if meta else _quote
-
-        # a date bound covers the values that start with it and go on with a separator, not with a digit
-        # (2041 is not 20415); whether "-17" after it is a month, a string comparison cannot tell
-        def eq(v: Any) -> str:
-            if _is_date_bound(v):
-                b = str(v).strip().replace(" ", "T")
-                return (f"({ref} == {_quote(b)} or ({ref} >= {_quote(b + ' ')} and {ref} < {_quote(b + '0')}) "
-                        f"or ({ref} >= {_quote(b + ':')} and {ref} < {_quote(b + '~')}))")
-            return f"{ref} == {lit(v)}"
-
-        def ne(v: Any) -> str:
-            if _is_date_bound(v):
-                b = str(v).strip().replace(" ", "T")
-                return (f"({ref} < {_quote(b)} or ({ref} > {_quote(b)} and {ref} < {_quote(b + ' ')}) "
-                        f"or ({ref} >= {_quote(b + '0')} and {ref} < {_quote(b + ':')}) or {ref} >= {_quote(b + '~')})")
-            return f"({ref} < {lit(v)} or {ref} > {lit(v)})" if meta else f"{ref} != {lit(v)}"
-
-        if c.op == "=":
-            parts.append(eq(c.value))
-        elif c.op == "!=":
-            parts.append(ne(c.value))
-        elif c.op == "in":
-            if any(_is_date_bound(v) for v in c.value):
-                parts.append("(" + " or ".join(eq(v) for v in c.value) + ")")
-            else:
-                parts.append(f"{ref} in [{', '.join(lit(v) for v in c.value)}]")
-        elif c.op == "not in":
-            if meta or any(_is_date_bound(v) for v in c.value):
-                parts.append(" and ".join(ne(v) for v in c.value))
-            else:
-                parts.append(f"{ref} not in [{', '.join(lit(v) for v in c.value)}]")
-        else:
-            value = str(c.value).strip()
-            if _is_date_bound(value):
-                b = value.replace(" ", "T")
-                op, bound = {">=": (">=", b), "<": ("<", b), "<=": ("<", b + "~"), ">": (">=", b + "~")}[c.op]
-                parts.append(f"{ref} {op} {_quote(bound)}")
-            else:
-                parts.append(f"{ref} {c.op} {_range_literal(value)}")
-    return " and ".join(parts)
-
-
-__all__ = ["FilterClause", "Filters", "IDENTIFIER_FIELDS", "ValueTable", "as_clauses", "check_range_bound", "column_mask",
-           "check_range_bound_in_parts", "is_identifier_field", "known_field", "is_range", "milvus_expr", "parse_filter",
-           "parse_filters", "value_matches"]
+__all__ = ["FilterClause", "Filters", "IDENTIFIER_FIELDS", "TEXT_FIELDS", "ValueTable", "as_clauses", "as_number", "bound_kinds",
+           "check_range_bound", "check_range_bound_in_parts", "column_lookup", "column_mask", "date_bound", "date_prefixes",
+           "date_value", "equality_keys", "is_identifier_field", "is_range", "known_field", "named_values", "parse_filter", "parse_filters",
+           "reads_dates", "bound_kind_error", "text_bound", "text_form", "value_key", "value_matches"]

@@ -6,13 +6,15 @@ passage can be highlighted in the original document.
 
 from __future__ import annotations
 
+import math
+import numbers
 import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from capr.errors import BadInputError
+from capr.errors import BadInputError, CaprError, QueryError
 from capr.text.spans import Span
 
 
@@ -54,6 +56,56 @@ def check_doc_id(value: object) -> str:
             s.startswith("/") or any(part in ("", ".", "..") for part in s.split("/"))):
         raise ValueError("must not start with '/' or contain empty, '.' or '..' path segments")
     return s
+
+
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: a larger or negative one was a ValueError traceback
+MAX_RESULTS = 1_000_000  # a search's k: more than any ranking is read to
+MAX_BOOST = 1000.0  # a score multiplier ×(1 + b) beyond this ranks as it does and only risks overflowing
+
+
+class OptionRange(str, Enum):
+    """The values a numeric option (of training, evaluation or search) can take; each reads as what the error says
+    it must be."""
+
+    count = "at least 1"
+    count0 = "0 or more"
+    share = "between 0 and 1"
+    positive = "positive"
+    rate = "a number >= 0"
+    seed = f"between 0 and {SEED_MAX}"
+    results = f"a whole number from 1 to {MAX_RESULTS:,}"
+    boost = f"a number from 0 to {MAX_BOOST:g}"
+
+
+def check_option(option: str, value: Any, must: OptionRange, field: str | None = None) -> None:
+    """One clear error naming ``option`` when ``value`` is outside ``must``; None (unset: the default) passes. Such
+    values ran anyway (a zero --max-length silently became the default, a NaN boost printed "score": NaN, which is
+    not JSON) or failed with a traceback after the work had started. ``field``: the error is a QueryError naming it
+    (a search option; the service answers 400), else a CaprError."""
+    if value is None:
+        return
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    whole = real and (isinstance(value, numbers.Integral) or float(value).is_integer())
+    ok = real and math.isfinite(value) and {
+        OptionRange.count: whole and value >= 1,
+        OptionRange.count0: whole and value >= 0,
+        OptionRange.share: 0 <= value <= 1,
+        OptionRange.positive: value > 0,
+        OptionRange.rate: value >= 0,
+        OptionRange.seed: whole and 0 <= value <= SEED_MAX,
+        OptionRange.results: whole and 1 <= value <= MAX_RESULTS,
+        OptionRange.boost: 0 <= value <= MAX_BOOST,
+    }[must]
+    if not ok:
+        shown = f"{value:g}" if real else repr(value)
+        message = f"{option} must be {must.value}, got {shown}"
+        raise QueryError(message, field) if field else CaprError(message)
+
+
+def check_options(options: Iterable[tuple[str, Any, OptionRange]]) -> None:
+    """:func:`check_option` for each (option, value, range), in order: the first one out of range is the error."""
+    for option, value, must in options:
+        check_option(option, value, must)
 
 
 @dataclass(slots=True)

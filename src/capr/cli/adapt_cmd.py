@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -10,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from capr.cli.common import _progress, _run_guarded, _WriteProgress, app, err, out
+from capr.cli.common import _progress, _run_guarded, _WriteProgress, app, err, out, write_json
 from capr.corpus import Format
 from capr.errors import CaprError
 
@@ -114,7 +113,7 @@ def adapt_cmd(
             report = adapt(config, log=lambda m: err.print(escape(m)), progress=err.is_terminal,
                            index_progress=_WriteProgress(progress, "indexing with the kept model"))
         if as_json:
-            print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
+            write_json(report.to_dict())
             return
         render_report(report)
 

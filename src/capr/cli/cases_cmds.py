@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from capr.cli.common import _encoder_config, _fail, _print_write_summary, _run_guarded, app, out, write_to_store
+from capr.cli.common import _encoder_config, _fail, _print_write_summary, _run_guarded, app, out, write_to_store, write_json
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError, QueryError
@@ -125,7 +123,7 @@ def cases_cmd(
         text = _read_description(description)
         res = CasePipeline(index, cfg).rank(text, [o for o in options])
         if as_json:
-            sys.stdout.write(json.dumps(res.to_dict(explain), ensure_ascii=False, indent=1) + "\n")
+            write_json(res.to_dict(explain))
             return
         table = Table(title=f"hypotheses · scorer {sc.value}")
         for col in ("rank", "hypothesis", "score", "found", "supporting case"):
@@ -176,7 +174,7 @@ def similar_cmd(
         res = finder.similar(_read_description(description), k=k, retriever=retriever, evidence=evidence,
                              labelled_only=labelled, diagnoses=diagnoses)
         if as_json:
-            sys.stdout.write(json.dumps(res.to_dict(), ensure_ascii=False, indent=1) + "\n")
+            write_json(res.to_dict())
             return
         for note in res.notices:
             out.print(f"note: {escape(note)}")

@@ -3,11 +3,13 @@ backend connection options. Commands only parse options and render; the logic is
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import typer
 from rich.console import Console
@@ -93,6 +95,16 @@ def terminate_cleanly() -> None:
 def _fail(message: str, code: int = 2) -> None:
     err.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
+
+
+def write_json(payload: Any, indent: int | None = 1, ensure_ascii: bool = False) -> None:
+    """Every command's ``--json`` output, on standard output: strict JSON only. A number that is not finite (NaN,
+    Infinity: not JSON, and no score or metric a user can trust) is an error, not written."""
+    try:
+        text = json.dumps(payload, indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
+    except ValueError as e:
+        raise CaprError(f"the result holds a number that is not finite ({e}); nothing was written") from None
+    sys.stdout.write(text + "\n")
 
 
 def _progress(transient: bool = False) -> Progress:

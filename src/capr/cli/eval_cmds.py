@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -24,6 +22,7 @@ from capr.cli.common import (
     backend_options,
     err,
     out,
+    write_json,
 )
 from capr.errors import CaprError
 from capr.index import Index
@@ -207,21 +206,11 @@ def _render_benchmark(result: dict[str, Any], as_json: bool) -> None:
     """A passage benchmark's record as JSON, or as a table (with the compared run, and CDV's free boundaries when
     scored)."""
     if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
+        write_json(result, indent=None, ensure_ascii=True)
         return
-    metrics = result["metrics"]
-    table = Table(title=f"{result['benchmark']} · {result['protocol']} · {result['query_field']} queries · "
-                        f"{result['retriever']} ({result['queries']} queries)")
-    for m in metrics:
-        table.add_column(m, justify="right")
-    table.add_row(*(f"{v:.2f}" for v in metrics.values()))
-    if "compare" in result:
-        c = result["compare"]
-        table.add_row(*(f"{c[m]['compared']:.2f}" for m in metrics if m in c))
-        table.add_row(*(f"p={c[m]['p']:.3f}" for m in metrics if m in c))
-        table.caption = (f"rows: this run; {c['file']}; paired randomisation test (two-sided, 10,000 sign flips) "
-                         f"over {c['queries']} queries")
-    out.print(table)
+    _print_metrics(f"{result['benchmark']} · {result['protocol']} · {result['query_field']} queries · "
+                   f"{result['retriever']} ({result['queries']} queries)", "this run", result["metrics"],
+                   result.get("compare"))
     if "boundaries" in result:
         b = result["boundaries"]
         out.print(f"top answer vs gold passage, character-overlap F1: fixed passages {b['fixed_F1']:.2f} "
@@ -248,19 +237,34 @@ def _judge_run(ctx: typer.Context, run_file: Optional[Path], qrels: Optional[Pat
                         "search options to `capr search --queries` instead)")
     result = judge_run_files(run_file, qrels, compare, warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}"))
     if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
+        write_json(result, indent=None, ensure_ascii=True)
         return
-    table = Table(title=f"{run_file} · judged by {qrels} ({result['queries']} queries)")
-    for m in METRICS:
-        table.add_column(m, justify="right")
-    table.add_row(*(f"{v:.2f}" for v in result["metrics"].values()))
-    if "compare" in result:
-        c = result["compare"]
-        table.add_row(*(f"{c[m]['compared']:.2f}" for m in METRICS))
-        table.add_row(*(f"p={c[m]['p']:.3f}" for m in METRICS))
-        table.caption = (f"rows: {run_file}; {compare}; paired randomisation test (two-sided, 10,000 sign flips) "
-                         f"over {result['queries']} queries")
-    out.print(table)
+    _print_metrics(f"{run_file} · judged by {qrels} ({result['queries']} queries)", str(run_file),
+                   {m: result["metrics"][m] for m in METRICS}, result.get("compare"))
+
+
+def _print_metrics(title: str, label: str, metrics: dict[str, float], compare: dict | None) -> None:
+    """One row of metrics, labelled; with a compared run, its row and the paired test's p-values below, each
+    labelled. Printed at the width it needs (a pipe or file is 80 columns to rich, which cut the last header)."""
+    from rich.measure import Measurement
+
+    table = Table(title=title)
+    table.add_column("run")
+    for m in metrics:
+        table.add_column(m, justify="right", no_wrap=True)
+    table.add_row(label, *(f"{v:.2f}" for v in metrics.values()))
+    if compare is not None:
+        table.add_row(compare["file"], *(f"{compare[m]['compared']:.2f}" if m in compare else "" for m in metrics))
+        table.add_row("p (paired)", *(f"{compare[m]['p']:.3f}" if m in compare else "" for m in metrics))
+        table.caption = (f"p: paired randomisation test (two-sided, 10,000 sign flips) over {compare['queries']} "
+                         "queries")
+    needed = Measurement.get(out, out.options.update(width=10_000), table).maximum
+    detected = out.width
+    out.width = max(detected, needed)  # print() clips a width it is given to the console's
+    try:
+        out.print(table)
+    finally:
+        out.width = detected
 
 
 def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retriever: Optional[Retriever],
@@ -298,7 +302,7 @@ def _eval_cases(benchmark: str, data_dir: Path, index_dir: Optional[Path], retri
     result = {"benchmark": benchmark, "scorer": sc.value, "reranker": reranker, "index": str(index_dir),
               "limit": limit, "seed": seed, "config": cfg.to_dict(), "metrics": metrics}
     if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
+        write_json(result, indent=None, ensure_ascii=True)
     else:
         table = Table(title=f"{benchmark} · {sc.value} ({metrics['questions']} questions)")
         for m in ("accuracy", "AP", "coverage", "correct_found", "chance"):

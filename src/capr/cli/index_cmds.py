@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +27,7 @@ from capr.cli.common import (
     err,
     out,
     write_to_store,
+    write_json,
 )
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
@@ -40,7 +39,10 @@ from capr.index.index import DEFAULT_MAX_DOC_CHARS
 @app.command("index")
 def index_cmd(
     source: Path = typer.Argument(..., help="File or directory to index."),
-    out_dir: Path = typer.Option(..., "--out", "-o", help="Index directory (created, or replaced atomically)."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Index directory (created; an existing index is replaced, "
+                                 "atomically, only with --replace)."),
+    replace: bool = typer.Option(False, "--replace", help="Replace the index already at --out (its documents are "
+                                 "dropped); without it an existing index is refused (`capr add` adds to one)."),
     fmt: Format = typer.Option(Format.auto, "--format", "-f", help="Input format."),
     max_tokens: int = typer.Option(200, help="Split sections into passages of at most this many words (0: never)."),
     overlap: int = typer.Option(0, help="Words of trailing sentences repeated at the start of the next passage."),
@@ -76,6 +78,9 @@ def index_cmd(
         opts = backend_options(backend, uri, token, tls_ca, encoder_backend)
         opts.index_type = milvus_index
         opts.lock_wait_s = wait
+        if not replace and (held := opts.existing_documents(out_dir)) is not None:
+            raise CaprError(f"{out_dir} is an index already ({held} documents); add --replace to replace it "
+                            f"(`capr add {out_dir} SOURCE` adds documents to it)")
         seg = SegmenterConfig(max_tokens=max_tokens, overlap=overlap, include_title=title)
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem,
                              fold_accents=fold_accents)
@@ -235,7 +240,7 @@ def stats_cmd(
             "top_aspects": aspects.most_common(top),
         }
         if as_json:
-            sys.stdout.write(json.dumps(result) + "\n")
+            write_json(result, indent=None, ensure_ascii=True)
             return
         out.print(
             f"{docs} documents ({with_headings} with headings), {sections} sections, {passages} passages, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
@@ -25,6 +24,7 @@ from capr.cli.common import (
     backend_options,
     err,
     out,
+    write_json,
     write_to_store,
 )
 from capr.corpus import Format, ReadReport, read_documents
@@ -209,7 +209,7 @@ def free_spans(store: Store, cdv_store: CDVStore, entity: Optional[str], aspect:
     if as_json:
         payload = {"query": {"entity": entity or None, "aspect": aspect or None}, "retriever": "cdv", "boundaries": "free",
                    "results": [h.to_dict() for h in spans]}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+        write_json(payload)
     else:
         render_spans(spans)
 
@@ -221,7 +221,7 @@ def render_result(result: SearchResult, as_json: bool) -> None:
         if not result.hits and result.notices:
             payload["message"] = result.notices[0]  # why there is nothing (e.g. every document deleted)
             err.print(escape(result.notices[0]))
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+        write_json(payload)
         return
     for read in result.query.reading.words if result.query.reading is not None else ():
         err.print(f"[cyan]{escape(str(read))}[/]")  # "read 'valium' as diazepam"
@@ -299,7 +299,7 @@ def explain_cmd(
             payload = ex.to_dict()
             if plot is not None:
                 payload["plot"] = {"path": str(plot), "points": ex.plot_points}
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            write_json(payload)
             return
         best = ex.best
         out.print(f"[bold]{ex.title or ex.doc_id}[/] ({ex.doc_id}) — ⟨{entity or ''}, {aspect or ''}⟩")

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from capr.cli.common import _progress, _run_guarded, app, err, out
+from capr.cli.common import _progress, _run_guarded, app, err, out, write_json
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError
@@ -75,7 +75,7 @@ def labels_cmd(
         if exclusion is not None:
             stats.update(excluded_test_docs=exclusion.excluded_docs, excluded_by_entity=exclusion.excluded_by_entity)
         if as_json:
-            print(json.dumps(stats, indent=2))
+            write_json(stats, indent=2, ensure_ascii=True)
             return
         out.print(f"[bold]{n:,}[/] labeled passages from {stats['documents']:,} documents -> {out_path} "
                   f"({stats['seconds']} s)")
@@ -232,7 +232,7 @@ def _print_train_summary(label: str, out_dir: Path, result: Any, as_json: bool) 
                "first_loss": result.losses[0] if result.losses else None,
                "last_loss": float(np.mean(result.losses[-10:])) if result.losses else None}
     if as_json:
-        print(json.dumps(summary, indent=2))
+        write_json(summary, indent=2, ensure_ascii=True)
     else:
         out.print(f"[bold]{label}[/] -> {out_dir}: {summary['steps_run']} steps in {summary['minutes']} min "
                   f"({summary['stopped']}); kept step {summary['kept_step']}, dev {summary['dev_best']}")
@@ -269,7 +269,7 @@ def _train_diagnoses(data_dir: Path, out_dir: Path, base_model: str, codes_only:
                "source": result.card.get("source"), "first_loss": result.losses[0],
                "last_loss": float(np.mean(result.losses[-20:]))}
     if as_json:
-        print(json.dumps(summary, indent=2))
+        write_json(summary, indent=2, ensure_ascii=True)
     else:
         out.print(f"[bold]diagnosis encoder[/] -> {escape(str(out_dir))}: {summary['steps']} steps in "
                   f"{summary['minutes']} min on {summary['device']} ({summary['stopped']}), {summary['pairs']:,} pairs; "
@@ -354,7 +354,7 @@ def _train_cases(kind, source, out_dir, base_model, max_steps, time_budget, batc
 
 def _print_summary(label: str, out_dir: Path, summary: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(summary, indent=2))
+        write_json(summary, indent=2, ensure_ascii=True)
     else:
         out.print(f"[bold]{label}[/] -> {escape(str(out_dir))}: {escape(json.dumps(summary))}")
 
@@ -385,7 +385,7 @@ def merge_cmd(
         card = merge_with_start(model_dir, out_dir, alpha, start)
         m = card["merged"]
         if as_json:
-            typer.echo(json.dumps({"out": str(out_dir), **m}))
+            write_json({"out": str(out_dir), **m}, indent=None, ensure_ascii=True)
         else:
             typer.echo(f"merged {m['tensors_mixed']} tensors: {1 - alpha:.2f} × {m['start']} + {alpha:.2f} × {model_dir} → {out_dir}")
 

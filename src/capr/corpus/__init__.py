@@ -11,7 +11,7 @@ from capr.corpus.ccda import is_ccda_head
 from capr.corpus.csv_docs import COLUMNS_HELP, documents_delimiter
 from capr.corpus.files import (DOCX_NAMES, HTML_NAMES, PDF_NAMES, check_text_file, first_line, folder_files,
                                holds_json_array, is_docx_name, is_hidden, is_html_name, is_labels_file, is_pdf_name,
-                               parse_json, read_head, xml_root_name)
+                               missing_reason, parse_json, read_head, xml_root_name)
 from capr.corpus.report import ReadReport
 from capr.corpus.text import TEXT_NAMES, is_text_name
 from capr.errors import BadInputError
@@ -241,7 +241,7 @@ def _readers() -> dict[Format, Callable[[Path, ReadReport], Iterator[Document]]]
 def detect_format(source: Path) -> Format:
     source = Path(source)
     if not source.exists():
-        raise BadInputError(str(source), "no such file or directory")
+        raise BadInputError(str(source), missing_reason(source))
     if source.is_dir():
         layout = _folder_layout(source)
         if layout is not None:
@@ -360,12 +360,12 @@ def read_documents(source: str | Path, format: Format | str = Format.auto, repor
         raise BadInputError(str(source), f"unknown format {format!r}; choose one of {[f.value for f in Format]}") from None
     if fmt is Format.auto:
         if not source.exists():
-            raise BadInputError(str(source), "no such file or directory")
+            raise BadInputError(str(source), missing_reason(source))
         # a plain folder is read file by file even when its files share one format, so that a file of
         # another format (or of none) is read by its own reader or reported, never passed over
         fmt = (_folder_layout(source) or Format.mixed) if source.is_dir() else detect_format(source)
     elif not source.exists():
-        raise BadInputError(str(source), "no such file or directory")
+        raise BadInputError(str(source), missing_reason(source))
     if fmt is Format.mixed and not source.is_dir():
         fmt = detect_format(source)
     if fmt is Format.text and source.is_file():

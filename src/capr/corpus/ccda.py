@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterator
 
-from capr.text.aspects import aspect_for_code
+from capr.text.aspects import aspect_for_code, loinc_document_type
 from capr.corpus.files import check_text_file, read_head, wanted_files, xml_declared_encoding
 from capr.corpus.narrative import element_text
 from capr.corpus.report import ReadReport
@@ -157,7 +157,8 @@ def _read_file(path: Path, report: ReadReport, shown: str) -> Document | None:
         author_code = root.find("v3:author/v3:functionCode", _N)
     title_el = root.find("v3:title", _N)
     effective = root.find("v3:effectiveTime", _N)
-    note_type = (doc_code.get("displayName") or "").strip() if doc_code is not None else ""
+    note_type = ((doc_code.get("displayName") or "").strip() or loinc_document_type(doc_code.get("code"), doc_code.get("codeSystem"))
+                 if doc_code is not None else "")
     doc_id = _qualified_id(root.find("v3:id", _N)) or path.stem
     patient, patient_root = _patient_id(root)
     meta = {

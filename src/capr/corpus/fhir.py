@@ -18,9 +18,9 @@ document type), ``category``, ``author_role``, ``resource_type``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from capr.text.aspects import aspect_for_code
+from capr.text.aspects import aspect_for_code, loinc_document_type
 from capr.corpus.files import json_lines, parse_json, read_text, wanted_files
 from capr.corpus.narrative import xhtml_text
 from capr.corpus.report import ReadReport
@@ -183,15 +183,23 @@ def _iso(v: Any) -> str:
     return v.isoformat() if hasattr(v, "isoformat") else str(v)
 
 
-def _concept_text(cc: Any) -> str:
+def _concept_text(cc: Any, names: Callable[[str | None, str | None], str] | None = None) -> str:
+    """A CodeableConcept as text: its text, else its first coding's display, else (``names``: the name of a code, as
+    capr.text.aspects.loinc_document_type gives it) the code's name, else the code."""
     if cc is None:
         return ""
     if getattr(cc, "text", None):
         return str(cc.text)
     for c in getattr(cc, "coding", None) or []:
         if c.display or c.code:
-            return str(c.display or c.code)
+            return str(c.display or (names(c.code, c.system) if names else "") or c.code)
     return ""
+
+
+def _note_type(cc: Any) -> str:
+    """A note's type: a LOINC document code without its display is named as LOINC names it ("18842-5" is
+    "Discharge summary"), on a Composition as on a DocumentReference."""
+    return _concept_text(cc, loinc_document_type)
 
 
 def _author_role(authors: Any, ctx: dict[str, dict]) -> str:
@@ -250,7 +258,7 @@ def _document_reference(res: Any, ctx: dict[str, dict]) -> Document:
     context = res.context
     encounter = _ref_id(context.encounter[0], ctx) if context is not None and context.encounter else ""
     period_start = _iso(context.period.start) if context is not None and context.period is not None else ""
-    note_type = _concept_text(res.type)
+    note_type = _note_type(res.type)
     return Document(
         doc_id=f"DocumentReference-{res.id}",
         title=str(res.description or note_type or "Clinical note"),
@@ -294,7 +302,7 @@ def _composition(res: Any, ctx: dict[str, dict]) -> Document:
         add(sec, 0)
     if not sections:
         raise _Unreadable("Composition has no section with narrative text (section.text.div)")
-    note_type = _concept_text(res.type)
+    note_type = _note_type(res.type)
     return Document(
         doc_id=f"Composition-{res.id}",
         title=str(res.title or note_type),
@@ -317,7 +325,7 @@ def _diagnostic_report(res: Any, ctx: dict[str, dict]) -> Document:
         text = str(res.conclusion)
     if not text.strip():
         raise _Unreadable("DiagnosticReport has no presentedForm text and no conclusion")
-    note_type = _concept_text(res.code)
+    note_type = _note_type(res.code)
     date = _iso(res.effectiveDateTime) or (_iso(res.effectivePeriod.start) if res.effectivePeriod is not None else "") or _iso(res.issued)
     return Document(
         doc_id=f"DiagnosticReport-{res.id}",

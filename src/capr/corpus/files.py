@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import errno
 import gzip
 import io
 import json
@@ -130,7 +131,7 @@ def folder_files(root: Path) -> list[tuple[Path, str | None]]:
             if entry.is_symlink():
                 target = os.readlink(path)
                 if not os.path.exists(real):
-                    out.append((path, f"broken symbolic link (its target {target} does not exist)"))
+                    out.append((path, _dangling_link_reason(path, target)))
                     continue
                 if any(a == real or a.startswith(real + os.sep) for a in ancestors):
                     out.append((path, f"symbolic link loop (its target {target} is a folder that contains it)"))
@@ -146,6 +147,23 @@ def folder_files(root: Path) -> list[tuple[Path, str | None]]:
 
     walk(root, frozenset({os.path.realpath(root)}))
     return out
+
+
+def missing_reason(path: Path) -> str:
+    """Why a path given as a source reads as nothing: a symbolic link that loops or whose target is gone, or no
+    such file at all."""
+    return _dangling_link_reason(path, os.readlink(path)) if os.path.islink(path) else "no such file or directory"
+
+
+def _dangling_link_reason(path: Path, target: str) -> str:
+    """Why a symbolic link leads to no file: a loop (a link to itself, or links that lead back to one another) or a
+    missing target."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return f"symbolic link loop (its target {target} leads back to it)"
+    return f"broken symbolic link (its target {target} does not exist)"
 
 
 def is_hidden(path: Path, root: Path) -> bool:
@@ -239,8 +257,27 @@ def read_head(path: Path, n: int = 8192) -> bytes:
     except (OSError, EOFError, zlib.error) as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
     if head.startswith(UTF16_BOMS):
+        if stray_utf16_mark(head):
+            return head[2:]
         return codecs.getincrementaldecoder("utf-16")("replace").decode(head).encode()
     return head.removeprefix(BOM)
+
+
+def stray_utf16_mark(head: bytes) -> bool:
+    """Whether ``head`` (a file's first bytes) opens with a UTF-16 byte-order mark that its text is not: UTF-8 text
+    behind a mark some tool prepended, which read as UTF-16 is garbage ("䥈呓剏..."). Real UTF-16 text has NUL
+    bytes (Latin letters) or whitespace (a line end, a space) when read so; such a reading has neither."""
+    if not head.startswith(UTF16_BOMS) or b"\x00" in head[2:]:
+        return False
+    rest = head[2:]
+    try:
+        rest.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(rest) - 4:  # not only a character cut by the head's end
+            return False
+    as_utf16 = rest[: len(rest) // 2 * 2].decode("utf-16-le" if head.startswith(codecs.BOM_UTF16_LE) else "utf-16-be",
+                                                 "replace")
+    return not any(c.isspace() for c in as_utf16)
 
 
 def first_line(head: bytes) -> bytes:
@@ -252,14 +289,22 @@ def first_line(head: bytes) -> bytes:
 _FIRST_LINE_RE = re.compile(rb"[^\r\n]*")
 
 
-def text_encoding(path: Path) -> str:
-    """How the file's text is decoded: UTF-16 after a UTF-16 byte-order mark, else UTF-8 (a BOM dropped)."""
+def _decoding(path: Path) -> tuple[str, int]:
+    """How the file's text is decoded, and how many bytes before it are skipped: UTF-16 after a UTF-16 byte-order
+    mark, else UTF-8 (a BOM dropped; a stray UTF-16 mark before UTF-8 text skipped: :func:`stray_utf16_mark`)."""
     try:
         with _open_bytes(path) as fh:
-            mark = fh.read(2)
+            head = fh.read(8192)
     except (OSError, EOFError, zlib.error) as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
-    return "utf-16" if mark in UTF16_BOMS else TEXT_ENCODING
+    if not head.startswith(UTF16_BOMS):
+        return TEXT_ENCODING, 0
+    return (TEXT_ENCODING, 2) if stray_utf16_mark(head) else ("utf-16", 0)
+
+
+def text_encoding(path: Path) -> str:
+    """How the file's text is decoded (see :func:`_decoding`)."""
+    return _decoding(path)[0]
 
 
 _XML_DECL_RE = re.compile(rb"""^\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z][A-Za-z0-9._-]*)["']""")
@@ -346,18 +391,20 @@ def check_text_file(path: Path, encoding: str = "utf-8") -> None:
 
 def open_text(path: Path) -> IO[str]:
     check_text_file(path)
-    encoding = text_encoding(path)
-    if is_gzip_name(path):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
+    encoding, skip = _decoding(path)
+    if is_gzip_name(path) or skip:
+        fh = _open_bytes(path)
+        fh.read(skip)
+        return io.TextIOWrapper(fh, encoding=encoding, newline="")
     return open(path, encoding=encoding, newline="")
 
 
 def read_text(path: Path) -> str:
     check_text_file(path)
-    encoding = text_encoding(path)
+    encoding, skip = _decoding(path)
     try:
         with _open_bytes(path) as fh:
-            data = fh.read()
+            data = fh.read()[skip:]
     except READ_ERRORS as e:
         raise BadInputError(str(path), read_error_reason(e)) from None
     try:

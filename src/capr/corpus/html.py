@@ -20,7 +20,7 @@ from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
 from capr.corpus.files import (HTML_NAMES, READ_ERRORS, compressed_data, is_html_name, read_each_file,
-                               read_error_reason)
+                               read_error_reason, stray_utf16_mark)
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -166,6 +166,8 @@ def read_html_markup(path: Path) -> str:
         raise BadInputError(str(path), read_error_reason(e)) from None
     if not data.strip():
         raise BadInputError(str(path), "file is empty" if not data else "file contains only whitespace")
+    if stray_utf16_mark(data[:8192]):  # UTF-8 behind a UTF-16 byte-order mark
+        data = data[2:]
     for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
         if data.startswith(bom):
             break

@@ -25,6 +25,7 @@ from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError, QueryError
 from capr.eval.metrics import METRICS, evaluate
+from capr.eval.runs import falling_scores
 from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.models.encoder import EncoderConfig
 from capr.records import Retriever
@@ -309,8 +310,8 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
                    rerank_depth: int | None = None) -> CandidateScorer:
     """What `capr search` with its default options returns, on the candidates: the same Searcher and
     SearchOptions() (the best retriever the index supports, synonym expansion, aspect prior, entity-first ranking),
-    restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its rank;
-    candidates not returned rank last. ``options``: other SearchOptions (the dev grid of experiments/default_dev.py);
+    restricted to the pool, or over the whole index (its top 1,000) for ``full``. A candidate's score is its hit's
+    (ties split in rank order); candidates not returned rank last. ``options``: other SearchOptions (the dev grid of experiments/default_dev.py);
     ``reranker``: a loaded second stage on the top ``rerank_depth`` (`capr search --reranker`)."""
     from dataclasses import replace
 
@@ -333,7 +334,7 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
         within = None if whole else bench.keys(rows)
         # (a second stage re-orders the top rerank_depth; the rest of the k keep the first stage's order)
         try:
-            pids = [h.pid for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
+            hits = [(h.pid, h.score) for h in searcher.search(parsed[q.qid], replace(options, k=k), within=within).hits]
         except QueryError as e:
             # a question `capr search` refuses (only stopwords, no letters): it returns nothing, and the evaluation
             # of the others goes on and names it (one such query among hundreds must not cost the whole run)
@@ -341,8 +342,9 @@ def default_scorer(data: BenchmarkData, field: QueryField, store: Any = None, op
             return np.full(len(rows), -np.inf)
         position = {int(r): i for i, r in enumerate(rows)}
         out = np.full(len(rows), -np.inf)
-        for rank, pid in enumerate(pids):
-            out[position[row_of[pid]]] = len(pids) - rank
+        # the hits' own scores, a tie split in rank order: sorting by score gives back the search's ranking
+        for (pid, _), score in zip(hits, falling_scores([score for _, score in hits])):
+            out[position[row_of[pid]]] = score
         return out
 
     return score
@@ -437,15 +439,16 @@ def run_benchmark(
         order = np.argsort(-s, kind="stable")  # stable: ties keep the (shuffled) pool order
         if len(s) and np.isneginf(s).all():
             order = order[:0]  # the pipeline returned nothing: an empty ranking, as trec_eval scores it
-        if document_of_row is not None:
-            ids = best_passage_documents([document_of_row[rows[i]] for i in order])
+        if document_of_row is not None:  # a document ranks, and scores, as its best passage
+            ranked = list(best_passage_documents([(document_of_row[rows[i]], s[i]) for i in order]))
         else:
-            ids = [pid_of[rows[i]] for i in order]
+            ranked = [(pid_of[rows[i]], s[i]) for i in order]
         if pools is None:
-            ids = ids[:FULL_DEPTH]
-        # Scores for the TREC run encode the rank so ties cannot be reordered by evaluators.
-        n = len(ids)
-        run.results[q.qid] = [ScoredPassage(pid=pid, score=float(n - rank), rank=rank + 1) for rank, pid in enumerate(ids)]
+            ranked = ranked[:FULL_DEPTH]
+        # the pipeline's own scores (the run file keeps ties in this order: capr.eval.runs.falling_scores)
+        scores = falling_scores([score for _, score in ranked])
+        run.results[q.qid] = [ScoredPassage(pid=pid, score=score, rank=rank + 1)
+                              for rank, ((pid, _), score) in enumerate(zip(ranked, scores))]
     metrics = evaluate(run.as_scores(), qrels_as_dict(data.qrels), data.extra.get("metrics", METRICS))
     if data.extra.get("precision_at_1"):
         rel = qrels_as_dict(data.qrels)
@@ -459,9 +462,13 @@ def document_of_rows(index: Index) -> list[str]:
     return [index.passage(row).doc_id for row in range(len(index))]
 
 
-def best_passage_documents(ranked_documents: Sequence[str]) -> list[str]:
-    """Each document once, where its best passage ranks (``ranked_documents``: the document of each ranked passage)."""
-    return list(dict.fromkeys(ranked_documents))
+def best_passage_documents(ranked: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Each document once, where (and as) its best passage ranks (``ranked``: the document and score of each ranked
+    passage, best first)."""
+    out: dict[str, float] = {}
+    for doc, score in ranked:
+        out.setdefault(doc, score)
+    return list(out.items())
 
 
 def cdv_query_vectors(data: BenchmarkData, store) -> dict[str, np.ndarray]:

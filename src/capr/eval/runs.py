@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from capr.corpus.files import numbered_lines, open_text
 from capr.errors import BadInputError, CaprError
@@ -72,8 +73,32 @@ def trec_run_text(run: Run, path: Path) -> str:
         check_trec_id(path, "query id", qid)
         for h in hits:
             check_trec_id(path, f"document id (query {qid!r})", h.pid)
-    return "".join(f"{qid} Q0 {h.pid} {i + 1} {h.score:.9g} {run.name}\n"
-                   for qid, hits in run.results.items() for i, h in enumerate(hits))
+    lines = []
+    for qid, hits in run.results.items():
+        scores = falling_scores([h.score for h in hits])
+        lines += [f"{qid} Q0 {h.pid} {i + 1} {score:.9g} {run.name}\n" for i, (h, score) in enumerate(zip(hits, scores))]
+    return "".join(lines)
+
+
+_STEP = 1e-6  # relative: several units of float32 (trec_eval reads scores as floats) and of the 9 digits written
+
+
+def falling_scores(scores: Sequence[float]) -> list[float]:
+    """A ranking's scores, each written clearly below the one ranked above it: a score that ties (or tops, or comes
+    within a step of) it, or is not finite (a candidate the pipeline did not return), becomes the one above less
+    one step (a millionth of it). trec_eval sorts a run by score, as single-precision floats, breaking ties by
+    document id, and would otherwise re-order capr's ranking; every other score is written as it is (9 digits)."""
+    out: list[float] = []
+    for score in scores:
+        score = float(f"{float(score):.9g}")
+        if out:
+            step = max(abs(out[-1]) * _STEP, 1e-12)
+            if not math.isfinite(score) or score > out[-1] - step:
+                score = float(f"{out[-1] - step:.9g}")
+        elif not math.isfinite(score):
+            score = 0.0
+        out.append(score)
+    return out
 
 
 def write_run(path: Path, run: Run) -> None:

@@ -845,7 +845,7 @@ class Index:
         return Document.from_dict(self.segments[loc[0]].documents.get(loc[1]))
 
     def _value_counts(self, field: str) -> dict[str, tuple[Any, int]]:
-        """Per distinct value (by filter key: case and outer spaces folded) of a column that a live passage has:
+        """Per distinct value (by filter key, capr.filters.value_key) of a column that a live passage has:
         its first spelling among live passages in segment order (a rebuild's) and its live passages, counted
         segment by segment. A value only deleted passages had is not one. Kept per field: a generation never changes."""
         known = self._values.get(field)

@@ -393,7 +393,7 @@ class Segment:
 
     def spellings(self, field: str, live: np.ndarray) -> list[Any]:
         """A column's distinct values as its live passages spell them. A value is stored as its first passage spelled
-        it (values that differ only in case or outer spaces share a code); when that passage is deleted, it is
+        it (values a filter cannot tell apart, a number 7 and 7.0, share a code); when that passage is deleted, it is
         spelled as the first live passage that has it, read back from its record (only deleted passages make such
         values, so they are few)."""
         col = self.column(field)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from capr.filters import column_lookup, value_key
 from capr.index.atomic import write_npy
 from capr.index.reading import damaged, load_npy, read_json, reading
 
@@ -56,11 +57,12 @@ class Column:
         self.values = values
         self.codes = codes
         # missing values (None) are never matched by a filter
-        self._lookup = {self._key(v): i for i, v in enumerate(values) if v is not None}
+        self._lookup = column_lookup(values)
 
     @staticmethod
     def _key(v: Any) -> str:
-        return str(v).strip().lower()
+        # exact: values differing only in case (patients abC1 and ABc1) are two values (capr.filters.value_key)
+        return value_key(v)
 
     @classmethod
     def build(cls, raw: list[Any]) -> "Column":

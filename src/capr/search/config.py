@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from capr.errors import QueryError
-from capr.records import Retriever
+from capr.records import OptionRange as R, Retriever, check_option
 from capr.search.fusion import FusionConfig, FusionMethod, recorded_fusion
 from capr.search.query import DEFAULT_TEMPLATE, ParsedQuery, check_template
 from capr.search.second_stage import DEFAULT_RERANK_DEPTH, NO_RERANKER
@@ -113,16 +113,13 @@ class SearchOptions:
         if isinstance(self.fusion, (str, FusionMethod)):
             self.fusion = FusionConfig(method=FusionMethod(self.fusion))
         check_template(self.template)
-        if self.k <= 0:
-            raise QueryError(f"k must be positive, got {self.k}", "k")
-        if self.aspect_boost < 0 or self.mention_boost < 0:
-            # a negative boost would push the asked aspect (or the entity's own passages) down
-            raise QueryError(f"boosts must be >= 0, got aspect boost {self.aspect_boost}, mention boost {self.mention_boost}",
-                             "aspect_boost" if self.aspect_boost < 0 else "mention_boost")
-        if self.rerank_share is not None and not 0.0 <= self.rerank_share <= 1.0:
-            raise QueryError(f"the re-ranker's share must be within 0..1, got {self.rerank_share}", "rerank_share")
-        if self.rerank_depth is not None and self.rerank_depth <= 0:
-            raise QueryError(f"the re-rank depth must be positive, got {self.rerank_depth}", "rerank_depth")
+        # one rule for the CLI, Python and the service: a NaN or infinite number, or a k that is no count, is refused
+        # (a NaN boost ranked by "score": NaN, which is not JSON); a negative boost would push the asked aspect down
+        for name, must in (("k", R.results), ("aspect_boost", R.boost), ("mention_boost", R.boost),
+                           ("rerank_share", R.share), ("rerank_depth", R.results), ("thetas", R.share)):
+            for value in (getattr(self, name) if name == "thetas" else (getattr(self, name),)):
+                check_option(name, value, must, field=name)
+        self.k = int(self.k)
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, Any], recorded: "SearchProfile | None" = None) -> "SearchOptions":

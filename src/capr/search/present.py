@@ -99,9 +99,11 @@ def annotate(store: Store, pq: ParsedQuery, hits: list[Hit], synonym_forms: Sequ
         h.snippet = (snip.start, snip.text, [(a + snip.start + p.start, b + snip.start + p.start) for a, b in snip.highlights])
 
 
-def add_evidence(store: Store, pq: ParsedQuery, hits: list[Hit], options: SearchOptions, cdv: Any = None) -> str:
+def add_evidence(store: Store, pq: ParsedQuery, hits: list[Hit], options: SearchOptions, cdv: Any = None,
+                 forms: Sequence[Sequence[str]] | None = None) -> str:
     """Each hit's sentences scored by ``options.evidence`` (lexical, dense, or ``cdv``'s model), evidence marked;
-    returns the method's name."""
+    returns the method's name. ``forms``: the entity's names as analysed terms — a sentence that names it only to
+    deny it is never evidence (default: the query entity's own name)."""
     from capr.search.evidence import dense_sentence_scores, lexical_sentence_scores
 
     method = options.evidence
@@ -109,9 +111,9 @@ def add_evidence(store: Store, pq: ParsedQuery, hits: list[Hit], options: Search
     if method is Evidence.cdv:
         scored = cdv.evidence(pq, passages, options.thetas)
     elif method is Evidence.dense:
-        scored = dense_sentence_scores(store, pq, passages, options.template) if passages else []
+        scored = dense_sentence_scores(store, pq, passages, options.template, forms) if passages else []
     else:
-        scored = [lexical_sentence_scores(store, pq, p) for p in passages]
+        scored = [lexical_sentence_scores(store, pq, p, forms=forms) for p in passages]
     for h, s in zip(hits, scored):
         h.sentences = list(s)
     return method.value

@@ -138,7 +138,10 @@ class Searcher:
         if options.highlights:
             annotate(self.store, pq, hits, entity_forms(self.store, pq, options.entity_synonyms)[1:]
                      if pq.entity and options.entity_first else [])
-        method = add_evidence(self.store, pq, hits, options, self.cdv) if options.evidence is not Evidence.none else None
+        method = None
+        if options.evidence is not Evidence.none:  # a sentence denying the entity, by any of its names, is no evidence
+            method = add_evidence(self.store, pq, hits, options, self.cdv,
+                                  entity_forms(self.store, pq, options.entity_synonyms))
         return SearchResult(pq, options, hits, retriever, self.reranker_name, method, notices)
 
     def _depth(self, options: SearchOptions) -> int:

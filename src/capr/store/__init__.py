@@ -58,6 +58,24 @@ class BackendOptions:
         return open_store(name, self.backend, uri=self.uri, token=self.token, lock_wait_s=self.lock_wait_s,
                           **self.milvus_options())
 
+    def existing_documents(self, name: str | Path) -> int | None:
+        """How many documents the index already at ``name`` holds (a directory, or a Milvus collection), or None
+        when there is none: `capr index --out` replaces one only when told to."""
+        if self.backend is Backend.embedded:
+            from capr.index.directory import is_index_dir
+
+            if not is_index_dir(Path(name)):
+                return None
+        else:
+            from capr.store.milvus_backend import MilvusStore
+
+            if not MilvusStore.exists(_require_uri(self.uri), str(name), token=self.token, **self.milvus_options()):
+                return None
+        try:
+            return int(self.open(name).stats()["documents"])
+        except CaprError:  # there, but unreadable (damaged, or of an older schema): still an index to replace
+            return 0
+
     def create(self, name: str | Path, **settings: Any) -> "Store":
         extra = {"index_type": self.index_type} if self.backend is Backend.milvus else {}
         return create_store(name, self.backend, uri=self.uri, token=self.token, **settings, **extra,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from capr.errors import QueryError
-from capr.filters import Filters, as_clauses, is_identifier_field, known_field
+from capr.filters import FilterClause, Filters, as_clauses, is_identifier_field, known_field, named_values
 from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
 from capr.records import Retriever
 from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
@@ -167,8 +167,9 @@ class EmbeddedStore:
 
     def compile_filter(self, filters: Filters) -> np.ndarray | None:
         """Rows passing every clause: a {field: value} dict (equality) or clauses/clause strings with ranges and
-        sets (see capr.filters). An equality or set no passage has is an error (most often a typo); an empty
-        range is a legitimate empty answer."""
+        sets (see capr.filters). A value an ``=``, ``!=``, ``in`` or ``not in`` clause names that no passage has is
+        an error (most often a typo: capr.filters.named_values); an empty range, or clauses that together keep
+        nothing, is a legitimate empty answer."""
         clauses = as_clauses(filters)
         if not clauses:
             return None
@@ -179,16 +180,10 @@ class EmbeddedStore:
             c = known_field(c, fields)
             norm = (lambda v: filter_aspect(v, index.aspect_counts(), index.analyzer)) if c.field == "aspect" else None
             m = index.clause_rows(c, norm)
-            if not m.any() and c.op in ("=", "in"):
-                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
-                if c.field == "aspect":
-                    raise QueryError(no_aspect_message(c.values[0], shown, index.aspect_counts()))
-                # close spellings help with words (category=Radiolgy), but for an identifier they would list other
-                # patients' (encounters', notes') ids to a client that named one it may not know: none then
-                close = [] if is_identifier_field(c.field) else \
-                    difflib.get_close_matches(str(c.values[0]), index.stored_values(c.field), n=5, cutoff=0.6)
-                hint = f" (close: {', '.join(close)})" if close else ""
-                raise QueryError(f"no passage has {shown}{hint}")
+            for w in named_values(c):
+                held = m if c.op in ("=", "in") and len(c.values) == 1 else index.clause_rows(FilterClause(c.field, "=", w), norm)
+                if not held.any():
+                    raise QueryError(missing_value_message(c.field, w, index))
             mask &= m
         return mask
 
@@ -278,3 +273,16 @@ class EmbeddedStore:
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
+
+
+def missing_value_message(field: str, value: Any, store: Any) -> str:
+    """The error for a filter value no passage has. Close spellings help with words (category=Radiolgy), but for an
+    identifier they would list other patients' (encounters', notes') ids to a client that named one it may not
+    know: none then. An aspect names the index's aspects (``store``: its aspect counts and stored values)."""
+    shown = f"{field}={value!r}"
+    if field == "aspect":
+        return no_aspect_message(value, shown, store.aspect_counts())
+    close = [] if is_identifier_field(field) else \
+        difflib.get_close_matches(str(value), [str(v) for v in store.stored_values(field)], n=5, cutoff=0.6)
+    return f"no passage has {shown}" + (f" (close: {', '.join(close)})" if close else "")
+

@@ -36,20 +36,21 @@ from capr._version import __version__
 from capr.corpus.report import ReadReport, admit_document
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError, QueryError
-from capr.filters import FilterClause, as_clauses, known_field, milvus_expr
+from capr.filters import FilterClause, as_clauses, bound_kind_error, known_field, named_values, text_bound
 from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.text.bm25 import BM25Params
 from capr.index.segment import passage_index_text
 from capr.records import Retriever
 from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section
+from capr.store.milvus_filters import filter_keys, kind_counts, milvus_expr, without_filter_keys
 from capr.store.protocol import Backend, Capability
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig
 
 META = "capr_meta"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: metadata rows carry filter keys (capr.store.milvus_filters)
 MAX_TEXT = 65535  # Milvus VARCHAR limit (bytes)
 MAX_KEY = 1024
 MAX_SHORT = 4096
@@ -160,6 +161,17 @@ class MilvusStore:
                             + " (create one with `capr index SOURCE --out NAME --backend milvus --uri URI`)")
         client.load_collection(name)
         return cls(client, uri, name, meta)
+
+    @classmethod
+    def exists(cls, uri: str, name: str, token: str | None = None, **options: Any) -> bool:
+        """Whether a capr collection ``name`` is on the Milvus at ``uri`` (one of an older schema too)."""
+        client = cls.connect(uri, token, **options)
+        try:
+            return client.has_collection(check_collection_name(name)) and _read_meta(client, name) is not None
+        except CaprError:
+            return True  # a capr collection this capr cannot read
+        finally:
+            client.close()
 
     @classmethod
     def create(cls, uri: str, name: str, token: str | None = None, segmenter: SegmenterConfig | None = None,
@@ -276,6 +288,7 @@ class MilvusStore:
     def _rows(self, doc: Document, passages: list[Passage], vectors: np.ndarray | None, seq0: int) -> list[dict]:
         rows = []
         meta_json = {k: v for k, v in doc.metadata.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        meta_json.update(filter_keys(meta_json))
         for i, p in enumerate(passages):
             row = {
                 "pid": _clip(p.pid, MAX_KEY), "doc_id": _clip(p.doc_id, MAX_KEY), "text": _clip(p.text, MAX_TEXT),
@@ -441,11 +454,35 @@ class MilvusStore:
 
     # -- filters ------------------------------------------------------------------------------
     def compile_filter(self, filters: Any) -> str:
+        """:meth:`filter_expr`, after refusing, as the embedded index does, a value that a ``!=``, ``not in`` or
+        many-valued ``in`` names and no passage has (one count per such value; that of an ``=`` is refused when the
+        search comes back empty: :meth:`explain_empty`) and a text range bound on a field of dates or numbers."""
+        for c in (known_field(c, self.meta["fields"]) for c in as_clauses(filters)):
+            if text_bound(c) and c.field not in BUILTIN:
+                self._check_bound(c)
+            elif c.op in ("!=", "not in") or len(c.values) > 1:
+                self._check_held(c)
+        return self.filter_expr(filters)
+
+    def _check_bound(self, clause: FilterClause) -> None:
+        """A text range bound on a field of dates only (or numbers only) is refused, as the embedded index does."""
+        def count(expr: str) -> int:
+            return int(self.client.query(self.name, filter=expr, output_fields=["count(*)"])[0]["count(*)"])
+
+        n = {what: count(expr) for what, expr in kind_counts(clause.field).items()}
+        kind = None if not n["present"] else "dates" if n["dates"] == n["present"] else \
+            "numbers" if n["numbers"] == n["present"] else None
+        example = ""
+        if kind == "dates":
+            row = self.client.query(self.name, filter=kind_counts(clause.field)["dates"], output_fields=["metadata"], limit=1)
+            example = str(row[0]["metadata"].get(clause.field, "")) if row else ""
+        if (error := bound_kind_error(clause, kind, example)) is not None:
+            raise error
+
+    def filter_expr(self, filters: Any) -> str:
         """A Milvus expression for a {field: value} dict or range/set clauses (capr.filters)."""
         clauses = [known_field(c, self.meta["fields"]) for c in as_clauses(filters)]
         return milvus_expr(self._normalized(clauses), BUILTIN)
-
-    filter_expr = compile_filter
 
     def _normalized(self, clauses: list[FilterClause]) -> list[FilterClause]:
         """Aspect values as the corpus aspects they select (capr.search.query.filter_aspect), as the embedded index reads them."""
@@ -462,15 +499,20 @@ class MilvusStore:
 
     def explain_empty(self, filters: Any) -> None:
         """The embedded backend's error for a filter value no passage has, found only when a filtered
-        search comes back empty (one count per equality/set clause then, nothing extra on the common path)."""
+        search comes back empty (one count per value of an ``=`` or ``in`` clause then, nothing extra on the
+        common path)."""
         for c in (known_field(c, self.meta["fields"]) for c in as_clauses(filters)):
-            if c.op not in ("=", "in"):
-                continue  # an empty range is an answer, not a typo
-            res = self.client.query(self.name, filter=milvus_expr(self._normalized([c]), BUILTIN), output_fields=["count(*)"])
+            if c.op in ("=", "in"):
+                self._check_held(c)
+
+    def _check_held(self, clause: FilterClause) -> None:
+        for w in named_values(clause):
+            eq = FilterClause(clause.field, "=", w)
+            res = self.client.query(self.name, filter=milvus_expr(self._normalized([eq]), BUILTIN), output_fields=["count(*)"])
             if int(res[0]["count(*)"]) == 0:
-                shown = f"{c.field}={c.value!r}" if c.op == "=" else str(c)
-                if c.field == "aspect":
-                    raise QueryError(no_aspect_message(c.values[0], shown, self.aspect_counts()))
+                shown = f"{clause.field}={w!r}"
+                if clause.field == "aspect":
+                    raise QueryError(no_aspect_message(w, shown, self.aspect_counts()))
                 raise QueryError(f"no passage has {shown}")
 
     def aspect_counts(self) -> dict[str, int | None]:
@@ -554,7 +596,7 @@ def _passage(h: dict) -> Passage:
     return Passage(pid=h["pid"], doc_id=h["doc_id"], text=h["text"], aspect=h["aspect"] or None,
                    start=int(h["start_char"]), end=int(h["end_char"]),
                    sentences=[(int(a), int(b)) for a, b in (h.get("sentences") or {}).get("spans", [])],
-                   title=h.get("title") or "", heading=h.get("heading") or "", metadata=dict(h.get("metadata") or {}))
+                   title=h.get("title") or "", heading=h.get("heading") or "", metadata=without_filter_keys(h.get("metadata") or {}))
 
 
 def _create_collection(client: Any, name: str, dim: int | None, bm25: bool, bm25_params: dict, index_type: str,

@@ -142,6 +142,38 @@ LOINC_ASPECTS: dict[str, str] = {
 }
 # How LOINC is named: the C-CDA code system OID and the FHIR system URI.
 LOINC_SYSTEMS = {"2.16.840.1.113883.6.1", "http://loinc.org", "urn:oid:2.16.840.1.113883.6.1"}
+# LOINC document type codes (FHIR DocumentReference.type and Composition.type, the C-CDA document code) → the
+# note type a user filters by, for a coding that gives the code without its display name: the same note is then
+# "Discharge summary" whichever resource carries it.
+LOINC_DOCUMENT_TYPES: dict[str, str] = {
+    "11488-4": "Consult note",
+    "18842-5": "Discharge summary",
+    "11506-3": "Progress note",
+    "34117-2": "History and physical note",
+    "11504-8": "Surgical operation note",
+    "28570-0": "Procedure note",
+    "34111-5": "Emergency department note",
+    "18761-7": "Transfer summary note",
+    "57133-1": "Referral note",
+    "34746-8": "Nurse note",
+    "34109-9": "Note",
+    "34133-9": "Summary of episode note",
+    "60591-5": "Patient summary",
+    "18748-4": "Diagnostic imaging study",
+    "11502-2": "Laboratory report",
+    "11526-1": "Pathology study",
+    "18776-5": "Plan of care note",
+    "51847-2": "Evaluation and plan note",
+}
+
+
+def loinc_document_type(code: str | None, system: str | None = None) -> str:
+    """The name of a LOINC document type code (LOINC_DOCUMENT_TYPES) when the coding is LOINC (or names no system),
+    else ""."""
+    code = (code or "").strip()
+    if system and system.strip() and system.strip() not in LOINC_SYSTEMS:
+        return ""
+    return LOINC_DOCUMENT_TYPES.get(code, "")
 
 
 def aspect_for_code(code: str | None, system: str | None = None, fallback_heading: str = "") -> str:

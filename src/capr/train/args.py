@@ -2,50 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
-from capr.errors import CaprError
-
-SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: a larger or negative one was a ValueError traceback
-
-
-class OptionRange(str, Enum):
-    """The values a numeric training option can take; each reads as what the error says it must be."""
-
-    count = "at least 1"
-    count0 = "0 or more"
-    share = "between 0 and 1"
-    positive = "positive"
-    rate = "a number >= 0"
-    seed = f"between 0 and {SEED_MAX}"
-
-
-def check_option(option: str, value: float | None, must: OptionRange) -> None:
-    """One clear error naming ``option`` when ``value`` is outside ``must``; None (unset: the default) passes. Such
-    values trained anyway (a zero --max-length silently became the default, a negative --hard-negatives sampled none)
-    or failed with a traceback after the work had started."""
-    if value is None:
-        return
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    ok = math.isfinite(value) and {
-        OptionRange.count: whole and value >= 1,
-        OptionRange.count0: whole and value >= 0,
-        OptionRange.share: 0 <= value <= 1,
-        OptionRange.positive: value > 0,
-        OptionRange.rate: value >= 0,
-        OptionRange.seed: whole and 0 <= value <= SEED_MAX,
-    }[must]
-    if not ok:
-        raise CaprError(f"{option} must be {must.value}, got {value:g}")
-
-
-def check_options(options: Iterable[tuple[str, float | None, OptionRange]]) -> None:
-    """:func:`check_option` for each (option, value, range), in order: the first one out of range is the error."""
-    for option, value, must in options:
-        check_option(option, value, must)
+from capr.records import SEED_MAX, OptionRange, check_option, check_options  # noqa: F401 (the trainers' names)
 
 
 class ModelKind(str, Enum):
