@@ -469,7 +469,7 @@ def test_counts_without_merging_equal_merged_counts(tmp_path, demo_dir):
 
 # ------------------------------------------------------------------ B. per-document size limit
 def test_oversized_document_is_refused_with_the_limit(tmp_path, base_index):
-    from capr.index.index import DEFAULT_MAX_DOC_CHARS
+    from capr.records import DEFAULT_MAX_DOC_CHARS
 
     big = "PLAN: " + "word " * (DEFAULT_MAX_DOC_CHARS // 5 + 10)  # just over the default 10 M characters
     src = _write_jsonl(tmp_path / "big.jsonl", [{"doc_id": "small", "text": "PLAN: quorbital drops."},
@@ -528,13 +528,13 @@ def test_io_error_mid_write_keeps_previous_generation(tmp_path, base_index, monk
     import errno
 
     from capr.errors import WriteError
-    from capr.index import directory, index as index_mod, segment
+    from capr.index import directory, meta, segment
     from capr.records import Document
 
     def fail(*args, **kwargs):
         raise OSError(errno.EIO, "Input/output error")
 
-    target = {"segment": (segment.SegmentBuilder, "_write"), "manifest": (index_mod, "write_json"),
+    target = {"segment": (segment.SegmentBuilder, "_write"), "manifest": (meta, "write_json"),
               "commit": (directory, "commit_generation")}[where]
     monkeypatch.setattr(*target, fail)
     before = _generation(base_index)
@@ -556,12 +556,12 @@ def test_io_error_cli_is_one_line(tmp_path, base_index, monkeypatch):
     from typer.testing import CliRunner
 
     from capr.cli import app
-    from capr.index import index as index_mod
+    from capr.index import meta
 
     def fail(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(index_mod, "write_json", fail)
+    monkeypatch.setattr(meta, "write_json", fail)
     src = _write_jsonl(tmp_path / "b.jsonl", _records(3))
     res = CliRunner().invoke(app, ["add", str(base_index), str(src)])
     assert res.exit_code == 2 and "Traceback" not in res.output

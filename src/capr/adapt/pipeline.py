@@ -387,7 +387,7 @@ def adapt(config: AdaptConfig, log: Callable[[str], None] = print, progress: boo
     """Runs the whole adaptation and returns its report (also written to OUT.adapt/adapt.json and recorded in the
     index manifest and the kept model's card)."""
     from capr.index.directory import DEFAULT_LOCK_WAIT_S
-    from capr.index.index import IndexWriter
+    from capr.index.writer import IndexWriter
     from capr.labels.generate import read_labels
     from capr.models.encoder import EncoderConfig
     from capr.train import ModelKind, TrainArgs, train

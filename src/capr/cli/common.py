@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from capr.corpus import ReadReport
 from capr.errors import CaprError, QueryError
 from capr.index.directory import DEFAULT_LOCK_WAIT_S, WriterBusy
-from capr.index.index import DEFAULT_MAX_DOC_CHARS
+from capr.records import DEFAULT_MAX_DOC_CHARS
 from capr.models.encoder import EncoderConfig, parse_backend
 from capr.store import BackendOptions, Capability
 

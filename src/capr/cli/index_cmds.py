@@ -34,7 +34,7 @@ from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError
 from capr.index import AnalyzerConfig
-from capr.index.index import DEFAULT_MAX_DOC_CHARS
+from capr.records import DEFAULT_MAX_DOC_CHARS
 
 
 @app.command("index")

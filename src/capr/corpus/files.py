@@ -166,25 +166,6 @@ def wanted_files(root: Path, report: "ReadReport", wanted: Callable[[Path], bool
     return out
 
 
-# formats a file's name decides (their readers, capr.corpus.html, .docx and .pdf, are imported only to read one)
-HTML_NAMES = (".html", ".htm", ".xhtml", ".html.gz", ".htm.gz", ".xhtml.gz")
-DOCX_NAMES = (".docx", ".docm")
-PDF_NAMES = (".pdf",)
-
-
-def is_html_name(path: Path) -> bool:
-    """Whether ``path`` is named as an HTML page (``.html``, ``.htm``, ``.xhtml``, or one of them gzip'd)."""
-    return path.name.lower().endswith(HTML_NAMES)
-
-
-def is_docx_name(path: Path) -> bool:
-    return path.name.lower().endswith(DOCX_NAMES)
-
-
-def is_pdf_name(path: Path) -> bool:
-    return path.name.lower().endswith(PDF_NAMES)
-
-
 def read_each_file(source: Path, report: "ReadReport", wanted: Callable[[Path], bool],
                    read_one: Callable[[Path, Path, "ReadReport"], T | None], what: str) -> Iterator[T]:
     """One file read by ``read_one(path, root, report)``, or each ``wanted`` file of a folder (its root the

@@ -18,10 +18,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from capr.corpus.passages import passage_index_text
 from capr.corpus.segment import SegmenterConfig
 from capr.text.analyzer import Analyzer
 from capr.index.atomic import fsync_dir, write_json, write_npy
 from capr.index.lexical import TermMatrix
+from capr.index.meta import SegmentMeta
 from capr.index.reading import damaged, load_npy, read_json
 from capr.index.store import Column, RecordStore
 from capr.records import Document, Passage
@@ -62,12 +64,6 @@ def _unfilterable(value: Any) -> str | None:
     if isinstance(value, dict):
         return "an object"
     return f"a {type(value).__name__}"
-
-
-def passage_index_text(p: Passage, include_title: bool) -> str:
-    """What both the lexical and the dense side index for a passage."""
-    # a document that is only its title has it as its text too (capr.corpus.beir.read_beir_corpus): read it once
-    return f"{p.title}\n{p.text}" if include_title and p.title and p.text != p.title else p.text
 
 
 class SegmentBuilder:
@@ -275,7 +271,7 @@ def write_segment_files(tmp: Path, doc_offsets: np.ndarray, pass_offsets: np.nda
         from capr.index.vectors import save_vectors
 
         save_vectors(tmp, vectors, hnsw_threshold)
-    write_json(tmp / "segment.json", {"documents": len(doc_ids), "passages": len(pids), "fields": sorted(columns)}, atomic=False)
+    SegmentMeta(documents=len(doc_ids), passages=len(pids), fields=sorted(columns)).write(tmp)
     write_json(tmp / "doc_ids.json", doc_ids, atomic=False)
     write_json(tmp / "pids.json", pids, atomic=False)
     fsync_dir(coldir)
@@ -314,13 +310,10 @@ class Segment:
             self.inode = os.stat(path).st_ino
         except OSError as e:  # a generation names a segment folder that is gone
             raise damaged(path, e) from None
-        info = read_json(path / "segment.json")
-        try:
-            self.n_passages = int(info["passages"])
-            self.n_documents = int(info["documents"])
-            self.fields = list(info["fields"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise damaged(path / "segment.json", f"not a segment description ({type(e).__name__}: {e})") from None
+        self.meta = SegmentMeta.read(path)
+        self.n_passages = self.meta.passages
+        self.n_documents = self.meta.documents
+        self.fields = self.meta.fields
         self.passages = RecordStore(path / "passages.jsonl")
         self.documents = RecordStore(path / "documents.jsonl")
 

@@ -15,7 +15,9 @@ import numpy as np
 
 from capr.errors import QueryError
 from capr.filters import Filters, as_clauses, is_identifier_field, known_field
-from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
+from capr.index.index import Index
+from capr.index.writer import IndexWriter
+from capr.records import DEFAULT_MAX_DOC_CHARS
 from capr.records import Retriever
 from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
 from capr.records import Document, Passage
@@ -214,8 +216,8 @@ class EmbeddedStore:
         writer = self._writer(progress, report, max_doc_chars)
         read = getattr(progress, "read", None)
         try:
-            for doc in documents:
-                writer.add(doc)
+            for admitted in writer.admission.admit_all(documents):
+                writer.add_passages(admitted)
                 if read is not None:
                     read(writer.n_passages)
             n = writer.n_passages
