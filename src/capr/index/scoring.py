@@ -3,14 +3,25 @@ formula itself is capr.text.bm25's), and the top-k selection every exhaustive sc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
+from capr.index.segment import Segment
 from capr.text import bm25
+from capr.text.bm25 import BM25Params
 
-if TYPE_CHECKING:
-    from capr.index.index import Index
+
+class Generation(Protocol):
+    """What segmented scoring reads of a loaded generation (capr.index.index.Index)."""
+
+    segments: list[Segment]
+    seg_live: list[np.ndarray]
+    live: np.ndarray
+    offsets: np.ndarray
+    bm25_params: BM25Params
+
+    def __len__(self) -> int: ...
 
 
 class SegmentedBM25:
@@ -20,7 +31,7 @@ class SegmentedBM25:
     was deleted, so a commit changes them without a pass over the index. Score arithmetic is the single
     matrix's, term by term in query order, so scores equal BM25 over the merged matrix."""
 
-    def __init__(self, index: "Index") -> None:
+    def __init__(self, index: Generation) -> None:
         self.index = index
         self.params = index.bm25_params
         self.dead = [np.flatnonzero(~live) for live in index.seg_live]

@@ -308,7 +308,7 @@ class MilvusStore:
             raise QueryError(f"no passage with id {pid!r}")
         return passage_of_row(rows[0])
 
-    def haspassage_of_row(self, pid: str) -> bool:
+    def has_passage(self, pid: str) -> bool:
         return bool(self.client.query(self.name, filter=f"pid == {quote(pid)}", output_fields=["seq"]))
 
     def document_passages(self, doc_id: str) -> list[Passage]:
