@@ -384,7 +384,8 @@ class MilvusStore:
     # -- filters ------------------------------------------------------------------------------
     def compile_filter(self, filters: Any) -> str:
         """A Milvus expression for a {field: value} dict or range/set clauses (capr.filters)."""
-        return milvus_filters.compile_expr(filters, self.meta["fields"], self.aspect_counts(), self.analyzer)
+        counts = self.aspect_counts()
+        return milvus_filters.compile_expr(filters, self.meta["fields"], counts, self.analyzer if counts else None)
 
     filter_expr = compile_filter
 
@@ -393,7 +394,8 @@ class MilvusStore:
         def count(expr: str) -> int:
             return int(self.client.query(self.name, filter=expr, output_fields=["count(*)"])[0]["count(*)"])
 
-        milvus_filters.explain_empty(count, filters, self.meta["fields"], self.aspect_counts(), self.analyzer)
+        counts = self.aspect_counts()
+        milvus_filters.explain_empty(count, filters, self.meta["fields"], counts, self.analyzer if counts else None)
 
     def aspect_counts(self) -> dict[str, int | None]:
         """Aspects with passage counts unknown (None): capr's meta row keeps the list, not the counts."""

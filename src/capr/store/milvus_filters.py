@@ -18,7 +18,7 @@ def normalized(clauses: list[FilterClause], aspect_counts: dict[str, int | None]
     """Aspect values as the corpus aspects they select (capr.text.aspects.filter_aspect)."""
     if not any(c.field == "aspect" for c in clauses):
         return clauses
-    reader = analyzer if aspect_counts else None  # no aspects recorded: none for a value to read as
+    reader = analyzer if aspect_counts else None  # no aspects recorded: none for a value to read as (nor an analyzer)
 
     def norm(v: object) -> str:
         return filter_aspect(v, aspect_counts, reader)
