@@ -440,7 +440,8 @@ def test_update_reads_no_merged_structures_of_the_base(tmp_path, demo_dir):
     w.delete(docs[25].doc_id)
     new = w.commit()
     assert base._matrix is _UNLOADED and base.columns._merged == {}
-    assert all("matrix" not in s.__dict__ and "columns" not in s.__dict__ for s in base.segments)
+    assert all("matrix" not in s.__dict__ and "postings" not in s.__dict__ and "columns" not in s.__dict__
+               for s in base.segments)
     # and the result is what a rebuild gives
     fresh = build_index([d for d in docs if d.doc_id not in (docs[25].doc_id,)] + [Document("new_1", "New", "PLAN: flurbazine twice daily.")],
                         tmp_path / "fresh")
@@ -528,13 +529,13 @@ def test_io_error_mid_write_keeps_previous_generation(tmp_path, base_index, monk
     import errno
 
     from capr.errors import WriteError
-    from capr.index import directory, meta, segment
+    from capr.index import blocks, directory, meta
     from capr.records import Document
 
     def fail(*args, **kwargs):
         raise OSError(errno.EIO, "Input/output error")
 
-    target = {"segment": (segment.SegmentBuilder, "_write"), "manifest": (meta, "write_json"),
+    target = {"segment": (blocks.BlockWriter, "write"), "manifest": (meta, "write_json"),
               "commit": (directory, "commit_generation")}[where]
     monkeypatch.setattr(*target, fail)
     before = _generation(base_index)

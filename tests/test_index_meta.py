@@ -79,8 +79,8 @@ def test_another_format_is_refused_in_one_line(tiny, tmp_path):
     path = index.gen / "manifest.json"
     saved = path.read_text(encoding="utf-8")
     try:
-        path.write_text(json.dumps({**json.loads(saved), "format_version": 1}), encoding="utf-8")
-        with pytest.raises(IndexError_, match=r"index format 1 is not supported .*rebuild it with `capr index`"):
+        path.write_text(json.dumps({**json.loads(saved), "format_version": 2}), encoding="utf-8")  # the last format
+        with pytest.raises(IndexError_, match=r"index format 2 is not supported .*rebuild it with `capr index`"):
             IndexMeta.read(index.gen, tiny)
     finally:
         path.write_text(saved, encoding="utf-8")

@@ -12,13 +12,18 @@ from capr.corpus.report import ReadReport
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, check_doc_id, normalize_newlines, oversized
 
-_MADE_PID = re.compile(r"^(.*)#s\d+(?:#p\d+)?$")  # the passage ids capr makes: DOC#sN, DOC#sN#pK
+MADE_PID = re.compile(r"^(.*)#s\d+(?:#p\d+)?$")  # the passage ids capr makes: DOC#sN, DOC#sN#pK
 
 
 def passage_index_text(p: Passage, include_title: bool) -> str:
     """What both the lexical and the dense side index for a passage."""
-    # a document that is only its title has it as its text too (capr.corpus.beir.read_beir_corpus): read it once
-    return f"{p.title}\n{p.text}" if include_title and p.title and p.text != p.title else p.text
+    return index_text(p.title, p.text, include_title)
+
+
+def index_text(title: str, text: str, include_title: bool) -> str:
+    """A passage's index text from its document's title and its own text: the title in front when the index includes
+    titles (a document that is only its title has it as its text too, capr.corpus.beir.read_beir_corpus: read once)."""
+    return f"{title}\n{text}" if include_title and title and text != title else text
 
 
 def admit_document(doc: Document, report: ReadReport, max_doc_chars: int,
@@ -83,7 +88,7 @@ class Admission:
         own = f"{doc.doc_id}#s"
         sourced = [p for p in pids if not p.startswith(own)]
         clash = self.source_pids.intersection(pids) or any(  # a source id shaped like another document's "DOC#sN"
-            (m := _MADE_PID.match(p)) is not None and m.group(1) in self.doc_ids for p in sourced)
+            (m := MADE_PID.match(p)) is not None and m.group(1) in self.doc_ids for p in sourced)
         if len(set(pids)) != len(pids) or clash:
             self.report.bad(named[0], "duplicate passage ids", named[1])
             return None
@@ -98,4 +103,4 @@ class Admission:
                 yield admitted
 
 
-__all__ = ["Admission", "Admitted", "admit_document", "passage_index_text"]
+__all__ = ["MADE_PID", "Admission", "Admitted", "admit_document", "index_text", "passage_index_text"]

@@ -42,7 +42,7 @@ def base_entries(base: "Index", deleted: set[str]) -> list[Entry]:
     hit = base.segments_with(deleted) if deleted else set()
     for si, (seg, plive, dlive) in enumerate(zip(base.segments, base.seg_live, base.seg_doc_live)):
         if si in hit:
-            gone = [r for d in deleted if (r := seg.doc_rows.get(d)) is not None and dlive[r]]
+            gone = [r for d in deleted if (r := seg.doc_row(d)) is not None and dlive[r]]
             dlive = dlive.copy()
             dlive[gone] = False
             plive = plive & ~np.isin(seg.passage_doc_rows, gone)

@@ -43,19 +43,18 @@ def _nothing() -> None:
     pass
 
 
-def _live_terms(m: TermMatrix, live: np.ndarray, chunk: int = 1 << 20) -> set[str]:
-    """Terms of ``m`` with at least one live posting, reading the postings ``chunk`` at a time."""
-    indptr = np.asarray(m.indptr)
-    has_live = np.zeros(len(indptr) - 1, dtype=bool)
-    for lo in range(0, int(indptr[-1]), chunk):
-        hi = min(lo + chunk, int(indptr[-1]))
-        rows = live[np.asarray(m.indices[lo:hi])]
-        if rows.any():
-            # the term (column) of each live posting in this chunk
-            cols = np.searchsorted(indptr, lo + np.flatnonzero(rows), side="right") - 1
-            has_live[cols] = True
-    ids = set(np.flatnonzero(has_live).tolist())
-    return {t for t, i in m.vocab.items() if i in ids}
+def _live_terms(seg: Segment, live: np.ndarray) -> list[str] | int:
+    """The terms of segment ``seg`` with at least one live posting (``live``: its mask); just their number when
+    every row is live (then every term of the segment has one)."""
+    vocab = seg.postings.vocab
+    if live.all():
+        return len(vocab)
+    indptr = np.asarray(seg.postings.indptr)
+    counts = np.diff(indptr)
+    live_postings = np.concatenate([[0], np.cumsum(live[seg.postings.all_rows()], dtype=np.int64)])
+    has_live = (live_postings[indptr[1:]] - live_postings[indptr[:-1]]) > 0
+    terms = vocab.terms()
+    return [terms[i] for i in np.flatnonzero(has_live & (counts > 0)).tolist()]
 
 
 class _MergedColumns(Mapping):
@@ -202,10 +201,15 @@ class Index:
 
     def _count(self) -> dict[str, int]:
         c = self.meta.counts
-        if self._matrix is not _UNLOADED or len(self.segments) <= 1:  # merged already, or merging is free
+        if self._matrix is not _UNLOADED:  # merged already
             vocab = int((self.matrix.document_frequency() > 0).sum()) if self.matrix is not None else 0
         else:  # without merging: the union of each segment's live terms
-            vocab = len(set().union(*(_live_terms(s.matrix, live) for s, live in zip(self.segments, self.seg_live))))
+            parts = [_live_terms(s, live) for s, live in zip(self.segments, self.seg_live)]
+            if len(parts) == 1 and isinstance(parts[0], int):
+                vocab = parts[0]
+            else:
+                vocab = len(set().union(*(s.postings.vocab.terms() if isinstance(p, int) else p
+                                          for s, p in zip(self.segments, parts))))
         return {"documents": c["documents"], "passages": c["passages"], "vocabulary": vocab}
 
     @property
@@ -234,11 +238,7 @@ class Index:
 
     def passage(self, row: int) -> Passage:
         seg, local = self.locate(row)
-        rec = seg.passages.get(local)
-        doc_meta = seg.documents.get(rec.pop("doc_row"))["metadata"]
-        p = Passage.from_dict(rec)
-        p.metadata = doc_meta
-        return p
+        return seg.passage(local)
 
     def pid_rows(self) -> dict[str, int]:
         """pid → row of its live passage, for every live passage (built on first use; the search, add and delete
@@ -254,7 +254,7 @@ class Index:
     def row_of(self, pid: str) -> int | None:
         """The row of the live passage ``pid`` (the newest segment holding it live wins, as in pid_rows)."""
         for si in range(len(self.segments) - 1, -1, -1):
-            i = self.segments[si].pid_rows.get(pid)
+            i = self.segments[si].row_of_pid(pid)
             if i is not None and self.seg_live[si][i]:
                 return int(self.offsets[si]) + i
         return None
@@ -269,8 +269,9 @@ class Index:
         if self._doc_rows is None:
             rows: dict[str, tuple[int, int]] = {}
             for si, (seg, dlive) in enumerate(zip(self.segments, self.seg_doc_live)):
-                for i in np.flatnonzero(dlive):
-                    rows[seg.doc_ids[i]] = (si, int(i))
+                ids = seg.doc_ids.strings()
+                for i in np.flatnonzero(dlive).tolist():
+                    rows[ids[i]] = (si, i)
             self._doc_rows = rows
         return self._doc_rows
 
@@ -278,7 +279,7 @@ class Index:
         """(segment, document row) of the live document ``doc_id``: a lookup per segment in maps that each
         segment builds once, not a map of the whole index per generation."""
         for si in range(len(self.segments) - 1, -1, -1):
-            i = self.segments[si].doc_rows.get(doc_id)
+            i = self.segments[si].doc_row(doc_id)
             if i is not None and self.seg_doc_live[si][i]:
                 return si, i
         return None
@@ -297,7 +298,7 @@ class Index:
         loc = self._find_document(doc_id)
         if loc is None:
             raise QueryError(f"no document with id {doc_id!r}")
-        return Document.from_dict(self.segments[loc[0]].documents.get(loc[1]))
+        return self.segments[loc[0]].document(loc[1])
 
     def _value_counts(self, field: str) -> dict[str, tuple[Any, int]]:
         """Per distinct value (by filter key: case and outer spaces folded) of a column that a live passage has:

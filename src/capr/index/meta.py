@@ -19,7 +19,7 @@ from capr.index.reading import damaged, read_json
 from capr.text.analyzer import AnalyzerConfig
 from capr.text.bm25 import BM25Params
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 SEGMENT_META = "segment.json"
 
@@ -115,13 +115,17 @@ class SegmentMeta:
     documents: int
     passages: int
     fields: list[str]
+    streams: dict[str, int]  # logical bytes of each compressed stream of the document store (capr.index.docstore)
+    block_bytes: int  # logical bytes per compressed block
 
     def to_dict(self) -> dict[str, Any]:
-        return {"documents": self.documents, "passages": self.passages, "fields": list(self.fields)}
+        return {"documents": self.documents, "passages": self.passages, "fields": list(self.fields),
+                "streams": dict(self.streams), "block_bytes": self.block_bytes}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SegmentMeta":
-        return cls(documents=int(d["documents"]), passages=int(d["passages"]), fields=list(d["fields"]))
+        return cls(documents=int(d["documents"]), passages=int(d["passages"]), fields=list(d["fields"]),
+                   streams={str(k): int(v) for k, v in d["streams"].items()}, block_bytes=int(d["block_bytes"]))
 
     def write(self, seg_dir: Path) -> None:
         write_json(seg_dir / SEGMENT_META, self.to_dict(), atomic=False)

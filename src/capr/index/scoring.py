@@ -38,36 +38,42 @@ class SegmentedBM25:
         self.n = int(sum(len(live) - len(d) for live, d in zip(index.seg_live, self.dead)))
         total = 0.0
         for seg, dead in zip(index.segments, self.dead):
-            total += seg.total_len - (float(np.asarray(seg.matrix.doc_len)[dead].astype(np.float64).sum()) if len(dead) else 0.0)
+            total += seg.total_len - (float(np.asarray(seg.postings.doc_len)[dead].astype(np.float64).sum()) if len(dead) else 0.0)
         self.avgdl = (total / self.n if self.n else 0.0) or 1.0
         self._norms: list[np.ndarray | None] = [None] * len(index.segments)
         self._idf: dict[str, np.float32] = {}
         self._dead_rows: np.ndarray | None = None
+        self._term_ids: list[dict[str, int | None]] = [{} for _ in index.segments]
+
+    def term_id(self, si: int, term: str) -> int | None:
+        """``term``'s id in segment si (None when it lacks it), looked up once per generation."""
+        known = self._term_ids[si]
+        if term not in known:
+            known[term] = self.index.segments[si].postings.vocab.get(term)
+        return known[term]
 
     def norm(self, si: int) -> np.ndarray:
         """k1·(1 − b + b·dl/avgdl) for segment si's rows: per generation (avgdl moves with every write)."""
         nrm = self._norms[si]
         if nrm is None:
-            dl = np.asarray(self.index.segments[si].matrix.doc_len)
+            dl = np.asarray(self.index.segments[si].postings.doc_len)
             nrm = self._norms[si] = bm25.length_norm(dl, self.avgdl, self.params)
         return nrm
 
     def df(self, term: str) -> float | None:
         """Live passages holding ``term`` (None when no segment has it)."""
         found, df = False, 0
-        for seg, dead in zip(self.index.segments, self.dead):
-            m = seg.matrix
-            j = m.vocab.get(term)
+        for si, (seg, dead) in enumerate(zip(self.index.segments, self.dead)):
+            j = self.term_id(si, term)
             if j is None:
                 continue
             found = True
-            lo, hi = int(m.indptr[j]), int(m.indptr[j + 1])
-            df += hi - lo
+            df += seg.postings.count(j)
             if len(dead):
-                post = m.indices[lo:hi]
+                post = seg.postings.rows(j)
                 pos = np.searchsorted(post, dead)
                 ok = pos < len(post)
-                df -= int(np.count_nonzero(np.asarray(post)[pos[ok]] == dead[ok]))
+                df -= int(np.count_nonzero(post[pos[ok]] == dead[ok]))
         return float(df) if found else None
 
     def idf(self, terms: list[str]) -> dict[str, np.float32]:
@@ -89,16 +95,13 @@ class SegmentedBM25:
         if not idf:
             return out
         for si, seg in enumerate(index.segments):
-            m = seg.matrix
-            ids = [(m.vocab[t], idf[t]) for t in tokens if t in idf and t in m.vocab]
+            ids = [(j, idf[t]) for t in tokens if t in idf and (j := self.term_id(si, t)) is not None]
             if not ids:
                 continue
             o = out[int(index.offsets[si]):int(index.offsets[si + 1])]
             norm = self.norm(si)
             for j, w in ids:
-                lo, hi = m.indptr[j], m.indptr[j + 1]
-                docs = m.indices[lo:hi]
-                tf = m.tf[lo:hi]
+                docs, tf = seg.postings.postings(j)
                 o[docs] += bm25.term_score(w, tf, norm[docs])
         out[self.dead_rows] = 0.0
         return out

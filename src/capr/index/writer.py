@@ -22,7 +22,8 @@ from capr.index.compaction import Entry, base_entries, generation_fields, merge_
 from capr.index.index import Index, encoder_of
 from capr.index.merge import MergePolicy
 from capr.index.meta import IndexMeta
-from capr.index.segment import SEGMENTS, Segment, SegmentBuilder
+from capr.index.builder import SegmentBuilder
+from capr.index.segment import SEGMENTS, Segment
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, check_doc_id
 from capr.text.analyzer import Analyzer, AnalyzerConfig
 from capr.text.bm25 import BM25Params
