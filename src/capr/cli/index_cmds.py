@@ -33,6 +33,7 @@ from capr.cli.common import (
 from capr.corpus import Format, ReadReport, read_documents
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError
+from capr.index.analysis import usable_cpus
 from capr.index import AnalyzerConfig
 from capr.records import DEFAULT_MAX_DOC_CHARS
 
@@ -80,7 +81,7 @@ def index_cmd(
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem,
                              fold_accents=fold_accents)
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
-        store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
+        store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc, analysis_process=usable_cpus() > 1)
         report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
         # no documents: an error, before the commit that would replace OUT with an empty index
         docs = read_documents(source, fmt, report, require_documents=True)

@@ -1,19 +1,28 @@
-"""The half of building a segment that needs no more than plain data about each document: storing it (the compressed
-document store) and analysing its passages (term frequencies), in :class:`SegmentSink`."""
+"""The half of building a segment that needs no more than plain data about each document — storing it (the compressed
+document store) and analysing its passages (term frequencies) — so that another process can do it: :class:`SegmentSink`
+does it in the writer's process, :class:`SinkProcess` in a child process beside it (`capr index` on a machine with two
+or more cores), while the writer reads, admits and segments the next documents. Both write the same files."""
 
 from __future__ import annotations
 
 import array
+import multiprocessing
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from capr.corpus.passages import index_text
+from capr.errors import CaprError
 from capr.index.docstore import DocRecord, DocStoreWriter
 from capr.index.lexical import TermMatrix
 from capr.index.postings import LEXICAL, write_postings
-from capr.text.analyzer import Analyzer
+from capr.text.analyzer import Analyzer, AnalyzerConfig
+
+_BATCH = 512  # documents sent to the child process at once
+
 
 class TermCounter:
     """Analyses passage texts one by one (each distinct word once per segment) and counts term frequencies at the
@@ -86,3 +95,101 @@ class SegmentSink:
 
     def abort(self) -> None:
         self.store.abort()
+
+
+def _serve(conn: Any, analyzer_config: dict[str, Any], include_title: bool) -> None:
+    """The child's loop: ("open", folder) starts a segment, a list of document records is added to it, "finish" writes
+    it and answers its sizes, None ends the child. An error goes back to the writer as text."""
+    analyzer = Analyzer(AnalyzerConfig.from_dict(analyzer_config))
+    sink: SegmentSink | None = None
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:  # the writer is gone (killed): nothing more to do
+            return
+        try:
+            if msg is None:
+                return
+            if isinstance(msg, list):
+                for record in msg:
+                    sink.add(record)
+            elif msg[0] == "open":
+                sink = SegmentSink(Path(msg[1]), analyzer, include_title)
+            else:
+                conn.send(("ok", sink.finish()))
+                sink = None
+        except BaseException as e:  # noqa: BLE001 - said to the writer, which raises it there
+            if sink is not None:
+                sink.abort()
+            if isinstance(e, OSError):  # a full disk, a read-only folder: the writer reports it as its own
+                conn.send(("oserror", (e.errno, e.strerror, e.filename)))
+            else:
+                conn.send(("error", f"{type(e).__name__}: {e}"))
+            return
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class SinkProcess:
+    """A child process building the sink of each segment a writer builds, one segment at a time: ``open(folder)``,
+    ``add(record)`` (sent in batches), ``finish()``."""
+
+    def __init__(self, analyzer_config: AnalyzerConfig, include_title: bool) -> None:
+        ctx = multiprocessing.get_context("spawn")  # not fork: the writer may run threads (a progress display)
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, analyzer_config.to_dict(), include_title), daemon=True,
+                                 name="capr-segment-sink")
+        self._proc.start()
+        child.close()
+        self._batch: list[DocRecord] = []
+
+    def _send(self, msg: Any) -> None:
+        try:
+            self._conn.send(msg)
+        except OSError:
+            self._answer()  # the child stopped on an error: raise it, else say it ended
+            raise CaprError("the process storing and analysing documents ended unexpectedly") from None
+
+    def _answer(self) -> Any:
+        """The child's answer to "finish" (its stream sizes); the error it stopped on, raised here."""
+        try:
+            status, value = self._conn.recv()
+        except (OSError, EOFError):
+            raise CaprError("the process storing and analysing documents ended unexpectedly") from None
+        if status == "oserror":
+            raise OSError(*value)
+        if status != "ok":
+            raise CaprError(f"storing and analysing documents failed: {value}")
+        return value
+
+    def open(self, folder: Path) -> None:
+        self._send(("open", str(folder)))
+
+    def add(self, record: DocRecord) -> None:
+        self._batch.append(record)
+        if len(self._batch) >= _BATCH:
+            self._send(self._batch)
+            self._batch = []
+
+    def finish(self) -> dict[str, int]:
+        if self._batch:
+            self._send(self._batch)
+            self._batch = []
+        self._send(("finish",))
+        return self._answer()
+
+    def close(self) -> None:
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass
+        self._conn.close()
+        self._proc.join(timeout=5)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()

@@ -22,6 +22,7 @@ from capr.index.compaction import Entry, base_entries, generation_fields, merge_
 from capr.index.index import Index, encoder_of
 from capr.index.merge import MergePolicy
 from capr.index.meta import IndexMeta
+from capr.index.analysis import SinkProcess
 from capr.index.builder import SegmentBuilder
 from capr.index.segment import SEGMENTS, Segment
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, check_doc_id
@@ -67,13 +68,16 @@ class IndexWriter:
         merge_policy: MergePolicy | None = DEFAULT_MERGE_POLICY,
         background_cleanup: bool = False,
         lock_wait_s: float = 0.0,
+        analysis_process: bool = False,
     ) -> None:
         """``base``: a loaded generation of ``root`` to update (the service passes the one it serves): used
         when it is still the current generation, so a one-document write reuses its segments' loaded id maps
         instead of opening the index again. ``merge_policy``: which segments each commit merges (None: none).
         ``background_cleanup``: folders the commit makes obsolete are deleted by a daemon thread (a long-running
         process such as the service; a CLI process must not exit before they are gone). ``lock_wait_s``: how long to
-        wait for another process's write to end (then WriterBusy)."""
+        wait for another process's write to end (then WriterBusy). ``analysis_process``: documents are stored and their
+        passages analysed in a child process while this one reads, admits and segments the next ones (a build on a
+        machine with more than one core; the same index)."""
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
@@ -82,6 +86,7 @@ class IndexWriter:
             raise CaprError(f"the segment size must be positive, got {segment_passages}")
         self.segment_passages = segment_passages
         self._flushed: list[tuple[str, int, int]] = []  # (segment, passages, documents) written so far
+        self._worker: SinkProcess | None = None
         self.root = Path(root)
         self.mode = mode
         # segments a write cuts at full size are never merged again (merging exists for the small ones)
@@ -115,12 +120,15 @@ class IndexWriter:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
             dirs.remove_stale(self.root)
             self._dense_encoder = encoder_of(self.dense_info)
+            self._worker = SinkProcess(self.analyzer_config, self.segmenter.include_title) if analysis_process else None
             self.builder = self._new_builder()
         except OSError as e:
+            self._stop_worker()
             self._remove_created()
             self._lock.__exit__(None, None, None)
             raise self._write_error(e) from None
         except BaseException:
+            self._stop_worker()
             self._remove_created()
             self._lock.__exit__(None, None, None)
             raise
@@ -158,7 +166,7 @@ class IndexWriter:
         self.analyzer = Analyzer(self.analyzer_config)
 
     def _new_builder(self) -> SegmentBuilder:
-        builder = SegmentBuilder(self.root, self.segmenter, self.analyzer)
+        builder = SegmentBuilder(self.root, self.segmenter, self.analyzer, self._worker)
         builder.keep_texts = self._dense_encoder is not None
         builder.on_unfilterable = self.report.unfilterable_value
         if self._dense_encoder is not None:
@@ -267,10 +275,16 @@ class IndexWriter:
             raise QueryError(f"no document with id {doc_id!r}")
         self._delete.add(doc_id)
 
+    def _stop_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
     def abort(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._stop_worker()
         self.builder.abort()
         for name in [n for n, *_ in self._flushed] + self._merged:  # finished here, named by no generation
             shutil.rmtree(self.root / SEGMENTS / name, ignore_errors=True)
@@ -328,6 +342,7 @@ class IndexWriter:
                 # it was cut short (Ctrl-C, SIGTERM, a failed unlink). Aborting now would delete its segments.
                 if not isinstance(e, Exception):
                     self._closed = True
+                    self._stop_worker()
                     self._lock.__exit__(None, None, None)
                     raise
                 final = self.root / name
@@ -339,6 +354,7 @@ class IndexWriter:
                     raise self._write_error(e) from None
                 raise
         self._closed = True
+        self._stop_worker()
         self._lock.__exit__(None, None, None)
         reuse = {e.name: e.segment for e in entries if e.segment is not None}
         return Index(self.root, final, previous=self.base, reuse=reuse)
