@@ -4,11 +4,13 @@ commit that makes the change a new generation (see capr.index.directory)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
@@ -21,7 +23,7 @@ from capr.index.atomic import fsync_dir, write_npy
 from capr.index.compaction import Entry, base_entries, generation_fields, merge_entries, new_entry
 from capr.index.index import Index, encoder_of
 from capr.index.merge import MergePolicy
-from capr.index.meta import IndexMeta
+from capr.index.meta import FORMAT_VERSION, IndexMeta
 from capr.index.analysis import SinkProcess
 from capr.index.builder import SegmentBuilder
 from capr.index.segment import SEGMENTS, Segment
@@ -68,6 +70,8 @@ class IndexWriter:
         merge_policy: MergePolicy | None = DEFAULT_MERGE_POLICY,
         background_cleanup: bool = False,
         lock_wait_s: float = 0.0,
+        build_key: dict[str, Any] | None = None,
+        resume: bool = True,
         analysis_process: bool = False,
     ) -> None:
         """``base``: a loaded generation of ``root`` to update (the service passes the one it serves): used
@@ -75,9 +79,12 @@ class IndexWriter:
         instead of opening the index again. ``merge_policy``: which segments each commit merges (None: none).
         ``background_cleanup``: folders the commit makes obsolete are deleted by a daemon thread (a long-running
         process such as the service; a CLI process must not exit before they are gone). ``lock_wait_s``: how long to
-        wait for another process's write to end (then WriterBusy). ``analysis_process``: documents are stored and their
-        passages analysed in a child process while this one reads, admits and segments the next ones (a build on a
-        machine with more than one core; the same index)."""
+        wait for another process's write to end (then WriterBusy). ``build_key`` (a create): what is being indexed
+        (the source, as capr.corpus.files.source_fingerprint gives it): each segment finished is then recorded in a
+        journal, and a create given the same key and settings after this one was killed continues after the
+        documents those segments hold (see :meth:`admitted`) instead of starting over; ``resume=False`` starts over.
+        ``analysis_process``: documents are stored and their passages analysed in a child process while this one
+        reads, admits and segments the next ones (a build on a machine with more than one core; the same index)."""
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
@@ -87,6 +94,9 @@ class IndexWriter:
         self.segment_passages = segment_passages
         self._flushed: list[tuple[str, int, int]] = []  # (segment, passages, documents) written so far
         self._worker: SinkProcess | None = None
+        self._read = 0  # documents offered to this writer (admitted or not)
+        self._skip = 0  # documents of the source an interrupted create already wrote (see _resume)
+        self._resumed_ids: list[str] = []  # their ids, in the order they were written
         self.root = Path(root)
         self.mode = mode
         # segments a write cuts at full size are never merged again (merging exists for the small ones)
@@ -118,6 +128,10 @@ class IndexWriter:
         self._closed = False
         try:
             self._configure(mode, segmenter, analyzer, bm25, dense, hnsw_threshold)
+            self.admission = Admission(self.segmenter, self.report, max_doc_chars)
+            if mode == "create" and (build_key is None or not resume):
+                dirs.remove_journal(self.root)  # an interrupted create of something else: its segments are stale
+            self._journal_key = self._resume(build_key) if mode == "create" and build_key is not None else None
             dirs.remove_stale(self.root)
             self._dense_encoder = encoder_of(self.dense_info)
             self._worker = SinkProcess(self.analyzer_config, self.segmenter.include_title) if analysis_process else None
@@ -132,7 +146,6 @@ class IndexWriter:
             self._remove_created()
             self._lock.__exit__(None, None, None)
             raise
-        self.admission = Admission(self.segmenter, self.report, max_doc_chars)
         self._delete: set[str] = set()  # documents of earlier segments to tombstone
         # ids added that replace a document of the generation this writer updates (read under the lock: a write
         # another process committed while this one waited for the lock is counted as it is)
@@ -173,6 +186,35 @@ class IndexWriter:
             # a model trained with document context reads each passage with its title (and heading)
             builder.dense_text = self._dense_encoder.passage_text
         return builder
+
+    def _resume(self, build_key: dict[str, Any]) -> dict[str, Any]:
+        """The journal key of this create; when an interrupted create of the same key left segments, takes them as
+        written (their documents are skipped when read again, see :meth:`admitted`)."""
+        key = {"source": build_key, "format": FORMAT_VERSION, "segmenter": dataclasses.asdict(self.segmenter),
+               "analyzer": self.analyzer_config.to_dict(), "bm25": dataclasses.asdict(self.bm25),
+               "dense": self.dense_info, "segment_passages": self.segment_passages,
+               "max_doc_chars": self.admission.max_doc_chars}
+        key = json.loads(json.dumps(key))  # as the journal stores it (tuples become lists)
+        journal = dirs.read_journal(self.root)
+        if journal is None or journal.get("key") != key:
+            dirs.remove_journal(self.root)  # another create's: its segments are stale
+            return key
+        try:
+            segments = [Segment(self.root / SEGMENTS / str(name)) for name, *_ in journal["segments"]]
+        except IndexError_:  # a segment of it is gone or damaged: start over
+            return key
+        for seg in segments:
+            self.admission.doc_ids.update(seg.doc_ids)
+            self.admission.source_pids.update(seg.sourced)
+            self._resumed_ids.extend(seg.doc_ids)
+        self._flushed = [(seg.name, seg.n_passages, seg.n_documents) for seg in segments]
+        if self.dense_info and segments and (vectors := segments[0].vectors()) is not None:
+            self.dense_info = {**self.dense_info, "dim": int(vectors.vectors.shape[1])}
+        self._skip = int(journal["documents_read"])
+        self._note(f"resuming an interrupted build: {len(segments)} segment(s), "
+                   f"{sum(n for _, n, _ in self._flushed):,} passages of "
+                   f"{len(self._resumed_ids):,} documents already written")
+        return key
 
     @property
     def max_doc_chars(self) -> int:
@@ -216,6 +258,10 @@ class IndexWriter:
         b = self.builder
         name = self._finish_builder()
         self._flushed.append((name, b.n_passages, len(b.doc_ids)))
+        if self._journal_key is not None and more:
+            dirs.write_journal(self.root, {"key": self._journal_key, "segments": [list(f) for f in self._flushed],
+                                           "documents_read": self._read})
+        self._note(f"segment {name} written: {sum(n for _, n, _ in self._flushed):,} passages so far")
         if more:
             self.builder = self._new_builder()
         else:
@@ -234,8 +280,36 @@ class IndexWriter:
     def add(self, doc: Document) -> int:
         """Admit, segment, analyse and store one document (replacing an indexed one with the same id); returns its
         passages written (0 for a document the admission refused or found empty)."""
+        self._read += 1
         admitted = self.admission.admit(doc)
         return 0 if admitted is None else self.add_passages(admitted)
+
+    def admitted(self, documents: Iterable[Document]) -> Iterator[Admitted]:
+        """The documents this writer's admission admits, for :meth:`add_passages`. A resumed create first passes over
+        the documents its journal's segments hold (each one read again, none written again); a document refused
+        before is refused again, so the report says what an uninterrupted build says."""
+        it = iter(documents)
+        if self._skip:
+            self._pass_over(it)
+        for doc in it:
+            self._read += 1
+            admitted = self.admission.admit(doc)
+            if admitted is not None:
+                yield admitted
+
+    def _pass_over(self, documents: Iterator[Document]) -> None:
+        written, at = self._resumed_ids, 0
+        for doc in itertools.islice(documents, self._skip):
+            self._read += 1
+            if at < len(written) and doc.doc_id == written[at]:
+                at += 1
+            elif self.admission.admit(doc) is not None:
+                at = -1
+                break
+        if at != len(written) or self._read != self._skip:
+            raise CaprError(f"{self.root}: the source differs from the one an interrupted build was reading; "
+                            "run `capr index` again with --no-resume to start over")
+        self._skip = 0
 
     def add_passages(self, admitted: Admitted) -> int:
         """Stores a document this writer's ``admission`` admitted, with its passages."""
@@ -286,6 +360,8 @@ class IndexWriter:
         self._closed = True
         self._stop_worker()
         self.builder.abort()
+        if self._journal_key is not None:
+            dirs.remove_journal(self.root)  # an abandoned build (an error, Ctrl-C, SIGTERM) is not resumed
         for name in [n for n, *_ in self._flushed] + self._merged:  # finished here, named by no generation
             shutil.rmtree(self.root / SEGMENTS / name, ignore_errors=True)
         self._remove_created()
@@ -336,6 +412,8 @@ class IndexWriter:
             gen_tmp, name = dirs.new_generation(self.root)
             self._write_generation(gen_tmp, name, entries)
             final = dirs.commit_generation(self.root, gen_tmp, name, self._background_cleanup)
+            if self._journal_key is not None:
+                dirs.remove_journal(self.root)
         except BaseException as e:
             if gen_tmp is not None and _names_current(self.root, name):
                 # CURRENT already names the new generation: the write is committed and only the clean-up after

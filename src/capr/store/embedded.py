@@ -51,14 +51,16 @@ class EmbeddedStore:
     @classmethod
     def create(cls, root: Path, segmenter: "SegmenterConfig | None" = None, analyzer: "AnalyzerConfig | None" = None,
                bm25: "BM25Params | None" = None, dense: "EncoderConfig | None" = None,
-               lock_wait_s: float = 0.0, analysis_process: bool = False) -> "EmbeddedStore":
-        """``analysis_process``: see IndexWriter (passages analysed in a process of their own)."""
+               lock_wait_s: float = 0.0, build_key: dict[str, Any] | None = None,
+               resume: bool = True, analysis_process: bool = False) -> "EmbeddedStore":
+        """``build_key``, ``resume`` and ``analysis_process``: see IndexWriter (an interrupted `capr index` continues
+        where it was killed; passages analysed in a process of their own)."""
         # Nothing is written until the first add: the first generation is the whole first batch, exactly
         # as `capr index` has always written it (an empty generation before it would be pointless).
         store = cls.__new__(cls)
         store.root, store.name, store._index = Path(root), str(root), None
-        store._create_args = dict(segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense,
-                                  analysis_process=analysis_process)
+        store._create_args = dict(segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense, build_key=build_key,
+                                  resume=resume, analysis_process=analysis_process)
         store.lock_wait_s = lock_wait_s
         store.last_added = None
         return store
@@ -218,7 +220,7 @@ class EmbeddedStore:
         writer = self._writer(progress, report, max_doc_chars)
         read = getattr(progress, "read", None)
         try:
-            for admitted in writer.admission.admit_all(documents):
+            for admitted in writer.admitted(documents):
                 writer.add_passages(admitted)
                 if read is not None:
                     read(writer.n_passages)
