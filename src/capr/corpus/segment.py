@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from capr.text.aspects import is_known_heading, normalize_aspect
 from capr.text.sentences import SENTENCE_WINDOW, split_sentences
@@ -37,6 +38,7 @@ def _blank(text: str, start: int, end: int) -> bool:
     return _NON_SPACE.search(text, start, end) is None
 
 
+@lru_cache(maxsize=1 << 16)  # headings repeat from note to note ("HISTORY OF PRESENT ILLNESS")
 def _looks_like_heading(h: str) -> bool:
     words = h.split()
     if not words or len(words) > _MAX_HEADING_WORDS:
@@ -98,6 +100,9 @@ def detect_headings(text: str) -> list[_Hit]:
     return [hits[k] for k in sorted(hits)]
 
 
+_aspect_of = lru_cache(maxsize=1 << 16)(normalize_aspect)  # headings repeat from note to note
+
+
 def detect_sections(text: str) -> list[Section]:
     """Sections from headings; text before the first heading becomes an untitled section.
     Sections that hold nothing but their heading are dropped."""
@@ -112,7 +117,7 @@ def detect_sections(text: str) -> list[Section]:
         colon = text.find(":", hit.start, heading_end)
         if _blank(text, heading_end, end) and (colon < 0 or _blank(text, colon + 1, heading_end)):
             continue  # nothing after the heading, on its line or below
-        sections.append(Section(heading=hit.heading, aspect=normalize_aspect(hit.heading), start=hit.start, end=end))
+        sections.append(Section(heading=hit.heading, aspect=_aspect_of(hit.heading), start=hit.start, end=end))
     return [_trim(s, text) for s in sections]
 
 
@@ -142,6 +147,7 @@ def paragraph_sections(text: str) -> list[Section]:
 
 _WORD_RE = re.compile(r"\S+")
 _INNER_BREAK_RE = re.compile(r"[.?!](?=\S)")  # a sentence end inside a run of non-blank characters
+_OTHER_BLANK_RE = re.compile(r"[^\S \n]")  # a blank (\s) other than a space or a line break
 
 
 def count_tokens(text: str) -> int:
@@ -166,21 +172,26 @@ def _is_heading_line(text: str, span: Span, heading: str) -> bool:
     return line.lower() == heading.lower()
 
 
-def _one_passage(text: str, section: Section, max_tokens: int) -> bool:
+def _one_passage(text: str, section: Section, max_tokens: int, plain_blanks: bool) -> bool:
     """Whether the section certainly makes one passage of at most ``max_tokens`` words, without splitting it into
     sentences: its words, plus one for each place a sentence break could cut a word in two (a ".", "?" or "!" inside a
     word: line breaks and breaks before a blank cut none), fit. A line longer than the sentence window is split at
-    window edges too: never taken here."""
+    window edges too: never taken here. ``plain_blanks``: the document's only blanks (\s) are spaces and line breaks."""
     a, b = section.start, section.end
     if b - a > SENTENCE_WINDOW:
         return False
+    if plain_blanks:  # first a bound counted without a regex: one word more than blanks, every sentence end inside one
+        blanks = text.count(" ", a, b) + text.count("\n", a, b)
+        ends = text.count(".", a, b) + text.count("?", a, b) + text.count("!", a, b)
+        if 1 + blanks + ends <= max_tokens:
+            return True
     return len(_WORD_RE.findall(text, a, b)) + len(_INNER_BREAK_RE.findall(text, a, b)) <= max_tokens
 
 
 def section_passages(doc: Document, section: Section, index: int, config: SegmenterConfig,
-                     lazy_sentences: bool = False) -> list[Passage]:
+                     lazy_sentences: bool = False, plain_blanks: bool = False) -> list[Passage]:
     text = doc.text
-    if lazy_sentences and (config.max_tokens <= 0 or _one_passage(text, section, config.max_tokens)):
+    if lazy_sentences and (config.max_tokens <= 0 or _one_passage(text, section, config.max_tokens, plain_blanks)):
         # one passage per section, the whole section (never split, or too short to be): its sentences are
         # split_sentences of its own text (a function of that text alone), so they need not be computed now;
         # ``sentences=None`` says "compute them when read" (Passage.from_dict, passage_sentences). A section holds
@@ -269,6 +280,7 @@ def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences
             # aspect, a few words) would outrank the sections it names; a document of nothing but its title keeps it
             sections = sections[1:]
     passages: list[Passage] = []
+    plain_blanks = lazy_sentences and _OTHER_BLANK_RE.search(doc.text) is None
     for i, s in enumerate(sections):
-        passages.extend(section_passages(doc, s, i, config, lazy_sentences))
+        passages.extend(section_passages(doc, s, i, config, lazy_sentences, plain_blanks))
     return passages
