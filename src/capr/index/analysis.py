@@ -1,7 +1,7 @@
-"""The half of building a segment that needs no more than plain data about each document — storing it (the compressed
-document store) and analysing its passages (term frequencies) — so that another process can do it: :class:`SegmentSink`
-does it in the writer's process, :class:`SinkProcess` in a child process beside it (`capr index` on a machine with two
-or more cores), while the writer reads, admits and segments the next documents. Both write the same files."""
+"""The part of building a segment that needs no more than plain data about each document: storing it (the compressed
+document store) and analysing its passages (term frequencies), in :class:`SegmentSink`. The analysis can run in a
+child process beside the writer (:class:`CounterProcess`, `capr index` on a machine with two or more cores) while the
+writer reads, admits, segments and stores the next documents; the files are the same either way."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from capr.index.lexical import TermMatrix
 from capr.index.postings import LEXICAL, write_postings
 from capr.text.analyzer import Analyzer, AnalyzerConfig
 
-_BATCH = 512  # documents sent to the child process at once
+_BATCH = 2048  # passage texts sent to the child process at once
 
 
 class TermCounter:
@@ -72,36 +72,46 @@ class TermCounter:
 
 class SegmentSink:
     """Stores the documents of one segment (capr.index.docstore) and analyses their passages' index texts (the
-    passage, with its document's title in front when the index includes titles)."""
+    passage, with its document's title in front when the index includes titles): here, or in the writer's
+    :class:`CounterProcess` when it has one (the texts go to it in batches)."""
 
-    def __init__(self, folder: Path, analyzer: Analyzer, include_title: bool) -> None:
+    def __init__(self, folder: Path, analyzer: Analyzer, include_title: bool,
+                 process: "CounterProcess | None" = None) -> None:
         self.folder = Path(folder)
         self.store = DocStoreWriter(self.folder)
-        self.counter = TermCounter(analyzer)
+        self.process = process
+        self.counter = TermCounter(analyzer) if process is None else None
         self.include_title = include_title
 
     def add(self, record: DocRecord) -> None:
         self.store.add(record)
         _doc_id, title, text, _meta, _sections, passages = record
-        count, titled = self.counter.add, self.include_title
+        count = self.counter.add if self.counter is not None else self.process.add
+        titled = self.include_title
         for _pid, _aspect, _heading, start, end, _sents in passages:
             count(index_text(title, text[start:end], titled))
 
     def finish(self) -> dict[str, int]:
         """Writes the document store and the postings into the folder; returns the store's stream sizes."""
         sizes = self.store.close()
-        write_postings(self.folder / LEXICAL, self.counter.matrix())
+        if self.counter is not None:
+            write_postings(self.folder / LEXICAL, self.counter.matrix())
+        else:
+            self.process.finish(self.folder)
         return sizes
 
     def abort(self) -> None:
         self.store.abort()
+        if self.process is not None:
+            self.process.discard()
 
 
-def _serve(conn: Any, analyzer_config: dict[str, Any], include_title: bool) -> None:
-    """The child's loop: ("open", folder) starts a segment, a list of document records is added to it, "finish" writes
-    it and answers its sizes, None ends the child. An error goes back to the writer as text."""
+def _serve(conn: Any, analyzer_config: dict[str, Any]) -> None:
+    """The child's loop: a list of texts is added to the segment being counted; a folder ends the segment (its
+    postings written there, the passages counted answered); "discard" forgets it; None ends the child. An error goes
+    back to the writer as text (an OSError as its parts: the writer reports it as its own)."""
     analyzer = Analyzer(AnalyzerConfig.from_dict(analyzer_config))
-    sink: SegmentSink | None = None
+    counter = TermCounter(analyzer)
     while True:
         try:
             msg = conn.recv()
@@ -111,17 +121,15 @@ def _serve(conn: Any, analyzer_config: dict[str, Any], include_title: bool) -> N
             if msg is None:
                 return
             if isinstance(msg, list):
-                for record in msg:
-                    sink.add(record)
-            elif msg[0] == "open":
-                sink = SegmentSink(Path(msg[1]), analyzer, include_title)
-            else:
-                conn.send(("ok", sink.finish()))
-                sink = None
+                for text in msg:
+                    counter.add(text)
+                continue
+            if msg != "discard":
+                write_postings(Path(msg) / LEXICAL, counter.matrix())
+                conn.send(("ok", counter.n_passages))
+            counter = TermCounter(analyzer)
         except BaseException as e:  # noqa: BLE001 - said to the writer, which raises it there
-            if sink is not None:
-                sink.abort()
-            if isinstance(e, OSError):  # a full disk, a read-only folder: the writer reports it as its own
+            if isinstance(e, OSError):
                 conn.send(("oserror", (e.errno, e.strerror, e.filename)))
             else:
                 conn.send(("error", f"{type(e).__name__}: {e}"))
@@ -135,53 +143,59 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-class SinkProcess:
-    """A child process building the sink of each segment a writer builds, one segment at a time: ``open(folder)``,
-    ``add(record)`` (sent in batches), ``finish()``."""
+class CounterProcess:
+    """A child process that analyses and counts the passages of the segments a writer builds, one segment at a time,
+    while the writer reads, admits, segments and stores the next documents: ``add(text)`` (sent in batches),
+    ``finish(folder)`` writes the segment's postings there."""
 
-    def __init__(self, analyzer_config: AnalyzerConfig, include_title: bool) -> None:
+    def __init__(self, analyzer_config: AnalyzerConfig) -> None:
         ctx = multiprocessing.get_context("spawn")  # not fork: the writer may run threads (a progress display)
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, analyzer_config.to_dict(), include_title), daemon=True,
-                                 name="capr-segment-sink")
+        self._proc = ctx.Process(target=_serve, args=(child, analyzer_config.to_dict()), daemon=True,
+                                 name="capr-analysis")
         self._proc.start()
         child.close()
-        self._batch: list[DocRecord] = []
+        self._batch: list[str] = []
 
     def _send(self, msg: Any) -> None:
         try:
             self._conn.send(msg)
         except OSError:
             self._answer()  # the child stopped on an error: raise it, else say it ended
-            raise CaprError("the process storing and analysing documents ended unexpectedly") from None
+            raise CaprError("the analysis process ended unexpectedly") from None
 
     def _answer(self) -> Any:
-        """The child's answer to "finish" (its stream sizes); the error it stopped on, raised here."""
+        """The child's answer to a finished segment; the error it stopped on, raised here."""
         try:
             status, value = self._conn.recv()
         except (OSError, EOFError):
-            raise CaprError("the process storing and analysing documents ended unexpectedly") from None
+            raise CaprError("the analysis process ended unexpectedly") from None
         if status == "oserror":
             raise OSError(*value)
         if status != "ok":
-            raise CaprError(f"storing and analysing documents failed: {value}")
+            raise CaprError(f"analysing passages failed: {value}")
         return value
 
-    def open(self, folder: Path) -> None:
-        self._send(("open", str(folder)))
-
-    def add(self, record: DocRecord) -> None:
-        self._batch.append(record)
+    def add(self, text: str) -> None:
+        self._batch.append(text)
         if len(self._batch) >= _BATCH:
             self._send(self._batch)
             self._batch = []
 
-    def finish(self) -> dict[str, int]:
+    def finish(self, folder: Path) -> int:
         if self._batch:
             self._send(self._batch)
             self._batch = []
-        self._send(("finish",))
-        return self._answer()
+        self._send(str(folder))
+        return int(self._answer())
+
+    def discard(self) -> None:
+        """Forgets the segment being counted (abandoned)."""
+        self._batch = []
+        try:
+            self._conn.send("discard")
+        except OSError:
+            pass
 
     def close(self) -> None:
         try:

@@ -1,6 +1,6 @@
 """Building one segment: each admitted document is handed, as plain data, to the segment's sink (capr.index.analysis:
-the document store and the postings, built in this process or in a child process beside it) while its filter values
-and ids are kept here; ``finish`` writes the segment's files and renames its folder into place."""
+the document store, and the postings, counted in this process or in a child process beside it) while its filter
+values and ids are kept here; ``finish`` writes the segment's files and renames its folder into place."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from capr.corpus.passages import passage_index_text
 from capr.corpus.segment import SegmenterConfig
-from capr.index.analysis import SegmentSink, SinkProcess
+from capr.index.analysis import CounterProcess, SegmentSink
 from capr.index.docstore import doc_record
 from capr.index.segment import BUILTIN_FIELDS, DOC_FIELDS, new_segment_dir, publish_segment, write_segment_files
 from capr.index.store import Column
@@ -40,16 +40,13 @@ class SegmentBuilder:
     """Streams admitted documents into a new segment folder; ``finish`` writes the rest and renames it into place."""
 
     def __init__(self, root: Path, segmenter: SegmenterConfig, analyzer: Analyzer,
-                 process: SinkProcess | None = None) -> None:
-        """``process``: stores and analyses the documents in a child process (one segment at a time); else this
-        process does."""
+                 process: CounterProcess | None = None) -> None:
+        """``process``: analyses the passages in a child process (one segment at a time); else this process does."""
         self.root = root
         self.segmenter = segmenter
         self.analyzer = analyzer
         self.name, self.tmp = new_segment_dir(root)
-        if process is not None:
-            process.open(self.tmp)
-        self.sink: SegmentSink | SinkProcess = process or SegmentSink(self.tmp, analyzer, segmenter.include_title)
+        self.sink = SegmentSink(self.tmp, analyzer, segmenter.include_title, process)
         self.pass_doc = array.array("i")  # each passage's document row
         self.doc_ids: list[str] = []
         self.sourced: dict[str, int] = {}  # passage ids a source assigned (not "DOC#s..."): pid → row
@@ -128,6 +125,5 @@ class SegmentBuilder:
         return publish_segment(self.root, self.tmp, self.name)
 
     def abort(self) -> None:
-        if isinstance(self.sink, SegmentSink):
-            self.sink.abort()
+        self.sink.abort()
         shutil.rmtree(self.tmp, ignore_errors=True)

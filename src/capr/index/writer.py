@@ -24,7 +24,7 @@ from capr.index.compaction import Entry, base_entries, generation_fields, merge_
 from capr.index.index import Index, encoder_of
 from capr.index.merge import MergePolicy
 from capr.index.meta import FORMAT_VERSION, IndexMeta
-from capr.index.analysis import SinkProcess
+from capr.index.analysis import CounterProcess
 from capr.index.builder import SegmentBuilder
 from capr.index.segment import SEGMENTS, Segment
 from capr.records import DEFAULT_MAX_DOC_CHARS, Document, check_doc_id
@@ -83,8 +83,8 @@ class IndexWriter:
         (the source, as capr.corpus.files.source_fingerprint gives it): each segment finished is then recorded in a
         journal, and a create given the same key and settings after this one was killed continues after the
         documents those segments hold (see :meth:`admitted`) instead of starting over; ``resume=False`` starts over.
-        ``analysis_process``: documents are stored and their passages analysed in a child process while this one
-        reads, admits and segments the next ones (a build on a machine with more than one core; the same index)."""
+        ``analysis_process``: passages are analysed in a child process while this one reads, admits, segments and
+        stores the next documents (a build on a machine with more than one core; the same index)."""
         if mode not in ("create", "update"):
             raise ValueError(f"mode must be 'create' or 'update', not {mode!r}")
         if max_doc_chars <= 0:
@@ -93,7 +93,7 @@ class IndexWriter:
             raise CaprError(f"the segment size must be positive, got {segment_passages}")
         self.segment_passages = segment_passages
         self._flushed: list[tuple[str, int, int]] = []  # (segment, passages, documents) written so far
-        self._worker: SinkProcess | None = None
+        self._worker: CounterProcess | None = None
         self._read = 0  # documents offered to this writer (admitted or not)
         self._skip = 0  # documents of the source an interrupted create already wrote (see _resume)
         self._resumed_ids: list[str] = []  # their ids, in the order they were written
@@ -134,7 +134,7 @@ class IndexWriter:
             self._journal_key = self._resume(build_key) if mode == "create" and build_key is not None else None
             dirs.remove_stale(self.root)
             self._dense_encoder = encoder_of(self.dense_info)
-            self._worker = SinkProcess(self.analyzer_config, self.segmenter.include_title) if analysis_process else None
+            self._worker = CounterProcess(self.analyzer_config) if analysis_process else None
             self.builder = self._new_builder()
         except OSError as e:
             self._stop_worker()
