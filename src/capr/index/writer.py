@@ -480,17 +480,10 @@ def _missing(root: Path) -> list[Path]:
     return [p for p in (root / "LOCK", root / SEGMENTS) if not p.exists()]
 
 
-def build_index(
-    documents: Iterable[Document],
-    root: str | Path,
-    segmenter: SegmenterConfig | None = None,
-    analyzer: AnalyzerConfig | None = None,
-    bm25: BM25Params | None = None,
-    report: ReadReport | None = None,
-    dense: "EncoderConfig | None" = None,
-) -> Index:
-    """Index ``documents`` into ``root``, atomically replacing any index already there."""
-    with IndexWriter(root, segmenter, analyzer, bm25, report, dense=dense) as w:
+def build_index(documents: Iterable[Document], root: str | Path, **settings: Any) -> Index:
+    """Index ``documents`` into ``root``, atomically replacing any index already there; ``settings``: IndexWriter's
+    (segmenter, analyzer, bm25, report, dense, ...)."""
+    with IndexWriter(root, **settings) as w:
         for doc in documents:
             w.add(doc)
     return Index.load(root)
