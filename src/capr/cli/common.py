@@ -155,17 +155,19 @@ class _WriteProgress:
         self.position = position
         self.read_task = progress.add_task(label, total=_PERMILLE if position else None, note="") if progress else None
         self.enc_task = None
-        self.t0 = time.monotonic()
         self.passages = 0
-        self._first = None  # passages already written when this run started (a resumed build)
+        # when this run wrote its first passage: (time, passages written before it, fraction of the source read), so
+        # that a resumed build's rate and time left count only what it writes
+        self._start: tuple[float, int, float] | None = None
         self._shown = 0.0
 
     def _speed(self) -> str:
-        """Passages per second this run, and the time left by how far the source has been read."""
-        secs = max(time.monotonic() - self.t0, 1e-9)
-        rate = (self.passages - (self._first or 0)) / secs
+        """Passages per second this run, and the time left by how far the source has been read since it began."""
+        t0, before, frac0 = self._start or (time.monotonic(), 0, 0.0)
+        secs = max(time.monotonic() - t0, 1e-9)
+        rate = (self.passages - before) / secs
         frac = self.position.fraction() if self.position else None
-        left = f", about {_duration(secs * (1 - frac) / frac)} left" if frac else ""
+        left = f", about {_duration(secs * (1 - frac) / (frac - frac0))} left" if frac and frac > frac0 else ""
         return f"{self.passages:,} passages, {rate:,.0f}/s{left}"
 
     def __call__(self, what: str | int) -> None:
@@ -186,8 +188,8 @@ class _WriteProgress:
             self.p.advance(self.enc_task, n)
 
     def read(self, n_passages: int) -> None:
-        if self._first is None:
-            self._first = n_passages
+        if self._start is None:
+            self._start = (time.monotonic(), n_passages, (self.position.fraction() or 0.0) if self.position else 0.0)
         self.passages = n_passages
         now = time.monotonic()
         if self.p is None or now - self._shown < 0.5:
