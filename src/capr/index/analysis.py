@@ -8,6 +8,7 @@ from __future__ import annotations
 import array
 import multiprocessing
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,9 @@ def _serve(conn: Any, analyzer_config: dict[str, Any]) -> None:
     """The child's loop: a list of texts is added to the segment being counted; a folder ends the segment (its
     postings written there, the passages counted answered); "discard" forgets it; None ends the child. An error goes
     back to the writer as text (an OSError as its parts: the writer reports it as its own)."""
+    # Ctrl-C reaches the whole process group: the writer handles it (and ends this process), so it is not an error
+    # to print here
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     analyzer = Analyzer(AnalyzerConfig.from_dict(analyzer_config))
     counter = TermCounter(analyzer)
     while True:
