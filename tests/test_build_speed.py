@@ -213,3 +213,18 @@ def test_texts_across_compressed_blocks_read_back_exactly(tmp_path):
                                                                              e.title)
     finally:
         index.close()
+
+
+def test_the_analysis_process_writes_the_same_files(tmp_path, docs):
+    """`capr index` on more than one core analyses passages in a child process: the segment files are those of
+    analysing them in the writer's own process, byte for byte (cut into several segments, so the child counts more
+    than one)."""
+    def build(root, analysis_process):
+        with IndexWriter(root, analysis_process=analysis_process, segment_passages=700) as w:
+            for d in docs:
+                w.add(Document.from_dict(d.to_dict()))
+        return {p.relative_to(root): p.read_bytes() for p in sorted((root / "segments").rglob("*")) if p.is_file()}
+
+    here, child = build(tmp_path / "here", False), build(tmp_path / "child", True)
+    assert len({p.parts[1] for p in here}) >= 3
+    assert here.keys() == child.keys() and all(here[k] == child[k] for k in here)
