@@ -176,7 +176,8 @@ def _one_passage(text: str, section: Section, max_tokens: int, plain_blanks: boo
     """Whether the section certainly makes one passage of at most ``max_tokens`` words, without splitting it into
     sentences: its words, plus one for each place a sentence break could cut a word in two (a ".", "?" or "!" inside a
     word: line breaks and breaks before a blank cut none), fit. A line longer than the sentence window is split at
-    window edges too: never taken here. ``plain_blanks``: the document's only blanks (\s) are spaces and line breaks."""
+    window edges too: never taken here. ``plain_blanks``: the document's only blank characters are spaces and line
+    breaks."""
     a, b = section.start, section.end
     if b - a > SENTENCE_WINDOW:
         return False
