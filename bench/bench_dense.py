@@ -669,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("nothing to do: both --skip-a and --skip-b given")
     if args.passages < K or args.queries < 1 or args.a_passages < 1:
         ap.error(f"need --passages >= {K}, --queries >= 1 and --a-passages >= 1")
-    from capr.index.index import DEFAULT_HNSW_THRESHOLD
+    from capr.index.writer import DEFAULT_HNSW_THRESHOLD
 
     hnsw_threshold = DEFAULT_HNSW_THRESHOLD if args.hnsw_threshold is None else args.hnsw_threshold
     work = out / "work"

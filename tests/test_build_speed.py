@@ -1,5 +1,7 @@
 """Indexing shortcuts must not change what an index holds: sentences computed when a passage is read equal those the
-segmenter computes, and the term counts of the one-analysis-per-word path equal those of analysing every token."""
+segmenter computes (also for sections short enough to skip sentence splitting), the term counts of the
+one-analysis-per-word path, counted for a whole segment at once, equal those of analysing every token passage by
+passage, and texts stored once and compressed read back exactly."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import array
 from collections import Counter
 from itertools import islice
 
+import numpy as np
 import pytest
 
 from capr.corpus import ReadReport, read_documents
@@ -14,7 +17,9 @@ from capr.corpus.segment import SegmenterConfig, segment
 from capr.text.sentences import passage_sentences
 from capr.index import AnalyzerConfig, Index, IndexWriter
 from capr.text.analyzer import Analyzer
-from capr.index.segment import SegmentBuilder, passage_index_text
+from capr.index.builder import SegmentBuilder
+from capr.index.lexical import TermMatrix
+from capr.index.segment import passage_index_text
 from capr.records import Document, Passage, Section
 from conftest import need_data
 
@@ -42,7 +47,8 @@ def docs(demo_dir) -> list[Document]:
     return _docs(demo_dir)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"max{c.max_tokens}-ov{c.overlap}-t{int(c.include_title)}")
+@pytest.mark.parametrize("config", CONFIGS + [SegmenterConfig(max_tokens=12)],
+                         ids=lambda c: f"max{c.max_tokens}-ov{c.overlap}-t{int(c.include_title)}")
 def test_lazy_sentences_equal_eager(docs, config):
     n_lazy = 0
     for doc in docs:
@@ -59,11 +65,11 @@ def test_lazy_sentences_equal_eager(docs, config):
                 assert back.sentences == e.sentences and back.sentence_texts() == e.sentence_texts()
                 assert back.to_dict() == e.to_dict()
             assert p == e  # the lazy passage's own sentences, computed on access
-    assert (n_lazy > 0) == (config.max_tokens <= 0)
+    assert n_lazy > 0  # whole sections: never split (max_tokens 0), or short enough to need no sentence split
 
 
-def test_index_reads_back_eager_sentences(tmp_path, docs):
-    config = SegmenterConfig(max_tokens=0)
+@pytest.mark.parametrize("config", CONFIGS[1:3], ids=["max0", "max200"])
+def test_index_reads_back_eager_sentences(tmp_path, docs, config):
     with IndexWriter(tmp_path / "idx", segmenter=config, analyzer=AnalyzerConfig()) as w:
         for d in docs:
             w.add(d)
@@ -108,8 +114,13 @@ def test_term_rows_equal_token_by_token(tmp_path, docs, aconf):
             b.add(d, passages)
             texts += [passage_index_text(p, config.include_title) for p in passages]
         vocab, cols, tfs, nnz, lens = _reference_rows(Analyzer(aconf), texts)
-        assert b._vocab == vocab and list(b._vocab) == list(vocab)
-        assert b._cols == cols and b._tfs == tfs and b._nnz == nnz and b._lens == lens
+        expected = TermMatrix.from_rows(np.frombuffer(cols, dtype=np.int32), np.frombuffer(tfs, dtype=np.float32),
+                                        np.frombuffer(nnz, dtype=np.int32), np.frombuffer(lens, dtype=np.float32), vocab)
+        got = b.sink.counter.matrix()
+        assert b.sink.counter.vocab == vocab and list(b.sink.counter.vocab) == list(vocab)
+        for name in ("indptr", "indices", "tf", "doc_len"):
+            assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+            assert getattr(got, name).dtype == getattr(expected, name).dtype, name
     finally:
         b.abort()
 
@@ -154,28 +165,6 @@ def test_column_build_codes():
     assert Column.build([]).codes.shape == (0,)
 
 
-def test_lazy_passage_record_is_json_dumps(docs):
-    """The writer's hand-made record of a passage with lazy sentences is byte for byte json.dumps of its dict."""
-    import json
-
-    from capr.index.segment import _lazy_passage_json
-
-    extra = [Document(doc_id='q"id\\', title='Ti\ttle "x"', text='He said "hi"\\ \x01 \u2028 é 𝄞\n\nHISTORY: more\t',
-                      sections=[Section(heading='He"ad\n', aspect="história", start=0, end=20),
-                                Section(heading="", aspect="", start=20, end=33)])]
-    n = 0
-    for drow, doc in enumerate(docs + extra):
-        for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig(max_tokens=0), lazy_sentences=True):
-            rec = p.to_dict(keep_lazy=True)
-            rec.pop("metadata")
-            rec["doc_row"] = drow
-            assert _lazy_passage_json(p, drow) == json.dumps(rec, ensure_ascii=False)
-            n += 1
-        for p in segment(Document.from_dict(doc.to_dict()), SegmenterConfig()):
-            assert _lazy_passage_json(p, drow) is None  # computed sentences: the encoder writes it
-    assert n > 100
-
-
 @pytest.mark.parametrize("aconf", [AnalyzerConfig(), AnalyzerConfig(lowercase=False), AnalyzerConfig(stopwords=False)],
                          ids=["default", "no-lowercase", "no-stopwords"])
 def test_sentence_tokens_equal_analysing_each_sentence(docs, aconf):
@@ -197,25 +186,45 @@ def test_sentence_tokens_equal_analysing_each_sentence(docs, aconf):
     assert cut_tokens[0][-1] != cut_tokens[1][0]  # the cut word is analysed in its two pieces, as before
 
 
-def test_long_document_texts_are_written_in_slices_with_the_same_bytes(tmp_path, monkeypatch):
-    """A document text longer than _TEXT_SLICE goes to the document store a slice at a time: the files equal those
-    written with one encoding of the record (quotes, backslashes, control characters, non-ASCII, astral)."""
-    import capr.index.segment as seg
+def test_texts_across_compressed_blocks_read_back_exactly(tmp_path):
+    """Each document's text is stored once, compressed in blocks: a document spanning many blocks (quotes,
+    backslashes, control characters, non-ASCII, astral) and every passage cut from it read back exactly, as do the
+    documents around it."""
+    from capr.index.blocks import BLOCK_BYTES
 
-    text = ('He said "stop"\\now \\\\ tab\t bell\x07 é ß 汉字 🫀 done.\n\nPLAN: rest. ' * 40)
-    docs = [Document(doc_id="long", title="T \"q\"", text=text, metadata={"k": "v\x00capr:text\x00"}),
-            Document(doc_id="long2", title="", text=text[::-1])]
+    text = ('He said "stop"\\now \\\\ tab\t bell\x07 é ß 汉字 🫀 done.\n\nPLAN: rest. ' * 4000)
+    assert len(text.encode()) > 3 * BLOCK_BYTES
+    docs = [Document(doc_id="short", title="", text="PLAN: aspirin."),
+            Document(doc_id="long", title="T \"q\"", text=text, metadata={"k": "v\x00capr:text\x00"}),
+            Document(doc_id="long2", title="", text=text[::-1]), Document(doc_id="short2", title="x", text="Über.")]
+    with IndexWriter(tmp_path / "idx", segmenter=SegmenterConfig(max_tokens=30)) as w:
+        for d in docs:
+            w.add(Document.from_dict(d.to_dict()))
+    index = Index.load(tmp_path / "idx")
+    try:
+        for d in docs:
+            back = index.document(d.doc_id)
+            assert (back.text, back.title, back.metadata) == (d.text, d.title, d.metadata)
+        expected = [p for d in docs for p in segment(Document.from_dict(d.to_dict()), SegmenterConfig(max_tokens=30))]
+        assert len(index) == len(expected) > 1000
+        for row, e in enumerate(expected):
+            p = index.passage(row)
+            assert (p.pid, p.text, p.start, p.end, p.sentences, p.title) == (e.pid, e.text, e.start, e.end, e.sentences,
+                                                                             e.title)
+    finally:
+        index.close()
 
-    def build(root):
-        with IndexWriter(root, dense=None) as w:
+
+def test_the_analysis_process_writes_the_same_files(tmp_path, docs):
+    """`capr index` on more than one core analyses passages in a child process: the segment files are those of
+    analysing them in the writer's own process, byte for byte (cut into several segments, so the child counts more
+    than one)."""
+    def build(root, analysis_process):
+        with IndexWriter(root, analysis_process=analysis_process, segment_passages=700) as w:
             for d in docs:
-                w.add(d)
-        return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-                and p.name in ("documents.jsonl", "documents.offsets.npy")}
+                w.add(Document.from_dict(d.to_dict()))
+        return {p.relative_to(root): p.read_bytes() for p in sorted((root / "segments").rglob("*")) if p.is_file()}
 
-    whole = build(tmp_path / "whole")
-    monkeypatch.setattr(seg, "_TEXT_SLICE", 7)
-    sliced = build(tmp_path / "sliced")
-    assert whole and whole == sliced
-    index = Index.load(tmp_path / "sliced")
-    assert index.document("long").text == text and index.document("long2").text == text[::-1]
+    here, child = build(tmp_path / "here", False), build(tmp_path / "child", True)
+    assert len({p.parts[1] for p in here}) >= 3
+    assert here.keys() == child.keys() and all(here[k] == child[k] for k in here)

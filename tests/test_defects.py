@@ -442,7 +442,8 @@ def test_update_reads_no_merged_structures_of_the_base(tmp_path, demo_dir):
     w.delete(docs[25].doc_id)
     new = w.commit()
     assert base._matrix is _UNLOADED and base.columns._merged == {}
-    assert all("matrix" not in s.__dict__ and "columns" not in s.__dict__ for s in base.segments)
+    assert all("matrix" not in s.__dict__ and "postings" not in s.__dict__ and "columns" not in s.__dict__
+               for s in base.segments)
     # and the result is what a rebuild gives
     fresh = build_index([d for d in docs if d.doc_id not in (docs[25].doc_id,)] + [Document("new_1", "New", "PLAN: flurbazine twice daily.")],
                         tmp_path / "fresh")
@@ -471,7 +472,7 @@ def test_counts_without_merging_equal_merged_counts(tmp_path, demo_dir):
 
 # ------------------------------------------------------------------ B. per-document size limit
 def test_oversized_document_is_refused_with_the_limit(tmp_path, base_index):
-    from capr.index.index import DEFAULT_MAX_DOC_CHARS
+    from capr.records import DEFAULT_MAX_DOC_CHARS
 
     big = "PLAN: " + "word " * (DEFAULT_MAX_DOC_CHARS // 5 + 10)  # just over the default 10 M characters
     src = _write_jsonl(tmp_path / "big.jsonl", [{"doc_id": "small", "text": "PLAN: quorbital drops."},
@@ -506,7 +507,13 @@ def test_disk_full_mid_write_keeps_previous_generation(tmp_path, base_index):
     import subprocess
     import sys
 
-    batch = _write_jsonl(tmp_path / "batch.jsonl", _records(300))  # passages.jsonl grows past the limit
+    import random
+
+    rng = random.Random(0)  # words that do not compress: the segment's files grow past the limit
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 10))) for _ in range(5000)]
+    records = [{"doc_id": f"d{i}", "text": "HISTORY:\n" + " ".join(rng.choice(words) for _ in range(300)) + "."}
+               for i in range(300)]
+    batch = _write_jsonl(tmp_path / "batch.jsonl", records)
     before = _generation(base_index)
     limit = 256 * 1024
 
@@ -530,13 +537,13 @@ def test_io_error_mid_write_keeps_previous_generation(tmp_path, base_index, monk
     import errno
 
     from capr.errors import WriteError
-    from capr.index import directory, index as index_mod, segment
+    from capr.index import blocks, directory, meta
     from capr.records import Document
 
     def fail(*args, **kwargs):
         raise OSError(errno.EIO, "Input/output error")
 
-    target = {"segment": (segment.SegmentBuilder, "_write"), "manifest": (index_mod, "write_json"),
+    target = {"segment": (blocks.BlockWriter, "write"), "manifest": (meta, "write_json"),
               "commit": (directory, "commit_generation")}[where]
     monkeypatch.setattr(*target, fail)
     before = _generation(base_index)
@@ -558,12 +565,12 @@ def test_io_error_cli_is_one_line(tmp_path, base_index, monkeypatch):
     from typer.testing import CliRunner
 
     from capr.cli import app
-    from capr.index import index as index_mod
+    from capr.index import meta
 
     def fail(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(index_mod, "write_json", fail)
+    monkeypatch.setattr(meta, "write_json", fail)
     src = _write_jsonl(tmp_path / "b.jsonl", _records(3))
     res = CliRunner().invoke(app, ["add", str(base_index), str(src)])
     assert res.exit_code == 2 and "Traceback" not in res.output

@@ -28,14 +28,14 @@ def demo_index(tmp_path_factory, demo_dir):
 
 def test_manifest_and_layout(demo_index):
     m = demo_index.manifest
-    assert m["format_version"] == 2 and len(m["segments"]) == 1
+    assert m["format_version"] == 3 and len(m["segments"]) == 1
     assert m["analyzer"]["language"] == "english" and m["analyzer"]["stem"] is True
     assert m["counts"]["documents"] == 36 and m["counts"]["passages"] == len(demo_index) > 100
     root = demo_index.root
     assert (root / "CURRENT").read_text().strip() == demo_index.gen.name
     # arrays are memory-mapped, not read into memory
-    assert isinstance(demo_index.matrix.tf, np.memmap)
-    assert isinstance(demo_index.segments[0].passages.offsets, np.memmap)
+    assert isinstance(demo_index.segments[0].postings.tf, np.memmap)
+    assert isinstance(demo_index.segments[0].store.pass_offsets, np.memmap)
 
 
 def test_structured_and_free_text_queries(demo_index):

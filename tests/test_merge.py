@@ -172,7 +172,7 @@ def test_merge_policy_merges_only_adjacent_small_segments_and_stays_bounded():
 def test_a_new_generation_reuses_the_segments_it_shares(tmp_path, docs):
     root = tmp_path / "idx"
     first = build_index(docs[:30], root)
-    first.segments[0].doc_rows  # loaded once ...
+    first.segments[0].doc_ids  # opened once ...
     with IndexWriter(root, mode="update", base=first) as w:
         w.add(docs[30])
     second = load_index(root, previous=first)

@@ -35,8 +35,8 @@ def _bad_manifest(idx: Path) -> str:
 
 
 def _no_passages(idx: Path) -> str:
-    (idx / "segments" / "seg-000001" / "passages.jsonl").unlink()
-    return "the index is damaged: segments/seg-000001/passages.jsonl: missing"
+    (idx / "segments" / "seg-000001" / "passages.zst").unlink()
+    return "the index is damaged: segments/seg-000001/passages.zst: missing"
 
 
 def _truncated_tf(idx: Path) -> str:
@@ -46,9 +46,9 @@ def _truncated_tf(idx: Path) -> str:
 
 
 def _cut_pids(idx: Path) -> str:
-    p = idx / "segments" / "seg-000001" / "pids.json"
-    p.write_bytes(p.read_bytes()[:5])
-    return "the index is damaged: segments/seg-000001/pids.json: cut short"
+    p = idx / "segments" / "seg-000001" / "sourced.json"
+    p.write_bytes(p.read_bytes()[:1])
+    return "the index is damaged: segments/seg-000001/sourced.json: cut short"
 
 
 def _short_live_mask(idx: Path) -> str:
@@ -73,7 +73,7 @@ def test_damaged_index_is_one_line_naming_the_file(small_index, tmp_path, damage
     idx = tmp_path / "copy"
     shutil.copytree(small_index, idx)
     expected = DAMAGE[damage](idx)
-    if (command, damage) == ("search", "pids"):  # a search never reads pids.json: it still answers
+    if (command, damage) == ("search", "pids"):  # a search never reads sourced.json: it still answers
         proc = capr_cli(*COMMANDS[command](idx, tmp_path), check=False)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         return

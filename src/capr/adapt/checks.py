@@ -219,7 +219,7 @@ class SearchedCheck:
         import shutil
 
         from capr.corpus.segment import SegmenterConfig
-        from capr.index.index import IndexWriter
+        from capr.index.writer import IndexWriter
         from capr.models.encoder import EncoderConfig
 
         folder = Path(folder)

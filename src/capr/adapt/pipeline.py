@@ -446,7 +446,7 @@ def build_index(docs: Sequence[Document], config: AdaptConfig, report: AdaptRepo
     """OUT built with the kept model, recording the search profile the gate kept (its fusion, its second stage),
     and the second stage's passage vectors encoded into the embedding cache."""
     from capr.index.directory import DEFAULT_LOCK_WAIT_S
-    from capr.index.index import IndexWriter
+    from capr.index.writer import IndexWriter
     from capr.models.encoder import EncoderConfig
 
     t0 = time.time()

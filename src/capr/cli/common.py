@@ -14,12 +14,14 @@ from typing import Any, Iterable, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 from capr.corpus import ReadReport
+from capr.corpus.files import SourcePosition
 from capr.errors import CaprError, QueryError
 from capr.index.directory import DEFAULT_LOCK_WAIT_S, WriterBusy
-from capr.index.index import DEFAULT_MAX_DOC_CHARS
+from capr.records import DEFAULT_MAX_DOC_CHARS
 from capr.models.encoder import EncoderConfig, parse_backend
 from capr.store import BackendOptions, Capability
 
@@ -107,12 +109,13 @@ def write_json(payload: Any, indent: int | None = 1, ensure_ascii: bool = False)
     sys.stdout.write(text + "\n")
 
 
-def _progress(transient: bool = False) -> Progress:
+def _progress(transient: bool = False, counted: bool = True) -> Progress:
+    """A progress display; ``counted``: tasks count items (N/M), else they show a percentage."""
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        MofNCompleteColumn() if counted else TaskProgressColumn(),
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),
@@ -155,14 +158,33 @@ def _run_guarded(fn):
 
 
 class _WriteProgress:
-    """Feeds IndexWriter's phases (reading, encoding, writing) into one rich progress display."""
+    """Feeds IndexWriter's phases (reading, encoding, writing) into one rich progress display: how far the source
+    has been read (when that can be known, see SourcePosition), passages per second and the time left. Where there
+    is no display (a log, a pipe), each segment written is one line with the same."""
 
-    def __init__(self, progress: Progress | None, label: str) -> None:
+    def __init__(self, progress: Progress | None, label: str, position: SourcePosition | None = None) -> None:
         self.p = progress
-        self.read_task = progress.add_task(label, total=None, note="") if progress else None
+        self.position = position
+        self.read_task = progress.add_task(label, total=_PERMILLE if position else None, note="") if progress else None
         self.enc_task = None
+        self.passages = 0
+        # when this run wrote its first passage: (time, passages written before it, fraction of the source read), so
+        # that a resumed build's rate and time left count only what it writes
+        self._start: tuple[float, int, float] | None = None
+        self._shown = 0.0
+
+    def _speed(self) -> str:
+        """Passages per second this run, and the time left by how far the source has been read since it began."""
+        t0, before, frac0 = self._start or (time.monotonic(), 0, 0.0)
+        secs = max(time.monotonic() - t0, 1e-9)
+        rate = (self.passages - before) / secs
+        frac = self.position.fraction() if self.position else None
+        left = f", about {_duration(secs * (1 - frac) / (frac - frac0))} left" if frac and frac > frac0 else ""
+        return f"{self.passages:,} passages, {rate:,.0f}/s{left}"
 
     def __call__(self, what: str | int) -> None:
+        if isinstance(what, str) and what.startswith(("segment ", "resuming")) and (self.p is None or self.p.disable):
+            err.print(f"  {escape(what if what.startswith('resuming') else what.split(':')[0] + ': ' + self._speed())}")
         if self.p is None:
             return
         if isinstance(what, int):  # passages a backend wrote
@@ -178,8 +200,27 @@ class _WriteProgress:
             self.p.advance(self.enc_task, n)
 
     def read(self, n_passages: int) -> None:
-        if self.p is not None:
-            self.p.update(self.read_task, advance=1, note=f"{n_passages} passages")
+        if self._start is None:
+            self._start = (time.monotonic(), n_passages, (self.position.fraction() or 0.0) if self.position else 0.0)
+        self.passages = n_passages
+        now = time.monotonic()
+        if self.p is None or now - self._shown < 0.5:
+            return
+        self._shown = now
+        frac = self.position.fraction() if self.position else None
+        done = {"completed": int(frac * _PERMILLE)} if frac is not None else {}
+        self.p.update(self.read_task, note=self._speed(), **done)
+
+
+_PERMILLE = 1000
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _print_write_summary(verb: str, store, report: ReadReport, secs: float) -> None:
@@ -252,11 +293,14 @@ def backend_options(backend: str, uri: Optional[str], token: Optional[str], tls_
 
 
 def write_to_store(store, documents: Iterable, label: str, report: ReadReport | None = None, quiet: bool = False,
-                   max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> float:
-    """Adds documents to any store with a progress display; returns the seconds it took."""
+                   max_doc_chars: int = DEFAULT_MAX_DOC_CHARS, source: Path | None = None) -> float:
+    """Adds documents to any store with a progress display (of how far ``source`` has been read, when given);
+    returns the seconds it took."""
     t0 = time.time()
-    with (_progress() if not quiet else nullcontext()) as progress:
-        store.add(documents, progress=_WriteProgress(progress, label), report=report, max_doc_chars=max_doc_chars)
+    position = SourcePosition(source) if source is not None and Path(source).is_file() else None
+    with (_progress(counted=position is None) if not quiet else nullcontext()) as progress:
+        store.add(documents, progress=_WriteProgress(progress, label, position), report=report,
+                  max_doc_chars=max_doc_chars)
     return time.time() - t0
 
 

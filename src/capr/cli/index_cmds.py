@@ -30,10 +30,12 @@ from capr.cli.common import (
     write_json,
 )
 from capr.corpus import Format, ReadReport, read_documents
+from capr.corpus.files import source_fingerprint
+from capr.index.analysis import usable_cpus
 from capr.corpus.segment import SegmenterConfig, segment
 from capr.errors import CaprError
 from capr.index import AnalyzerConfig
-from capr.index.index import DEFAULT_MAX_DOC_CHARS
+from capr.records import DEFAULT_MAX_DOC_CHARS
 
 
 @app.command("index")
@@ -68,9 +70,12 @@ def index_cmd(
     milvus_index: str = typer.Option("FLAT", "--milvus-index", help="Milvus vector index: FLAT (exact, default) | HNSW | IVF_FLAT | AUTOINDEX."),
     max_doc_chars: int = typer.Option(DEFAULT_MAX_DOC_CHARS, "--max-doc-chars", help=MAX_DOC_HELP),
     wait: float = WAIT_OPTION,
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue an interrupted build of the same SOURCE "
+                                "and settings into OUT from the segments it finished (a build killed part-way); "
+                                "--no-resume starts over."),
 ) -> None:
     """Read SOURCE, split it into passages and build a persistent index: BM25/TF-IDF and dense vectors (MiniLM)
-    unless --lexical-only."""
+    unless --lexical-only. A build killed part-way (out of memory, a reboot) continues when run again."""
 
     def body() -> None:
         if overlap < 0 or max_tokens < 0:
@@ -85,11 +90,13 @@ def index_cmd(
         ana = AnalyzerConfig(language=language, lowercase=lowercase, stopwords=stopwords, stem=stem,
                              fold_accents=fold_accents)
         enc = _encoder_config(dense, model, query_model, opts.encoder_backend, max_length)
-        store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc)
+        build_key = {"source": source_fingerprint(source), "format": fmt.value} if Path(source).exists() else None
+        store = opts.create(out_dir, segmenter=seg, analyzer=ana, dense=enc, build_key=build_key, resume=resume,
+                            analysis_process=usable_cpus() > 1)
         report = ReadReport(skip_bad=skip_bad, max_doc_chars=max_doc_chars)
         # no documents: an error, before the commit that would replace OUT with an empty index
         docs = read_documents(source, fmt, report, require_documents=True)
-        secs = write_to_store(store, docs, f"indexing {source.name}", report, max_doc_chars=max_doc_chars)
+        secs = write_to_store(store, docs, f"indexing {source.name}", report, max_doc_chars=max_doc_chars, source=source)
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, report, secs)
         _prepare_entity_synonyms()
 

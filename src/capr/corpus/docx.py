@@ -15,10 +15,9 @@ import re
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
-from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
-from capr.corpus.files import DOCX_NAMES, READ_ERRORS, is_docx_name, read_each_file, read_error_reason
+from capr.corpus.files import READ_ERRORS, read_error_reason
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -155,9 +154,4 @@ def read_docx_file(path: Path, root: Path, report: ReadReport) -> Document | Non
         return None
 
 
-def read_docx(source: Path, report: ReadReport) -> Iterator[Document]:
-    """A Word document, or a folder of them."""
-    return read_each_file(source, report, is_docx_name, read_docx_file, f"Word documents ({', '.join(DOCX_NAMES)})")
-
-
-__all__ = ["DOCX_NAMES", "docx_document", "is_docx_name", "read_docx", "read_docx_file"]
+__all__ = ["docx_document", "read_docx_file"]

@@ -184,25 +184,6 @@ def wanted_files(root: Path, report: "ReadReport", wanted: Callable[[Path], bool
     return out
 
 
-# formats a file's name decides (their readers, capr.corpus.html, .docx and .pdf, are imported only to read one)
-HTML_NAMES = (".html", ".htm", ".xhtml", ".html.gz", ".htm.gz", ".xhtml.gz")
-DOCX_NAMES = (".docx", ".docm")
-PDF_NAMES = (".pdf",)
-
-
-def is_html_name(path: Path) -> bool:
-    """Whether ``path`` is named as an HTML page (``.html``, ``.htm``, ``.xhtml``, or one of them gzip'd)."""
-    return path.name.lower().endswith(HTML_NAMES)
-
-
-def is_docx_name(path: Path) -> bool:
-    return path.name.lower().endswith(DOCX_NAMES)
-
-
-def is_pdf_name(path: Path) -> bool:
-    return path.name.lower().endswith(PDF_NAMES)
-
-
 def read_each_file(source: Path, report: "ReadReport", wanted: Callable[[Path], bool],
                    read_one: Callable[[Path, Path, "ReadReport"], T | None], what: str) -> Iterator[T]:
     """One file read by ``read_one(path, root, report)``, or each ``wanted`` file of a folder (its root the
@@ -502,3 +483,55 @@ def json_lines(path: Path, report: "ReadReport | None" = None) -> Iterator[tuple
                 continue
             del line  # the parsed record holds what is needed; the raw line is freed before it is indexed
             yield f"line {lineno}", obj
+
+
+def source_fingerprint(source: Path) -> dict[str, Any]:
+    """What identifies a source as the same one again (a resumed `capr index` must read what it read before): its
+    real path, and its size and modification time (of a folder: its files' count, total size and newest time)."""
+    source = Path(source)
+    if source.is_dir():
+        files = [p for p, why in folder_files(source) if why is None]
+        stats = [p.stat() for p in files]
+        return {"path": os.path.realpath(source), "files": len(files), "bytes": sum(s.st_size for s in stats),
+                "mtime_ns": max((s.st_mtime_ns for s in stats), default=0)}
+    st = source.stat()
+    return {"path": os.path.realpath(source), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+class SourcePosition:
+    """How far a read of one source file has got, as a fraction of its bytes: the position of the file descriptor
+    reading it, from /proc (Linux). None where that cannot be known (a folder, another system, not open yet)."""
+
+    def __init__(self, source: Path) -> None:
+        self.path = os.path.realpath(source)
+        self.size = os.path.getsize(self.path) if os.path.isfile(self.path) else 0
+        self._fd: str | None = None
+
+    def _find_fd(self) -> str | None:
+        try:
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    if os.readlink(f"/proc/self/fd/{fd}") == self.path:
+                        return fd
+                except OSError:
+                    continue
+        except OSError:
+            pass
+        return None
+
+    def fraction(self) -> float | None:
+        if not self.size:
+            return None
+        for _ in range(2):  # the descriptor found before may be closed (and its number reused) by now
+            self._fd = self._fd or self._find_fd()
+            if self._fd is None:
+                return None
+            try:
+                with open(f"/proc/self/fdinfo/{self._fd}") as fh:
+                    pos = int(fh.readline().split()[1])
+                if os.readlink(f"/proc/self/fd/{self._fd}") == self.path:
+                    return min(1.0, pos / self.size)
+            except (OSError, ValueError, IndexError):
+                pass
+            self._fd = None
+        return None

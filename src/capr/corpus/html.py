@@ -16,11 +16,9 @@ import gzip
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
 
 from capr.corpus.blocks import HEADING, LINE, PARAGRAPH, Block, blocks_document
-from capr.corpus.files import (HTML_NAMES, READ_ERRORS, compressed_data, is_html_name, read_each_file,
-                               read_error_reason, stray_utf16_mark)
+from capr.corpus.files import READ_ERRORS, compressed_data, read_error_reason, stray_utf16_mark
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document
@@ -203,9 +201,4 @@ def read_html_file(path: Path, root: Path, report: ReadReport) -> Document | Non
                          {"path": shown.as_posix()})
 
 
-def read_html(source: Path, report: ReadReport) -> Iterator[Document]:
-    """An HTML page, or a folder of them."""
-    return read_each_file(source, report, is_html_name, read_html_file, f"HTML pages ({', '.join(HTML_NAMES)})")
-
-
-__all__ = ["HTML_NAMES", "html_document", "is_html_name", "read_html", "read_html_file"]
+__all__ = ["html_document", "read_html_file"]

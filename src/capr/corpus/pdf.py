@@ -12,9 +12,8 @@ import logging
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
 
-from capr.corpus.files import PDF_NAMES, READ_ERRORS, is_pdf_name, read_each_file, read_error_reason
+from capr.corpus.files import READ_ERRORS, read_error_reason
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines
@@ -96,9 +95,4 @@ def _page_count(path: Path) -> str:
     return f"{n} page{'s' if n != 1 else ''}"
 
 
-def read_pdf(source: Path, report: ReadReport) -> Iterator[Document]:
-    """A PDF file, or a folder of them."""
-    return read_each_file(source, report, is_pdf_name, read_pdf_file, "PDF files (.pdf)")
-
-
-__all__ = ["PDF_NAMES", "is_pdf_name", "pdf_text", "read_pdf", "read_pdf_file"]
+__all__ = ["pdf_text", "read_pdf_file"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from capr.errors import BadInputError
-from capr.records import Document, check_doc_id, normalize_newlines, oversized
 
 
 @dataclass
@@ -91,28 +90,3 @@ class ReadReport:
         if self.duplicates:
             parts.append(f"{self.duplicates} duplicate(s) merged")
         return ", ".join(parts) or "nothing skipped"
-
-
-def admit_document(doc: Document, report: ReadReport, max_doc_chars: int,
-                   known: set[str] | frozenset[str] = frozenset()) -> tuple[str, str | None] | None:
-    """The one rule every index writer (embedded, Milvus) applies to a document it is given: a storable id, a text
-    within ``max_doc_chars``, an id not already in this write (``known``). A refused document is a bad record of
-    ``report`` — skipped under ``--skip-bad``, else the error — and None is returned; an admitted one has its line
-    breaks normalised (as read_documents gives them) and the (file, record) it is named by is returned."""
-    path = str(doc.metadata.get("path") or "")
-    try:
-        check_doc_id(doc.doc_id)  # readers check it with file and line; this guards the Python API
-    except ValueError as e:
-        report.bad(path or "document", f"field 'doc_id': document id {e}", repr(doc.doc_id)[:80])
-        return None
-    if (why := oversized(doc.text, max_doc_chars)) is not None:
-        report.bad(path or doc.doc_id, why, doc.doc_id)
-        return None
-    normalize_newlines(doc)
-    # read_documents says where the document was read (file and line): the message names it as the readers name
-    # their bad records; documents given directly are named by their path or id
-    source, record = report.where(doc.doc_id) or (path or doc.doc_id, doc.doc_id)
-    if doc.doc_id in known:
-        report.bad(source, f"duplicate document id {doc.doc_id!r} (an earlier document has the same id)", record)
-        return None
-    return source, record

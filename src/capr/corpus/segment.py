@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from capr.text.aspects import is_known_heading, normalize_aspect
-from capr.text.sentences import split_sentences
+from capr.text.sentences import SENTENCE_WINDOW, split_sentences
 from capr.records import Document, Passage, Section, Span
 
 _SMALL_WORDS = {"and", "of", "the", "or", "for", "to", "in", "on", "with", "at", "by", "a", "an", "/", "&"}
@@ -24,7 +25,9 @@ _NUMBERED_RE = re.compile(rf"^[ \t]*\d{{1,2}}(?:\.\d{{1,2}})*[.)]?[ \t]+(?P<h>[{
 _COLON_RE = re.compile(rf"^[ \t]*(?P<h>[{_AL}][{_AL}0-9 /&\-(),']{{0,60}}?)[ \t]*:(?=[ \t]|$)", re.M)
 _CAPS_LINE_RE = re.compile(rf"^[ \t]*(?P<h>[{_UP}][{_UP}0-9 /&\-]{{2,60}}?)[ \t]*$", re.M)
 # A heading inside running text: "... stable. PLAN: continue". All caps only, to avoid "Note: ...".
-_INLINE_RE = re.compile(rf"(?<=[.!?])[ \t]+(?P<h>[{_UP}][{_UP}/&\-]+(?:[ \t][{_UP}/&\-]+){{0,5}}):[ \t]")
+# (the punctuation is matched, not looked behind at: the scan then skips to each ".", "!" or "?")
+_INLINE_RE = re.compile(rf"[.!?][ \t]+(?P<h>[{_UP}][{_UP}/&\-]+(?:[ \t][{_UP}/&\-]+){{0,5}}):[ \t]")
+_LINE_RE = re.compile(r"[^\n]+")
 
 
 _NON_SPACE = re.compile(r"\S")
@@ -35,6 +38,7 @@ def _blank(text: str, start: int, end: int) -> bool:
     return _NON_SPACE.search(text, start, end) is None
 
 
+@lru_cache(maxsize=1 << 16)  # headings repeat from note to note ("HISTORY OF PRESENT ILLNESS")
 def _looks_like_heading(h: str) -> bool:
     words = h.split()
     if not words or len(words) > _MAX_HEADING_WORDS:
@@ -54,33 +58,49 @@ class _Hit:
     heading: str
 
 
+def _line_heading(text: str, a: int, b: int) -> tuple[int, str] | None:
+    """The heading the line text[a:b] is, by the first of the line patterns (Markdown, numbered, "Heading:", ALL CAPS)
+    that takes it. Each pattern is only tried on a line that can hold its match (its first character, a colon, its
+    length): most lines of a note are prose that none of them takes."""
+    k = a
+    while k < b and text[k] in " \t":
+        k += 1
+    if k == b:
+        return None
+    c = text[k]
+    if c == "#" and (m := _MARKDOWN_RE.match(text, a, b)):
+        # a "# ..." line that runs on is text, not a heading: every passage of a section stores its heading
+        if m.end("h") - m.start("h") <= _MAX_MARKDOWN_HEADING_CHARS and (h := m.group("h").strip()):
+            return a, h
+    if c.isdecimal() and (m := _NUMBERED_RE.match(text, a, b)):
+        h = m.group("h")
+        if _looks_like_heading(h) and len(h.split()) <= 5 and h.strip():
+            return a, h.strip()
+    if text.find(":", k, b) >= 0 and (m := _COLON_RE.match(text, a, b)):
+        h = m.group("h")
+        if _looks_like_heading(h) and h.strip():
+            return a, h.strip()
+    if (b - k <= 61 or len(text[k:b].rstrip(" \t")) <= 61) and (m := _CAPS_LINE_RE.match(text, a, b)):
+        h = m.group("h")
+        if sum(ch.isalpha() for ch in h) >= 3 and _looks_like_heading(h) and h.strip():
+            return a, h.strip()
+    return None
+
+
 def detect_headings(text: str) -> list[_Hit]:
     hits: dict[int, _Hit] = {}
-
-    def add(start: int, heading: str) -> None:
-        heading = heading.strip()
+    for line in _LINE_RE.finditer(text):
+        found = _line_heading(text, *line.span())
+        if found is not None:
+            hits[found[0]] = _Hit(*found)
+    for m in _INLINE_RE.finditer(text):
+        heading, start = m.group("h").strip(), m.start("h")
         if heading and start not in hits:
             hits[start] = _Hit(start, heading)
-
-    for m in _MARKDOWN_RE.finditer(text):
-        # a "# ..." line that runs on is text, not a heading: every passage of a section stores its heading
-        if m.end("h") - m.start("h") <= _MAX_MARKDOWN_HEADING_CHARS:
-            add(m.start(), m.group("h"))
-    for m in _NUMBERED_RE.finditer(text):
-        h = m.group("h")
-        if _looks_like_heading(h) and len(h.split()) <= 5:
-            add(m.start(), h)
-    for m in _COLON_RE.finditer(text):
-        h = m.group("h")
-        if _looks_like_heading(h):
-            add(m.start(), h)
-    for m in _CAPS_LINE_RE.finditer(text):
-        h = m.group("h")
-        if sum(c.isalpha() for c in h) >= 3 and _looks_like_heading(h):
-            add(m.start(), h)
-    for m in _INLINE_RE.finditer(text):
-        add(m.start("h"), m.group("h"))
     return [hits[k] for k in sorted(hits)]
+
+
+_aspect_of = lru_cache(maxsize=1 << 16)(normalize_aspect)  # headings repeat from note to note
 
 
 def detect_sections(text: str) -> list[Section]:
@@ -97,7 +117,7 @@ def detect_sections(text: str) -> list[Section]:
         colon = text.find(":", hit.start, heading_end)
         if _blank(text, heading_end, end) and (colon < 0 or _blank(text, colon + 1, heading_end)):
             continue  # nothing after the heading, on its line or below
-        sections.append(Section(heading=hit.heading, aspect=normalize_aspect(hit.heading), start=hit.start, end=end))
+        sections.append(Section(heading=hit.heading, aspect=_aspect_of(hit.heading), start=hit.start, end=end))
     return [_trim(s, text) for s in sections]
 
 
@@ -126,6 +146,8 @@ def paragraph_sections(text: str) -> list[Section]:
 
 
 _WORD_RE = re.compile(r"\S+")
+_INNER_BREAK_RE = re.compile(r"[.?!](?=\S)")  # a sentence end inside a run of non-blank characters
+_OTHER_BLANK_RE = re.compile(r"[^\S \n]")  # a blank (\s) other than a space or a line break
 
 
 def count_tokens(text: str) -> int:
@@ -150,13 +172,31 @@ def _is_heading_line(text: str, span: Span, heading: str) -> bool:
     return line.lower() == heading.lower()
 
 
+def _one_passage(text: str, section: Section, max_tokens: int, plain_blanks: bool) -> bool:
+    """Whether the section certainly makes one passage of at most ``max_tokens`` words, without splitting it into
+    sentences: its words, plus one for each place a sentence break could cut a word in two (a ".", "?" or "!" inside a
+    word: line breaks and breaks before a blank cut none), fit. A line longer than the sentence window is split at
+    window edges too: never taken here. ``plain_blanks``: the document's only blank characters are spaces and line
+    breaks."""
+    a, b = section.start, section.end
+    if b - a > SENTENCE_WINDOW:
+        return False
+    if plain_blanks:  # first a bound counted without a regex: one word more than blanks, every sentence end inside one
+        blanks = text.count(" ", a, b) + text.count("\n", a, b)
+        ends = text.count(".", a, b) + text.count("?", a, b) + text.count("!", a, b)
+        if 1 + blanks + ends <= max_tokens:
+            return True
+    return len(_WORD_RE.findall(text, a, b)) + len(_INNER_BREAK_RE.findall(text, a, b)) <= max_tokens
+
+
 def section_passages(doc: Document, section: Section, index: int, config: SegmenterConfig,
-                     lazy_sentences: bool = False) -> list[Passage]:
+                     lazy_sentences: bool = False, plain_blanks: bool = False) -> list[Passage]:
     text = doc.text
-    if lazy_sentences and config.max_tokens <= 0:
-        # one passage per section, the whole section: its sentences are split_sentences of its own text (a function of
-        # that text alone), so they need not be computed now; ``sentences=None`` says "compute them when read"
-        # (Passage.from_dict, passage_sentences). A section holds sentences iff it holds a non-space character.
+    if lazy_sentences and (config.max_tokens <= 0 or _one_passage(text, section, config.max_tokens, plain_blanks)):
+        # one passage per section, the whole section (never split, or too short to be): its sentences are
+        # split_sentences of its own text (a function of that text alone), so they need not be computed now;
+        # ``sentences=None`` says "compute them when read" (Passage.from_dict, passage_sentences). A section holds
+        # sentences iff it holds a non-space character.
         if _blank(text, section.start, section.end):
             return []
         return [Passage(pid=section.section_id or f"{doc.doc_id}#s{index}", doc_id=doc.doc_id,
@@ -224,8 +264,9 @@ def _is_title_only(text: str, section: Section, title: str) -> bool:
 def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences: bool = False) -> list[Passage]:
     """Passages of a document: its given sections, else detected headings, else paragraphs.
 
-    ``lazy_sentences``: passages that are a whole section (``max_tokens`` 0) get ``sentences=None`` instead of their
-    sentence spans (an index computes them when it reads the passage back: see :func:`passage_sentences`)."""
+    ``lazy_sentences``: passages that are a whole section (``max_tokens`` 0, or a section that fits in it) get
+    ``sentences=None`` instead of their sentence spans (an index computes them when it reads the passage back: see
+    :func:`passage_sentences`)."""
     config = config or SegmenterConfig()
     if doc.sections is not None:
         sections = doc.sections
@@ -240,6 +281,7 @@ def segment(doc: Document, config: SegmenterConfig | None = None, lazy_sentences
             # aspect, a few words) would outrank the sections it names; a document of nothing but its title keeps it
             sections = sections[1:]
     passages: list[Passage] = []
+    plain_blanks = lazy_sentences and _OTHER_BLANK_RE.search(doc.text) is None
     for i, s in enumerate(sections):
-        passages.extend(section_passages(doc, s, i, config, lazy_sentences))
+        passages.extend(section_passages(doc, s, i, config, lazy_sentences, plain_blanks))
     return passages

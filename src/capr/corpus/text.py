@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator
 
 from capr.text.aspects import is_known_heading
-from capr.corpus.files import read_each_file, read_text
+from capr.corpus.files import read_text
 from capr.corpus.report import ReadReport
 from capr.errors import BadInputError
 from capr.records import Document, normalize_newlines
-
-TEXT_SUFFIXES = {".txt", ".md", ".text", ".markdown"}
-TEXT_NAMES = tuple(sorted(TEXT_SUFFIXES)) + tuple(sorted(suffix + ".gz" for suffix in TEXT_SUFFIXES))
-
-
-def is_text_name(path: Path) -> bool:
-    """Whether ``path`` is named as a plain-text note (``.txt``, ``.md``, …, or one of them gzip'd)."""
-    return path.name.lower().endswith(TEXT_NAMES)
-
 
 def _note_path(path: Path) -> Path:
     """``path`` as the note it holds: a gzip'd note is the note it decompresses to (note.txt.gz: note.txt)."""
@@ -68,7 +58,3 @@ def read_text_file(path: Path, root: Path, report: ReadReport) -> Document | Non
     doc = normalize_newlines(Document(doc_id=rel, title="", text=text, metadata={"path": shown.as_posix()}))
     doc.title = _title(path, doc.text)
     return doc
-
-
-def read_text_dir(source: Path, report: ReadReport) -> Iterator[Document]:
-    return read_each_file(source, report, is_text_name, read_text_file, f"text files ({', '.join(TEXT_NAMES)})")

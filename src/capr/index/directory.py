@@ -257,7 +257,7 @@ def remove_stale(root: Path, background: bool = False) -> None:
     segdir = root / "segments"
     if not segdir.is_dir():
         return
-    used: set[str] = set()
+    used: set[str] = set(journal_segments(root))  # an interrupted create's, kept for it to resume
     for name in kept:
         try:
             used.update(json.loads((root / name / "manifest.json").read_text())["segments"])
@@ -268,6 +268,46 @@ def remove_stale(root: Path, background: bool = False) -> None:
             shutil.rmtree(p, ignore_errors=True)
         elif _SEG_RE.match(p.name) and p.name not in used:
             _discard(p, background)
+
+
+# -- the journal of an interrupted create ---------------------------------------------------------
+# A create that is given what it indexes (a build key) records each segment it finishes here; if it is killed (SIGKILL,
+# out of memory, power loss) the same create run again continues after them instead of starting over. No generation
+# names these segments, so readers never see them; every writer keeps them while the journal names them, and a create
+# of something else, or a finished or abandoned one, removes the journal.
+JOURNAL = "build.json"
+
+
+def journal_path(root: Path) -> Path:
+    return Path(root) / "segments" / JOURNAL
+
+
+def read_journal(root: Path) -> dict | None:
+    """The journal of an interrupted create, or None (none, or unreadable: a journal half-written by a killed writer
+    is never read, since it is replaced whole, but a damaged one just means starting over)."""
+    try:
+        journal = json.loads(journal_path(root).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(journal, dict) and isinstance(journal.get("segments"), list) and \
+        isinstance(journal.get("documents_read"), int)
+    return journal if ok else None
+
+
+def write_journal(root: Path, journal: dict) -> None:
+    write_bytes(journal_path(root), json.dumps(journal, ensure_ascii=False).encode("utf-8"))
+
+
+def remove_journal(root: Path) -> None:
+    try:
+        journal_path(root).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def journal_segments(root: Path) -> list[str]:
+    journal = read_journal(root)
+    return [str(s[0]) for s in journal["segments"]] if journal is not None else []
 
 
 # -- the writer lock ------------------------------------------------------------------------------

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,9 +63,6 @@ def merge_columns(cols: Sequence[Column | None], sizes: Sequence[int]) -> Column
 
 
 # -- merging segments ----------------------------------------------------------------------------
-_DOC_ROW = re.compile(rb'"doc_row": (\d+)\}\n$')
-
-
 def _live_matrix(parts: Sequence[tuple[TermMatrix, np.ndarray]]) -> TermMatrix:
     """The live rows of several term matrices, in order, as one matrix over the terms that still have a live
     posting (a fresh rebuild of the same passages has exactly this vocabulary and these postings)."""
@@ -101,66 +95,60 @@ def _live_matrix(parts: Sequence[tuple[TermMatrix, np.ndarray]]) -> TermMatrix:
                       np.concatenate(lens).astype(np.float32))
 
 
+def _merged_columns(parts: Sequence[tuple["Segment", np.ndarray, np.ndarray]]) -> dict[str, Column]:
+    from capr.index.segment import BUILTIN_FIELDS
+
+    fields = sorted(set().union(*(seg.fields for seg, _, _ in parts)))
+    columns = {}
+    for f in fields:
+        raw: list[Any] = []
+        for seg, live, _ in parts:
+            n = int(np.count_nonzero(live))
+            if f in seg.fields:
+                values = seg.spellings(f, live)  # a value spelled as a deleted passage had it is not kept
+                raw.extend(values[c] for c in np.asarray(seg.column(f).codes)[live].tolist())
+            else:
+                raw.extend([None] * n)
+        if f in BUILTIN_FIELDS or any(v is not None for v in raw):  # a field only deleted passages had is gone
+            columns[f] = Column.build(raw)
+    return columns
+
+
 def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.ndarray]], hnsw_threshold: int) -> str:
     """Writes one new segment holding the live passages and documents of ``parts`` (segment, live passage mask,
-    live document mask), in order, and returns its name. Nothing is re-analysed or re-encoded: records are
-    copied, term matrices and columns re-indexed, vectors concatenated. Rows keep their order, so a generation
-    naming the merged segment in place of its sources gives every search the same result (ties included)."""
-    from capr.index.segment import BUILTIN_FIELDS, new_segment_dir, publish_segment, write_segment_files
+    live document mask), in order, and returns its name. Nothing is re-analysed or re-encoded: documents and
+    passages are copied as stored, postings and columns re-indexed, vectors concatenated. Rows keep their order, so
+    a generation naming the merged segment in place of its sources gives every search the same result (ties
+    included)."""
+    from capr.index.docstore import DocStoreWriter
+    from capr.index.segment import new_segment_dir, publish_segment, write_segment_files
 
     name, tmp = new_segment_dir(root)
+    store = DocStoreWriter(tmp)
     try:
-        doc_offsets, pass_offsets = [0], [0]
         doc_ids: list[str] = []
-        pids: list[str] = []
-        pass_docs: list[np.ndarray] = []
-        with open(tmp / "documents.jsonl", "wb") as dfh, open(tmp / "passages.jsonl", "wb") as pfh:
-            for seg, live, dlive in parts:
-                new_doc = np.cumsum(dlive, dtype=np.int64) - 1 + len(doc_ids)
-                dstore, pstore = seg.documents, seg.passages
-                pass_docs.append(new_doc[np.asarray(seg.passage_doc_rows)[live]].astype(np.int32))
-                for i in np.flatnonzero(dlive):
-                    dfh.write(dstore.raw(int(i)))
-                    doc_offsets.append(dfh.tell())
-                    doc_ids.append(seg.doc_ids[i])
-                for i in np.flatnonzero(live):
-                    line = pstore.raw(int(i))
-                    m = _DOC_ROW.search(line)
-                    if m is None:  # not the layout SegmentBuilder writes: take the slow, general way
-                        rec = json.loads(line)
-                        rec["doc_row"] = int(new_doc[rec["doc_row"]])
-                        line = json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n"
-                    else:
-                        line = line[:m.start(1)] + str(int(new_doc[int(m.group(1))])).encode() + b"}\n"
-                    pfh.write(line)
-                    pass_offsets.append(pfh.tell())
-                    pids.append(seg.pids[i])
-            for fh in (dfh, pfh):
-                fh.flush()
-                os.fsync(fh.fileno())
+        sourced: dict[str, int] = {}
+        rows_before = 0
+        for seg, live, dlive in parts:
+            new_doc = np.cumsum(dlive, dtype=np.int64) - 1 + len(doc_ids)
+            kept = np.flatnonzero(live)
+            store.copy(seg.store, np.flatnonzero(dlive), kept, new_doc)
+            ids = seg.doc_ids.strings()
+            doc_ids.extend(ids[i] for i in np.flatnonzero(dlive).tolist())
+            new_row = np.cumsum(live, dtype=np.int64) - 1 + rows_before
+            sourced.update((pid, int(new_row[r])) for pid, r in seg.sourced.items() if live[r])
+            rows_before += len(kept)
         matrix = _live_matrix([(seg.matrix, live) for seg, live, _ in parts])
-        fields = sorted(set().union(*(seg.fields for seg, _, _ in parts)))
-        columns = {}
-        for f in fields:
-            raw: list[Any] = []
-            for seg, live, _ in parts:
-                n = int(np.count_nonzero(live))
-                if f in seg.fields:
-                    values = seg.spellings(f, live)  # a value spelled as a deleted passage had it is not kept
-                    raw.extend(values[c] for c in np.asarray(seg.column(f).codes)[live].tolist())
-                else:
-                    raw.extend([None] * n)
-            if f in BUILTIN_FIELDS or any(v is not None for v in raw):  # a field only deleted passages had is gone
-                columns[f] = Column.build(raw)
+        columns = _merged_columns(parts)
         vectors = None
         svs = [seg.vectors() for seg, _, _ in parts]
         if all(sv is not None for sv in svs) and svs:
             vectors = np.concatenate([np.asarray(sv.vectors)[live] for sv, (_, live, _) in zip(svs, parts)])
-        write_segment_files(tmp, np.asarray(doc_offsets, dtype=np.int64), np.asarray(pass_offsets, dtype=np.int64),
-                            matrix, columns, doc_ids, pids, np.concatenate(pass_docs) if pass_docs else np.zeros(0, np.int32),
-                            vectors, hnsw_threshold)
+        sizes = store.close()
+        write_segment_files(tmp, sizes, matrix, len(matrix.doc_len), columns, doc_ids, sourced, vectors, hnsw_threshold)
         return publish_segment(root, tmp, name)
     except BaseException:
+        store.abort()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 

@@ -1,250 +1,41 @@
-"""Segments: immutable slices of an index (stores, term matrix, filter columns, vectors).
+"""Segments: immutable slices of an index (documents and passages, postings, filter columns, vectors).
 
-A generation lists its segments and a live mask per segment; adding documents writes a new
-segment, deleting writes new masks. Nothing already written is rewritten.
+A generation lists its segments and a live mask per segment; adding documents writes a new segment, deleting writes
+new masks. Nothing already written is rewritten. A segment's folder:
+
+    segment.json        its meta (capr.index.meta.SegmentMeta)
+    texts.zst, documents.zst, passages.zst, ...   documents and passages (capr.index.docstore)
+    lexical/            compact postings (capr.index.postings)
+    columns/            filter columns (capr.index.store.Column)
+    doc_ids.*           document ids in row order (capr.index.strings); sourced.json: passage ids a source assigned
+    vectors.npy, hnsw.faiss   dense vectors (capr.index.vectors)
 """
 
 from __future__ import annotations
 
-import array
-import json
 import os
 import re
-import shutil
-from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from capr.corpus.segment import SegmenterConfig
-from capr.text.analyzer import Analyzer
-from capr.index.atomic import fsync_dir, write_json, write_npy
+from capr.corpus.passages import MADE_PID, passage_index_text  # noqa: F401  (passage_index_text: its old home)
+from capr.index.atomic import fsync_dir, write_json
+from capr.index.blocks import BLOCK_BYTES
+from capr.index.docstore import STREAMS, DocStore
 from capr.index.lexical import TermMatrix
+from capr.index.meta import SegmentMeta
+from capr.index.postings import LEXICAL, Postings, write_postings
 from capr.index.reading import damaged, load_npy, read_json
-from capr.index.store import Column, RecordStore
+from capr.index.strings import StringTable, write_strings
+from capr.index.store import Column
 from capr.records import Document, Passage
 
 BUILTIN_FIELDS = ("aspect", "doc_id", "heading", "title")
-_MAX_FILTER_VALUE_LEN = 256
+DOC_FIELDS = ("doc_id", "title")  # built-in fields a document gives all its passages
 SEGMENTS = "segments"
-# json.dumps(rec, ensure_ascii=False) without building an encoder per call (the writer encodes two records a passage)
-_encode_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
-_TEXT_SLICE = 1 << 20  # a document text longer than this is written to the store in slices of this many characters
-_TEXT_MARK = "\x00capr:text\x00"  # stands in for the text while the rest of the record is encoded
-_encode_str = json.encoder.encode_basestring  # the JSON string literal of a str, as the encoder writes it
-
-
-def _lazy_passage_json(p: Passage, drow: int) -> str | None:
-    """The passage record of a passage whose sentences are not computed (``to_dict(keep_lazy=True)`` without
-    metadata, plus doc_row) as json.dumps writes it, without the encoder's per-object work; None for any other
-    passage (the encoder writes those)."""
-    if p._sentences is not None or type(p.start) is not int or type(p.end) is not int or type(p.pid) is not str \
-            or type(p.doc_id) is not str or type(p.text) is not str or type(p.title) is not str \
-            or type(p.heading) is not str or not (p.aspect is None or type(p.aspect) is str):
-        return None
-    aspect = "null" if p.aspect is None else _encode_str(p.aspect)
-    return (f'{{"pid": {_encode_str(p.pid)}, "doc_id": {_encode_str(p.doc_id)}, "text": {_encode_str(p.text)}, '
-            f'"aspect": {aspect}, "start": {int.__repr__(p.start)}, "end": {int.__repr__(p.end)}, "sentences": null, '
-            f'"title": {_encode_str(p.title)}, "heading": {_encode_str(p.heading)}, "doc_row": {int.__repr__(drow)}}}')
-_SEG_RE = re.compile(r"^seg-(\d{6})$")
-
-
-def _unfilterable(value: Any) -> str | None:
-    """What makes a metadata value unusable as a filter value, None when it is usable."""
-    if isinstance(value, (int, float, bool)):
-        return None
-    if isinstance(value, str):
-        return f"a text of {len(value)} characters" if len(value) > _MAX_FILTER_VALUE_LEN else None
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type(value).__name__}"
-
-
-def passage_index_text(p: Passage, include_title: bool) -> str:
-    """What both the lexical and the dense side index for a passage."""
-    # a document that is only its title has it as its text too (capr.corpus.beir.read_beir_corpus): read it once
-    return f"{p.title}\n{p.text}" if include_title and p.title and p.text != p.title else p.text
-
-
-class SegmentBuilder:
-    """Streams documents into a new segment folder; ``finish`` writes arrays and renames it into place."""
-
-    def __init__(self, root: Path, segmenter: SegmenterConfig, analyzer: Analyzer) -> None:
-        self.root = root
-        self.segmenter = segmenter
-        self.analyzer = analyzer
-        self.name, self.tmp = new_segment_dir(root)
-        self._docs_fh = open(self.tmp / "documents.jsonl", "wb")
-        self._pass_fh = open(self.tmp / "passages.jsonl", "wb")
-        self._doc_offsets = [0]
-        self._pass_offsets = [0]
-        self.doc_ids: list[str] = []
-        self.pids: list[str] = []
-        self.texts: list[str] = []  # what the dense encoder reads per passage (the index text unless it adds context)
-        # only a dense index needs the texts at commit; a lexical one must not hold a whole corpus in memory
-        self.keep_texts = True
-        self.dense_text: Callable[[Passage, str], str] | None = None
-        self._vocab: dict[str, int] = {}
-        self._word_ids: dict[str, int] = {}  # folded word → its term id, -1 for a stopword (see add)
-        self._cols = array.array("i")  # term ids, passage by passage
-        self._tfs = array.array("f")  # their term frequencies
-        self._nnz = array.array("i")  # distinct terms per passage
-        self._pass_doc = array.array("i")  # each passage's document row (deletes find a document's rows by it)
-        self._lens = array.array("f")
-        self._fields: dict[str, list[Any]] = {f: [] for f in BUILTIN_FIELDS}
-        # told of each metadata value that cannot be a filter value: (field, document id, what the value is)
-        self.on_unfilterable: Callable[[str, str, str], None] | None = None
-        self.n_passages = 0
-
-    @property
-    def terms(self) -> set[str]:
-        return set(self._vocab)
-
-    @property
-    def field_names(self) -> set[str]:
-        return set(self._fields)
-
-    def add(self, doc: Document, passages: list[Passage]) -> None:
-        drow = len(self.doc_ids)
-        self.doc_ids.append(doc.doc_id)
-        self._write_document(doc.to_dict())
-        meta = self._filter_values(doc)
-        for p in passages:
-            line = _lazy_passage_json(p, drow)
-            if line is None:
-                rec = p.to_dict(keep_lazy=True)  # sentences of a whole-section passage: computed when read
-                rec.pop("metadata")
-                rec["doc_row"] = drow
-                line = _encode_json(rec)
-            self._pass_fh.write(line.encode("utf-8") + b"\n")
-            self._pass_offsets.append(self._pass_fh.tell())
-            self._pass_doc.append(drow)
-            self.pids.append(p.pid)
-            text = passage_index_text(p, self.segmenter.include_title)
-            if self.keep_texts:
-                self.texts.append(self.dense_text(p, text) if self.dense_text else text)
-            # one (term, tf) pair per distinct term of the passage, not one entry per token: the postings
-            # of a large corpus (a MIMIC NOTEEVENTS file) are the writer's main memory.
-            # Each distinct word of the segment is analysed once (its term id, or -1 for a stopword, is kept in
-            # _word_ids); the passage's words are mapped to term ids and counted in C. Counter keeps first-seen order
-            # and a new term's words are all new, so the term ids and the (term, tf) order are those of analysing
-            # the passage and counting term ids token by token.
-            words = self.analyzer.folded_words(text)
-            wids = self._word_ids
-            row: dict[int, int] = {}
-            try:
-                _count_elements(row, map(wids.__getitem__, words))  # Counter's own C loop
-            except KeyError:  # words not seen yet in this segment: analyse them, in first-seen order
-                missing = [w for w in dict.fromkeys(words) if w not in wids]
-                vocab = self._vocab
-                for w, t in zip(missing, self.analyzer.analyze_unseen(missing)):
-                    wids[w] = -1 if t is None else vocab.setdefault(t, len(vocab))
-                row = {}
-                _count_elements(row, map(wids.__getitem__, words))
-            n_tokens = len(words) - row.pop(-1, 0)
-            self._cols.extend(row)
-            self._tfs.extend(row.values())
-            self._nnz.append(len(row))
-            self._lens.append(n_tokens)
-            self._add_fields(p, meta)
-            self.n_passages += 1
-
-    def _write_document(self, rec: dict) -> None:
-        """The document record; a long text is escaped and written a slice at a time (JSON escapes each character
-        on its own, so the bytes are those of encoding the record at once), not held as a second and third copy."""
-        text = rec.get("text")
-        if not isinstance(text, str) or len(text) <= _TEXT_SLICE:
-            self._write(self._docs_fh, self._doc_offsets, rec)
-            return
-        parts = _encode_json({**rec, "text": _TEXT_MARK}).split(_encode_json(_TEXT_MARK))
-        if len(parts) != 2:  # the mark also in another field: encode at once
-            self._write(self._docs_fh, self._doc_offsets, rec)
-            return
-        head, tail = parts
-        fh = self._docs_fh
-        fh.write(head.encode("utf-8") + b'"')
-        for i in range(0, len(text), _TEXT_SLICE):
-            fh.write(_encode_json(text[i:i + _TEXT_SLICE])[1:-1].encode("utf-8"))
-        fh.write(b'"' + tail.encode("utf-8") + b"\n")
-        self._doc_offsets.append(fh.tell())
-
-    @staticmethod
-    def _write(fh, offsets: list[int], rec: dict) -> None:
-        fh.write(_encode_json(rec).encode("utf-8") + b"\n")
-        offsets.append(fh.tell())
-
-    def _filter_values(self, doc: Document) -> dict[str, Any]:
-        """The document's metadata values a filter can match. A value that is not one scalar (a list, an object) or
-        is a long text is left out for this document alone, and said once to ``on_unfilterable``: the field stays
-        filterable on every other document. A null is a value the document lacks."""
-        meta = doc.metadata
-        if not meta:
-            return meta
-        out: dict[str, Any] = {}
-        for k, v in meta.items():
-            if v is None or k in BUILTIN_FIELDS:
-                continue
-            why = _unfilterable(v)
-            if why is None:
-                out[k] = v
-            elif self.on_unfilterable is not None:
-                self.on_unfilterable(k, doc.doc_id, why)
-        return out
-
-    def _add_fields(self, p: Passage, meta: dict[str, Any]) -> None:
-        fields = self._fields
-        if not meta and len(fields) == len(BUILTIN_FIELDS):  # only the built-in fields (always present): fast path
-            fields["aspect"].append(p.aspect)
-            fields["doc_id"].append(p.doc_id)
-            fields["heading"].append(p.heading)
-            fields["title"].append(p.title)
-            return
-        row = self.n_passages
-        values = {"aspect": p.aspect, "doc_id": p.doc_id, "heading": p.heading, "title": p.title, **meta}
-        for k, v in values.items():
-            col = fields.get(k)
-            if col is None:  # a field first seen now: earlier passages have no value
-                col = fields[k] = [None] * row
-            col.append(v)
-        for col in fields.values():
-            if len(col) < row + 1:
-                col.append(None)
-
-    def finish(self, vectors: np.ndarray | None, hnsw_threshold: int, progress: Callable[[str], None] | None = None) -> str:
-        for fh in (self._docs_fh, self._pass_fh):
-            fh.flush()
-            os.fsync(fh.fileno())
-            fh.close()
-        if progress:
-            progress("term matrix")
-        matrix = TermMatrix.from_rows(
-            np.frombuffer(self._cols, dtype=np.int32),
-            np.frombuffer(self._tfs, dtype=np.float32),
-            np.frombuffer(self._nnz, dtype=np.int32),
-            np.frombuffer(self._lens, dtype=np.float32),
-            self._vocab,
-        )
-        columns = {name: Column.build(raw) for name, raw in self._fields.items()}
-        self.built = (matrix, columns)  # what a reader of this segment would read back (Segment.adopt)
-        if vectors is not None and progress:
-            progress("vector index")
-        write_segment_files(self.tmp, np.asarray(self._doc_offsets, dtype=np.int64),
-                            np.asarray(self._pass_offsets, dtype=np.int64), matrix, columns, self.doc_ids, self.pids,
-                            np.frombuffer(self._pass_doc, dtype=np.int32), vectors, hnsw_threshold)
-        return publish_segment(self.root, self.tmp, self.name)
-
-    def abort(self) -> None:
-        for fh in (self._docs_fh, self._pass_fh):
-            if not fh.closed:
-                try:
-                    fh.close()
-                except OSError:  # flushing the buffer fails again on a full disk; the file is closed anyway
-                    pass
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def new_segment_dir(root: Path) -> tuple[str, Path]:
@@ -258,15 +49,14 @@ def new_segment_dir(root: Path) -> tuple[str, Path]:
     return name, tmp
 
 
-def write_segment_files(tmp: Path, doc_offsets: np.ndarray, pass_offsets: np.ndarray, matrix: TermMatrix,
-                        columns: dict[str, Column], doc_ids: list[str], pids: list[str], passage_doc_rows: np.ndarray,
+def write_segment_files(tmp: Path, streams: dict[str, int], matrix: TermMatrix | None, n_passages: int,
+                        columns: dict[str, Column], doc_ids: list[str], sourced: dict[str, int],
                         vectors: np.ndarray | None, hnsw_threshold: int) -> None:
-    """Everything but the two record stores (already written) of a segment being prepared in ``tmp``. Files are
-    written in place and fsynced (no temporary names): the folder itself becomes visible only by its rename."""
-    write_npy(tmp / "documents.offsets.npy", doc_offsets, atomic=False)
-    write_npy(tmp / "passages.offsets.npy", pass_offsets, atomic=False)
-    write_npy(tmp / "passage_doc_rows.npy", np.asarray(passage_doc_rows, dtype=np.int32), atomic=False)
-    matrix.save(tmp / "lexical", atomic=False)
+    """Everything but the document store (already written) of a segment being prepared in ``tmp`` (and its postings,
+    when ``matrix`` is None: written by the analysis). Files are written in place and fsynced (no temporary names):
+    the folder itself becomes visible only by its rename."""
+    if matrix is not None:
+        write_postings(tmp / LEXICAL, matrix)
     coldir = tmp / "columns"
     coldir.mkdir()
     for name, col in columns.items():
@@ -275,11 +65,12 @@ def write_segment_files(tmp: Path, doc_offsets: np.ndarray, pass_offsets: np.nda
         from capr.index.vectors import save_vectors
 
         save_vectors(tmp, vectors, hnsw_threshold)
-    write_json(tmp / "segment.json", {"documents": len(doc_ids), "passages": len(pids), "fields": sorted(columns)}, atomic=False)
-    write_json(tmp / "doc_ids.json", doc_ids, atomic=False)
-    write_json(tmp / "pids.json", pids, atomic=False)
+    SegmentMeta(documents=len(doc_ids), passages=n_passages, fields=sorted(columns), streams=streams,
+                block_bytes=BLOCK_BYTES).write(tmp)
+    write_strings(tmp, "doc_ids", doc_ids)
+    write_json(tmp / "sourced.json", sourced, atomic=False)
     fsync_dir(coldir)
-    fsync_dir(tmp / "lexical")
+    fsync_dir(tmp / LEXICAL)
 
 
 def publish_segment(root: Path, tmp: Path, name: str) -> str:
@@ -303,9 +94,9 @@ def _check_json_tail(path: Path) -> None:
 
 
 class Segment:
-    """An immutable segment on disk. Only segment.json and the record-store offsets are read when it is
-    opened; the term matrix, the filter columns and the id lists are read on first use, so a writer
-    that only needs to know which documents exist does not pay for the rest."""
+    """An immutable segment on disk. Only segment.json is read when it is opened; its document store, postings,
+    filter columns and id lists are opened on first use, so a writer that only needs to know which documents exist
+    does not pay for the rest."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -314,19 +105,24 @@ class Segment:
             self.inode = os.stat(path).st_ino
         except OSError as e:  # a generation names a segment folder that is gone
             raise damaged(path, e) from None
-        info = read_json(path / "segment.json")
-        try:
-            self.n_passages = int(info["passages"])
-            self.n_documents = int(info["documents"])
-            self.fields = list(info["fields"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise damaged(path / "segment.json", f"not a segment description ({type(e).__name__}: {e})") from None
-        self.passages = RecordStore(path / "passages.jsonl")
-        self.documents = RecordStore(path / "documents.jsonl")
+        self.meta = SegmentMeta.read(path)
+        self.n_passages = self.meta.passages
+        self.n_documents = self.meta.documents
+        self.fields = self.meta.fields
+        self._columns: dict[str, Column] = {}
+
+    @cached_property
+    def store(self) -> DocStore:
+        return DocStore(self.path, self.meta.streams, self.meta.block_bytes)
+
+    @cached_property
+    def postings(self) -> Postings:
+        return Postings(self.path / LEXICAL)
 
     @cached_property
     def matrix(self) -> TermMatrix:
-        return TermMatrix.load(self.path / "lexical")
+        """The postings decoded into memory (merges, TF-IDF over merged segments, case search)."""
+        return self.postings.to_matrix()
 
     @cached_property
     def columns(self) -> dict[str, Column]:
@@ -339,10 +135,6 @@ class Segment:
         if col is None:
             col = self._columns[name] = Column.load(self.path / "columns", name)
         return col
-
-    @cached_property
-    def _columns(self) -> dict[str, Column]:
-        return {}
 
     def value_table(self, name: str):
         """A column's ValueTable (range filters), built on its first range filter and kept."""
@@ -421,15 +213,45 @@ class Segment:
 
     def _row_value(self, field: str, row: int) -> Any:
         """The value of ``field`` that passage ``row`` was indexed with, from its records."""
-        rec = self.passages.get(row)
-        if field in BUILTIN_FIELDS:
-            return rec.get(field)
-        return self.documents.get(int(rec["doc_row"]))["metadata"].get(field)
+        if field in ("aspect", "heading"):
+            return self.store.record(row)[1 if field == "aspect" else 2]
+        head = self.store.header(int(self.passage_doc_rows[row]))
+        return head.get(field) if field in DOC_FIELDS else (head.get("metadata") or {}).get(field)
+
+    # -- documents and passages ------------------------------------------------------------------
+    def passage(self, row: int) -> Passage:
+        return self.store.passage(row)
+
+    def document(self, drow: int) -> Document:
+        return self.store.document(drow)
+
+    def document_passage_rows(self, drow: int) -> range:
+        """The rows of document ``drow``'s passages (consecutive)."""
+        pdr = self.passage_doc_rows
+        return range(int(np.searchsorted(pdr, drow, "left")), int(np.searchsorted(pdr, drow, "right")))
+
+    def row_of_pid(self, pid: str) -> int | None:
+        """The row of passage ``pid`` in this segment (live or not): a pid capr made ("DOC#sN", "DOC#sN#pK") is looked
+        for among its document's passages, one a source assigned in the segment's list of those."""
+        m = MADE_PID.match(pid)
+        if m is not None and (drow := self.doc_row(m.group(1))) is not None:
+            for r in self.document_passage_rows(drow):
+                if self.store.record(r)[0] == pid:
+                    return r
+        return self.sourced.get(pid)
 
     @cached_property
-    def doc_rows(self) -> dict[str, int]:
-        """doc_id → document row (built once per segment, reused by every generation: not per commit)."""
-        return {d: i for i, d in enumerate(self.doc_ids)}
+    def sourced(self) -> dict[str, int]:
+        return read_json(self.path / "sourced.json")
+
+    def doc_row(self, doc_id: str) -> int | None:
+        """The row of document ``doc_id`` in this segment (live or not), by bisection of its id table."""
+        return self.doc_ids.find(doc_id)
+
+    @cached_property
+    def pids(self) -> list[str]:
+        """Every passage id in row order (reads all passage records: for tests and whole-segment tools)."""
+        return [rec[0] for rec in self.store.records()]
 
     @cached_property
     def pid_rows(self) -> dict[str, int]:
@@ -438,54 +260,39 @@ class Segment:
 
     @cached_property
     def passage_doc_rows(self) -> np.ndarray:
-        """Each passage's document row. Segments written before this file existed derive it once from the
-        doc_id column."""
-        path = self.path / "passage_doc_rows.npy"
-        if path.exists():
-            return load_npy(path, mmap_mode="r")
-        col = self.column("doc_id")
-        rows = self.doc_rows
-        by_code = np.asarray([rows.get(v, -1) for v in col.values], dtype=np.int32)
-        return by_code[np.asarray(col.codes)]
+        """Each passage's document row."""
+        return self.store.passage_doc_rows
 
     @cached_property
     def total_len(self) -> float:
         """Sum of all rows' lengths (exact: lengths are integers, summed in float64)."""
-        return float(np.asarray(self.matrix.doc_len, dtype=np.float64).sum())
+        return float(np.asarray(self.postings.doc_len, dtype=np.float64).sum())
 
     @cached_property
-    def doc_ids(self) -> list[str]:
-        return read_json(self.path / "doc_ids.json")
+    def doc_ids(self) -> StringTable:
+        """Document ids in row order (memory-mapped: ``doc_ids[i]``, ``find``)."""
+        return StringTable(self.path, "doc_ids")
 
-    @cached_property
-    def pids(self) -> list[str]:
-        return read_json(self.path / "pids.json")
-
-    def adopt(self, builder: SegmentBuilder) -> "Segment":
-        """Takes the structures the writer still holds for this segment (term matrix, columns, id lists) instead
-        of reading them back from the files it just wrote: a commit's reader refresh opens a dozen files fewer,
-        each of which gives up the GIL to searches running in the same process."""
-        matrix, columns = builder.built
-        self.__dict__.update(matrix=matrix, doc_ids=builder.doc_ids, pids=builder.pids,
-                             passage_doc_rows=np.frombuffer(builder._pass_doc, dtype=np.int32))
+    def adopt(self, builder: Any) -> "Segment":
+        """Takes the structures the writer still holds for this segment (columns, id lists) instead of reading them
+        back from the files it just wrote: a commit's reader refresh opens fewer files, each of which gives up the
+        GIL to searches running in the same process."""
+        columns = builder.built
+        self.__dict__.update(sourced=builder.sourced,
+                             passage_doc_rows=np.frombuffer(builder.pass_doc, dtype=np.int32))
         self._columns.update(columns)
         self._files_ok = True  # written by this process a moment ago, from these very structures
         return self
 
     def preload(self) -> "Segment":
-        """Reads every lazily loaded part now. A merge deletes the segments it replaces once no generation names
+        """Opens every lazily opened part now. A merge deletes the segments it replaces once no generation names
         them; a reader still serving an older generation (the service, during a write) must then find nothing
-        left to read from their files — memory maps and loaded arrays outlive the files, paths do not."""
-        self.matrix, self.doc_ids, self.pids, self.doc_rows, self.pid_rows, self.passage_doc_rows, self.total_len
+        left to open from their files — memory maps and loaded arrays outlive the files, paths do not."""
+        self.store, self.postings, self.doc_ids, self.sourced, self.passage_doc_rows, self.total_len
+        self.store.passage_bytes
         for f in self.fields:
             self.column(f)
         return self
-
-    def terms(self) -> set[str]:
-        """The segment's vocabulary (from its term matrix if loaded, else straight from vocab.json)."""
-        if "matrix" in self.__dict__:
-            return set(self.matrix.vocab)
-        return set(read_json(self.path / "lexical" / "vocab.json"))
 
     def vectors(self):
         from capr.index.vectors import SegmentVectors
@@ -500,10 +307,13 @@ class Segment:
         if self.__dict__.get("_files_ok"):
             return
         n, d = self.n_passages, self.n_documents
-        arrays = {"passages.offsets.npy": n + 1, "documents.offsets.npy": d + 1, "lexical/doc_len.npy": n,
-                  "lexical/live.npy": n, "lexical/indptr.npy": None, "lexical/indices.npy": None, "lexical/tf.npy": None}
-        if (self.path / "passage_doc_rows.npy").exists():  # older segments derive it (see passage_doc_rows)
-            arrays["passage_doc_rows.npy"] = n
+        arrays: dict[str, int | None] = {
+            "passages.offsets.npy": n + 1, "documents.offsets.npy": d + 1, "text_offsets.npy": d + 1,
+            "passage_bytes.npy": n, "passage_doc_rows.npy": n, "lexical/doc_len.npy": n, "lexical/indptr.npy": None,
+            "lexical/first.npy": None, "lexical/width.npy": None, "lexical/at.npy": None, "lexical/tf.npy": None,
+            "lexical/terms.offsets.npy": None, "lexical/terms.sorted.npy": None, "doc_ids.offsets.npy": d + 1,
+            "doc_ids.sorted.npy": d}
+        arrays.update({f"{s}.blocks.npy": None for s in STREAMS})
         if dense:
             arrays["vectors.npy"] = n
         for f in self.fields:
@@ -514,14 +324,19 @@ class Segment:
             shapes[rel] = a.shape
             if rows is not None and (a.ndim == 0 or a.shape[0] != rows):
                 raise damaged(self.path / rel, f"has shape {a.shape}, segment.json says {rows} rows")
-        if shapes["lexical/indices.npy"] != shapes["lexical/tf.npy"]:
-            raise damaged(self.path / "lexical/tf.npy", f"has shape {shapes['lexical/tf.npy']}, "
-                                                         f"indices.npy has {shapes['lexical/indices.npy']}")
-        for rel in ["lexical/vocab.json", "doc_ids.json", "pids.json"] + [f"columns/{f}.values.json" for f in self.fields]:
+        n_terms = shapes["lexical/indptr.npy"][0] - 1
+        for rel in ("lexical/first.npy", "lexical/width.npy", "lexical/at.npy", "lexical/terms.sorted.npy"):
+            if shapes[rel] != (n_terms,):
+                raise damaged(self.path / rel, f"has shape {shapes[rel]}, indptr.npy has {n_terms} terms")
+        postings = int(load_npy(self.path / "lexical/indptr.npy", mmap_mode="r")[-1]) if n_terms >= 0 else 0
+        if shapes["lexical/tf.npy"] != (postings,):
+            raise damaged(self.path / "lexical/tf.npy", f"has shape {shapes['lexical/tf.npy']}, indptr.npy counts "
+                                                        f"{postings} postings")
+        self.store  # the block files: their sizes against their block indexes
+        for rel in ["sourced.json"] + [f"columns/{f}.values.json" for f in self.fields]:
             _check_json_tail(self.path / rel)
         self._files_ok = True
 
     def close(self) -> None:
-        self.passages.close()
-        self.documents.close()
-
+        if "store" in self.__dict__:
+            self.store.close()

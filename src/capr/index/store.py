@@ -1,53 +1,16 @@
-"""Record stores: JSON Lines plus a memory-mapped offsets array for O(1) random access."""
+"""Filter columns: one categorical value per passage (codes + a table of distinct values)."""
 
 from __future__ import annotations
 
-import json
-import mmap
-import os
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from capr.filters import column_lookup, value_key
-from capr.index.atomic import write_npy
-from capr.index.reading import damaged, load_npy, read_json, reading
-
-
-class RecordStore:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offsets = load_npy(path.with_suffix(".offsets.npy"), mmap_mode="r")
-        with reading(path):
-            self._fh = open(path, "rb")
-        size = os.fstat(self._fh.fileno()).st_size
-        self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        # a store cut short (a copy that stopped part-way) would hand out garbled records: refuse it now
-        if len(self.offsets) == 0 or int(self.offsets[-1]) > size:
-            self._fh.close()
-            raise damaged(path, f"holds {size} bytes, its offsets file expects "
-                                f"{int(self.offsets[-1]) if len(self.offsets) else 'an entry'}")
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def get(self, i: int) -> dict[str, Any]:
-        try:
-            return json.loads(self.raw(i))
-        except ValueError as e:  # the bytes at this record's offsets are not what the writer put there
-            raise damaged(self.path, f"record {i}: {e}") from None
-
-    def raw(self, i: int) -> bytes:
-        """Record ``i`` as stored: one JSON line, newline included (segment merges copy it unparsed)."""
-        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
-        assert self._mm is not None
-        return self._mm[a:b]
-
-    def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-        self._fh.close()
+from capr.index.atomic import write_json, write_npy
+from capr.index.reading import load_npy, read_json
 
 
 class Column:
@@ -56,8 +19,12 @@ class Column:
     def __init__(self, values: list[Any], codes: np.ndarray) -> None:
         self.values = values
         self.codes = codes
-        # missing values (None) are never matched by a filter
-        self._lookup = column_lookup(values)
+
+    @cached_property
+    def _lookup(self) -> dict[str, int]:
+        """Filter key → code, built on first use (a column of document ids has as many values as documents);
+        missing values (None) are never matched by a filter."""
+        return column_lookup(self.values)
 
     @staticmethod
     def _key(v: Any) -> str:
@@ -91,10 +58,11 @@ class Column:
         return np.asarray(self.codes) == code
 
     def save(self, directory: Path, name: str, atomic: bool = True) -> None:
-        from capr.index.atomic import write_json
-
+        """Codes are stored in the smallest unsigned type that holds them (a column of a few aspects: one byte a row)."""
         write_json(directory / f"{name}.values.json", self.values, atomic)
-        write_npy(directory / f"{name}.codes.npy", self.codes, atomic)
+        n = len(self.values)
+        small = np.uint8 if n <= 1 << 8 else np.uint16 if n <= 1 << 16 else np.int32
+        write_npy(directory / f"{name}.codes.npy", np.asarray(self.codes).astype(small, copy=False), atomic)
 
     @classmethod
     def load(cls, directory: Path, name: str) -> "Column":

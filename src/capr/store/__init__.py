@@ -108,8 +108,11 @@ def open_store(name: str | Path, backend: str | Backend = Backend.embedded, uri:
 def create_store(name: str | Path, backend: str | Backend = Backend.embedded, uri: str | None = None,
                  token: str | None = None, segmenter: "SegmenterConfig | None" = None,
                  analyzer: "AnalyzerConfig | None" = None, bm25: "BM25Params | None" = None,
-                 dense: "EncoderConfig | None" = None, lock_wait_s: float = 0.0, **milvus_options: Any) -> Store:
-    """A new, empty index (replacing one of the same name) with these analysis and encoder settings."""
+                 dense: "EncoderConfig | None" = None, lock_wait_s: float = 0.0, build_key: dict[str, Any] | None = None,
+                 resume: bool = True, analysis_process: bool = False, **milvus_options: Any) -> Store:
+    """A new, empty index (replacing one of the same name) with these analysis and encoder settings. Embedded:
+    ``build_key`` names what is indexed, so that a build killed part-way continues when run again (``resume``);
+    ``analysis_process``: passages are analysed in a process of their own while documents are read."""
     b = parse_backend(backend)
     if b is Backend.embedded:
         if uri:
@@ -117,7 +120,8 @@ def create_store(name: str | Path, backend: str | Backend = Backend.embedded, ur
         from capr.store.embedded import EmbeddedStore
 
         return EmbeddedStore.create(Path(name), segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense,
-                                    lock_wait_s=lock_wait_s)
+                                    lock_wait_s=lock_wait_s, build_key=build_key, resume=resume,
+                                    analysis_process=analysis_process)
     from capr.store.milvus_backend import MilvusStore
 
     return MilvusStore.create(_require_uri(uri), str(name), token=token, segmenter=segmenter, analyzer=analyzer,

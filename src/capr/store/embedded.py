@@ -15,7 +15,9 @@ import numpy as np
 
 from capr.errors import QueryError
 from capr.filters import FilterClause, Filters, as_clauses, is_identifier_field, known_field, named_values
-from capr.index.index import DEFAULT_MAX_DOC_CHARS, Index, IndexWriter
+from capr.index.index import Index
+from capr.index.writer import IndexWriter
+from capr.records import DEFAULT_MAX_DOC_CHARS
 from capr.records import Retriever
 from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
 from capr.records import Document, Passage
@@ -49,12 +51,16 @@ class EmbeddedStore:
     @classmethod
     def create(cls, root: Path, segmenter: "SegmenterConfig | None" = None, analyzer: "AnalyzerConfig | None" = None,
                bm25: "BM25Params | None" = None, dense: "EncoderConfig | None" = None,
-               lock_wait_s: float = 0.0) -> "EmbeddedStore":
+               lock_wait_s: float = 0.0, build_key: dict[str, Any] | None = None,
+               resume: bool = True, analysis_process: bool = False) -> "EmbeddedStore":
+        """``build_key``, ``resume`` and ``analysis_process``: see IndexWriter (an interrupted `capr index` continues
+        where it was killed; passages analysed in a process of their own)."""
         # Nothing is written until the first add: the first generation is the whole first batch, exactly
         # as `capr index` has always written it (an empty generation before it would be pointless).
         store = cls.__new__(cls)
         store.root, store.name, store._index = Path(root), str(root), None
-        store._create_args = dict(segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense)
+        store._create_args = dict(segmenter=segmenter, analyzer=analyzer, bm25=bm25, dense=dense, build_key=build_key,
+                                  resume=resume, analysis_process=analysis_process)
         store.lock_wait_s = lock_wait_s
         store.last_added = None
         return store
@@ -209,8 +215,8 @@ class EmbeddedStore:
         writer = self._writer(progress, report, max_doc_chars)
         read = getattr(progress, "read", None)
         try:
-            for doc in documents:
-                writer.add(doc)
+            for admitted in writer.admitted(documents):
+                writer.add_passages(admitted)
                 if read is not None:
                     read(writer.n_passages)
             n = writer.n_passages

@@ -24,87 +24,32 @@ number (``seq``) so that ties break in insertion order, as they do in the embedd
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
 from capr._version import __version__
-from capr.corpus.report import ReadReport, admit_document
-from capr.corpus.segment import SegmenterConfig, segment
+from capr.corpus.passages import Admission, Admitted, passage_index_text
+from capr.corpus.report import ReadReport
+from capr.corpus.segment import SegmenterConfig
 from capr.errors import CaprError, QueryError
-from capr.filters import FilterClause, as_clauses, bound_kind_error, known_field, named_values, text_bound
-from capr.text.analyzer import Analyzer, AnalyzerConfig
-from capr.text.bm25 import BM25Params
-from capr.index.segment import passage_index_text
-from capr.records import Retriever
-from capr.text.aspects import check_aspect, filter_aspect, no_aspect_message
-from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Section
-from capr.store.milvus_filters import filter_keys, kind_counts, milvus_expr, without_filter_keys
+from capr.records import DEFAULT_MAX_DOC_CHARS, Document, Passage, Retriever, Section
+from capr.store import milvus_filters
+from capr.store.milvus_schema import (BUILTIN, DENSE_INDEXES, EXISTS_BATCH, INSERT_BATCH, MAX_KEY, MAX_SHORT, MAX_TEXT, META,
+                                      OUTPUT, READ_CONSISTENCY, SCHEMA_VERSION, check_collection_name, check_uri, clip,
+                                      create_collection, ensure_meta, passage_of_row, pymilvus_module, quote,
+                                      read_meta, write_meta)
 from capr.store.protocol import Backend, Capability
+from capr.text.analyzer import Analyzer, AnalyzerConfig
+from capr.text.aspects import check_aspect
+from capr.text.bm25 import BM25Params
 
 if TYPE_CHECKING:
     from capr.models.encoder import EncoderConfig
 
-META = "capr_meta"
-SCHEMA_VERSION = 2  # 2: metadata rows carry filter keys (capr.store.milvus_filters)
-MAX_TEXT = 65535  # Milvus VARCHAR limit (bytes)
-MAX_KEY = 1024
-MAX_SHORT = 4096
-BUILTIN = ("aspect", "doc_id", "title", "heading", "pid")
-INSERT_BATCH = 500
-EXISTS_BATCH = 500
-OUTPUT = ["pid", "doc_id", "text", "aspect", "title", "heading", "start_char", "end_char", "sentences", "metadata", "seq"]
-DENSE_INDEXES = ("FLAT", "HNSW", "IVF_FLAT", "AUTOINDEX")
-# Searches read with Session consistency: this client sees its own writes at once, and nobody waits for the
-# next time tick (Strong costs ~200 ms per search on Milvus 2.3). Writes' own checks (does this doc_id
-# exist? how many passages?) read Strong; a Strong read also moves the server's serviceable time past
-# every acknowledged write, so a later search from another process sees them too.
-READ_CONSISTENCY = "Session"
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
-
-
-def _pymilvus():
-    try:
-        import pymilvus
-    except ImportError:
-        raise CaprError("the Milvus backend needs pymilvus: pip install 'capr[milvus]'") from None
-    return pymilvus
-
-
-def check_uri(uri: str) -> str:
-    """A Milvus Lite file (``*.db``) or a server URL; anything else is refused before connecting."""
-    u = uri.strip()
-    if u.endswith(".db") and "://" not in u:
-        return u
-    m = re.match(r"^(https?|tcp|grpc)://([^/:\s]+)(:(\d{1,5}))?/?$", u)
-    if not m or (m.group(4) and not 0 < int(m.group(4)) < 65536):
-        raise CaprError(
-            f"bad Milvus URI {uri!r}: use a Milvus Lite file ending in .db (e.g. ./capr.db) or a server URL "
-            "such as http://localhost:19530 (https:// for TLS)"
-        )
-    return u
-
-
-def check_collection_name(name: str) -> str:
-    if not _NAME_RE.match(name) or name == META:
-        raise CaprError(f"bad Milvus collection name {name!r}: letters, digits and underscores, starting with a "
-                        f"letter or underscore (and not {META!r})")
-    return name
-
-
-def _quote(value: Any) -> str:
-    """A Milvus expression string literal (double quotes; backslash and quote escaped)."""
-    s = str(value)
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def _clip(s: str, limit: int) -> str:
-    b = s.encode("utf-8")
-    return s if len(b) <= limit else b[:limit].decode("utf-8", errors="ignore")
+__all__ = ["MilvusStore", "check_collection_name", "check_uri"]
 
 
 class MilvusStore:
@@ -140,7 +85,7 @@ class MilvusStore:
         """A MilvusClient, or a CaprError naming the URI and the reason. TLS: an https:// URI, or
         ``secure=True`` with ``server_pem_path``/``ca_pem_path`` for a private CA."""
         uri = check_uri(uri)
-        pm = _pymilvus()
+        pm = pymilvus_module()
         kwargs = {k: v for k, v in options.items() if v is not None}
         try:
             return pm.MilvusClient(uri=uri, token=token or "", timeout=timeout, **kwargs)
@@ -153,7 +98,7 @@ class MilvusStore:
     def open(cls, uri: str, name: str, token: str | None = None, **options: Any) -> "MilvusStore":
         client = cls.connect(uri, token, **options)
         check_collection_name(name)
-        meta = _read_meta(client, name)
+        meta = read_meta(client, name)
         if meta is None or not client.has_collection(name):
             have = [c for c in client.list_collections() if c != META]
             raise CaprError(f"no capr collection {name!r} on Milvus at {uri}"
@@ -167,7 +112,7 @@ class MilvusStore:
         """Whether a capr collection ``name`` is on the Milvus at ``uri`` (one of an older schema too)."""
         client = cls.connect(uri, token, **options)
         try:
-            return client.has_collection(check_collection_name(name)) and _read_meta(client, name) is not None
+            return client.has_collection(check_collection_name(name)) and read_meta(client, name) is not None
         except CaprError:
             return True  # a capr collection this capr cannot read
         finally:
@@ -199,7 +144,7 @@ class MilvusStore:
             "index_type": index_type, "lexical": None, "fields": sorted(BUILTIN), "aspects": [],
             "next_seq": 0, "documents": 0,
         }
-        _ensure_meta(client)
+        ensure_meta(client)
         if client.has_collection(name):
             client.drop_collection(name)
         want_bm25 = lexical in ("auto", "bm25")
@@ -208,7 +153,7 @@ class MilvusStore:
             logging.disable(logging.ERROR)
             try:
                 try:
-                    _create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type)
+                    create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type)
                 except Exception as e:  # noqa: BLE001
                     if "tokenizer" not in str(e):
                         raise
@@ -216,7 +161,7 @@ class MilvusStore:
                     # boundaries) leaves capr's tokens — lower-case runs of word characters — whole as well.
                     if client.has_collection(name):
                         client.drop_collection(name)
-                    _create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type,
+                    create_collection(client, name, dim, bm25=True, bm25_params=meta["bm25"], index_type=index_type,
                                        tokenizer="standard")
                 meta["lexical"] = "bm25"
             except Exception as e:  # noqa: BLE001 - servers before 2.5 reject the function or the sparse type
@@ -227,8 +172,8 @@ class MilvusStore:
             finally:
                 logging.disable(logging.NOTSET)
         if meta["lexical"] is None:
-            _create_collection(client, name, dim, bm25=False, bm25_params=meta["bm25"], index_type=index_type)
-        _write_meta(client, name, meta)
+            create_collection(client, name, dim, bm25=False, bm25_params=meta["bm25"], index_type=index_type)
+        write_meta(client, name, meta)
         store = cls(client, uri, name, meta)
         if dense is not None:
             store._encoder = enc
@@ -276,7 +221,7 @@ class MilvusStore:
         found: set[str] = set()
         for i in range(0, len(doc_ids), EXISTS_BATCH):
             chunk = doc_ids[i : i + EXISTS_BATCH]
-            expr = f"doc_id in [{', '.join(_quote(d) for d in chunk)}]"
+            expr = f"doc_id in [{', '.join(quote(d) for d in chunk)}]"
             for row in self.client.query(self.name, filter=expr, output_fields=["doc_id"], limit=16384,
                                          consistency_level="Strong"):
                 found.add(row["doc_id"])
@@ -288,16 +233,16 @@ class MilvusStore:
     def _rows(self, doc: Document, passages: list[Passage], vectors: np.ndarray | None, seq0: int) -> list[dict]:
         rows = []
         meta_json = {k: v for k, v in doc.metadata.items() if isinstance(v, (str, int, float, bool)) or v is None}
-        meta_json.update(filter_keys(meta_json))
+        meta_json.update(milvus_filters.filter_keys(meta_json))
         for i, p in enumerate(passages):
             row = {
-                "pid": _clip(p.pid, MAX_KEY), "doc_id": _clip(p.doc_id, MAX_KEY), "text": _clip(p.text, MAX_TEXT),
-                "aspect": _clip(p.aspect or "", MAX_SHORT), "title": _clip(p.title or "", MAX_SHORT),
-                "heading": _clip(p.heading or "", MAX_SHORT), "start_char": int(p.start), "end_char": int(p.end),
+                "pid": clip(p.pid, MAX_KEY), "doc_id": clip(p.doc_id, MAX_KEY), "text": clip(p.text, MAX_TEXT),
+                "aspect": clip(p.aspect or "", MAX_SHORT), "title": clip(p.title or "", MAX_SHORT),
+                "heading": clip(p.heading or "", MAX_SHORT), "start_char": int(p.start), "end_char": int(p.end),
                 "sentences": {"spans": [list(s) for s in p.sentences]}, "metadata": meta_json, "seq": seq0 + i,
             }
             if self.has_lexical:
-                row["lex"] = _clip(" ".join(self.analyzer(passage_index_text(p, self.segmenter.include_title))), MAX_TEXT)
+                row["lex"] = clip(" ".join(self.analyzer(passage_index_text(p, self.segmenter.include_title))), MAX_TEXT)
             row["vector"] = vectors[i].tolist() if vectors is not None else [1.0, 0.0]
             rows.append(row)
         return rows
@@ -305,20 +250,16 @@ class MilvusStore:
     def add(self, documents: Iterable[Document], progress: Any = None, batch_docs: int = 1000,
             vectors_of: Callable[[list[Passage]], np.ndarray] | None = None, report: Any = None,
             max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> int:
-        """Segments and (with vectors) encodes documents in batches and inserts their passages. A document
-        whose id is already there is replaced (its old passages deleted first). Not transactional: a writer
-        that dies part-way leaves the batches it inserted (re-running the add replaces them).
-        ``vectors_of`` supplies vectors computed elsewhere (e.g. by a Ray embedding job, or an embedded
-        index being copied) instead of encoding here."""
+        """Inserts the passages of the documents the admission (capr.corpus.passages, the embedded index's) admits,
+        in batches, encoding them when the collection has vectors. A document whose id is already there is replaced
+        (its old passages deleted first). Not transactional: a writer that dies part-way leaves the batches it
+        inserted (re-running the add replaces them). ``vectors_of`` supplies vectors computed elsewhere (e.g. by a
+        Ray embedding job, or an embedded index being copied) instead of encoding here."""
+        admission = Admission(self.segmenter, report if report is not None else ReadReport(), max_doc_chars)
         total = 0
-        seen: set[str] = set()
-        batch: list[Document] = []
-        report = report if report is not None else ReadReport()  # no report to skip into: a bad document fails
-        for doc in documents:
-            if admit_document(doc, report, max_doc_chars, seen) is None:
-                continue
-            seen.add(doc.doc_id)
-            batch.append(doc)
+        batch: list[Admitted] = []
+        for admitted in admission.admit_all(documents):
+            batch.append(admitted)
             if len(batch) >= batch_docs:
                 total += self._add_batch(batch, progress, vectors_of)
                 batch = []
@@ -326,28 +267,28 @@ class MilvusStore:
             total += self._add_batch(batch, progress, vectors_of)
         return total
 
-    def _add_batch(self, docs: list[Document], progress: Any,
+    def _vectors(self, passages: list[Passage], vectors_of: Callable[[list[Passage]], np.ndarray] | None) -> np.ndarray | None:
+        if not self.has_dense:
+            return None
+        if vectors_of is not None:
+            return np.asarray(vectors_of(passages), dtype=np.float32)
+        enc = self.encoder()
+        # a model trained with document context reads each passage with its title, as in the embedded index
+        return enc.encode_passages([enc.passage_text(p, passage_index_text(p, self.segmenter.include_title))
+                                    for p in passages])
+
+    def _add_batch(self, batch: list[Admitted], progress: Any,
                    vectors_of: Callable[[list[Passage]], np.ndarray] | None = None) -> int:
-        pieces = [(d, segment(d, self.segmenter)) for d in docs]
-        pieces = [(d, ps) for d, ps in pieces if ps]
-        if not pieces:
-            return 0
-        ids = [d.doc_id for d, _ in pieces]
+        ids = [a.document.doc_id for a in batch]
         existing = self._existing(ids)
         if existing:
-            self.client.delete(self.name, filter=f"doc_id in [{', '.join(_quote(d) for d in existing)}]")
-        vectors = None
-        if self.has_dense and vectors_of is not None:
-            vectors = np.asarray(vectors_of([p for _, ps in pieces for p in ps]), dtype=np.float32)
-        elif self.has_dense:
-            enc = self.encoder()
-            # a model trained with document context reads each passage with its title, as in the embedded index
-            texts = [enc.passage_text(p, passage_index_text(p, self.segmenter.include_title)) for _, ps in pieces for p in ps]
-            vectors = enc.encode_passages(texts)
+            self.client.delete(self.name, filter=f"doc_id in [{', '.join(quote(d) for d in existing)}]")
+        vectors = self._vectors([p for a in batch for p in a.passages], vectors_of)
         rows: list[dict] = []
         seq = int(self.meta["next_seq"])
         fields, aspects = set(self.meta["fields"]), set(self.meta["aspects"])
-        for d, ps in pieces:
+        for a in batch:
+            d, ps = a.document, a.passages
             vec = vectors[len(rows) : len(rows) + len(ps)] if vectors is not None else None
             rows.extend(self._rows(d, ps, vec, seq + len(rows)))
             fields.update(k for k, v in d.metadata.items() if isinstance(v, (str, int, float, bool)))
@@ -358,7 +299,7 @@ class MilvusStore:
                 progress(min(INSERT_BATCH, len(rows) - i))
         self.meta.update(next_seq=seq + len(rows), fields=sorted(fields), aspects=sorted(aspects),
                          documents=int(self.meta.get("documents", 0)) + len(set(ids) - existing))
-        _write_meta(self.client, self.name, self.meta)
+        write_meta(self.client, self.name, self.meta)
         return len(rows)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -367,26 +308,26 @@ class MilvusStore:
         missing = [d for d in ids if d not in existing]
         if missing:
             raise QueryError(f"no document with id {missing[0]!r}")
-        self.client.delete(self.name, filter=f"doc_id in [{', '.join(_quote(d) for d in ids)}]")
+        self.client.delete(self.name, filter=f"doc_id in [{', '.join(quote(d) for d in ids)}]")
         self.meta["documents"] = max(0, int(self.meta.get("documents", 0)) - len(ids))
-        _write_meta(self.client, self.name, self.meta)
+        write_meta(self.client, self.name, self.meta)
         return len(ids)
 
     # -- reading ------------------------------------------------------------------------------
     def passage_by_pid(self, pid: str) -> Passage:
-        rows = self.client.query(self.name, filter=f"pid == {_quote(pid)}", output_fields=OUTPUT)
+        rows = self.client.query(self.name, filter=f"pid == {quote(pid)}", output_fields=OUTPUT)
         if not rows:
             raise QueryError(f"no passage with id {pid!r}")
-        return _passage(rows[0])
+        return passage_of_row(rows[0])
 
     def has_passage(self, pid: str) -> bool:
-        return bool(self.client.query(self.name, filter=f"pid == {_quote(pid)}", output_fields=["seq"]))
+        return bool(self.client.query(self.name, filter=f"pid == {quote(pid)}", output_fields=["seq"]))
 
     def document_passages(self, doc_id: str) -> list[Passage]:
-        rows = self.client.query(self.name, filter=f"doc_id == {_quote(doc_id)}", output_fields=OUTPUT, limit=16384)
+        rows = self.client.query(self.name, filter=f"doc_id == {quote(doc_id)}", output_fields=OUTPUT, limit=16384)
         if not rows:
             raise QueryError(f"no document with id {doc_id!r}")
-        return [_passage(r) for r in sorted(rows, key=lambda r: r["start_char"])]
+        return [passage_of_row(r) for r in sorted(rows, key=lambda r: r["start_char"])]
 
     def document(self, doc_id: str) -> Document:
         """Rebuilt from its passages: text between passages is not stored (no ``documents`` capability)."""
@@ -424,7 +365,7 @@ class MilvusStore:
         seq: dict[str, int] = {}
         for i in range(0, len(pids), EXISTS_BATCH):
             chunk = pids[i : i + EXISTS_BATCH]
-            for row in self.client.query(self.name, filter=f"pid in [{', '.join(_quote(p) for p in chunk)}]",
+            for row in self.client.query(self.name, filter=f"pid in [{', '.join(quote(p) for p in chunk)}]",
                                          output_fields=["pid", "seq"], limit=16384):
                 seq[row["pid"]] = int(row["seq"])
         missing = [p for p in pids if p not in seq]
@@ -447,73 +388,35 @@ class MilvusStore:
             self._seen[int(r["seq"])] = r
 
     def passages(self, keys: np.ndarray) -> list[Passage]:
-        return [_passage(r) for r in self._rows_of(keys)]
+        return [passage_of_row(r) for r in self._rows_of(keys)]
 
     def aspect_flags(self, keys: np.ndarray, aspect: str) -> np.ndarray:
         return np.asarray([r["aspect"] == aspect for r in self._rows_of(keys)], dtype=bool)
 
     # -- filters ------------------------------------------------------------------------------
     def compile_filter(self, filters: Any) -> str:
-        """:meth:`filter_expr`, after refusing, as the embedded index does, a value that a ``!=``, ``not in`` or
-        many-valued ``in`` names and no passage has (one count per such value; that of an ``=`` is refused when the
-        search comes back empty: :meth:`explain_empty`) and a text range bound on a field of dates or numbers."""
-        for c in (known_field(c, self.meta["fields"]) for c in as_clauses(filters)):
-            if text_bound(c) and c.field not in BUILTIN:
-                self._check_bound(c)
-            elif c.op in ("!=", "not in") or len(c.values) > 1:
-                self._check_held(c)
+        """:meth:`filter_expr`, after the checks the embedded index makes of a filter (milvus_filters.check_clauses)."""
+        counts = self.aspect_counts()
+        milvus_filters.check_clauses(self._count, self._example, filters, self.meta["fields"], counts,
+                                     self.analyzer if counts else None)
         return self.filter_expr(filters)
-
-    def _check_bound(self, clause: FilterClause) -> None:
-        """A text range bound on a field of dates only (or numbers only) is refused, as the embedded index does."""
-        def count(expr: str) -> int:
-            return int(self.client.query(self.name, filter=expr, output_fields=["count(*)"])[0]["count(*)"])
-
-        n = {what: count(expr) for what, expr in kind_counts(clause.field).items()}
-        kind = None if not n["present"] else "dates" if n["dates"] == n["present"] else \
-            "numbers" if n["numbers"] == n["present"] else None
-        example = ""
-        if kind == "dates":
-            row = self.client.query(self.name, filter=kind_counts(clause.field)["dates"], output_fields=["metadata"], limit=1)
-            example = str(row[0]["metadata"].get(clause.field, "")) if row else ""
-        if (error := bound_kind_error(clause, kind, example)) is not None:
-            raise error
 
     def filter_expr(self, filters: Any) -> str:
         """A Milvus expression for a {field: value} dict or range/set clauses (capr.filters)."""
-        clauses = [known_field(c, self.meta["fields"]) for c in as_clauses(filters)]
-        return milvus_expr(self._normalized(clauses), BUILTIN)
-
-    def _normalized(self, clauses: list[FilterClause]) -> list[FilterClause]:
-        """Aspect values as the corpus aspects they select (capr.search.query.filter_aspect), as the embedded index reads them."""
-        if not any(c.field == "aspect" for c in clauses):
-            return clauses
         counts = self.aspect_counts()
-        analyzer = self.analyzer if counts else None  # no aspects recorded: none for a value to read as
-
-        def norm(v: object) -> str:
-            return filter_aspect(v, counts, analyzer)
-
-        return [FilterClause(c.field, c.op, tuple(norm(v) for v in c.value) if c.op in ("in", "not in")
-                             else norm(c.value)) if c.field == "aspect" else c for c in clauses]
+        return milvus_filters.compile_expr(filters, self.meta["fields"], counts, self.analyzer if counts else None)
 
     def explain_empty(self, filters: Any) -> None:
-        """The embedded backend's error for a filter value no passage has, found only when a filtered
-        search comes back empty (one count per value of an ``=`` or ``in`` clause then, nothing extra on the
-        common path)."""
-        for c in (known_field(c, self.meta["fields"]) for c in as_clauses(filters)):
-            if c.op in ("=", "in"):
-                self._check_held(c)
+        """The embedded backend's error for a filter value no passage has (see milvus_filters.explain_empty)."""
+        counts = self.aspect_counts()
+        milvus_filters.explain_empty(self._count, filters, self.meta["fields"], counts, self.analyzer if counts else None)
 
-    def _check_held(self, clause: FilterClause) -> None:
-        for w in named_values(clause):
-            eq = FilterClause(clause.field, "=", w)
-            res = self.client.query(self.name, filter=milvus_expr(self._normalized([eq]), BUILTIN), output_fields=["count(*)"])
-            if int(res[0]["count(*)"]) == 0:
-                shown = f"{clause.field}={w!r}"
-                if clause.field == "aspect":
-                    raise QueryError(no_aspect_message(w, shown, self.aspect_counts()))
-                raise QueryError(f"no passage has {shown}")
+    def _count(self, expr: str) -> int:
+        return int(self.client.query(self.name, filter=expr, output_fields=["count(*)"])[0]["count(*)"])
+
+    def _example(self, field: str, expr: str) -> str:
+        row = self.client.query(self.name, filter=expr, output_fields=["metadata"], limit=1)
+        return str(row[0]["metadata"].get(field, "")) if row else ""
 
     def aspect_counts(self) -> dict[str, int | None]:
         """Aspects with passage counts unknown (None): capr's meta row keeps the list, not the counts."""
@@ -549,8 +452,7 @@ class MilvusStore:
         return self._ranked(res, lexical=True)
 
     def restrict(self, flt: str, keys: np.ndarray) -> str:
-        """The filter expression narrowed to the given passages."""
-        return f"({flt}) and {self._restricted(keys)}" if flt else self._restricted(keys)
+        return milvus_filters.restrict(flt, keys)
 
     def passing(self, flt: str, keys: np.ndarray) -> np.ndarray:
         keys = np.asarray(keys, dtype=np.int64)
@@ -561,9 +463,6 @@ class MilvusStore:
                                                                    output_fields=["seq"], limit=16384))
         return np.asarray([int(k) in found for k in keys], dtype=bool)
 
-    def _restricted(self, keys: np.ndarray) -> str:
-        return f"seq in [{', '.join(str(int(k)) for k in keys)}]"
-
     def _scores_at(self, keys: np.ndarray, ranked: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         got = dict(zip(ranked[0].tolist(), ranked[1].tolist()))
         return np.asarray([got.get(int(k), 0.0) for k in keys], dtype=np.float32)
@@ -572,7 +471,7 @@ class MilvusStore:
         """BM25 of each given passage (0 where it scores nothing): a search restricted to them (``seq in [...]``)."""
         if keys is None:
             raise QueryError("Milvus scores candidates, not every passage (no exhaustive capability)")
-        return self._scores_at(keys, self.lexical_top(terms, len(keys), self._restricted(keys), method))
+        return self._scores_at(keys, self.lexical_top(terms, len(keys), milvus_filters.restricted(keys), method))
 
     def top(self, scores: np.ndarray, k: int, flt: Any = None) -> tuple[np.ndarray, np.ndarray]:
         raise QueryError("Milvus returns top lists itself (no exhaustive capability)")
@@ -588,81 +487,4 @@ class MilvusStore:
         return self._ranked(res, lexical=False)
 
     def dense_scores(self, qvec: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        return self._scores_at(keys, self.dense_top(qvec, len(keys), self._restricted(keys)))
-
-
-# ------------------------------------------------------------------------------ schema and meta
-def _passage(h: dict) -> Passage:
-    return Passage(pid=h["pid"], doc_id=h["doc_id"], text=h["text"], aspect=h["aspect"] or None,
-                   start=int(h["start_char"]), end=int(h["end_char"]),
-                   sentences=[(int(a), int(b)) for a, b in (h.get("sentences") or {}).get("spans", [])],
-                   title=h.get("title") or "", heading=h.get("heading") or "", metadata=without_filter_keys(h.get("metadata") or {}))
-
-
-def _create_collection(client: Any, name: str, dim: int | None, bm25: bool, bm25_params: dict, index_type: str,
-                       tokenizer: str = "whitespace") -> None:
-    pm = _pymilvus()
-    DataType = pm.DataType
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("pid", DataType.VARCHAR, is_primary=True, max_length=MAX_KEY)
-    schema.add_field("doc_id", DataType.VARCHAR, max_length=MAX_KEY)
-    schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT)
-    schema.add_field("aspect", DataType.VARCHAR, max_length=MAX_SHORT)
-    schema.add_field("title", DataType.VARCHAR, max_length=MAX_SHORT)
-    schema.add_field("heading", DataType.VARCHAR, max_length=MAX_SHORT)
-    schema.add_field("start_char", DataType.INT64)
-    schema.add_field("end_char", DataType.INT64)
-    schema.add_field("seq", DataType.INT64)
-    schema.add_field("sentences", DataType.JSON)  # {"spans": [[start, end], ...]}: Milvus 2.3 JSON must be an object
-    schema.add_field("metadata", DataType.JSON)
-    # Without vectors a collection still needs a vector field: a constant 2-d placeholder.
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim or 2)
-    index_params = client.prepare_index_params()
-    vparams = {"M": 32, "efConstruction": 200} if index_type == "HNSW" else {"nlist": 1024} if index_type == "IVF_FLAT" else {}
-    index_params.add_index(field_name="vector", index_type=index_type, metric_type="IP", params=vparams)
-    if bm25:
-        # capr analyses the text itself; Milvus only splits capr's tokens on whitespace and counts them.
-        schema.add_field("lex", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True,
-                         analyzer_params={"tokenizer": tokenizer})
-        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(pm.Function(name="bm25", function_type=pm.FunctionType.BM25,
-                                        input_field_names=["lex"], output_field_names=["sparse"]))
-        index_params.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                               params={"bm25_k1": bm25_params["k1"], "bm25_b": bm25_params["b"]})
-    client.create_collection(name, schema=schema, index_params=index_params, consistency_level="Strong")
-
-
-def _ensure_meta(client: Any) -> None:
-    if client.has_collection(META):
-        return
-    pm = _pymilvus()
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("name", pm.DataType.VARCHAR, is_primary=True, max_length=256)
-    schema.add_field("config", pm.DataType.VARCHAR, max_length=MAX_TEXT)
-    schema.add_field("vector", pm.DataType.FLOAT_VECTOR, dim=2)
-    index_params = client.prepare_index_params()
-    index_params.add_index(field_name="vector", index_type="FLAT", metric_type="L2")
-    client.create_collection(META, schema=schema, index_params=index_params, consistency_level="Strong")
-
-
-def _write_meta(client: Any, name: str, meta: dict) -> None:
-    text = json.dumps(meta, ensure_ascii=False)
-    if len(text.encode("utf-8")) > MAX_TEXT:  # an enormous aspect/field list: keep what filters need
-        meta = {**meta, "aspects": meta["aspects"][:500]}
-        text = json.dumps(meta, ensure_ascii=False)
-    client.upsert(META, [{"name": name, "config": text, "vector": [0.0, 0.0]}])
-
-
-def _read_meta(client: Any, name: str) -> dict | None:
-    if not client.has_collection(META):
-        return None
-    client.load_collection(META)
-    rows = client.query(META, filter=f"name == {_quote(name)}", output_fields=["config"])
-    if not rows:
-        return None
-    meta = json.loads(rows[0]["config"])
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise CaprError(f"Milvus collection {name!r} was written by capr schema {meta.get('schema_version')}; "
-                        f"this capr reads schema {SCHEMA_VERSION}: rebuild it with `capr index`")
-    return meta
-
+        return self._scores_at(keys, self.dense_top(qvec, len(keys), milvus_filters.restricted(keys)))

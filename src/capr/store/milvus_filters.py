@@ -1,176 +1,86 @@
-"""capr's filter language (capr.filters) as Milvus boolean expressions, with the embedded index's meaning.
-
-Milvus compares a JSON value only with a literal of its own type, has no CAST, and cannot run ``not (...)`` on JSON
-paths (Milvus Lite 2.5). So each document's metadata row carries, next to every present value of a field ``F``,
-what a filter needs and Milvus cannot compute (:func:`filter_keys`; :func:`without_filter_keys` takes them off
-again when a row is read back):
-
-- ``capr#k#F``: the value's kind — its date in the form dates compare in (``2150-01-05T08:00``) when the field is
-  read as dates (capr.filters.reads_dates) and the value is one, else ``#s`` (text), ``#n`` (a JSON number),
-  ``#btrue``/``#bfalse`` (a boolean). Every marker sorts before every date, and a missing value has no key: a
-  clause that asks for the key fails there, as SQL's NULL does.
-- ``capr#n#F``: the value as a number, for a JSON number or text written as one (numeric ranges).
-
-``!=`` is written as ``< or >`` (Milvus' own ``!=`` lets a row without the key through), and a date bound's
-whole day as ``[day, day + "~")`` ("~" sorts after every character of a date).
-"""
+"""The Milvus backend's filters: capr's filter clauses (capr.filters) as Milvus boolean expressions, aspect values
+read as the corpus aspects they select (as the embedded index reads them), and the embedded backend's error for a
+value no passage has."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
-from capr.filters import FilterClause, as_number, bound_kinds, date_bound, date_prefixes, date_value, reads_dates, text_form
+import numpy as np
 
-KEY_PREFIX = "capr#"
-_AFTER = "~"  # sorts after every character of a date
-
-
-def _kind_key(field: str) -> str:
-    return f"{KEY_PREFIX}k#{field}"
-
-
-def _number_key(field: str) -> str:
-    return f"{KEY_PREFIX}n#{field}"
+from capr.errors import QueryError
+from capr.filters import FilterClause, as_clauses, bound_kind_error, known_field, named_values, text_bound
+from capr.store.milvus_expr import filter_keys, kind_counts, milvus_expr, without_filter_keys
+from capr.store.milvus_schema import BUILTIN
+from capr.text.aspects import filter_aspect, no_aspect_message
 
 
-def filter_keys(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys a metadata row carries for filters (see the module's docstring)."""
-    out: dict[str, Any] = {}
-    for field, v in metadata.items():
-        if v is None or not isinstance(v, (str, int, float, bool)) or field.startswith(KEY_PREFIX):
-            continue
-        if isinstance(v, bool):
-            kind = "#b" + text_form(v)
-        elif isinstance(v, str):
-            kind = (date_value(v) if reads_dates(field) else None) or "#s"
-        else:
-            kind = "#n"
-        out[_kind_key(field)] = kind
-        if (x := as_number(v)) is not None:
-            out[_number_key(field)] = x
-    return out
+def normalized(clauses: list[FilterClause], aspect_counts: dict[str, int | None], analyzer: Any) -> list[FilterClause]:
+    """Aspect values as the corpus aspects they select (capr.text.aspects.filter_aspect)."""
+    if not any(c.field == "aspect" for c in clauses):
+        return clauses
+    reader = analyzer if aspect_counts else None  # no aspects recorded: none for a value to read as (nor an analyzer)
+
+    def norm(v: object) -> str:
+        return filter_aspect(v, aspect_counts, reader)
+
+    return [FilterClause(c.field, c.op, tuple(norm(v) for v in c.value) if c.op in ("in", "not in")
+                         else norm(c.value)) if c.field == "aspect" else c for c in clauses]
 
 
-def without_filter_keys(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metadata.items() if not k.startswith(KEY_PREFIX)}
+def compile_expr(filters: Any, fields: Iterable[str], aspect_counts: dict[str, int | None], analyzer: Any) -> str:
+    """A Milvus expression for a {field: value} dict or range/set clauses (capr.filters)."""
+    clauses = [known_field(c, list(fields)) for c in as_clauses(filters)]
+    return milvus_expr(normalized(clauses, aspect_counts, analyzer), BUILTIN)
 
 
-def _quote(value: Any) -> str:
-    s = str(value)
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def explain_empty(count: Callable[[str], int], filters: Any, fields: Iterable[str],
+                  aspect_counts: dict[str, int | None], analyzer: Any) -> None:
+    """The embedded backend's error for a filter value no passage has, found only when a filtered search comes back
+    empty: ``count(expr)`` of each equality/set clause then, nothing extra on the common path."""
+    for c in (known_field(c, list(fields)) for c in as_clauses(filters)):
+        if c.op in ("=", "in"):  # an empty range is an answer, not a typo
+            check_held(count, c, aspect_counts, analyzer)
 
 
-def _number(x: float) -> str:
-    return str(int(x)) if x.is_integer() and abs(x) < 2 ** 53 else repr(x)
+def check_held(count: Callable[[str], int], clause: FilterClause, aspect_counts: dict[str, int | None],
+               analyzer: Any) -> None:
+    """Each value ``clause`` names is held by some passage, else the embedded backend's error for it."""
+    for w in named_values(clause):
+        if count(milvus_expr(normalized([FilterClause(clause.field, "=", w)], aspect_counts, analyzer), BUILTIN)) == 0:
+            shown = f"{clause.field}={w!r}"
+            if clause.field == "aspect":
+                raise QueryError(no_aspect_message(w, shown, aspect_counts))
+            raise QueryError(f"no passage has {shown}")
 
 
-def _any(parts: Iterable[str]) -> str:
-    parts = list(parts)
-    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+def check_clauses(count: Callable[[str], int], example: Callable[[str, str], str], filters: Any, fields: Iterable[str],
+                  aspect_counts: dict[str, int | None], analyzer: Any) -> None:
+    """Refuses, as the embedded index does, a value that a ``!=``, ``not in`` or many-valued ``in`` names and no
+    passage has (one count per such value; that of an ``=`` is refused when the search comes back empty:
+    :func:`explain_empty`) and a text range bound on a field of dates or numbers. ``example(field, expr)``: one
+    stored value of ``field`` among the rows ``expr`` selects."""
+    for c in (known_field(c, list(fields)) for c in as_clauses(filters)):
+        if text_bound(c) and c.field not in BUILTIN:
+            n = {what: count(expr) for what, expr in kind_counts(c.field).items()}
+            kind = None if not n["present"] else "dates" if n["dates"] == n["present"] else \
+                "numbers" if n["numbers"] == n["present"] else None
+            shown = example(c.field, kind_counts(c.field)["dates"]) if kind == "dates" else ""
+            if (error := bound_kind_error(c, kind, shown)) is not None:
+                raise error
+        elif c.op in ("!=", "not in") or len(c.values) > 1:
+            check_held(count, c, aspect_counts, analyzer)
 
 
-def _all(parts: Iterable[str]) -> str:
-    parts = list(parts)
-    return parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")"
+def restricted(keys: np.ndarray) -> str:
+    """An expression selecting the given passages (by ``seq``)."""
+    return f"seq in [{', '.join(str(int(k)) for k in keys)}]"
 
 
-def _differs(ref: str, literal: str) -> str:
-    return f"({ref} < {literal} or {ref} > {literal})"
+def restrict(flt: str, keys: np.ndarray) -> str:
+    """The filter expression narrowed to the given passages."""
+    return f"({flt}) and {restricted(keys)}" if flt else restricted(keys)
 
 
-class _Field:
-    """The expressions of one metadata field: its value, its kind key and its number key."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.ref = f"metadata[{_quote(name)}]"
-        self.kind = f"metadata[{_quote(_kind_key(name))}]"
-        self.num = f"metadata[{_quote(_number_key(name))}]"
-        self.dates = reads_dates(name)
-
-    def present(self) -> str:
-        return f'{self.kind} >= "#"'
-
-    def is_text(self) -> str:
-        return f'({self.kind} == "#s" or {self.kind} >= "0")'
-
-    def equal(self, w: Any) -> str:
-        t = text_form(w)
-        parts = [f"{self.ref} == {_quote(t)}"]
-        if (x := as_number(w)) is not None:
-            parts.append(f'({self.kind} == "#n" and {self.num} == {_number(x)})')
-        if t in ("true", "false"):
-            parts.append(f'{self.kind} == "#b{t}"')
-        if self.dates and (b := date_bound(w)):
-            day = f"({self.kind} >= {_quote(b)} and {self.kind} < {_quote(b + _AFTER)})"
-            parts += [day] + [f"{self.kind} == {_quote(p)}" for p in date_prefixes(b)]
-        return _any(parts)
-
-    def unequal(self, w: Any) -> str:
-        """Present and not equal to ``w``: the negation of each part of :meth:`equal`, without ``not``."""
-        t = text_form(w)
-        parts = [self.present(), _any([f'{self.kind} == "#n"', f'{self.kind} == "#btrue"', f'{self.kind} == "#bfalse"',
-                                        f"{self.ref} < {_quote(t)}", f"{self.ref} > {_quote(t)}"])]
-        if (x := as_number(w)) is not None:
-            parts.append(_any([_differs(self.kind, '"#n"'), _differs(self.num, _number(x))]))
-        if t in ("true", "false"):
-            parts.append(_differs(self.kind, f'"#b{t}"'))
-        if self.dates and (b := date_bound(w)):
-            before = _all([f"{self.kind} < {_quote(b)}"] + [_differs(self.kind, _quote(p)) for p in date_prefixes(b)])
-            parts.append(_any([before, f"{self.kind} >= {_quote(b + _AFTER)}"]))
-        return _all(parts)
-
-    def ordered(self, op: str, bound: Any) -> str:
-        nb, db = bound_kinds(self.name, bound)
-        parts = []
-        if nb is not None:
-            parts.append(f"{self.num} {op} {_number(nb)}")
-        if db is not None:
-            k, lo, hi = self.kind, _quote(db), _quote(db + _AFTER)
-            on = [f"{k} == {_quote(p)}" for p in date_prefixes(db)]
-            parts.append({">=": _any([f"{k} >= {lo}"] + on), ">": f"{k} >= {hi}", "<=": f'({k} >= "0" and {k} < {hi})',
-                          "<": _all([f'{k} >= "0"', f"{k} < {lo}"] + [_differs(k, _quote(p)) for p in date_prefixes(db)])}[op])
-        if nb is None and db is None:
-            parts.append(f"({self.is_text()} and {self.ref} {op} {_quote(bound)})")
-        return _any(parts)
-
-
-def kind_counts(field: str) -> dict[str, str]:
-    """Expressions selecting the rows where a metadata field is present, is a date, is a number: counted, they say
-    whether a text range bound is a mistake on it (capr.filters.bound_kind_error)."""
-    f = _Field(field)
-    return {"present": f.present(), "dates": f'{f.kind} >= "0"', "numbers": f"({f.num} >= 0 or {f.num} < 0)"}
-
-
-def _builtin(c: FilterClause) -> str:
-    """A clause on one of capr's own VARCHAR fields (aspect, doc_id, title, heading): text, compared exactly."""
-    lits = [_quote(text_form(v)) for v in c.values]
-    if c.op == "=":
-        return f"{c.field} == {lits[0]}"
-    if c.op == "!=":
-        return f"{c.field} != {lits[0]}"
-    if c.op in ("in", "not in"):
-        return f"{c.field} {c.op} [{', '.join(lits)}]"
-    return f"{c.field} {c.op} {lits[0]}"
-
-
-def milvus_expr(clauses: Iterable[FilterClause], builtin: Iterable[str] = ("aspect", "doc_id", "title", "heading")) -> str:
-    """A Milvus boolean expression with the embedded index's meaning: built-in fields by name, any other in the
-    ``metadata`` JSON field through its filter keys (see the module's docstring)."""
-    builtin = set(builtin)
-    parts = []
-    for c in clauses:
-        if c.field in builtin:
-            parts.append(_builtin(c))
-            continue
-        f = _Field(c.field)
-        if c.op in ("=", "in"):
-            parts.append(_any(f.equal(v) for v in c.values))
-        elif c.op in ("!=", "not in"):
-            parts.append(_all(f.unequal(v) for v in c.values))
-        else:
-            parts.append(f.ordered(c.op, c.value))
-    return " and ".join(parts)
-
-
-__all__ = ["KEY_PREFIX", "filter_keys", "kind_counts", "milvus_expr", "without_filter_keys"]
+__all__ = ["check_clauses", "check_held", "compile_expr", "explain_empty", "filter_keys", "kind_counts", "milvus_expr",
+           "normalized", "restrict", "restricted", "without_filter_keys"]
