@@ -15,8 +15,9 @@ weighted reciprocal rank (k 60, ``WEIGHTS``):
 - **names**: the codes whose ICD-10-CM names match the description (capr.cases.diagnose.NameMatcher).
 
 A code and an entity are one diagnosis when the entity's name is the code's (or its category's) ICD-10-CM name.
-Symptom-chapter codes (R00–R99) and entities named by one ("Fever") are findings, not diagnoses: they come after
-every diagnosis the rankings put forward, labelled ``finding``."""
+Symptom-chapter codes (R00–R99, G89 pain) and conditions named by one of the patient's own findings ("Fever") are
+findings, not diagnoses; external causes and factors influencing health (V–Z) are factors: both come after every
+diagnosis the rankings put forward, labelled ``finding`` or ``factor``."""
 
 from __future__ import annotations
 
@@ -29,14 +30,13 @@ from capr.cases.findings import Finding, Findings
 from capr.cases.icd10 import category, code_name, find_names, mention_table, surface_form
 from capr.cases.matching import CoverageScorer, best_sentence
 from capr.cases.profiles import ProfileTable, normalize_name, short_keys
-from capr.cases.similar_eval import fuse_scored, vote
 
 if TYPE_CHECKING:
     from capr.index.index import Index
 
 DENIED_WEIGHT = 1.0  # a denied finding the profile names takes away what it would have given
 MATCH = 0.6  # a finding matches a passage holding this share of its words
-WEIGHTS = {"profile": 1.0, "passages": 1.0, "dense": 1.0, "votes": 1.0, "names": 0.5}
+WEIGHTS = {"profile": 1.0, "passages": 0.5, "dense": 1.0, "votes": 1.0, "names": 1.0}
 PASSAGE_DEPTH = 50  # passages that vote for the conditions they name
 
 
@@ -56,6 +56,19 @@ class DifferentialConfig:
     # how an option is scored on its passages: "max" (each finding's best share, weighted) or "pmi" (how much more
     # often than in the whole index the option's passages hold each finding)
     option_score: str = "pmi"
+    # the weight of a finding no profile holds ("born at term", "immigrated"): narrative more often than a feature of
+    # a disease (None: weighted as the rarest finding)
+    unmatched_weight: float | None = None
+    # how a finding's share in a passage counts: None, 1 from MATCH up and 0 below; a number p, share ** p (a
+    # partial match counts a little)
+    share_power: float | None = None
+    # passages vote for the conditions they name weighted by how rarely the index names them (the idf of the name's
+    # rarest word): a passage naming "anemia" or "hypertension" in passing says less than one naming "brucellosis"
+    vote_idf: bool = False
+    # codes the similar cases vote for equally (every code of the most similar case) share their rank in the fusion
+    vote_ties: bool = True
+    # the names ranking keeps only codes whose whole name the description holds (not "visual loss" for "weight loss")
+    whole_names: bool = True
     profile_row_weight: float = 3.0  # a profile passage counts as this many passages that name the option
 _PROFILE_DEPTH = 200  # entities the profile and dense rankings pass to the fusion
 _SENTENCES = 3  # supporting sentences per diagnosis and side
@@ -79,13 +92,16 @@ class FindingEvidence:
 
 @dataclass(slots=True)
 class LikelyDiagnosis:
-    """One entry of the differential: a condition (or, labelled ``finding``, a coded symptom)."""
+    """One entry of the differential: a condition (or, labelled ``finding`` or ``factor``, a coded symptom or
+    circumstance)."""
 
     name: str
     code: str | None
     rank: int
     score: float  # fused reciprocal-rank score
-    kind: str = "diagnosis"  # diagnosis | finding (a symptom-chapter code: what the patient has, not why)
+    # diagnosis | finding (a symptom code, or a condition that restates one of the patient's findings: what the patient
+    # has, not why) | factor (external causes and factors influencing health, V–Z: context, not a diagnosis)
+    kind: str = "diagnosis"
     cases: int = 0  # of the most similar coded cases, how many carry the code
     case_ids: list[str] = field(default_factory=list)
     profile: list[str] = field(default_factory=list)  # documents of its profile
@@ -112,9 +128,10 @@ class ProfileMatch:
     weights: np.ndarray
     signs: np.ndarray
     coverage: list[np.ndarray] = field(default_factory=list)
+    power: float | None = None
 
     def matched(self, cov: np.ndarray) -> np.ndarray:
-        return cov * (cov >= MATCH)
+        return cov * (cov >= MATCH) if self.power is None else cov ** self.power
 
     def row_scores(self) -> np.ndarray:
         """Every row's match with the findings (the weighted shares it holds, denied ones against)."""
@@ -149,6 +166,45 @@ def is_symptom_code(code: str | None) -> bool:
     return bool(code) and (code.upper().startswith("R") or code.upper().startswith("G89"))
 
 
+def _vote_scores(case_codes: Sequence[Sequence[str]], k: int = 20) -> dict[str, float]:
+    """Each code's votes: 1/rank from each of the first ``k`` cases that carry it (capr.cases.similar_eval.vote)."""
+    votes: dict[str, float] = {}
+    for rank, codes in enumerate(list(case_codes)[:k], 1):
+        for c in dict.fromkeys(codes):
+            votes[c] = votes.get(c, 0.0) + 1.0 / rank
+    return votes
+
+
+def _shared_ranks(scores: dict[str, float]) -> dict[str, int]:
+    """1 + the number of items scoring strictly more: equal scores share the best rank."""
+    values = sorted(scores.values(), reverse=True)
+    first: dict[float, int] = {}
+    for r, v in enumerate(values, 1):
+        first.setdefault(v, r)
+    return {item: first[v] for item, v in scores.items()}
+
+
+def _fuse(rankings: dict[str, list[str]], weights: dict[str, float], k: int,
+          ranks: dict[str, dict[str, int]]) -> list[tuple[str, float]]:
+    """Weighted reciprocal-rank fusion (capr.cases.similar_eval.fuse_scored) where ``ranks`` may give a ranking's
+    items their ranks (shared by ties) instead of their positions."""
+    fused: dict[str, float] = {}
+    for name, ranked in rankings.items():
+        w = weights.get(name, 0.0)
+        if not w:
+            continue
+        own = ranks.get(name)
+        for r, item in enumerate(ranked, 1):
+            fused[item] = fused.get(item, 0.0) + w / (k + (own[item] if own else r))
+    return sorted(fused.items(), key=lambda kv: -kv[1])
+
+
+def is_factor_code(code: str | None) -> bool:
+    """External causes and factors influencing health status (ICD-10-CM chapters V–Z: "Contact with and exposure
+    to…", "Personal history of…"): context of a case, not a diagnosis."""
+    return bool(code) and code.upper()[:1] in "VWXYZ"
+
+
 def signs(findings: Sequence[Finding]) -> np.ndarray:
     """+1 for an affirmed finding, −DENIED_WEIGHT for a denied one."""
     return np.array([-DENIED_WEIGHT if f.negated else 1.0 for f in findings], dtype=np.float32)
@@ -170,6 +226,7 @@ class Differential:
         sizes = np.diff(np.append(table.starts, len(table.rows)))
         self.row_entity[table.rows] = np.repeat(np.arange(len(table)), sizes)
         self._names: dict[str, str] | None = None
+        self._rarities: dict[str, float] = {}
 
     def names(self) -> dict[str, str]:
         """Surface form → item ("e<entity>" or "c<code>") of every condition a passage may name."""
@@ -198,11 +255,12 @@ class Differential:
             shares[i] = self.table.per_entity_max(cov)
             best[i] = self._entity_argmax(cov, shares[i])
             named_by = int(np.count_nonzero(shares[i] >= MATCH))
-            # a finding no profile names still counts where a passage names it, as rare as can be
-            weights[i] = np.log1p(n_ent / (1.0 + named_by))
+            unmatched = self.config.unmatched_weight
+            weights[i] = np.log1p(n_ent / (1.0 + named_by)) if named_by or unmatched is None else unmatched
         sign = signs(findings)
-        scores = (sign * weights) @ (shares * (shares >= MATCH)) if len(findings) else np.zeros(n_ent, np.float32)
-        pm = ProfileMatch(np.asarray(scores, dtype=np.float32), shares, best, weights, sign, covs)
+        pm = ProfileMatch(np.zeros(n_ent, dtype=np.float32), shares, best, weights, sign, covs, self.config.share_power)
+        if len(findings):
+            pm.scores = np.asarray((sign * weights) @ pm.matched(shares), dtype=np.float32)
         cfg = self.config
         if n_ent and cfg.entity_score != "findings" and covs:
             by_passage = self._passage_scores(pm.row_scores())
@@ -250,9 +308,19 @@ class Differential:
                 items.append(f"e{self.row_entity[row]}")
             items = list(dict.fromkeys(items))
             for item in items:
-                votes[item] = votes.get(item, 0.0) + float(scores[row]) / np.sqrt(len(items))
+                weight = self._rarity(item) if self.config.vote_idf else 1.0
+                votes[item] = votes.get(item, 0.0) + weight * float(scores[row]) / np.sqrt(len(items))
                 voters.setdefault(item, []).append(row)
         return sorted(votes, key=lambda k: -votes[k]), voters
+
+    def _rarity(self, item: str) -> float:
+        """The idf of the rarest word of the condition's name: how rarely the index names it."""
+        got = self._rarities.get(item)
+        if got is None:
+            name = self.table.entities[int(item[1:])].name if item[0] == "e" else code_name(item[1:])
+            idf = self.index.term_idf(self.index.analyzer(name))
+            got = self._rarities[item] = max(idf.values(), default=1.0)
+        return got
 
     def dense_ranking(self, text: str) -> list[str]:
         if not self.index.has_dense or not len(self.table.rows):
@@ -277,20 +345,28 @@ class Differential:
         rankings["passages"], voters = self.passage_votes(pm, self.index.live if allowed is None else allowed)
         if dense and self.index.has_dense:
             rankings["dense"] = self.dense_ranking(findings.patient_text)
-        rankings["votes"] = list(dict.fromkeys(self._item(c) for c in vote(votes)))
+        voted = _vote_scores(votes)
+        rankings["votes"] = list(dict.fromkeys(self._item(c) for c in sorted(voted, key=lambda c: -voted[c])))
         rankings["names"] = list(dict.fromkeys(self._item(c) for c in names))
-        fused = fuse_scored(rankings, weights or self.config.weights, self.config.rrf_k)
+        ties = {}
+        if self.config.vote_ties:
+            best: dict[str, float] = {}
+            for c, v in voted.items():
+                item = self._item(c)
+                best[item] = max(best.get(item, 0.0), v)
+            ties["votes"] = _shared_ranks(best)
+        fused = _fuse(rankings, weights or self.config.weights, self.config.rrf_k, ties)
         restated = {normalize_name(name) for f in fs for name in f.names}
         first: list[tuple[str, LikelyDiagnosis]] = []
         later: list[tuple[str, LikelyDiagnosis]] = []
         discount = self.config.finding_discount
         for item, score in fused:
             d = self._diagnosis(item, score, rankings, votes, case_ids, restated)
-            (later if d.kind == "finding" and discount is None else first).append((item, d))
+            (later if d.kind != "diagnosis" and discount is None else first).append((item, d))
             if len(first) >= n and discount is None:
                 break
         if discount is not None:
-            first.sort(key=lambda x: -(x[1].score * (discount if x[1].kind == "finding" else 1.0)))
+            first.sort(key=lambda x: -(x[1].score * (discount if x[1].kind != "diagnosis" else 1.0)))
         out = (first + later)[:n]
         for r, (item, d) in enumerate(out, 1):
             d.rank = r
@@ -346,9 +422,9 @@ class Differential:
         else:
             code = item[1:]
             name, profile, finding = code_name(code) or code, [], normalize_name(code_name(code)) in restated
-        finding = finding or is_symptom_code(code)
+        kind = "finding" if finding or is_symptom_code(code) else "factor" if is_factor_code(code) else "diagnosis"
         carried = [i for i, codes in enumerate(votes[:20]) if any(self._item(c) == item for c in codes)]
-        return LikelyDiagnosis(name, code, 0, score, "finding" if finding else "diagnosis", len(carried),
+        return LikelyDiagnosis(name, code, 0, score, kind, len(carried),
                                [case_ids[i] for i in carried if i < len(case_ids)][:_SENTENCES], profile[:5],
                                sources=sources)
 

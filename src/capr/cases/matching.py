@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from capr.index.index import Index
 
 
+SIDE_WORDS = ("right", "left", "both", "bilateral", "bilaterally", "unilateral", "side", "sides")
+
+
 def term_rows(index: "Index", term: str) -> np.ndarray:
     """Rows (index-wide) whose passage holds ``term``, deleted rows included."""
     parts = []
@@ -31,6 +34,13 @@ class CoverageScorer:
     def __init__(self, index: "Index") -> None:
         self.index = index
         self._rows: dict[str, np.ndarray] = {}
+        self._sides: set[str] | None = None
+
+    def _side_terms(self) -> set[str]:
+        """Analysed words of laterality ("right eye", "both hands"): where a profile rarely says which side."""
+        if self._sides is None:
+            self._sides = set(self.index.analyzer(" ".join(SIDE_WORDS)))
+        return self._sides
 
     def rows_of(self, term: str) -> np.ndarray:
         rows = self._rows.get(term)
@@ -43,7 +53,7 @@ class CoverageScorer:
     def name_terms(self, names: Sequence[str]) -> list[list[str]]:
         out, seen = [], set()
         for n in names:
-            terms = list(dict.fromkeys(self.index.analyzer(n)))
+            terms = list(dict.fromkeys(t for t in self.index.analyzer(n) if t not in self._side_terms()))
             key = tuple(sorted(terms))
             if terms and key not in seen:
                 seen.add(key)
@@ -93,4 +103,4 @@ def best_sentence(text: str, names: Sequence[str], analyze, idf: dict[str, float
     return best, share
 
 
-__all__ = ["CoverageScorer", "best_sentence", "term_rows"]
+__all__ = ["SIDE_WORDS", "CoverageScorer", "best_sentence", "term_rows"]

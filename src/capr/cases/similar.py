@@ -256,8 +256,12 @@ class CaseFinder:
         found = description if isinstance(description, Findings) else self.findings(description)
         names = self.name_matcher()
         voters = [[str(c).upper() for c in codes] for codes in voters[:VOTE_K]]
-        named = names.ranked(set(names.analyze(found.description))) if names.codes else []
-        return self.differential().rank(found, voters, case_ids, named, n, self.allowed_rows(exclude_docs))
+        diff = self.differential()
+        terms = set(names.analyze(found.description))
+        named = names.ranked(terms) if names.codes else []
+        if diff.config.whole_names:
+            named = [c for c in named if set(names.terms[names.position[c]]) <= terms]
+        return diff.rank(found, voters, case_ids, named, n, self.allowed_rows(exclude_docs))
 
     # -- scores -------------------------------------------------------------------------------
     def _doc_best(self, rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

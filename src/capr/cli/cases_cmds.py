@@ -29,6 +29,9 @@ def case_index_cmd(
     dense: bool = typer.Option(True, "--dense/--no-dense", help="Encode passages (needed by the dense and cross scorers)."),
     model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
     max_length: int = typer.Option(256, help="Encoder max tokens."),
+    encoder_backend: str = typer.Option("torch", "--encoder-backend", help="Encoder: torch (default) | onnx | "
+                                        "onnx-int8 | static (model2vec, distilled locally: encodes the whole case "
+                                        "corpus in minutes on a CPU)."),
     mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
     sources: List[str] = typer.Option([], "--source", help="Only these local sources (repeatable): medquad, mtsamples, "
                                       "pubmedqa, medmcqa, e3c, codiesp, openstax (default: all)."),
@@ -53,7 +56,7 @@ def case_index_cmd(
                                            codiesp_splits=tuple(codiesp_splits)),
                                *(read_documents(p, Format.auto) for p in extra))
         store = BackendOptions().create(out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
-                                        dense=_encoder_config(dense, model, None, "torch", max_length))
+                                        dense=_encoder_config(dense, model, None, encoder_backend, max_length))
         secs = write_to_store(store, docs, "indexing the case corpus")
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, ReadReport(), secs)
         from capr.cases.similar import CaseFinder
@@ -219,7 +222,8 @@ def _print_differential(diagnoses) -> None:
     out.print("[bold]differential diagnosis[/] (conditions whose profiles, passages and similar coded cases match "
               "the findings):")
     for d in diagnoses:
-        label = " [dim](a finding, not a diagnosis)[/]" if d.kind == "finding" else ""
+        label = {"finding": " [dim](a finding, not a diagnosis)[/]",
+                 "factor": " [dim](a factor of the case, not a diagnosis)[/]"}.get(d.kind, "")
         code = f"{escape(d.code)} " if d.code else ""
         out.print(f"  {d.rank}. {code}{escape(d.name)}{label}")
         for e in d.supporting:

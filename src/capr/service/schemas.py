@@ -337,8 +337,9 @@ class LikelyDiagnosisOut(BaseModel):
     rank: int
     score: float = Field(description="Fused reciprocal-rank score of the profile, passage, dense, similar-case and "
                                      "name rankings.")
-    kind: Literal["diagnosis", "finding"] = Field(description="finding: a symptom-chapter code (R00–R99), listed "
-                                                            "after the diagnoses.")
+    kind: Literal["diagnosis", "finding", "factor"] = Field(
+        description="finding: a symptom code (R00–R99, G89) or a condition that restates a finding of the patient; "
+                    "factor: an external cause or a factor influencing health (V–Z); both listed after the diagnoses.")
     cases: int = Field(description="How many of the 20 most similar coded cases carry the code.")
     case_ids: list[str]
     profile: list[str] = Field(description="Documents of its profile in the index.")

@@ -381,7 +381,7 @@ function renderLikely(d) {
   const head = el("p", { class: "dx-head" });
   if (d.code) head.append(el("span", { class: "code", text: d.code }), " ");
   head.append(el("span", { class: "name", text: d.name }));
-  if (d.kind === "finding") head.append(el("span", { class: "badge", text: "finding, not a diagnosis" }));
+  if (d.kind !== "diagnosis") head.append(el("span", { class: "badge", text: `${d.kind}, not a diagnosis` }));
   if (d.cases) head.append(el("span", { class: "muted", text: ` — in ${d.cases} of the similar coded cases` }));
   const evidence = [...d.supporting, ...d.against];
   return el("li", { class: "diagnosis likely", "data-kind": d.kind, "data-code": d.code || "" }, head,
