@@ -1,14 +1,17 @@
-"""What the likely diagnoses cost `capr cases similar`: the same descriptions with `--diagnoses 0` (cases only) and
-with the default (10 likely diagnoses), side by side in one run.
+"""What the likely diagnoses (the differential: profiles, passages, similar coded cases) cost `capr cases similar`:
+the same descriptions with `--diagnoses 0` (cases only) and with the default (10 likely diagnoses), side by side in
+one run.
 
 - **cold**: fresh `python -m capr cases similar` processes, the two settings alternating run by run (wall time,
   peak RSS): what one command costs a user;
 - **warm**: one CaseFinder (as the service holds), each description searched with both settings after a first
   call that reads the label space (per-call latency p50 / p95): what a request costs the service.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_cases --index CASE_INDEX [--runs 5] [--queries 50]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_cases --index CASE_INDEX [--runs 5] [--queries 50] \
+        [--descriptions codiesp|medqa]
 
-The descriptions are CodiEsp dev cases (never in a case index: `capr case-index` holds dev out), first 80 words.
+The descriptions: CodiEsp dev cases (never in a case index: `capr case-index` holds dev out), first 80 words; or
+the MedQA dev vignettes that ask for the most likely diagnosis, whole (capr.cases.diagnosis_eval).
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ from pathlib import Path
 from bench.common import REPO, percentile
 
 
-def descriptions(data_dir: Path, n: int) -> list[str]:
+def descriptions(data_dir: Path, n: int, which: str = "codiesp") -> list[str]:
+    if which == "medqa":
+        from capr.cases.data import read_medqa
+        from capr.cases.diagnosis_eval import diagnosis_vignettes
+
+        return [q.description for q in diagnosis_vignettes(read_medqa(data_dir))][:n]
     from capr.cases.data import CODIESP_FILE
     from capr.corpus import Format, read_documents
 
@@ -54,14 +62,16 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--descriptions", choices=("codiesp", "medqa"), default="codiesp")
     args = ap.parse_args()
     from capr.cases.similar import CaseFinder
     from capr.index import Index
 
-    texts = descriptions(args.data_dir, max(args.queries, args.runs))
+    texts = descriptions(args.data_dir, max(args.queries, args.runs), args.descriptions)
     settings = (("cases only (--diagnoses 0)", 0), ("default (10 likely diagnoses)", 10))
     print(f"# bench_cases — {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, index {args.index}\n")
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, index {args.index}, "
+          f"{args.descriptions} descriptions\n")
     walls: dict[int, list[float]] = {n: [] for _, n in settings}
     rss: dict[int, float] = {n: 0.0 for _, n in settings}
     for i in range(args.runs):
@@ -84,8 +94,9 @@ def main() -> None:
     for name, n in settings:
         print(f"| {name} | {statistics.median(walls[n]):.2f} | {rss[n]:.0f} | {1e3 * statistics.median(lat[n]):.0f} | "
               f"{1e3 * percentile(lat[n], 95):.0f} |")
-    print(f"\nwarm: {args.queries} descriptions, each with both settings; the first call (label space read, "
-          f"{len(finder.name_matcher().codes):,} codes) took {first:.2f} s")
+    print(f"\nwarm: {args.queries} descriptions, each with both settings; the first call (label space, "
+          f"{len(finder.name_matcher().codes):,} codes; profiles, {len(finder.differential().table):,} conditions) "
+          f"took {first:.2f} s")
 
 
 if __name__ == "__main__":

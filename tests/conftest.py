@@ -98,9 +98,9 @@ def capr_in_process(runner: CliRunner, *args: str, check: bool = True) -> subpro
     needs none of what a process adds; an exception the command leaves unhandled is written to stderr as the real
     command's traceback would be, so a check for "Traceback" still catches it. Where the test is about the process,
     run one case as the real command with :func:`capr_cli`."""
-    from capr.cli import app
+    from capr.cli import app, expand_variadic
 
-    result = runner.invoke(app, list(args))
+    result = runner.invoke(app, expand_variadic(list(args)))  # as main() reads the real command line
     stderr = result.stderr
     if result.exc_info is not None and not isinstance(result.exc_info[1], SystemExit):
         stderr += "".join(traceback.format_exception(*result.exc_info))

@@ -292,7 +292,7 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         page.select_option("#case-k", "5")
         page.click("#cases-button")  # no token: the server refuses and the page shows no case
         expect(page.locator("#cases-status.error")).to_contain_text("missing bearer token")
-        assert page.locator("#cases li.case").count() == 0 and page.locator("#likely-diagnoses li").count() == 0
+        assert page.locator("#cases li.case").count() == 0 and page.locator("#likely-diagnoses > li").count() == 0
         expect(page.locator("#likely")).to_be_hidden()
         page.fill("#token", TOKEN)
         page.click("#cases-button")
@@ -302,8 +302,17 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         expect(page.locator("#cases li.case")).to_have_count(5)
         assert "5 similar cases" in page.inner_text("#cases-status") and "(bm25)" in page.inner_text("#cases-status")
         expect(page.locator("#likely")).to_be_visible()
-        assert page.locator("#likely-diagnoses li").evaluate_all("els => els.map(e => e.dataset.code)") == \
-            [d["code"] for d in likely]
+        assert page.locator("#likely-diagnoses > li").evaluate_all("els => els.map(e => e.dataset.code)") == \
+            [d["code"] or "" for d in likely]
+        assert page.locator("#likely-diagnoses > li .dx-head .name").all_inner_texts() == [d["name"] for d in likely]
+        # each diagnosis with the findings for (+) and against (−) it, and the findings read from the description
+        shown_evidence = page.locator("#likely-diagnoses > li").first.locator(".dx-evidence li .finding")
+        assert shown_evidence.all_inner_texts() == [e["finding"] for e in likely[0]["supporting"]] + \
+            [f"no {e['finding']}" for e in likely[0]["against"]]
+        expect(page.locator("#patient-findings")).to_be_visible()
+        assert page.locator("#finding-list li").all_inner_texts() == \
+            [("no " if f["negated"] else "") + (f"{f['concept']} ({f['text']})" if f["kind"] == "lab" and f["concept"]
+                                                  else f["text"]) for f in expected_all["findings"]["findings"]]
         shown = page.locator("#cases li.case")
         assert [shown.nth(i).get_attribute("data-doc-id") for i in range(5)] == [c["doc_id"] for c in expected]
         for i, case in enumerate(expected):

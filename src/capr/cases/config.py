@@ -14,11 +14,13 @@ class CaseScorer(str, Enum):
     """What scores (description, passage) pairs in step 3.
 
     bm25: the lexical score of step 1 (no model); dense: the cosine of step 2; cross: a cross-encoder over
-    the dense top-k (the paper's method)."""
+    the dense top-k (the paper's method); profile: no step 1-3 — each option (a diagnosis) scored by how well its
+    disease profile and the passages naming it match the description's findings (capr.cases.differential)."""
 
     bm25 = "bm25"
     dense = "dense"
     cross = "cross"
+    profile = "profile"
 
 
 class MentionMatch(str, Enum):

@@ -1,48 +1,24 @@
-"""The diagnoses a described patient likely has, ranked: what `capr cases similar` lists above the similar cases.
-
-Two rankings of ICD-10-CM codes, fused by weighted reciprocal rank (capr.cases.similar_eval.fuse_scored, k 60):
-
-- **votes**: the codes of the most similar *labelled* cases, each of the first ``VOTE_K`` (20) voting 1/rank for
-  each of its codes (capr.cases.similar_eval.vote);
-- **names**: the codes whose ICD-10-CM names best match the description — BM25 of each name's analysed words
-  against the description's, with the index's analyzer and idf (names are short: b 0.75 over the names' mean
-  length, k1 1.2). Only names sharing a word with the description are ranked.
-
-The codes ranked are those the index's labelled cases carry (the label space a similar-case vote can reach), so an
-index without labelled cases gets no ranking. Weights (``DIAGNOSIS_WEIGHTS``): votes 1, names 1, chosen on a fifth
-of CodiEsp *train* as queries over the other four fifths (experiments.cases_similar_dev --tune; docs/RESULTS.md,
-"Fusion weights, chosen on CodiEsp TRAIN"). The grid's best also gave MiniLM-ranked names a weight of 0.25 (+0.1 MAP
-on that split); it is left out so that ranking needs no encoder at query time."""
+"""The codes whose ICD-10-CM names best match a description: BM25 of each name's analysed words against the
+description's, with the index's analyzer and idf (names are short: b 0.75 over the names' mean length, k1 1.2). Only
+names sharing a word with the description are ranked, and only the codes the index's labelled cases carry (the label
+space a similar-case vote can reach). One of the rankings of the differential (capr.cases.differential), weighted
+``WEIGHTS["names"]`` there; on CodiEsp, votes and names fused 1 : 1 were chosen on a fifth of CodiEsp *train* as
+queries over the other four fifths (experiments.cases_similar_dev --tune; docs/RESULTS.md, "Fusion weights, chosen on
+CodiEsp TRAIN")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from capr.cases.icd10 import code_name
-from capr.cases.similar_eval import VOTE_K, fuse_scored
+from capr.cases.similar_eval import VOTE_K
 
 if TYPE_CHECKING:
     from capr.index.index import Index
 
-DIAGNOSIS_WEIGHTS = {"votes": 1.0, "names": 1.0}
 _K1, _B = 1.2, 0.75
-
-
-@dataclass(slots=True)
-class LikelyDiagnosis:
-    code: str
-    name: str
-    rank: int
-    score: float  # fused reciprocal-rank score
-    cases: int  # how many of the voting cases carry the code
-    name_words: list[str] = field(default_factory=list)  # analysed words its name shares with the description
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "name": self.name, "rank": self.rank, "score": round(self.score, 6),
-                "cases": self.cases, "name_words": self.name_words}
 
 
 class NameMatcher:
@@ -78,10 +54,4 @@ class NameMatcher:
         return sorted(set(self.terms[self.position[code]]) & query_terms, key=lambda t: -float(self.idf.get(t, 0.0)))
 
 
-def fuse_diagnoses(votes: Sequence[str], names: Sequence[str],
-                   weights: dict[str, float] | None = None) -> list[tuple[str, float]]:
-    """(code, fused score), best first: the votes' ranking and the names' ranking by weighted reciprocal rank."""
-    return fuse_scored({"votes": votes, "names": names}, DIAGNOSIS_WEIGHTS if weights is None else weights)
-
-
-__all__ = ["DIAGNOSIS_WEIGHTS", "LikelyDiagnosis", "NameMatcher", "VOTE_K", "fuse_diagnoses"]
+__all__ = ["NameMatcher", "VOTE_K"]

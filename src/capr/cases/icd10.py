@@ -18,12 +18,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 _WORD_RE = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 # a word, or a mark that ends a clause (a full stop inside "38.5" does not)
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[.;:!?,](?=\s|$)|\n", re.IGNORECASE)
 _PAREN_RE = re.compile(r"\s*\([^()]*\)")
+_BRACKET_RE = re.compile(r"\s*\[([^\[\]]*)\]")
+_COMPLICATION_RE = re.compile(r"\s+(?:without|with) (?:complications?|mention of complication)$|\s+uncomplicated$")
 # negation cues (as word sequences) and how many words they govern (None: the rest of the clause)
 _NEGATIONS: dict[tuple[str, ...], int | None] = {
     ("no",): None, ("without",): 3, ("denies",): None, ("denied",): None, ("deny",): None,
@@ -72,15 +74,32 @@ def _icd():
     return icd
 
 
+@lru_cache(maxsize=1)
+def _names() -> dict[str, str]:
+    """Dotted code → its ICD-10-CM name, every code and category (cached as JSON: `simple-icd-10-cm` takes ~2 s to
+    load its XML, most of a cold `capr cases similar`)."""
+    def build() -> dict[str, str]:
+        icd = _icd()
+        return {c: str(icd.get_description(c)) for c in icd.get_all_codes(with_dots=True)
+                if not icd.is_chapter_or_block(c)}
+
+    return _cached_table("icd10-names", build)
+
+
+def _dotted(code: str) -> str:
+    c = code.strip().upper()
+    return c if "." in c or len(c) <= 3 else f"{c[:3]}.{c[3:]}"
+
+
 @lru_cache(maxsize=100_000)
 def code_name(code: str) -> str:
     """The English ICD-10-CM name of ``code`` (dotted or not, any case), its category's name when the code itself
     is not listed, or ""."""
-    icd = _icd()
-    c = code.strip().upper()
+    names = _names()
+    c = _dotted(code)
     for candidate in (c, category(c)):
-        if candidate and icd.is_valid_item(candidate):
-            return str(icd.get_description(candidate))
+        if candidate and candidate in names:
+            return names[candidate]
     return ""
 
 
@@ -90,10 +109,13 @@ def _words(text: str) -> list[str]:
 
 def name_forms(name: str) -> list[str]:
     """The surface forms under which a code name is searched in text (see the module docstring)."""
-    base = _PAREN_RE.sub("", name).lower()
+    synonyms = [b.strip().lower() for b in _BRACKET_RE.findall(name)]  # "Rubella [German measles]"
+    base = _BRACKET_RE.sub("", _PAREN_RE.sub("", name)).lower()
     base = re.sub(r",?\s*unspecified\b", "", base).strip(" ,")
     head, _, rest = base.partition(",")
     forms = [base, head.strip()] if _QUALIFIER_RE.match(rest.strip()) else [base]
+    plain = _COMPLICATION_RE.sub("", forms[-1]).strip(" ,")  # "Rubella without complication" → "rubella"
+    forms += [plain, *synonyms]
     out = []
     for f in forms:
         words = _words(f)
@@ -103,27 +125,87 @@ def name_forms(name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def lookup_forms(name: str) -> list[str]:
+    """More forms of a code name, for looking a disease's *name* up (never for scanning text): the part before
+    " of " ("Basal cell carcinoma of skin" → basal cell carcinoma; "Leiomyoma of uterus" → leiomyoma) and each side
+    of " and " ("Tinea barbae and tinea capitis" → tinea capitis), when that part is specific (two words or more, or
+    one long word)."""
+    out = []
+    for form in name_forms(name):
+        parts = [form.split(" of ")[0]] if " of " in form else []
+        parts += form.split(" and ") if " and " in form else []
+        for part in parts:
+            words = part.split()
+            if len(words) >= 2 or (words and len(words[0]) >= 8):
+                out.append(part)
+    return list(dict.fromkeys(out))
+
+
+MENTION_TABLE_VERSION = 2
+
+
 @lru_cache(maxsize=1)
 def mention_table() -> dict[str, str]:
     """Surface form → the most general ICD-10-CM code (categories and their sub-codes; chapters and blocks are
-    not diagnoses)."""
+    not diagnoses). Built from the installed `simple-icd-10-cm` in ~3 s and cached as JSON under capr's cache
+    directory (a cold `capr cases similar` reads it in milliseconds)."""
+    return _cached_table("icd10-mentions", _build_mention_table)
+
+
+def _cached_table(kind: str, build: Callable[[], dict[str, str]]) -> dict[str, str]:
+    import json
+    from importlib.metadata import PackageNotFoundError, version
+
+    from capr.index.atomic import write_json
+    from capr.models.encoder import cache_root
+
+    try:
+        stamp = version("simple-icd-10-cm")
+    except PackageNotFoundError:
+        stamp = "unknown"
+    path = cache_root() / f"{kind}-v{MENTION_TABLE_VERSION}-{stamp}.json"
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(table, dict):
+            return table
+    except (OSError, ValueError):
+        pass  # not built yet, or damaged: built again
+    table = build()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, table)
+    except OSError:
+        pass  # a read-only cache: the table is still used, built again next time
+    return table
+
+
+def _build_mention_table(forms: Callable[[str], list[str]] = name_forms) -> dict[str, str]:
     icd = _icd()
     table: dict[str, str] = {}
     for code in icd.get_all_codes(with_dots=True):
         if icd.is_chapter_or_block(code) or not code.startswith(_MENTION_CHAPTERS):
             continue
-        for form in name_forms(str(icd.get_description(code))):
+        for form in forms(str(icd.get_description(code))):
             old = table.get(form)
             if old is None or (len(code), code) < (len(old), old):
                 table[form] = code
     return table
 
 
-def _scan(text: str, limit: int | None = None) -> tuple[list[tuple[str, int, int]], list[bool], list[tuple[int, str, str]]]:
+@lru_cache(maxsize=1)
+def lookup_table() -> dict[str, str]:
+    """Name → ICD-10-CM code for looking a disease's name up: :func:`mention_table` and, where it has no entry, the
+    :func:`lookup_forms` of every code name (cached beside it)."""
+    extra = _cached_table("icd10-lookup", lambda: _build_mention_table(lookup_forms))
+    return {**extra, **mention_table()}
+
+
+def _scan(text: str, limit: int | None = None, table: dict[str, str] | None = None
+          ) -> tuple[list[tuple[str, int, int]], list[bool], list[tuple[int, str, str]]]:
     """The words of ``text`` (lower case, with their character spans), whether a negation governs each, and the
     mentions found ((first word, code, surface form), longest match first; a cue inside a mention is no cue).
-    Stops after ``limit`` distinct codes."""
-    table = mention_table()
+    Stops after ``limit`` distinct codes. ``table``: surface form → value (default: :func:`mention_table`)."""
+    table = mention_table() if table is None else table
     words: list[tuple[str, int, int]] = []
     breaks: set[int] = set()  # word positions a clause mark precedes
     commas: set[int] = set()  # word positions a comma precedes
@@ -180,6 +262,19 @@ def find_mentions(text: str, limit: int = 10) -> list[Diagnosis]:
     return list(out.values())
 
 
+def find_names(text: str, table: dict[str, str]) -> list[tuple[str, str, bool]]:
+    """(value, surface form, negated) of each name of ``table`` (surface form, as :func:`name_forms` writes one →
+    value) the text mentions, in text order, longest match first, with the same negation scopes as
+    :func:`find_mentions`."""
+    _, negated, mentions = _scan(text, table=table)
+    return [(value, form, negated[i]) for i, value, form in mentions]
+
+
+def surface_form(name: str) -> str:
+    """A name as the mention scanner reads words (lower case, words joined by one space)."""
+    return " ".join(_words(name))
+
+
 def labelled_diagnoses(codes: list[str]) -> list[Diagnosis]:
     return [Diagnosis(c.upper(), code_name(c), "label") for c in codes]
 
@@ -192,5 +287,6 @@ def diagnoses_of(metadata: dict[str, Any], text: str) -> tuple[bool, list[Diagno
     return False, find_mentions(text)
 
 
-__all__ = ["Diagnosis", "category", "code_name", "diagnoses_of", "find_mentions", "labelled_diagnoses",
+__all__ = ["Diagnosis", "category", "code_name", "diagnoses_of", "find_mentions", "find_names", "lookup_forms",
+           "lookup_table", "surface_form", "labelled_diagnoses",
            "mention_table", "name_forms"]

@@ -43,7 +43,8 @@ class CasePipeline:
     def __init__(self, index: "Index", config: CaseConfig | None = None) -> None:
         self.index = index
         self.config = config or CaseConfig(scorer=CaseScorer.bm25)
-        if self.config.scorer is not CaseScorer.bm25 and not index.has_dense:
+        self._finder = None
+        if self.config.scorer not in (CaseScorer.bm25, CaseScorer.profile) and not index.has_dense:
             raise QueryError(f"{index.root}: the {self.config.scorer.value} scorer needs passage vectors; build the "
                              "index with `capr case-index` (vectors are its default: leave out --no-dense) or "
                              "`capr index ... --dense`")
@@ -192,6 +193,8 @@ class CasePipeline:
         option twice (MedMCQA and HEAD-QA do), and its answer names one of them."""
         if not allow_repeats:
             check_distinct_hypotheses(hypotheses)
+        if self.config.scorer is CaseScorer.profile:
+            return self._rank_by_profiles(description, hypotheses, filters, exclude_docs)
         results, qvec = self.candidates(description, hypotheses, filters, exclude_docs)
         self._score(description, results, qvec)
         order = sorted(range(len(results)), key=lambda i: (-results[i].score, i))
@@ -199,6 +202,26 @@ class CasePipeline:
         for r, res in enumerate(ranked, 1):
             res.rank = r
         return CaseResult(description=description, hypotheses=ranked, scorer=self.config.scorer.value)
+
+    def _rank_by_profiles(self, description: str, hypotheses: Sequence[str], filters: dict[str, Any] | None,
+                          exclude_docs: Iterable[str]) -> CaseResult:
+        """The profile scorer: :meth:`capr.cases.similar.CaseFinder.option_scores` (filters do not apply: a profile
+        is the corpus' knowledge of a condition, not a case to filter)."""
+        _check_input(description, hypotheses)
+        if filters:
+            raise QueryError("the profile scorer reads the profiles of the whole index: filters do not apply", "filters")
+        if self._finder is None:
+            from capr.cases.similar import CaseFinder
+
+            self._finder = CaseFinder(self.index)
+        scores = self._finder.option_scores(description, hypotheses, exclude_docs)
+        results = [HypothesisResult(hypothesis=h, score=float(s), found=True, fallback="profile")
+                   for h, s in zip(hypotheses, scores)]
+        order = sorted(range(len(results)), key=lambda i: (-results[i].score, i))
+        ranked = [results[i] for i in order]
+        for r, res in enumerate(ranked, 1):
+            res.rank = r
+        return CaseResult(description=description, hypotheses=ranked, scorer=CaseScorer.profile.value)
 
     def _score(self, description: str, results: list[HypothesisResult], qvec: np.ndarray | None) -> None:
         cfg = self.config

@@ -23,9 +23,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from capr.cases.diagnose import VOTE_K, LikelyDiagnosis, NameMatcher, fuse_diagnoses
-from capr.cases.icd10 import Diagnosis, code_name, diagnoses_of
-from capr.cases.similar_eval import vote
+from capr.cases.diagnose import VOTE_K, NameMatcher
+from capr.cases.differential import Differential, LikelyDiagnosis
+from capr.cases.findings import FindingNames, Findings, extract_findings
+from capr.cases.icd10 import Diagnosis, diagnoses_of
+from capr.cases.mentions import candidate_rows, hypothesis_variants, mention_regex, mention_stance
+from capr.cases.profiles import PATIENT_SOURCES, cached, load_profiles
 from capr.errors import QueryError
 from capr.search.highlight import term_spans
 from capr.store.embedded import EmbeddedStore
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 MEDQUAD_COLLECTIONS = ("ADAM", "CDC", "CancerGov", "GARD", "GHR", "MPlusDrugs", "MPlusHealthTopics",
                        "MPlusHerbsSupplements", "MedQuAD", "NHLBI", "NIDDK", "NIHSeniorHealth", "NINDS")
 REFERENCE_SOURCES = ("medmcqa", "openstax", "pubmedqa", *MEDQUAD_COLLECTIONS)
+MENTION_ROWS = 400  # passages naming an option, read beside its profile
 RRF_K = 60
 RRF_WEIGHTS = {"bm25": 1.0, "dense": 4.0}
 RETRIEVERS = ("auto", "bm25", "dense", "hybrid")
@@ -86,10 +90,12 @@ class SimilarCases:
     retriever: str
     cases: list[SimilarCase]
     notices: list[str] = field(default_factory=list)
-    diagnoses: list[LikelyDiagnosis] = field(default_factory=list)  # likely diagnoses of the described patient
+    diagnoses: list[LikelyDiagnosis] = field(default_factory=list)  # the differential of the described patient
+    findings: Findings | None = None  # what the description says the patient has and has not
 
     def to_dict(self) -> dict[str, Any]:
         return {"retriever": self.retriever, "notices": self.notices,
+                "findings": self.findings.to_dict() if self.findings is not None else None,
                 "diagnoses": [d.to_dict() for d in self.diagnoses], "cases": [c.to_dict() for c in self.cases]}
 
 
@@ -110,6 +116,8 @@ class CaseFinder:
         self._mask: np.ndarray | None = None
         self._names: NameMatcher | None = None
         self._codes_of: dict[int, list[str]] = {}  # document key → its codes, for every labelled case
+        self._differential: Differential | None = None
+        self._finding_names: FindingNames | None = None
         self.notices: list[str] = []
 
     # -- structure ----------------------------------------------------------------------------
@@ -157,28 +165,103 @@ class CaseFinder:
     def name_matcher(self) -> NameMatcher:
         """Names of the codes the index's labelled cases carry (the label space; read once)."""
         if self._names is None:
-            keys = np.unique(self.doc_keys()[self.patient_mask()]) if len(self.index) else np.zeros(0, dtype=np.int64)
-            for key in keys.tolist():
-                dx = self.index.document(self.doc_id(key)).metadata.get("diagnoses")
-                if isinstance(dx, list) and dx:
-                    self._codes_of[key] = [str(c).upper() for c in dx]
+            patients = self.patient_mask()
+
+            def read() -> dict[str, list[str]]:
+                keys = np.unique(self.doc_keys()[patients]) if len(self.index) else np.zeros(0, dtype=np.int64)
+                out = {}
+                for key in keys.tolist():
+                    dx = self.index.document(self.doc_id(key)).metadata.get("diagnoses")
+                    if isinstance(dx, list) and dx:
+                        out[self.doc_id(key)] = [str(c).upper() for c in dx]
+                return out
+
+            # every patient's document read once per index generation, then from the cache
+            self.doc_keys()
+            for doc_id, codes in cached(self.index, "labels", patients, read).items():
+                self._codes_of[self._key_of[doc_id]] = codes
             self._names = NameMatcher(self.index, sorted({c for codes in self._codes_of.values() for c in codes}))
         return self._names
 
-    def likely_diagnoses(self, description: str, voters: Sequence[Sequence[str]], n: int = 10) -> list[LikelyDiagnosis]:
-        """The ``n`` likeliest codes: the votes of ``voters`` (the codes of the most similar labelled cases, best
-        first) fused with the codes whose names match the description (capr.cases.diagnose)."""
-        names = self.name_matcher()
-        if not names.codes or n < 1:
+    def profile_mask(self) -> np.ndarray:
+        """Live rows that may be profiles: all but patients' records (CodiEsp, E3C, MIMIC: capr.cases.profiles
+        .PATIENT_SOURCES) — textbooks, health pages, and a user's own articles added to the index."""
+        index = self.index
+        if "source" in index.fields():
+            present = {str(v) for v in index.live_values("source")}
+            patients = sorted(present & set(PATIENT_SOURCES))
+            if patients:
+                return index.live & ~EmbeddedStore.of(index).compile_filter([f"source in ({', '.join(patients)})"])
+        return index.live.copy()
+
+    def differential(self) -> Differential:
+        """The profiles of the index's reference texts, read once."""
+        if self._differential is None:
+            self._differential = Differential(self.index, load_profiles(self.index, self.profile_mask()))
+        return self._differential
+
+    def prepare(self) -> Differential:
+        """Reads and caches what the likely diagnoses need (`capr case-index` calls it, so that no first search
+        waits for it): the profiles, the ICD-10-CM names and the HPO synonyms of findings."""
+        diff = self.differential()
+        diff.names()
+        self.name_matcher()
+        self.findings("fever")
+        return diff
+
+    def findings(self, description: str) -> Findings:
+        """The description's findings, affirmed or denied (capr.cases.findings)."""
+        if self._finding_names is None:
+            self._finding_names = FindingNames()
+        return extract_findings(description, self._finding_names)
+
+    def option_scores(self, description: str, options: Sequence[str], exclude_docs: Iterable[str] = ()) -> list[float]:
+        """Each option (a diagnosis) scored by how well its profile and the passages that name it (case reports and
+        reference texts, at most ``MENTION_ROWS``) match the description's findings (capr.cases.differential)."""
+        if not isinstance(description, str) or not description.strip():
+            raise QueryError("empty patient description: give the case as text or a file", "description")
+        excluded = set(exclude_docs)
+        allowed = self.allowed_rows(excluded)
+
+        def mentions(option: str) -> np.ndarray:
+            variants = hypothesis_variants(option)
+            if not variants:
+                return np.zeros(0, dtype=np.int64)
+            pattern = mention_regex(variants)
+            rows = []
+            for row in candidate_rows(self.index, variants, allowed).tolist():
+                p = self.index.passage(row)
+                if mention_stance(p, pattern):
+                    rows.append(row)
+                    if len(rows) >= MENTION_ROWS:
+                        break
+            return np.asarray(rows, dtype=np.int64)
+
+        return self.differential().option_scores(self.findings(description), options, mentions)
+
+    def allowed_rows(self, exclude_docs: Iterable[str] = ()) -> np.ndarray:
+        """Live rows, but those of ``exclude_docs``."""
+        keys = self.doc_keys()
+        drop = [self._key_of[d] for d in exclude_docs if d in self._key_of]
+        return self.index.live & ~np.isin(keys, drop) if drop else self.index.live
+
+    def likely_diagnoses(self, description: str | Findings, voters: Sequence[Sequence[str]], n: int = 10,
+                         case_ids: Sequence[str] = (), exclude_docs: Iterable[str] = ()) -> list[LikelyDiagnosis]:
+        """The ``n`` likeliest diagnoses (capr.cases.differential): the profiles and the passages that match the
+        findings, fused with the votes of ``voters`` (the codes of the most similar labelled cases, best first;
+        ``case_ids``: their documents) and the label space's codes whose names match the description.
+        ``exclude_docs``: documents that must not count (e.g. a question's own explanation)."""
+        if n < 1:
             return []
+        found = description if isinstance(description, Findings) else self.findings(description)
+        names = self.name_matcher()
         voters = [[str(c).upper() for c in codes] for codes in voters[:VOTE_K]]
-        terms = set(names.analyze(description))
-        fused = fuse_diagnoses(vote(voters), names.ranked(terms))
-        out = []
-        for code, score in fused[:n]:
-            out.append(LikelyDiagnosis(code, code_name(code), len(out) + 1, score, sum(code in v for v in voters),
-                                       names.shared_words(code, terms)))
-        return out
+        diff = self.differential()
+        terms = set(names.analyze(found.description))
+        named = names.ranked(terms) if names.codes else []
+        if diff.config.whole_names:
+            named = [c for c in named if set(names.terms[names.position[c]]) <= terms]
+        return diff.rank(found, voters, case_ids, named, n, self.allowed_rows(exclude_docs))
 
     # -- scores -------------------------------------------------------------------------------
     def _doc_best(self, rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -273,7 +356,11 @@ class CaseFinder:
         if retriever in ("bm25", "hybrid") and not index.analyzer(description):
             raise QueryError(f"the patient description has no searchable words after stopword removal: "
                              f"{description.strip()[:80]!r}; describe the patient (age, symptoms, findings)", "description")
-        keys, scores = self.document_scores(description, retriever, set(exclude_docs))
+        exclude_docs = set(exclude_docs)
+        found = self.findings(description)
+        # a final exam question ("Which of the following is the most likely diagnosis?") describes no patient
+        text = found.patient_text if index.analyzer(found.patient_text) else description
+        keys, scores = self.document_scores(text, retriever, set(exclude_docs))
         cases: list[SimilarCase] = []
         notices = list(self.notices)
         # a case whose text is the description's, or a listed case's, word for word: the patient asked about (a copy
@@ -296,12 +383,16 @@ class CaseFinder:
                                      doc.text))
             if len(cases) >= k:
                 break
-        likely = []
-        if diagnoses > 0 and self.name_matcher().codes:
-            # the codes of the most similar labelled cases, best first (read from the label space, not per document)
-            voters = [self._codes_of[key] for key in keys.tolist() if key in self._codes_of and key not in skipped][:VOTE_K]
-            likely = self.likely_diagnoses(description, voters, diagnoses)
-        return SimilarCases(description, retriever, cases, notices, likely)
+        likely: list[LikelyDiagnosis] = []
+        if diagnoses > 0:
+            self.name_matcher()  # the label space
+            # the most similar labelled cases, best first (read from the label space, not per document)
+            voting = [key for key in keys.tolist() if key in self._codes_of and key not in skipped][:VOTE_K]
+            # the description itself (a case of the index pasted whole) is no passage to vote either
+            unseen = exclude_docs | {self.doc_id(key) for key in skipped}
+            likely = self.likely_diagnoses(found, [self._codes_of[key] for key in voting], diagnoses,
+                                           [self.doc_id(key) for key in voting], unseen)
+        return SimilarCases(description, retriever, cases, notices, likely, found)
 
 
 def _same_words(text: str) -> str:

@@ -27,6 +27,9 @@ def case_index_cmd(
     dense: bool = typer.Option(True, "--dense/--no-dense", help="Encode passages (needed by the dense and cross scorers)."),
     model: str = typer.Option("minilm", help="Encoder: a `capr train tsdae` folder, 'minilm', an HF id or a path."),
     max_length: int = typer.Option(256, help="Encoder max tokens."),
+    encoder_backend: str = typer.Option("torch", "--encoder-backend", help="Encoder: torch (default) | onnx | "
+                                        "onnx-int8 | static (model2vec, distilled locally: encodes the whole case "
+                                        "corpus in minutes on a CPU)."),
     mtsamples_notes: Optional[int] = typer.Option(None, "--mtsamples-notes", help="Only the first N MTSamples notes (file order)."),
     sources: List[str] = typer.Option([], "--source", help="Only these local sources (repeatable): medquad, mtsamples, "
                                       "pubmedqa, medmcqa, e3c, codiesp, openstax (default: all)."),
@@ -35,7 +38,7 @@ def case_index_cmd(
 ) -> None:
     """Index the local case corpus: MedQuAD answers (test documents excluded), MTSamples notes, PubMedQA
     abstracts, MedMCQA explanations, E3C case narratives, CodiEsp coded cases, OpenStax sections, plus any
-    --add corpus."""
+    --add corpus; then the disease profiles the likely diagnoses match (from the articles' headings and titles)."""
 
     def body() -> None:
         import itertools
@@ -51,9 +54,14 @@ def case_index_cmd(
                                            codiesp_splits=tuple(codiesp_splits)),
                                *(read_documents(p, Format.auto) for p in extra))
         store = BackendOptions().create(out_dir, segmenter=SegmenterConfig(max_tokens=max_tokens), analyzer=AnalyzerConfig(),
-                                        dense=_encoder_config(dense, model, None, "torch", max_length))
+                                        dense=_encoder_config(dense, model, None, encoder_backend, max_length))
         secs = write_to_store(store, docs, "indexing the case corpus")
         _print_write_summary(f"indexed {store.stats()['documents']} documents", store, ReadReport(), secs)
+        from capr.cases.similar import CaseFinder
+
+        table = CaseFinder(Index.load(out_dir)).prepare().table
+        out.print(f"profiles: {len(table):,} conditions from {len(table.rows):,} passages (what `capr cases similar` "
+                  "matches the findings against)")
 
     _run_guarded(body)
 
@@ -88,8 +96,9 @@ def cases_cmd(
     description: Optional[str] = typer.Option(None, "--description", "-d", help="Patient description: text, or a file holding it."),
     options: List[str] = typer.Option([], "--options", help="Hypotheses (diagnoses, drugs, tests), each once: --options A B C."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Cross-encoder from `capr train cases` (scorer cross)."),
-    scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross (default: cross with --model, else dense "
-                                         "when the index has vectors, else bm25)."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="bm25 | dense | cross | profile (default: cross with "
+                                         "--model, else dense when the index has vectors, else bm25; profile: each "
+                                         "option's disease profile matched against the description's findings)."),
     dense_k: int = typer.Option(50, "--dense-k", help="Supports per hypothesis kept by the encoder."),
     cross_k: int = typer.Option(50, "--cross-k", help="Of those, scored by the cross-encoder."),
     match: str = typer.Option("phrase", "--match", help="A passage mentions a hypothesis as a phrase, or by all its "
@@ -116,7 +125,7 @@ def cases_cmd(
         try:
             chosen = CaseScorer(scorer) if scorer else None
         except ValueError:
-            raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense or cross") from None
+            raise CaprError(f"unknown scorer {scorer!r}; choose bm25, dense, cross or profile") from None
         cfg = case_config(index.has_dense, str(model) if model else None, scorer=chosen, dense_k=dense_k,
                           cross_k=cross_k, match=match, fallback=fallback)
         sc = cfg.scorer
@@ -129,7 +138,7 @@ def cases_cmd(
         for col in ("rank", "hypothesis", "score", "found", "supporting case"):
             table.add_column(col, overflow="fold")
         for h in res.hypotheses:
-            sup = f"({h.notice})" if h.passage is None else \
+            sup = f"({h.notice or 'scored on its disease profile and the passages naming it'})" if h.passage is None else \
                 f"[{h.passage.doc_id}] {h.passage.text[:220]}{'…' if len(h.passage.text) > 220 else ''}" + \
                 (f" ({h.notice})" if h.notice else "")
             table.add_row(str(h.rank), escape(h.hypothesis), f"{h.score:.3f}", f"{h.candidates}" if h.found else "no",
@@ -157,13 +166,14 @@ def similar_cmd(
                                       "OpenStax and PubMedQA)."),
     labelled: bool = typer.Option(False, "--labelled", help="Only cases that carry diagnosis codes."),
     evidence: int = typer.Option(2, "--evidence", help="Sentences per case that make it similar."),
-    diagnoses: int = typer.Option(10, "--diagnoses", help="Likely diagnoses to list (0: none): the codes of the most "
-                                  "similar labelled cases, voted, fused with the codes whose names match."),
+    diagnoses: int = typer.Option(10, "--diagnoses", help="Likely diagnoses to list (0: none): the conditions whose "
+                                  "profiles, passages and similar coded cases match the description's findings."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Patients like this one: the most similar cases, their diagnoses (ICD-10-CM codes and names where labelled,
-    the ICD-10-CM names the text mentions otherwise) and the sentences that make them similar; first, the likely
-    diagnoses of the described patient (where the index has labelled cases)."""
+    """Patients like this one: first the findings read from the description and the differential diagnosis (the
+    conditions whose profiles, passages and similar coded cases match them, each with the findings for and against
+    it), then the most similar cases, their diagnoses (ICD-10-CM codes and names where labelled, the ICD-10-CM names
+    the text mentions otherwise) and the sentences that make them similar."""
 
     def body() -> None:
         from capr.cases.similar import CaseFinder
@@ -178,12 +188,8 @@ def similar_cmd(
             return
         for note in res.notices:
             out.print(f"note: {escape(note)}")
-        if res.diagnoses:
-            out.print("[bold]likely diagnoses[/] (votes of the similar labelled cases + names matching the description):")
-            for d in res.diagnoses:
-                why = [f"{d.cases} of the similar cases"] if d.cases else []
-                why += [f"name shares: {', '.join(d.name_words[:5])}"] if d.name_words else []
-                out.print(f"  {d.rank}. {escape(d.code)} {escape(d.name)} [dim]({escape('; '.join(why))})[/]")
+        _print_findings(res.findings)
+        _print_differential(res.diagnoses)
         if not res.cases:
             out.print("no similar case found")
         for c in res.cases:
@@ -196,3 +202,31 @@ def similar_cmd(
                 out.print(f"     [dim]matches: {escape(e.query_sentence[:200])} (shared: {escape(', '.join(e.shared[:8]))})[/]")
 
     _run_guarded(body)
+
+
+def _print_findings(found) -> None:
+    if found is None or not found.findings:
+        return
+    ctx = found.context
+    who = ", ".join(x for x in (f"{ctx.age:g} years" if ctx.age is not None else "", ctx.sex or "") if x)
+    out.print(f"[bold]findings[/]{f' ({escape(who)})' if who else ''}: "
+              + "; ".join(escape(("no " if f.negated else "") + f.label) for f in found.findings))
+
+
+def _print_differential(diagnoses) -> None:
+    """The differential: conditions first, then (labelled) coded symptoms; each with what supports it."""
+    if not diagnoses:
+        return
+    out.print("[bold]differential diagnosis[/] (conditions whose profiles, passages and similar coded cases match "
+              "the findings):")
+    for d in diagnoses:
+        label = {"finding": " [dim](a finding, not a diagnosis)[/]",
+                 "factor": " [dim](a factor of the case, not a diagnosis)[/]"}.get(d.kind, "")
+        code = f"{escape(d.code)} " if d.code else ""
+        out.print(f"  {d.rank}. {code}{escape(d.name)}{label}")
+        for e in d.supporting:
+            out.print(f"     [green]+[/] {escape(e.finding)}: “{escape(e.sentence[:200])}” [dim]({escape(e.doc_id)})[/]")
+        for e in d.against:
+            out.print(f"     [red]−[/] no {escape(e.finding)}: “{escape(e.sentence[:200])}” [dim]({escape(e.doc_id)})[/]")
+        if d.cases:
+            out.print(f"     [dim]carried by {d.cases} of the 20 most similar coded cases ({escape(', '.join(d.case_ids))})[/]")

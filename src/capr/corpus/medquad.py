@@ -70,6 +70,8 @@ def parse_medquad_xml(data: bytes, source: str, report: ReadReport, subset: str 
         "file": source,
         "semantic_group": _text(_find(root, "SemanticGroup")),
         "cuis": [c.text for c in root.iter() if c.tag.lower() == "cui" and c.text],
+        # the focus' other names (GARD, GHR, MedlinePlus): the aliases of a disease profile (capr.cases.profiles)
+        "synonyms": [c.text.strip() for c in root.iter() if c.tag.lower() == "synonym" and c.text and c.text.strip()],
     }
     report.at(source, None)
     return _compose(doc_id, focus, parts, meta)

@@ -334,13 +334,46 @@ class SimilarCaseOut(BaseModel):
     document_url: str
 
 
+class FindingEvidenceOut(BaseModel):
+    finding: str = Field(description="The patient's finding, as read from the description.")
+    negated: bool = Field(description="The description denies it (it argues against the diagnosis).")
+    sentence: str = Field(description="The sentence of the profile, or of a passage naming the diagnosis, that says it.")
+    doc_id: str
+    source: Literal["profile", "passage"]
+    share: float = Field(description="Share of the finding's words (idf-weighted) the sentence holds.")
+
+
 class LikelyDiagnosisOut(BaseModel):
-    code: str = Field(description="ICD-10-CM code.")
-    name: str = Field(description="English ICD-10-CM name (empty when the code is not in ICD-10-CM).")
+    name: str = Field(description="The condition, as its profile or ICD-10-CM names it.")
+    code: Optional[str] = Field(description="ICD-10-CM code, where its name has one.")
     rank: int
-    score: float = Field(description="Fused reciprocal-rank score of the similar cases' votes and the name's match.")
-    cases: int = Field(description="How many of the 20 most similar labelled cases carry the code.")
-    name_words: list[str] = Field(description="The analysed words the code's name shares with the description.")
+    score: float = Field(description="Fused reciprocal-rank score of the profile, passage, dense, similar-case and "
+                                     "name rankings.")
+    kind: Literal["diagnosis", "finding", "factor"] = Field(
+        description="finding: a symptom code (R00–R99, G89) or a condition that restates a finding of the patient; "
+                    "factor: an external cause or a factor influencing health (V–Z); both listed after the diagnoses.")
+    cases: int = Field(description="How many of the 20 most similar coded cases carry the code.")
+    case_ids: list[str]
+    profile: list[str] = Field(description="Documents of its profile in the index.")
+    supporting: list[FindingEvidenceOut] = Field(description="Affirmed findings its profile or passages say.")
+    against: list[FindingEvidenceOut] = Field(description="Denied findings its profile or passages say.")
+    sources: list[str] = Field(description="The rankings that put it forward.")
+
+
+class PatientFindingOut(BaseModel):
+    text: str
+    start: int
+    end: int
+    negated: bool
+    kind: Literal["finding", "lab", "history", "exposure"]
+    concept: Optional[str]
+    names: list[str]
+
+
+class PatientFindingsOut(BaseModel):
+    context: dict[str, Any] = Field(description="Age (years) and sex: context, not findings.")
+    question: Optional[str] = Field(description="A final exam question left out of the description.")
+    findings: list[PatientFindingOut]
 
 
 class SimilarCasesResponse(BaseModel):
@@ -348,9 +381,11 @@ class SimilarCasesResponse(BaseModel):
     generation: str
     took_ms: float
     notices: list[str]
-    diagnoses: list[LikelyDiagnosisOut] = Field(description="Likely diagnoses of the described patient: the codes of "
-                                                "the most similar labelled cases, voted, fused with the codes whose "
-                                                "names match the description; empty without labelled cases.")
+    findings: Optional[PatientFindingsOut] = Field(None, description="What the description says the patient has "
+                                                   "(affirmed) and has not (denied).")
+    diagnoses: list[LikelyDiagnosisOut] = Field(description="The differential diagnosis: conditions whose profiles, "
+                                                "passages and similar coded cases match the findings, best first; "
+                                                "coded symptoms after them, labelled kind=finding.")
     cases: list[SimilarCaseOut]
 
 

@@ -68,9 +68,9 @@ def cases(req: S.CaseRequest, state: State) -> S.CaseResponse:
 
 @router.post("/cases/similar", response_model=S.SimilarCasesResponse)
 def cases_similar(req: S.SimilarCasesRequest, state: State) -> S.SimilarCasesResponse:
-    """Patients like this one: the most similar cases, the diagnoses they carry (ICD-10-CM codes and names
-    where labelled, ICD-10-CM names their text mentions otherwise) and the sentences that make them similar;
-    above them, the likely diagnoses of the described patient."""
+    """Patients like this one: the findings read from the description, the differential diagnosis (conditions
+    whose profiles, passages and similar coded cases match them, each with the findings for and against it), and
+    the most similar cases with the diagnoses they carry and the sentences that make them similar."""
     t0 = time.perf_counter()
     store = state.holder.store
     _needs_postings(store, "similar cases need")
@@ -83,5 +83,6 @@ def cases_similar(req: S.SimilarCasesRequest, state: State) -> S.SimilarCasesRes
     return S.SimilarCasesResponse(
         retriever=res.retriever, generation=store.generation_info()["generation"],
         took_ms=round((time.perf_counter() - t0) * 1e3, 2), notices=res.notices,
+        findings=res.findings.to_dict() if res.findings is not None else None,
         diagnoses=[S.LikelyDiagnosisOut(**d.to_dict()) for d in res.diagnoses],
         cases=[S.SimilarCaseOut(**c.to_dict(), document_url=document_url(c.doc_id)) for c in res.cases])

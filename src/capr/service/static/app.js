@@ -371,14 +371,29 @@ function renderCase(c) {
       ...(c.evidence.length ? [el("h4", { text: "Why it is similar" }), evidence] : [])));
 }
 
+function renderFindingEvidence(e) {
+  return el("li", { class: e.negated ? "against" : "for" },
+    el("span", { class: "sign", text: e.negated ? "−" : "+" }), " ",
+    el("span", { class: "finding", text: e.negated ? `no ${e.finding}` : e.finding }), ": ",
+    el("q", { class: "sentence", text: e.sentence }), " ",
+    el("span", { class: "muted", text: `(${e.doc_id})` }));
+}
+
 function renderLikely(d) {
-  const why = [];
-  if (d.cases) why.push(`${d.cases} of the similar cases`);
-  if (d.name_words.length) why.push(`name shares: ${d.name_words.slice(0, 5).join(", ")}`);
-  return el("li", { class: "diagnosis likely", "data-code": d.code },
-    el("span", { class: "code", text: d.code }), " ",
-    el("span", { class: "name", text: d.name || "(no ICD-10-CM name)" }),
-    el("span", { class: "muted", text: ` (${why.join("; ")})` }));
+  const head = el("p", { class: "dx-head" });
+  if (d.code) head.append(el("span", { class: "code", text: d.code }), " ");
+  head.append(el("span", { class: "name", text: d.name }));
+  if (d.kind !== "diagnosis") head.append(el("span", { class: "badge", text: `${d.kind}, not a diagnosis` }));
+  if (d.cases) head.append(el("span", { class: "muted", text: ` — in ${d.cases} of the similar coded cases` }));
+  const evidence = [...d.supporting, ...d.against];
+  return el("li", { class: "diagnosis likely", "data-kind": d.kind, "data-code": d.code || "" }, head,
+    ...(evidence.length ? [el("ul", { class: "dx-evidence", "aria-label": `Findings for and against ${d.name}` },
+      ...evidence.map(renderFindingEvidence))] : []));
+}
+
+function renderFinding(f) {
+  return el("li", { class: f.negated ? "denied" : "affirmed", "data-kind": f.kind },
+    f.negated ? `no ${f.text}` : (f.kind === "lab" && f.concept ? `${f.concept} (${f.text})` : f.text));
 }
 
 const setCasesStatus = (text, isError = false) => setStatus(text, isError, "cases-status");
@@ -397,6 +412,9 @@ async function findCases(ev) {
   $("cases-button").disabled = true;
   try {
     const data = await api("/cases/similar", { method: "POST", body: JSON.stringify(body) });
+    const findings = data.findings ? data.findings.findings : [];
+    $("finding-list").replaceChildren(...findings.map(renderFinding));
+    $("patient-findings").hidden = !findings.length;
     $("likely-diagnoses").replaceChildren(...data.diagnoses.map(renderLikely));
     $("likely").hidden = !data.diagnoses.length;
     $("cases").replaceChildren(...data.cases.map(renderCase));
@@ -408,6 +426,8 @@ async function findCases(ev) {
     $("cases").replaceChildren();
     $("likely-diagnoses").replaceChildren();
     $("likely").hidden = true;
+    $("finding-list").replaceChildren();
+    $("patient-findings").hidden = true;
     setCasesStatus(e.message, true);
   } finally {
     $("cases-button").disabled = false;
