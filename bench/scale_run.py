@@ -1,0 +1,97 @@
+"""Child processes of bench.scale: each one run, bounded in time, with its wall time and its own peak memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from bench.common import REPO, log
+
+
+def child_env(src: Path, cache: Path | None = None) -> dict[str, str]:
+    """The environment of every child: ``src``'s capr first on the path, then this repository (for bench)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(REPO)]), "HF_HUB_OFFLINE": "1",
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    if cache is not None:
+        env["CAPR_CACHE"] = str(cache)
+    return env
+
+
+# A small process between this one and the command: a child's high-water mark (wait4's ru_maxrss) counts the pages
+# of the process it was forked from, so the command is forked from this launcher (a bare interpreter, ~10 MB),
+# which reports the command's peak RSS and exit status in a file.
+_LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+rc = os.waitstatus_to_exitcode(status)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{usage.ru_maxrss} {rc}")
+sys.exit(rc if rc >= 0 else 128 - rc)
+"""
+
+
+def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, stdout: Path | None = None) -> dict[str, Any]:
+    """Runs ``argv`` to its end or to ``timeout_s`` (then kills its process group): wall seconds, its peak RSS (the
+    command's own high-water mark, its waited-for children included), exit status, stderr's tail."""
+    with tempfile.TemporaryDirectory(prefix="scale-run-") as tmp, open(stdout or os.devnull, "w") as out, \
+            open(Path(tmp) / "stderr", "w+") as err:
+        usage_file = Path(tmp) / "usage"
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(usage_file), *map(str, argv)], env=dict(env),
+                                stdout=out, stderr=err, start_new_session=True)
+        try:
+            proc.wait(timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        wall = time.perf_counter() - t0
+        maxrss_kb, rc = (usage_file.read_text().split() + ["0", str(proc.returncode)])[:2] if usage_file.exists() \
+            else ("0", str(proc.returncode))
+        err.seek(0)
+        tail = err.read()[-1500:]
+    rc = int(rc)
+    res = {"wall_s": round(wall, 3), "peak_rss_mb": round(int(maxrss_kb) / 1024, 1), "rc": rc, "timed_out": timed_out}
+    if rc != 0 or timed_out:
+        res["stderr_tail"] = tail
+        why = f"timed out after {timeout_s:.0f} s" if timed_out else f"exit {rc}"
+        log(f"  ! {' '.join(map(str, argv[:4]))} ... {why}: {tail[-400:]}")
+    return res
+
+
+def capr_cmd(*args: Any) -> list[str]:
+    return [sys.executable, "-m", "capr", *map(str, args)]
+
+
+def bench_cmd(module: str, *args: Any) -> list[str]:
+    return [sys.executable, "-m", module, *map(str, args)]
+
+
+def dir_bytes(path: Path) -> int:
+    """Every file under ``path`` (whatever the index names them)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if r["rc"] == 0 and not r["timed_out"]]
+    if not ok:
+        return {"runs": len(runs), "failed": len(runs), "error": (runs[0].get("stderr_tail") or "")[-300:] if runs else ""}
+    return {"runs": len(runs), "failed": len(runs) - len(ok), "median_s": round(statistics.median(r["wall_s"] for r in ok), 3),
+            "max_s": round(max(r["wall_s"] for r in ok), 3), "peak_rss_mb": max(r["peak_rss_mb"] for r in ok)}
