@@ -117,8 +117,10 @@ def milvus_rows(m: dict[str, Any]) -> list[str]:
             f"| ingest (vectors given) | {i['embedded_ingest_s']:.1f} s ({n / i['embedded_ingest_s']:,.0f} passages/s) | "
             f"{i['milvus_ingest_s']:.1f} s ({n / i['milvus_ingest_s']:,.0f} passages/s); server start {i['milvus_start_s']:.1f} s |"]
     for kind, r in m["queries"].items():
-        rows.append(f"| dense, {kind}: p50 / p95 | {_lat(r['embedded'])} | {_lat(r['milvus'])}; same top 10 "
-                    f"{r['same_top10']:.0%} (as a set {r['same_top10_set']:.0%}, overlap {r['mean_overlap']:.3f}) |")
+        for part in ("engine", "pipeline"):
+            a = r[f"{part}_agreement"]
+            rows.append(f"| dense {part}, {kind}: p50 / p95 | {_lat(r[f'embedded_{part}'])} | {_lat(r[f'milvus_{part}'])}; "
+                        f"same top 10 {a['same_top10']:.0%} (as a set {a['same_top10_set']:.0%}, overlap {a['mean_overlap']:.3f}) |")
     return rows
 
 
