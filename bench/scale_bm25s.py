@@ -10,7 +10,6 @@ method="lucene").index`, in memory; queries one at a time (`n_threads=0`). ⟨en
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import re
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PeakRSS, dir_mb, latency_stats, log, rss
-from bench.scale_notes import MAX_PASSAGE_WORDS, _WORD_RE
+from bench.scale_notes import _WORD_RE, MAX_PASSAGE_WORDS
+from bench.scale_run import worker_main
 
 BYTES_PER_PASSAGE = 2600  # bm25s' peak at 1.24M passages (issue 55: 2.9 GB) plus the texts, per passage
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -70,7 +70,8 @@ def run(notes: Path, queries: list[dict[str, Any]], tmp_root: Path | None) -> di
     import psutil
     import Stemmer
 
-    n_lines = sum(1 for _ in open(notes, "rb"))
+    with open(notes, "rb") as fh:
+        n_lines = sum(1 for _ in fh)
     need = n_lines * 6.2 * BYTES_PER_PASSAGE
     avail = psutil.virtual_memory().available
     if need > 0.8 * avail:
@@ -102,37 +103,40 @@ def run(notes: Path, queries: list[dict[str, Any]], tmp_root: Path | None) -> di
     del passages
     gc.collect()
 
-    def one(q: dict[str, Any]) -> None:
-        mask = None
-        if q.get("filters"):
-            code = patients.get(q["filters"]["patient_id"], -1)
-            mask = (patient_arr == code).astype(np.float32)
-        toks = bm25s.tokenize([query_text(q)], stopwords="en", stemmer=stemmer, show_progress=False)
-        retriever.retrieve(toks, k=10, n_threads=0, show_progress=False, weight_mask=mask)
+    def mask_of(q: dict[str, Any]) -> Any:
+        if not q.get("filters"):
+            return None
+        return (patient_arr == patients.get(q["filters"]["patient_id"], -1)).astype(np.float32)
 
-    for kind in dict.fromkeys(q["kind"] for q in queries):
-        qs = [q for q in queries if q["kind"] == kind]
-        one(qs[0])
-        lat = []
-        for q in qs:
-            t0 = time.perf_counter()
-            one(q)
-            lat.append(time.perf_counter() - t0)
-        res[kind] = latency_stats(lat)
+    def retrieve(q: dict[str, Any]) -> None:
+        toks = bm25s.tokenize([query_text(q)], stopwords="en", stemmer=stemmer, show_progress=False)
+        retriever.retrieve(toks, k=10, n_threads=0, show_progress=False, weight_mask=mask_of(q))
+
+    def scores_top(q: dict[str, Any]) -> None:
+        # retrieve()'s own top-k, np.argpartition(scores, -k), is slow over a long run of equal (zero) scores
+        toks = bm25s.tokenize([query_text(q)], stopwords="en", stemmer=stemmer, show_progress=False, return_ids=False)
+        scores = retriever.get_scores(toks[0], weight_mask=mask_of(q))
+        top = np.argpartition(-scores, 9)[:10]
+        top[np.argsort(-scores[top], kind="stable")]
+
+    for name, fn in (("retrieve", retrieve), ("scores", scores_top)):
+        res[name] = {}
+        for kind in dict.fromkeys(q["kind"] for q in queries):
+            qs = [q for q in queries if q["kind"] == kind]
+            fn(qs[0])
+            lat = []
+            for q in qs:
+                t0 = time.perf_counter()
+                fn(q)
+                lat.append(time.perf_counter() - t0)
+            res[name][kind] = latency_stats(lat)
     res["rss_after_queries_mb"] = round(rss() / 2**20)
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("notes", type=Path)
-    ap.add_argument("queries", type=Path)
-    ap.add_argument("--result", type=Path, required=True)
-    ap.add_argument("--tmp", type=Path, default=None)
-    args = ap.parse_args(argv)
-    queries = [json.loads(line) for line in args.queries.read_text().splitlines() if line.strip()]
-    args.result.write_text(json.dumps(run(args.notes, queries, args.tmp)))
-    return 0
+    return worker_main(__doc__, argv, lambda ap: ap.add_argument("--tmp", type=Path, default=None),
+                       lambda args, queries: run(args.notes, queries, args.tmp))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import latency_stats, log, rss
-from bench.scale_run import capr_cmd, dir_bytes, run_measured
+from bench.scale_run import capr_cmd, dir_bytes, run_measured, worker_main
 
 
 def distill_static() -> dict[str, Any]:
@@ -81,18 +81,15 @@ def recall_and_latency(index_dir: Path, queries: list[dict[str, Any]]) -> dict[s
     return res
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("notes", type=Path)
-    ap.add_argument("queries", type=Path)
+def _arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--index", type=Path, required=True)
-    ap.add_argument("--result", type=Path, required=True)
     ap.add_argument("--queries", dest="n_queries", type=int, default=100)
     ap.add_argument("--lexical-index", type=Path, default=None, help="the lexical-only index of the same notes")
     ap.add_argument("--text-bytes", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=7200)
-    args = ap.parse_args(argv)
-    queries = [json.loads(line) for line in args.queries.read_text().splitlines() if line.strip()]
+
+
+def run(args: argparse.Namespace, queries: list[dict[str, Any]]) -> dict[str, Any]:
     res: dict[str, Any] = {"distill": distill_static()}
     shutil.rmtree(args.index, ignore_errors=True)
     log(f"[hybrid] capr index {args.notes} --encoder-backend static")
@@ -106,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
             res["ratio_to_text"] = round(res["index_bytes"] / args.text_bytes, 3)
         res.update(recall_and_latency(args.index, queries[: 4 * args.n_queries]))
         res["build"]["passages_per_s"] = round(res["passages"] / res["build"]["wall_s"])
-    args.result.write_text(json.dumps(res))
-    return 0
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(__doc__, argv, _arguments, run)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import latency_stats, log
+from bench.scale_run import worker_main
 
 MILVUS_PYTHON = Path("/work/main/.venv-milvus/bin/python")
 
@@ -169,16 +170,13 @@ def compare(embedded: Any, milvus: Any, queries: list[dict[str, Any]]) -> dict[s
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("notes", type=Path)
-    ap.add_argument("queries", type=Path)
-    ap.add_argument("--result", type=Path, required=True)
+def _arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tmp", type=Path, required=True)
     ap.add_argument("--queries", dest="n_queries", type=int, default=100)
     ap.add_argument("--ray-actors", type=int, default=2)
-    args = ap.parse_args(argv)
-    queries = [json.loads(line) for line in args.queries.read_text().splitlines() if line.strip()]
+
+
+def run(args: argparse.Namespace, queries: list[dict[str, Any]]) -> dict[str, Any]:
     shutil.rmtree(args.tmp, ignore_errors=True)
     args.tmp.mkdir(parents=True)
     private_cache(args.tmp)
@@ -194,12 +192,15 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[milvus] {json.dumps(res['ingest'])}")
         res["queries"] = compare(embedded, milvus, queries[: 4 * args.n_queries])
         milvus.close()
-        args.result.write_text(json.dumps(res))
+        return res
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(args.tmp, ignore_errors=True)
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(__doc__, argv, _arguments, run)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
 import statistics
@@ -10,7 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from bench.common import REPO, log
 
@@ -95,3 +97,17 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {"runs": len(runs), "failed": len(runs), "error": (runs[0].get("stderr_tail") or "")[-300:] if runs else ""}
     return {"runs": len(runs), "failed": len(runs) - len(ok), "median_s": round(statistics.median(r["wall_s"] for r in ok), 3),
             "max_s": round(max(r["wall_s"] for r in ok), 3), "peak_rss_mb": max(r["peak_rss_mb"] for r in ok)}
+
+
+def worker_main(doc: str, argv: list[str] | None, add_arguments: Callable[[argparse.ArgumentParser], None],
+                run: Callable[[argparse.Namespace, list[dict[str, Any]]], dict[str, Any]]) -> int:
+    """A step's child process: NOTES QUERIES --result OUT.json and the step's own options; writes run's result."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("notes", type=Path)
+    ap.add_argument("queries", type=Path)
+    ap.add_argument("--result", type=Path, required=True)
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    queries = [json.loads(line) for line in args.queries.read_text().splitlines() if line.strip()]
+    args.result.write_text(json.dumps(run(args, queries)))
+    return 0
