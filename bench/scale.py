@@ -52,6 +52,7 @@ class Bench:
         self.work = Path(args.work) if args.work else self.data / f"work_{args.passages}_{args.label}"
         self.index = self.work / "lexical-index"
         self.timeout = args.step_timeout or 600 + args.passages / 400
+        self.max_rss_mb = args.max_rss_gb * 1024
         self.results: dict[str, Any] = {}
         self.meta: dict[str, Any] = {}
         self.queries: list[dict[str, Any]] = []
@@ -71,6 +72,9 @@ class Bench:
                                   "ready_s": round(time.perf_counter() - t0, 1)}
 
     # -- capr ---------------------------------------------------------------------------------------------------
+    def _run(self, argv: list[str], timeout_s: float | None = None) -> dict[str, Any]:
+        return run_measured(argv, os.environ, timeout_s or self.timeout, max_rss_mb=self.max_rss_mb)
+
     def _counts(self, index: Path) -> dict[str, int]:
         code = ("import json, sys; from capr.store import open_store; s = open_store(sys.argv[1]); "
                 "print(json.dumps(s.counts())); s.close()")
@@ -84,8 +88,7 @@ class Bench:
     def step_build(self) -> None:
         shutil.rmtree(self.index, ignore_errors=True)
         log(f"[build] capr index {self.meta['path']} --lexical-only")
-        r = run_measured(capr_cmd("index", self.meta["path"], "--out", self.index, "--lexical-only"), os.environ,
-                         self.timeout)
+        r = self._run(capr_cmd("index", self.meta["path"], "--out", self.index, "--lexical-only"))
         r["counts"] = self._counts(self.index) if r["rc"] == 0 else {}
         n = r["counts"].get("passages", 0)
         r["passages_per_s"] = round(n / r["wall_s"]) if n else None
@@ -95,7 +98,7 @@ class Bench:
         log(f"[build] {json.dumps(r)}")
 
     def step_add(self) -> None:
-        r = run_measured(capr_cmd("add", self.index, self.work / "add-batch.jsonl"), os.environ, self.timeout)
+        r = self._run(capr_cmd("add", self.index, self.work / "add-batch.jsonl"))
         self.results["add"] = {**r, "notes": self.args.batch}
         log(f"[add] {json.dumps(self.results['add'])}")
 
@@ -103,12 +106,12 @@ class Bench:
         every = max(1, self.meta["notes"] // self.args.batch)
         ids = [f"note-{i:09d}" for i in range(0, self.meta["notes"], every)][: self.args.batch]
         argv = capr_cmd("delete", self.index, *[a for d in ids for a in ("--doc-id", d)])
-        self.results["delete"] = {**run_measured(argv, os.environ, self.timeout), "notes": len(ids)}
+        self.results["delete"] = {**self._run(argv), "notes": len(ids)}
         log(f"[delete] {json.dumps(self.results['delete'])}")
 
     def step_compact(self) -> None:
         self._size("size_before_compact", self.index)
-        r = run_measured(capr_cmd("compact", self.index), os.environ, self.timeout)
+        r = self._run(capr_cmd("compact", self.index))
         self.results["compact"] = {**r, "counts": self._counts(self.index) if r["rc"] == 0 else {}}
         self._size("size_after_compact", self.index)
         log(f"[compact] {json.dumps(self.results['compact'])}")
@@ -117,7 +120,7 @@ class Bench:
         out: dict[str, Any] = {}
         for kind in QUERY_KINDS:
             qs = [q for q in self.queries if q["kind"] == kind][: self.args.cli_runs]
-            runs = [run_measured(capr_cmd("search", self.index, *_search_args(q)), os.environ, 300) for q in qs]
+            runs = [self._run(capr_cmd("search", self.index, *_search_args(q)), 300) for q in qs]
             out[kind] = summarize(runs)
             log(f"[cli] {kind}: {json.dumps(out[kind])}")
         self.results["cli"] = out
@@ -134,21 +137,24 @@ class Bench:
             res["rss_ready_mb"] = round(server.rss_mb())
             with httpx.Client(base_url=server.url, timeout=120) as client:
                 for kind in QUERY_KINDS:
-                    res[kind] = self._serve_kind(client, [q for q in self.queries if q["kind"] == kind])
+                    res[kind] = self._serve_kind(server, client, [q for q in self.queries if q["kind"] == kind])
                     log(f"[serve] {kind}: {json.dumps(res[kind])}")
             res["rss_after_mb"] = round(server.rss_mb())
         finally:
             server.stop()
         self.results["serve"] = res
 
-    def _serve_kind(self, client: Any, queries: list[dict[str, Any]]) -> dict[str, Any]:
+    def _serve_kind(self, server: Any, client: Any, queries: list[dict[str, Any]]) -> dict[str, Any]:
         for q in queries[:3]:  # warm-up
             client.post("/search", json=_request(q))
         lat: list[float] = []
         errors: list[str] = []
         deadline = time.perf_counter() + self.args.serve_seconds
-        for q in queries[: self.args.serve_requests]:
+        for i, q in enumerate(queries[: self.args.serve_requests]):
             if time.perf_counter() > deadline:
+                break
+            if i % 10 == 0 and server.rss_mb() > self.max_rss_mb:
+                errors.append(f"stopped: the server holds {server.rss_mb():,.0f} MB, over --max-rss-gb")
                 break
             t0 = time.perf_counter()
             r = client.post("/search", json=_request(q))
@@ -163,7 +169,7 @@ class Bench:
     def _worker(self, step: str, module: str, *args: Any) -> None:
         out = self.work / f"{step}.json"
         out.unlink(missing_ok=True)
-        r = run_measured(bench_cmd(module, *args, "--result", out), os.environ, self.timeout)
+        r = self._run(bench_cmd(module, *args, "--result", out))
         self.results[step] = {**(json.loads(out.read_text()) if out.is_file() else {}), "process": r}
         log(f"[{step}] {json.dumps(self.results[step])[:2000]}")
 
@@ -191,6 +197,12 @@ class Bench:
                 self.results.setdefault("other_cores", {})[step] = round(other, 2)
 
 
+def _total_memory_gb() -> float:
+    import psutil
+
+    return psutil.virtual_memory().total / 2**30
+
+
 def _children_cpu() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
@@ -215,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serve-requests", type=int, default=100, help="timed requests per query kind")
     ap.add_argument("--serve-seconds", type=float, default=60, help="at most this long per query kind")
     ap.add_argument("--step-timeout", type=float, default=0, help="seconds per step (default 600 + passages/400)")
+    ap.add_argument("--max-rss-gb", type=float, default=round(0.6 * _total_memory_gb(), 1),
+                    help="a step whose processes hold more memory is killed and reported so (default 60%% of RAM)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (indexes) afterwards")
     ap.add_argument("--json-out", type=Path, default=None, help="results JSON (default bench/out/scale_<N>.json)")
     args = ap.parse_args(argv)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import latency_stats, log
+from bench.common import latency_stats, log, rss
 from bench.scale_run import worker_main
 
 MILVUS_PYTHON = Path("/work/main/.venv-milvus/bin/python")
@@ -112,8 +112,19 @@ def ingest(docs: list[Any], passages: list[Any], vectors: Any, tmp: Path) -> tup
     n = milvus.add(docs, vectors_of=lambda ps: vectors[[by_pid[p.pid] for p in ps]])
     counted = milvus.counts()["passages"]  # Strong consistency: waits until every insert is visible
     res["milvus_ingest_s"] = round(time.perf_counter() - t0, 2)
-    res.update(passages=len(passages), milvus_passages=counted, milvus_added=n)
+    res.update(passages=len(passages), milvus_passages=counted, milvus_added=n, milvus_rss_mb=server_rss_mb(server))
     return res, embedded, milvus, server
+
+
+def server_rss_mb(server: Any) -> float:
+    """The Milvus server's resident memory, its child processes included."""
+    import psutil
+
+    try:
+        p = psutil.Process(server.proc.pid)
+        return round(sum(q.memory_info().rss for q in [p, *p.children(recursive=True)]) / 2**20)
+    except psutil.Error:
+        return float("nan")
 
 
 def _agreement(a: list[list[str]], b: list[list[str]]) -> dict[str, float]:
@@ -191,6 +202,8 @@ def run(args: argparse.Namespace, queries: list[dict[str, Any]]) -> dict[str, An
         res["ingest"], embedded, milvus, server = ingest(docs, passages, vectors, args.tmp)
         log(f"[milvus] {json.dumps(res['ingest'])}")
         res["queries"] = compare(embedded, milvus, queries[: 4 * args.n_queries])
+        res["milvus_rss_after_queries_mb"] = server_rss_mb(server)
+        res["rss_after_queries_mb"] = round(rss() / 2**20)  # this process: the embedded index, both clients
         milvus.close()
         return res
     finally:

@@ -21,6 +21,8 @@ def _mb(b: float) -> str:
 def _proc(r: dict[str, Any] | None) -> str:
     if not r:
         return "—"
+    if r.get("killed_over_mb"):
+        return f"stopped at {r['peak_rss_mb']:,.0f} MB of memory after {r['wall_s']:.0f} s (limit {r['killed_over_mb']:,.0f} MB)"
     if r.get("timed_out"):
         return f"timed out after {r['wall_s']:.0f} s"
     if r.get("rc"):
@@ -117,7 +119,9 @@ def milvus_rows(m: dict[str, Any]) -> list[str]:
             f"Ray, {e['ray_actors']} actors: {e['ray_s']:.1f} s ({n / e['ray_s']:,.0f}/s) + start {e['ray_start_s']:.1f} s; "
             f"max |Δ| vs in process {e['max_abs_diff_ray_vs_local']:.1g} |",
             f"| ingest (vectors given) | {i['embedded_ingest_s']:.1f} s ({n / i['embedded_ingest_s']:,.0f} passages/s) | "
-            f"{i['milvus_ingest_s']:.1f} s ({n / i['milvus_ingest_s']:,.0f} passages/s); server start {i['milvus_start_s']:.1f} s |"]
+            f"{i['milvus_ingest_s']:.1f} s ({n / i['milvus_ingest_s']:,.0f} passages/s); server start {i['milvus_start_s']:.1f} s |",
+            f"| memory after the queries | this process (embedded index + both clients) {m.get('rss_after_queries_mb', '?')} MB | "
+            f"server {m.get('milvus_rss_after_queries_mb', '?')} MB (after ingest {i.get('milvus_rss_mb', '?')} MB) |"]
     for kind, r in m["queries"].items():
         for part in ("engine", "pipeline"):
             a = r[f"{part}_agreement"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -41,8 +43,10 @@ sys.exit(rc if rc >= 0 else 128 - rc)
 """
 
 
-def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, stdout: Path | None = None) -> dict[str, Any]:
-    """Runs ``argv`` to its end or to ``timeout_s`` (then kills its process group): wall seconds, its peak RSS (the
+def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, stdout: Path | None = None,
+                 max_rss_mb: float | None = None) -> dict[str, Any]:
+    """Runs ``argv`` to its end, to ``timeout_s`` or until its processes hold more than ``max_rss_mb`` (then kills
+    its process group, so that no step can take the machine's memory from others): wall seconds, its peak RSS (the
     command's own high-water mark, its waited-for children included), exit status, stderr's tail."""
     with tempfile.TemporaryDirectory(prefix="scale-run-") as tmp, open(stdout or os.devnull, "w") as out, \
             open(Path(tmp) / "stderr", "w+") as err:
@@ -50,13 +54,25 @@ def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, 
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(usage_file), *map(str, argv)], env=dict(env),
                                 stdout=out, stderr=err, start_new_session=True)
-        try:
-            proc.wait(timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop = threading.Event()
+        why: dict[str, float] = {}
+
+        def watch() -> None:  # the main thread blocks in wait(): the wall time ends the moment the command does
+            while not stop.wait(0.1):
+                held = tree_rss_mb(proc.pid) if max_rss_mb else 0.0
+                if time.perf_counter() - t0 > timeout_s or held > (max_rss_mb or float("inf")):
+                    why.update(timed_out=time.perf_counter() - t0 > timeout_s, held=held)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        proc.wait()
+        stop.set()
+        watcher.join()
+        timed_out = bool(why.get("timed_out"))
+        over_memory = why["held"] if why and not timed_out else 0.0
         wall = time.perf_counter() - t0
         maxrss_kb, rc = (usage_file.read_text().split() + ["0", str(proc.returncode)])[:2] if usage_file.exists() \
             else ("0", str(proc.returncode))
@@ -64,11 +80,24 @@ def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, 
         tail = err.read()[-1500:]
     rc = int(rc)
     res = {"wall_s": round(wall, 3), "peak_rss_mb": round(int(maxrss_kb) / 1024, 1), "rc": rc, "timed_out": timed_out}
+    if over_memory:
+        res.update(killed_over_mb=max_rss_mb, peak_rss_mb=round(over_memory, 1))
     if rc != 0 or timed_out:
         res["stderr_tail"] = tail
-        why = f"timed out after {timeout_s:.0f} s" if timed_out else f"exit {rc}"
+        why = (f"timed out after {timeout_s:.0f} s" if timed_out else
+               f"killed at {over_memory:,.0f} MB of memory (limit {max_rss_mb:,.0f} MB)" if over_memory else f"exit {rc}")
         log(f"  ! {' '.join(map(str, argv[:4]))} ... {why}: {tail[-400:]}")
     return res
+
+
+def tree_rss_mb(pid: int) -> float:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return sum(q.memory_info().rss for q in [p, *p.children(recursive=True)]) / 2**20
+    except psutil.Error:
+        return 0.0
 
 
 def capr_cmd(*args: Any) -> list[str]:
