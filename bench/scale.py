@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", default=",".join(LEXICAL_STEPS),
                     help=f"comma-separated subset of {','.join(ALL_STEPS)} (generate always runs; 'all' = every step)")
     ap.add_argument("--src", type=Path, default=REPO / "src", help="the capr sources the children import")
+    ap.add_argument("--extra-path", action="append", default=[], help="a folder the children also import from "
+                    "(repeatable), e.g. a dependency another checkout's capr needs")
     ap.add_argument("--label", default="", help="names the work folder (default: from --src)")
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("CAPR_SCALE_DATA", "/work/scale-data")),
                     help="where the generated notes (and the work folders) go")
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args.src = args.src.resolve()
     args.label = args.label or ("this" if args.src == (REPO / "src").resolve() else args.src.parent.name)
     saved = dict(os.environ)
-    os.environ.update(child_env(args.src))  # every child (and `capr serve`) imports --src's capr
+    os.environ.update(child_env(args.src, args.extra_path))  # every child (and `capr serve`) imports --src's capr
     bench = Bench(args)
     t0 = time.perf_counter()
     try:

@@ -19,13 +19,12 @@ from typing import Any, Callable, Mapping, Sequence
 from bench.common import REPO, log
 
 
-def child_env(src: Path, cache: Path | None = None) -> dict[str, str]:
-    """The environment of every child: ``src``'s capr first on the path, then this repository (for bench)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(REPO)]), "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    if cache is not None:
-        env["CAPR_CACHE"] = str(cache)
-    return env
+def child_env(src: Path, extra_paths: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of every child: ``src``'s capr first on the path, then this repository (for bench), then any
+    extra folders (a dependency another checkout needs)."""
+    path = os.pathsep.join([str(src), str(REPO), *extra_paths])
+    return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1",
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 
 # A small process between this one and the command: a child's high-water mark (wait4's ru_maxrss) counts the pages
@@ -59,9 +58,10 @@ def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, 
 
         def watch() -> None:  # the main thread blocks in wait(): the wall time ends the moment the command does
             while not stop.wait(0.1):
-                held = tree_rss_mb(proc.pid) if max_rss_mb else 0.0
+                held = tree_rss_mb(proc.pid)
+                why["tree_peak"] = max(why.get("tree_peak", 0.0), held)
                 if time.perf_counter() - t0 > timeout_s or held > (max_rss_mb or float("inf")):
-                    why.update(timed_out=time.perf_counter() - t0 > timeout_s, held=held)
+                    why.update(timed_out=time.perf_counter() - t0 > timeout_s, held=held, stopped=1.0)
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     return
@@ -72,14 +72,17 @@ def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, 
         stop.set()
         watcher.join()
         timed_out = bool(why.get("timed_out"))
-        over_memory = why["held"] if why and not timed_out else 0.0
+        over_memory = why["held"] if why.get("stopped") and not timed_out else 0.0
         wall = time.perf_counter() - t0
         maxrss_kb, rc = (usage_file.read_text().split() + ["0", str(proc.returncode)])[:2] if usage_file.exists() \
             else ("0", str(proc.returncode))
         err.seek(0)
         tail = err.read()[-1500:]
     rc = int(rc)
-    res = {"wall_s": round(wall, 3), "peak_rss_mb": round(int(maxrss_kb) / 1024, 1), "rc": rc, "timed_out": timed_out}
+    # the high-water mark of its largest process, or the memory of all its processes sampled every 0.1 s when that
+    # is larger (a writer with an analysis child process holds both at once)
+    peak = max(int(maxrss_kb) / 1024, why.get("tree_peak", 0.0))
+    res = {"wall_s": round(wall, 3), "peak_rss_mb": round(peak, 1), "rc": rc, "timed_out": timed_out}
     if over_memory:
         res.update(killed_over_mb=max_rss_mb, peak_rss_mb=round(over_memory, 1))
     if rc != 0 or timed_out:
@@ -91,13 +94,23 @@ def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, 
 
 
 def tree_rss_mb(pid: int) -> float:
+    """Memory held by a process and its descendants: the sum of their proportional set sizes (a page two of them
+    share counts half to each; /proc/PID/smaps_rollup), or of their RSS where that cannot be read."""
     import psutil
 
     try:
-        p = psutil.Process(pid)
-        return sum(q.memory_info().rss for q in [p, *p.children(recursive=True)]) / 2**20
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
     except psutil.Error:
         return 0.0
+    total = 0
+    for p in procs:
+        try:
+            with open(f"/proc/{p.pid}/smaps_rollup") as fh:
+                total += next(int(line.split()[1]) * 1024 for line in fh if line.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+    return total / 2**20
 
 
 def capr_cmd(*args: Any) -> list[str]:
