@@ -78,19 +78,24 @@ def read_medqa(data_dir: str | Path, part: str | None = None) -> list[MCQuestion
     """MedQA-USMLE dev, 4 options; ``part``: None (all), "train" or "heldout"."""
     path = _need(Path(data_dir) / MEDQA_FILE)
     out = []
+    for i, line in _gzip_lines(path):
+        try:
+            r = json.loads(line)
+            keys = sorted(r["options"])
+            q = MCQuestion(f"medqa-{i}", r["question"], [r["options"][k] for k in keys], keys.index(r["answer_idx"]), "medqa")
+        except (ValueError, KeyError) as e:
+            raise BadInputError(f"{path}:{i + 1}", f"not a MedQA record ({type(e).__name__}: {e})") from None
+        if part is None or medqa_part(q.description) == part:
+            out.append(q)
+    return out
+
+
+def _gzip_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number from 0, line) of each line of a gzipped JSON-lines file that is not blank."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for i, line in enumerate(fh):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                keys = sorted(r["options"])
-                q = MCQuestion(f"medqa-{i}", r["question"], [r["options"][k] for k in keys], keys.index(r["answer_idx"]), "medqa")
-            except (ValueError, KeyError) as e:
-                raise BadInputError(f"{path}:{i + 1}", f"not a MedQA record ({type(e).__name__}: {e})") from None
-            if part is None or medqa_part(q.description) == part:
-                out.append(q)
-    return out
+            if line.strip():
+                yield i, line
 
 
 def read_headqa(data_dir: str | Path, split: str = "test", category: str | None = None) -> list[MCQuestion]:
@@ -122,15 +127,12 @@ def read_medmcqa(data_dir: str | Path, part: str | None = None) -> list[MCQuesti
     """MedMCQA dev; ``part``: None (all), "train" or "heldout" (a fixed hash split, like MedQA's)."""
     path = _need(Path(data_dir) / MEDMCQA_FILE)
     out = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            if part is not None and medmcqa_part(r["question"]) != part:
-                continue
-            out.append(MCQuestion(f"medmcqa-{r['id']}", r["question"], [r["opa"], r["opb"], r["opc"], r["opd"]],
-                                  medmcqa_answer(r["cop"]), "medmcqa", (medmcqa_doc_id(r["id"]),)))
+    for _, line in _gzip_lines(path):
+        r = json.loads(line)
+        if part is not None and medmcqa_part(r["question"]) != part:
+            continue
+        out.append(MCQuestion(f"medmcqa-{r['id']}", r["question"], [r["opa"], r["opb"], r["opc"], r["opd"]],
+                              medmcqa_answer(r["cop"]), "medmcqa", (medmcqa_doc_id(r["id"]),)))
     return out
 
 

@@ -19,6 +19,7 @@ from capr.errors import BadInputError, CaprError
 if TYPE_CHECKING:
     from capr.cases.candidates import CandidateSet
     from capr.cases.data import MCQuestion
+    from capr.train.loop import TrainResult
 
 Log = Callable[[str], None]
 
@@ -71,26 +72,12 @@ class DistantArgs:
     seed: int = 13
 
 
-@dataclass
-class TrainReport:
-    out_dir: Path
-    steps: int
-    seconds: float
-    stopped: str
-    losses: list[float] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 def _bar(total: int, desc: str, progress: bool):
     if not progress:
         return None
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="step")
-
-
-def _report(result: Any, extra: dict[str, Any]) -> TrainReport:
-    return TrainReport(result.out_dir, result.steps, result.seconds, result.stopped, result.losses, extra)
 
 
 def _tail(losses: Sequence[float]) -> float:
@@ -143,7 +130,7 @@ def cycle_batches(n: int, batch_size: int, rng: random.Random) -> Iterator[list[
 
 
 def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs | None = None, progress: bool = True,
-                log: Log | None = None, source: str = "") -> TrainReport:
+                log: Log | None = None, source: str = "") -> "TrainResult":
     """Adapt a sentence encoder to a corpus with TSDAE (Wang et al. 2021): encode a noisy sentence, decode the
     original from the embedding with a tied decoder (sentence-transformers' DenoisingAutoEncoderLoss)."""
     from capr.models.loading import local_path, quiet_transformers, resolve_model, st_features
@@ -193,13 +180,13 @@ def train_tsdae(sentences: Sequence[str], out_dir: str | Path, args: TsdaeArgs |
     result = loop.run(params, step, card=card, readme=readme, write=write, module=model)
     if log:
         log(f"tsdae: {result.steps} steps in {result.seconds / 60:.1f} min ({result.stopped})")
-    return _report(result, {"sentences": len(sentences)})
+    return result
 
 
 # --------------------------------------------------------------------------- pointwise cross-encoder
 def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, args: PairArgs | None = None,
                 init: str | None = None, progress: bool = True, log: Log | None = None,
-                card_extra: dict[str, Any] | None = None, desc: str = "cross-encoder") -> TrainReport:
+                card_extra: dict[str, Any] | None = None, desc: str = "cross-encoder") -> "TrainResult":
     """A CrossEncoder trained on (text_a, text_b, label in {0, 1}) with binary cross-entropy on its logit.
     ``init``: a cross-encoder folder to continue from (otherwise ``args.base_model`` with a fresh head)."""
     from capr.models.loading import local_path, quiet_transformers, resolve_model
@@ -259,7 +246,7 @@ def train_pairs(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, ar
     if log:
         log(f"{desc}: {result.steps} steps in {result.seconds / 60:.1f} min ({result.stopped}), loss "
             f"{result.losses[0]:.3f} -> {_tail(result.losses):.3f}")
-    return _report(result, {"pairs": len(pairs), "positives": positives})
+    return result
 
 
 # --------------------------------------------------------------------------- distant supervision
@@ -330,5 +317,5 @@ def distant_pairs(index_dir: str | Path | None, pretrained: str | Path, data_dir
     return pairs, stats
 
 
-__all__ = ["CaseStage", "DistantArgs", "PairArgs", "TrainReport", "TsdaeArgs", "corpus_sentences", "delete_noise",
+__all__ = ["CaseStage", "DistantArgs", "PairArgs", "TsdaeArgs", "corpus_sentences", "delete_noise",
            "distant_candidates", "distant_pairs", "distant_questions", "train_pairs", "train_tsdae"]
