@@ -343,7 +343,7 @@ def claim_condition(claim: Claim, conditions: list[Condition]) -> Condition | No
     file."""
     rivals = _rivals(conditions)
     for c in conditions:
-        if any(part not in claim.words and rivals.get(part, set()) & claim.words for part in c.name.split(".")):
+        if any(part not in claim.words and rivals.get(part, set()) & claim.words for part in c.name.lower().split(".")):
             continue
         unused = list(c.expected.values())
         for v in claim.values:
@@ -358,14 +358,17 @@ def claim_condition(claim: Claim, conditions: list[Condition]) -> Condition | No
 
 
 def _rivals(conditions: list[Condition]) -> dict[str, set[str]]:
-    """Each part of a condition name → the parts that stand in its place in other names: the other benchmarks
-    (first part), and among one benchmark's names of one length the other protocols, query fields or retrievers."""
-    names = [c.name.split(".") for c in conditions]
+    """Each part of a condition name (lower case, as a row's words are read) → the parts that stand in its place in
+    other names of as many parts: the other benchmarks (first part), and among one benchmark's names the other
+    protocols, query fields or retrievers."""
+    names = [c.name.lower().split(".") for c in conditions]
     rivals: dict[str, set[str]] = {}
     for a in names:
         for b in names:
+            if len(a) != len(b):  # names of another shape ("trained.MODEL.BENCHMARK…") hold their parts elsewhere
+                continue
             for j, (x, y) in enumerate(zip(a, b)):
-                if x != y and (j == 0 or (a[0] == b[0] and len(a) == len(b))):
+                if x != y and (j == 0 or a[0] == b[0]):
                     rivals.setdefault(x, set()).add(y)
     return rivals
 
