@@ -581,3 +581,22 @@ def test_index_into_an_unwritable_place_is_one_line(tmp_path):
     src = _write_jsonl(tmp_path / "d.jsonl", _records(2))
     proc = capr_cli("index", "--lexical-only", str(src), "--out", "/proc/capr-no-such/idx", check=False)
     _one_line_error(proc, "/proc/capr-no-such/idx: cannot write the index:", "no generation was committed")
+
+
+def test_a_short_numpy_write_says_why(tmp_path):
+    """A file-size limit reached inside an array's write: numpy says only "N requested and M written" (no errno); the
+    writer reports the system's reason, as for every other file of the index."""
+    import subprocess
+    import sys
+
+    code = ("import resource, signal, numpy as np\n"
+            "from pathlib import Path\n"
+            "from capr.index.atomic import write_npy\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2032, 2032))\n"
+            "try:\n"
+            f"    write_npy(Path({str(tmp_path / 'a.npy')!r}), np.arange(1000, dtype=np.int64), atomic=False)\n"
+            "except OSError as e:\n"
+            "    print(e.errno, e.strerror)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "27 File too large", proc.stdout + proc.stderr

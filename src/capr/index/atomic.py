@@ -56,4 +56,17 @@ def write_json(path: Path, obj: Any, atomic: bool = True) -> None:
 
 
 def write_npy(path: Path, array: np.ndarray, atomic: bool = True) -> None:
-    (write_atomic if atomic else write_synced)(path, lambda fh: np.save(fh, np.asarray(array), allow_pickle=False))
+    (write_atomic if atomic else write_synced)(path, lambda fh: _save_npy(fh, np.asarray(array)))
+
+
+def _save_npy(fh: IO[bytes], array: np.ndarray) -> None:
+    """``np.save``, with the system's reason when the disk is full: numpy reports a short write as "N requested and M
+    written", with no errno; writing on where it stopped makes the system say why (no space, a file-size limit)."""
+    try:
+        np.save(fh, array, allow_pickle=False)
+    except OSError as e:
+        if e.errno is not None:
+            raise
+        fh.flush()
+        os.write(fh.fileno(), b"\0")  # raises the system's error where numpy's write was cut short
+        raise
