@@ -135,13 +135,13 @@ class Searcher:
             first = best_per_document(first, options.k)
         hits = [Hit(rank=h.rank, score=h.score, passage=h.passage) for h in first]
         scores_falling_with_rank(hits)
+        wants_forms = options.evidence is not Evidence.none or (options.highlights and options.entity_first)
+        forms = entity_forms(self.store, pq, options.entity_synonyms) if wants_forms and pq.entity else []
         if options.highlights:
-            annotate(self.store, pq, hits, entity_forms(self.store, pq, options.entity_synonyms)[1:]
-                     if pq.entity and options.entity_first else [])
+            annotate(self.store, pq, hits, forms[1:] if options.entity_first else [])
         method = None
         if options.evidence is not Evidence.none:  # a sentence denying the entity, by any of its names, is no evidence
-            method = add_evidence(self.store, pq, hits, options, self.cdv,
-                                  entity_forms(self.store, pq, options.entity_synonyms))
+            method = add_evidence(self.store, pq, hits, options, self.cdv, forms)
         return SearchResult(pq, options, hits, retriever, self.reranker_name, method, notices)
 
     def _depth(self, options: SearchOptions) -> int:
