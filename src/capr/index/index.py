@@ -374,12 +374,23 @@ class Index:
         """One score per row (0 for rows sharing no term, and for deleted rows); only ``keys`` when given."""
         if not self.segments:
             return np.zeros(len(self) if keys is None else len(keys), dtype=np.float32)
+        if keys is not None and Retriever(method) is Retriever.bm25:
+            keys = np.asarray(keys, dtype=np.int64)
+            rows, back = np.unique(keys, return_inverse=True)
+            return self.bm25().scores_at(terms, rows)[back]
         scores = self.scorer(method).scores(terms)
         return scores if keys is None else scores[keys]
 
     def lexical_top(self, terms: list[str], k: int, flt: np.ndarray | None = None,
                     method: Retriever | str = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
+        """``top(lexical_scores(terms), k, flt)``; BM25 without scoring every row (SegmentedBM25.top)."""
+        if self.segments and Retriever(method) is Retriever.bm25:
+            return self.bm25().top(terms, k, self.live if flt is None else flt)
         return self.top(self.lexical_scores(terms, None, method), k, flt)
+
+    def term_rows(self, term: str) -> np.ndarray:
+        """The live rows whose indexed text holds the analysed ``term``, ascending."""
+        return self.bm25().term_rows(term) if self.segments else np.zeros(0, dtype=np.int64)
 
     def top(self, scores: np.ndarray, k: int, flt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The k best rows with a positive score among live rows passing the filter (see scoring.top_rows)."""
@@ -421,11 +432,49 @@ class Index:
             sel = mask[lo:hi] & live
             if sel.any():
                 docs = np.asarray(seg.passage_doc_rows)
-                out[lo:hi] = np.isin(docs, np.unique(docs[sel])) & live
+                wanted = np.zeros(seg.n_documents, dtype=bool)
+                wanted[docs[sel]] = True
+                out[lo:hi] = wanted[docs] & live
         return out
+
+    def document_keys(self, keys: np.ndarray) -> np.ndarray:
+        """Live rows of every document that has a live row among ``keys``, ascending. A segment's passages are
+        stored in document order, so each document's rows are one range, found by bisection."""
+        keys = np.unique(np.asarray(keys, dtype=np.int64))
+        cuts = np.searchsorted(keys, self.offsets)
+        out = []
+        for si, (seg, live) in enumerate(zip(self.segments, self.seg_live)):
+            local = keys[int(cuts[si]):int(cuts[si + 1])] - int(self.offsets[si])
+            local = local[live[local]]
+            if not len(local):
+                continue
+            docs = np.asarray(seg.passage_doc_rows)
+            wanted = np.unique(docs[local])
+            starts = np.searchsorted(docs, wanted, "left")
+            lengths = np.searchsorted(docs, wanted, "right") - starts
+            rows = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            out.append(rows[live[rows]] + int(self.offsets[si]))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def passages(self, keys: np.ndarray) -> list[Passage]:
         return [self.passage(int(r)) for r in keys]
+
+    def titles(self, keys: np.ndarray) -> list[str]:
+        """The document title of each row ("" for none), read from the title column: no passage text is read."""
+        keys = np.asarray(keys, dtype=np.int64)
+        out: list[str] = [""] * len(keys)
+        seg_idx = self._segment_of_rows(keys)
+        for si in np.unique(seg_idx).tolist():
+            at = np.flatnonzero(seg_idx == si)
+            if "title" not in self.segments[si].fields:
+                for i in at.tolist():
+                    out[i] = self.passage(int(keys[i])).title or ""
+                continue
+            col = self.segments[si].column("title")
+            codes = np.asarray(col.codes)[keys[at] - self.offsets[si]]
+            for i, code in zip(at.tolist(), codes.tolist()):
+                out[i] = col.values[code] or ""
+        return out
 
     def keys_of(self, pids: list[str]) -> np.ndarray:
         rows = [self.row_of(p) for p in pids]

@@ -15,6 +15,12 @@ scores are unchanged to the last bit."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import shutil
+import threading
+import weakref
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 
@@ -27,6 +33,50 @@ from capr.index.strings import StringTable, TermTable, write_strings
 
 _WIDTH_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 LEXICAL = "lexical"
+
+
+class DecodedRows:
+    """The most recently used decoded postings of every open segment, up to a budget of bytes shared by the
+    process (``CAPR_DECODED_MB``, default 256; 0 keeps none). A common word's rows are decoded once, not once per
+    phrasing and per query; segments are immutable, so what is kept never goes stale."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget = budget_bytes
+        self.used = 0
+        self._kept: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, owner: int, j: int) -> np.ndarray | None:
+        key = (owner, j)
+        with self._lock:
+            rows = self._kept.get(key)
+            if rows is not None:
+                self._kept.move_to_end(key)
+            return rows
+
+    def put(self, owner: int, j: int, rows: np.ndarray) -> None:
+        if rows.nbytes > self.budget // 4:  # one list never takes most of the budget
+            return
+        rows.setflags(write=False)
+        with self._lock:
+            key = (owner, j)
+            if key in self._kept:
+                return
+            self._kept[key] = rows
+            self.used += rows.nbytes
+            while self.used > self.budget:
+                _, old = self._kept.popitem(last=False)
+                self.used -= old.nbytes
+
+    def forget(self, owner: int) -> None:
+        """Drops the rows of a segment no longer open."""
+        with self._lock:
+            for key in [k for k in self._kept if k[0] == owner]:
+                self.used -= self._kept.pop(key).nbytes
+
+
+_OWNERS = itertools.count()
+DECODED = DecodedRows(int(float(os.environ.get("CAPR_DECODED_MB", "256")) * (1 << 20)))
 
 
 def _smallest_uint(maximum: int) -> type:
@@ -77,26 +127,114 @@ def write_postings(directory: Path, matrix: TermMatrix) -> None:
     write_npy(directory / "tf.npy", tf.astype(_smallest_uint(int(tf.max()) if len(tf) else 0)), atomic=False)
 
 
+class PostingsWriter:
+    """Writes the layout of :func:`write_postings` one term at a time, in term-id order, holding no more than one
+    term's postings in memory (a merge of millions of passages): each width class's gaps and the frequencies go to
+    temporary files, joined in place by :meth:`close`. The files equal write_postings' for the same postings."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.terms: list[str] = []
+        self.counts: list[int] = []
+        self.first: list[int] = []
+        self.width: list[int] = []
+        self.at: list[int] = []  # within the term's width class, until close
+        self._gaps = {w: open(directory / f".rows.{w}.tmp", "wb") for w in _WIDTH_TYPES}
+        self._tf = open(directory / ".tf.tmp", "wb")
+        self._tf_max = 0
+
+    def add(self, term: str, rows: np.ndarray, tf: np.ndarray) -> None:
+        """Term ``term``'s postings: ascending rows (at least one) and their frequencies."""
+        rows = np.asarray(rows, dtype=np.int64)
+        gaps = np.diff(rows)
+        biggest = int(gaps.max()) if len(gaps) else 0
+        w = 1 if biggest < 1 << 8 else 2 if biggest < 1 << 16 else 4
+        fh = self._gaps[w]
+        self.terms.append(term)
+        self.counts.append(len(rows))
+        self.first.append(int(rows[0]))
+        self.width.append(w)
+        self.at.append(fh.tell())
+        fh.write(gaps.astype(_WIDTH_TYPES[w]).tobytes())
+        tf = np.asarray(tf)
+        self._tf_max = max(self._tf_max, int(tf.max()))
+        self._tf.write(tf.astype(np.uint32).tobytes())
+
+    def close(self, doc_len: np.ndarray) -> None:
+        """Joins the parts into rows.bin and tf.npy, and writes the per-term arrays and ``doc_len``."""
+        d = self.directory
+        for fh in (*self._gaps.values(), self._tf):
+            fh.close()
+        width = np.asarray(self.width, dtype=np.uint8)
+        at = np.asarray(self.at, dtype=np.int64)
+        pos = 0
+        with open(d / "rows.bin", "wb") as out:
+            for w in _WIDTH_TYPES:
+                part = d / f".rows.{w}.tmp"
+                if (width == w).any():
+                    base = -(-pos // 8) * 8  # each class starts 8-byte aligned, as write_postings lays it out
+                    out.write(b"\0" * (base - pos))
+                    at[width == w] += base
+                    with open(part, "rb") as fh:
+                        shutil.copyfileobj(fh, out, 1 << 22)
+                    pos = out.tell()
+                part.unlink()
+            out.flush()
+            os.fsync(out.fileno())
+        write_strings(d, "terms", self.terms)
+        indptr = np.zeros(len(self.counts) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=indptr[1:])
+        for name, arr in (("indptr", indptr), ("first", np.asarray(self.first, dtype=np.int64)), ("width", width),
+                          ("at", at), ("doc_len", np.asarray(doc_len, dtype=np.float32))):
+            write_npy(d / f"{name}.npy", arr, atomic=False)
+        raw = np.memmap(d / ".tf.tmp", dtype=np.uint32, mode="r") if indptr[-1] else np.zeros(0, np.uint32)
+        kind = _smallest_uint(self._tf_max)
+        tf = np.lib.format.open_memmap(d / "tf.npy", mode="w+", dtype=kind, shape=(int(indptr[-1]),))
+        for lo in range(0, len(raw), 1 << 24):
+            tf[lo:lo + (1 << 24)] = raw[lo:lo + (1 << 24)]
+        tf.flush()
+        del tf, raw
+        with open(d / "tf.npy", "rb+") as fh:
+            os.fsync(fh.fileno())
+        (d / ".tf.tmp").unlink()
+
+    def abort(self) -> None:
+        for fh in (*self._gaps.values(), self._tf):
+            fh.close()
+
+
 class Postings:
     """A segment's compact postings (see the module's layout), memory-mapped."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.vocab = TermTable(StringTable(directory, "terms"))
-        arrays = {n: load_npy(directory / f"{n}.npy", mmap_mode="r") for n in ("indptr", "first", "width", "at", "tf",
-                                                                               "doc_len")}
+        # plain views of the maps: a memmap's Python-level indexing would cost more than a query's arithmetic
+        arrays = {n: np.asarray(load_npy(directory / f"{n}.npy", mmap_mode="r"))
+                  for n in ("indptr", "first", "width", "at", "tf", "doc_len")}
         self.indptr, self.first, self.width, self.at = arrays["indptr"], arrays["first"], arrays["width"], arrays["at"]
         self.tf, self.doc_len = arrays["tf"], arrays["doc_len"]
         with reading(directory / "rows.bin"):
             size = (directory / "rows.bin").stat().st_size
-        self._rows = np.memmap(directory / "rows.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        self._rows = np.asarray(np.memmap(directory / "rows.bin", dtype=np.uint8, mode="r")) if size else np.zeros(0, np.uint8)
+        self._owner = next(_OWNERS)  # never reused, unlike id(): a new segment cannot read an old one's rows
+        weakref.finalize(self, DECODED.forget, self._owner)
 
     def count(self, j: int) -> int:
         """Postings of term ``j`` (deleted rows included)."""
         return int(self.indptr[j + 1] - self.indptr[j])
 
     def rows(self, j: int) -> np.ndarray:
-        """The rows holding term ``j``, ascending (int64)."""
+        """The rows holding term ``j``, ascending (int64, read-only: kept in :data:`DECODED`)."""
+        kept = DECODED.get(self._owner, j)
+        if kept is not None:
+            return kept
+        out = self._decode(j)
+        DECODED.put(self._owner, j, out)
+        return out
+
+    def _decode(self, j: int) -> np.ndarray:
         lo, hi = int(self.indptr[j]), int(self.indptr[j + 1])
         n = hi - lo
         out = np.empty(n, dtype=np.int64)

@@ -3,6 +3,8 @@ formula itself is capr.text.bm25's), and the top-k selection every exhaustive sc
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
@@ -44,6 +46,9 @@ class SegmentedBM25:
         self._idf: dict[str, np.float32] = {}
         self._dead_rows: np.ndarray | None = None
         self._term_ids: list[dict[str, int | None]] = [{} for _ in index.segments]
+        # a search asks the same unfiltered top more than once (the question's focus, then its first stage)
+        self._recent: OrderedDict[tuple[str, ...], tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
+        self._recent_lock = threading.Lock()
 
     def term_id(self, si: int, term: str) -> int | None:
         """``term``'s id in segment si (None when it lacks it), looked up once per generation."""
@@ -106,6 +111,80 @@ class SegmentedBM25:
         out[self.dead_rows] = 0.0
         return out
 
+    def scores_at(self, tokens: list[str], rows: np.ndarray) -> np.ndarray:
+        """The scores of ``rows`` (ascending, unique) alone: each term's postings are looked up at those rows
+        instead of scattered over every row, with the arithmetic of :meth:`scores` row for row (equal bits)."""
+        index = self.index
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.float32)
+        idf = self.idf(list(dict.fromkeys(tokens)))
+        if not idf or not len(rows):
+            return out
+        cuts = np.searchsorted(rows, index.offsets)
+        for si, seg in enumerate(index.segments):
+            lo, hi = int(cuts[si]), int(cuts[si + 1])
+            ids = [(j, idf[t]) for t in tokens if t in idf and (j := self.term_id(si, t)) is not None]
+            if lo == hi or not ids:
+                continue
+            local = rows[lo:hi] - int(index.offsets[si])
+            o = out[lo:hi]
+            norm = self.norm(si)[local]
+            for j, w in ids:
+                hit, tf = self._at(si, j, local)
+                o[hit] += bm25.term_score(w, tf, norm[hit])
+        out[~index.live[rows]] = 0.0
+        return out
+
+    def _at(self, si: int, j: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of a segment's ``local`` rows hold term j (a bool each), and their term frequencies as float32."""
+        postings = self.index.segments[si].postings
+        held = postings.rows(j)
+        pos = np.searchsorted(held, local)
+        pos[pos == len(held)] = 0
+        hit = held[pos] == local
+        tf = np.asarray(postings.tf[int(postings.indptr[j]) + pos[hit]], dtype=np.float32)
+        return hit, tf
+
+    def term_rows(self, term: str) -> np.ndarray:
+        """The live rows holding ``term``, ascending."""
+        parts = []
+        for si, seg in enumerate(self.index.segments):
+            j = self.term_id(si, term)
+            if j is not None:
+                rows = seg.postings.rows(j)
+                parts.append(rows[self.index.seg_live[si][rows]] + int(self.index.offsets[si]))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def top(self, tokens: list[str], k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``top_rows(self.scores(tokens), k, allowed)``, the same rows and scores (see :meth:`_top`); the last few
+        unfiltered tops are kept, and a shallower one is cut from a deeper."""
+        if allowed is not self.index.live:
+            return self._top(tokens, k, allowed)
+        key = tuple(tokens)
+        with self._recent_lock:
+            kept = self._recent.get(key)
+        if kept is not None and kept[0] >= k:
+            rows, vals = kept[1], kept[2]
+            if len(rows) <= k:
+                return rows, vals
+            sel = np.sort(np.lexsort((rows, -vals))[:k])  # the k best, ties to the first rows, in row order
+            return rows[sel], vals[sel]
+        rows, vals = self._top(tokens, k, allowed)
+        with self._recent_lock:
+            self._recent[key] = (k, rows, vals)
+            while len(self._recent) > _RECENT_TOPS:
+                self._recent.popitem(last=False)
+        return rows, vals
+
+    def _top(self, tokens: list[str], k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A filter that keeps few rows is scored at those rows only (a patient's notes, an entity's passages);
+        any other is scored over every row. (Pruning by each term's bound, MaxScore, does not pay on notes: the
+        rarest words of a sentence-long question alone reach hundreds of thousands of rows of 10 million.)"""
+        if int(np.count_nonzero(allowed)) <= len(self.index) // FEW_ROWS:
+            kept = np.flatnonzero(allowed)
+            return _top_of(kept, self.scores_at(tokens, kept), k)
+        return top_rows(self.scores(tokens), k, allowed)
+
     @property
     def dead_rows(self) -> np.ndarray:
         """Rows of deleted passages (index-wide), for zeroing their scores."""
@@ -114,21 +193,36 @@ class SegmentedBM25:
         return self._dead_rows
 
 
+_RECENT_TOPS = 32
+_SAMPLED = 1 << 16  # scores sampled to bound the k-th best of a long score array
+FEW_ROWS = 64  # a filter keeping at most 1/64 of the rows is scored at its rows only
+
+
+def _top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """top_rows over the candidate ``rows`` (ascending) with their exact ``scores``."""
+    sel, vals = top_rows(scores, k, np.ones(len(rows), dtype=bool))
+    return rows[sel], vals
+
+
 def top_rows(scores: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The k best rows with a positive score among ``allowed`` rows (in row order); of rows tied with the k-th best
     score, the first ones (ties break by insertion order)."""
-    rows = np.flatnonzero((scores > 0) & allowed)
-    vals = scores[rows]
     if k <= 0:
-        return rows[:0].astype(np.int64), vals[:0].astype(np.float32)
-    if len(rows) > 8 * k + 1024:
-        # Most queries give a positive score to a large part of the index (a common term): the k-th best score
-        # of a strided sample is at most the k-th best of all, so rows below it can be dropped before selecting.
-        sample = vals[:: len(vals) // 1024]
-        if len(sample) >= k:
-            bound = np.partition(sample, len(sample) - k)[len(sample) - k]
-            keep = vals >= bound
-            rows, vals = rows[keep], vals[keep]
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    n = len(scores)
+    if n > _SAMPLED * 4:
+        # the k-th best allowed score of a strided sample is at most the k-th best of all: rows below it cannot
+        # be among the k, so one comparison over the rows leaves a few thousand to select from
+        step = n // _SAMPLED
+        sample = scores[::step][allowed[::step]]
+        bound = np.partition(sample, len(sample) - k)[len(sample) - k] if len(sample) >= k else 0.0
+        rows = np.flatnonzero(scores >= bound) if bound > 0 else np.flatnonzero(scores > 0)
+        rows = rows[allowed[rows]]
+        if bound <= 0:
+            rows = rows[scores[rows] > 0]
+    else:
+        rows = np.flatnonzero((scores > 0) & allowed)
+    vals = scores[rows]
     if len(rows) > k:
         kth = np.partition(vals, len(vals) - k)[len(vals) - k]  # the k-th best score
         above = np.flatnonzero(vals > kth)

@@ -34,12 +34,13 @@ class StringTable(Sequence):
     """A table of strings (see the module): ``table[i]``, ``len``, iteration in row order, ``find(s)`` by bisection."""
 
     def __init__(self, directory: Path, name: str) -> None:
-        self.offsets = load_npy(directory / f"{name}.offsets.npy", mmap_mode="r")
-        self.sorted = load_npy(directory / f"{name}.sorted.npy", mmap_mode="r")
+        # plain views of the maps: a bisection indexes them from Python, where a memmap's indexing costs most
+        self.offsets = np.asarray(load_npy(directory / f"{name}.offsets.npy", mmap_mode="r"))
+        self.sorted = np.asarray(load_npy(directory / f"{name}.sorted.npy", mmap_mode="r"))
         path = directory / f"{name}.bin"
         with reading(path):
             size = path.stat().st_size
-        self._blob = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        self._blob = np.asarray(np.memmap(path, dtype=np.uint8, mode="r")) if size else np.zeros(0, np.uint8)
 
     def _bytes(self, i: int) -> bytes:
         return self._blob[int(self.offsets[i]):int(self.offsets[i + 1])].tobytes()

@@ -67,7 +67,7 @@ def wording_prior_rows(store: Any, pq: Any, keys: np.ndarray, titles: Sequence[s
     if pq.query.aspect or not len(keys):
         return np.ones(len(keys), dtype=bool)
     if titles is None:
-        titles = [p.title for p in store.passages(np.asarray(keys, dtype=np.int64))]
+        titles = store.titles(np.asarray(keys, dtype=np.int64))
     return titles_named(store.analyzer, pq.terms, titles)
 
 
@@ -91,7 +91,7 @@ def question_focus(store: Any, pq: "ParsedQuery", flt: Any) -> str | None:
     keys, _ = lexical_retriever(store).top(pq, FOCUS_DEPTH, flt)
     if not len(keys):
         return None
-    titles = list(dict.fromkeys(p.title for p in store.passages(keys) if p.title))
+    titles = list(dict.fromkeys(t for t in store.titles(keys) if t))
     return focus_among(store.analyzer, pq.terms, titles)
 
 

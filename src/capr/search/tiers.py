@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from capr.records import Passage, Retriever, ScoredPassage
+from capr.records import Passage, ScoredPassage
 from capr.search.config import EntityScope, SearchOptions
 from capr.search.mentions import naming_flags
 from capr.search.query import ParsedQuery
@@ -126,8 +126,7 @@ class RowTiers:
             if not silent or round_ == _DOCUMENT_ROUNDS - 1:
                 break
             rows = np.zeros(store.row_count(), dtype=bool)
-            rows[store.keys_of(silent)] = True
-            rows = store.document_rows(rows)
+            rows[store.document_keys(store.keys_of(silent))] = True
             tier = tier & ~rows
             named = None if named is None else named & ~rows
             found = ranked(tier, named) if tier.any() else []
@@ -157,9 +156,8 @@ class RowTiers:
             doc_id = h.passage.doc_id
             if doc_id in verdicts:
                 continue
-            one = np.zeros(store.row_count(), dtype=bool)
-            one[key] = True
-            verdicts[doc_id] = any(naming([row])[0] for row in np.flatnonzero(store.document_rows(one) & mention).tolist())
+            rows = store.document_keys(np.asarray([key], dtype=np.int64))
+            verdicts[doc_id] = any(naming([row])[0] for row in rows[mention[rows]].tolist())
 
     def _mention_mask(self, forms: list[list[str]], flt: Any) -> np.ndarray | None:
         """Live rows passing the filter whose indexed text has every term of at least one of ``forms``; None when
@@ -172,7 +170,8 @@ class RowTiers:
             rows = live.copy()
             for t in terms:
                 if t not in has:
-                    has[t] = store.lexical_scores([t], None, Retriever.bm25) > 0
+                    has[t] = np.zeros(store.row_count(), dtype=bool)
+                    has[t][store.term_rows(t)] = True
                 rows &= has[t]
                 if not rows.any():
                     break

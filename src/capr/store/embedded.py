@@ -148,6 +148,15 @@ class EmbeddedStore:
     def passages(self, keys: np.ndarray) -> list[Passage]:
         return self.index.passages(keys)
 
+    def titles(self, keys: np.ndarray) -> list[str]:
+        return self.index.titles(keys)
+
+    def document_keys(self, keys: np.ndarray) -> np.ndarray:
+        return self.index.document_keys(keys)
+
+    def term_rows(self, term: str) -> np.ndarray:
+        return self.index.term_rows(term)
+
     def keys_of(self, pids: list[str]) -> np.ndarray:
         return self.index.keys_of(pids)
 

@@ -479,6 +479,15 @@ class MilvusStore:
     def document_rows(self, mask: np.ndarray) -> np.ndarray:
         raise QueryError("Milvus has no row masks (no exhaustive capability)")
 
+    def titles(self, keys: np.ndarray) -> list[str]:
+        return [p.title or "" for p in self.passages(keys)]
+
+    def document_keys(self, keys: np.ndarray) -> np.ndarray:
+        raise QueryError("Milvus has no row masks (no exhaustive capability)")
+
+    def term_rows(self, term: str) -> np.ndarray:
+        raise QueryError("Milvus has no row masks (no exhaustive capability)")
+
     def dense_top(self, qvec: np.ndarray, k: int, flt: str = "") -> tuple[np.ndarray, np.ndarray]:
         params = {"metric_type": "IP", "params": {"ef": max(128, k)} if self.meta.get("index_type") == "HNSW" else {}}
         res = self.client.search(self.name, data=[np.asarray(qvec, dtype=np.float32).tolist()], anns_field="vector",
