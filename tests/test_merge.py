@@ -157,6 +157,9 @@ def test_merge_policy_merges_only_adjacent_small_segments_and_stays_bounded():
     # a segment of max_passages live passages is never merged; one with most rows deleted is rewritten
     assert policy.find_merges([10_000, 40, 40, 40, 40], [10_000] + [40] * 4) == [(1, 5)]
     assert policy.find_merges([10_000, 300], [10_000, 1_000]) == [(1, 2)]
+    # a full segment that lost a few rows stays as it is, beside small neighbours; half deleted, it is rewritten alone
+    assert policy.find_merges([9_990, 9_990, 9_990, 9_990, 40], [10_000] * 4 + [40]) == []
+    assert policy.find_merges([9_990, 4_000, 40, 40, 40, 40], [10_000] * 2 + [40] * 4) == [(1, 2), (2, 6)]
     rng = random.Random(3)
     sizes: list[int] = []
     for _ in range(3_000):  # simulate commits of random sizes, merging as the writer does
@@ -292,3 +295,46 @@ def test_compact_summary_is_the_generation_it_compacted(tmp_path, runner, monkey
     assert store.compact() == {"segments_before": 1, "rows_before": 4, "segments_after": 1, "rows_after": 3,
                                "documents": 3, "passages": 3}
     store.close()
+
+
+def test_a_merged_segment_holds_exactly_the_live_postings_and_values_of_its_sources(tmp_path, docs):
+    """A merge writes postings term by term (never the whole matrix in memory): each term's rows and frequencies
+    are its sources' live ones, renumbered in order, and no term without a live posting is kept."""
+    root = tmp_path / "idx"
+    build_index(docs[:20], root, segment_passages=60)
+    with IndexWriter(root, mode="update") as w:
+        for d in docs[20:]:
+            w.add(d)
+    with IndexWriter(root, mode="update") as w:
+        for d in docs[::5]:
+            w.delete(d.doc_id)
+    before = load_index(root)
+    assert len(before.segments) > 1 and not before.live.all()
+    expected: dict[str, tuple[list[int], list[float]]] = {}
+    offset = 0
+    for seg, live in zip(before.segments, before.seg_live):
+        new_row = np.cumsum(live) - 1 + offset
+        for term, j in seg.postings.vocab.to_dict().items():
+            rows, tf = seg.postings.postings(j)
+            keep = live[rows]
+            if keep.any():
+                got = expected.setdefault(term, ([], []))
+                got[0].extend(new_row[rows[keep]].tolist())
+                got[1].extend(tf[keep].tolist())
+        offset += int(live.sum())
+    live_rows = np.flatnonzero(before.live)
+    want_values = {f: [before.columns[f].values[c] for c in np.asarray(before.columns[f].codes)[live_rows]]
+                   for f in before.fields()}
+    want_texts = [before.passage(int(r)).text for r in live_rows]
+    compact_index(root)
+    after = load_index(root)
+    (seg,) = after.segments
+    vocab = seg.postings.vocab.to_dict()
+    assert set(vocab) == set(expected)
+    for term, (rows, tf) in expected.items():
+        got_rows, got_tf = seg.postings.postings(vocab[term])
+        assert got_rows.tolist() == rows and got_tf.tolist() == tf, term
+    for f, want in want_values.items():
+        col = seg.column(f)
+        assert [col.values[c] for c in np.asarray(col.codes)] == want, f
+    assert [after.passage(r).text for r in range(len(after))] == want_texts

@@ -61,6 +61,29 @@ def _byte_spans(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]
     return [(at[a], at[b]) for a, b in spans]
 
 
+_COPY_BYTES = 1 << 23  # a merge reads and writes at most this much of a stream at once
+
+
+def _copy_runs(writer: BlockWriter, reader: BlockReader, offsets: np.ndarray, rows: np.ndarray,
+               out_offsets: "array.array[int]") -> None:
+    """Appends records ``rows`` (ascending) of a stream, delimited by ``offsets``, to ``writer``, and each one's
+    end offset in the new stream to ``out_offsets``."""
+    if not len(rows):
+        return
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    for run in np.split(rows, breaks):
+        a, b = int(run[0]), int(run[-1]) + 1  # records [a, b)
+        while a < b:
+            # as many records as fit in _COPY_BYTES (at least one)
+            stop = int(np.searchsorted(offsets, offsets[a] + _COPY_BYTES, "right")) - 1
+            stop = min(max(stop, a + 1), b)
+            base = writer.size
+            writer.write(reader.read(int(offsets[a]), int(offsets[stop])))
+            ends = offsets[a + 1:stop + 1].astype(np.int64) - int(offsets[a]) + base
+            out_offsets.frombytes(ends.tobytes())
+            a = stop
+
+
 class DocStoreWriter:
     """Writes a segment's documents and passages into ``directory`` (see the module's layout)."""
 
@@ -96,18 +119,19 @@ class DocStoreWriter:
 
     def copy(self, store: "DocStore", doc_rows: np.ndarray, passage_rows: np.ndarray, new_doc_of: np.ndarray) -> None:
         """Appends documents and passages of another segment's store as they are stored (nothing re-encoded);
-        ``new_doc_of``: the document row in this store of each of ``store``'s document rows."""
-        texts, docs, recs = self.streams["texts"], self.streams["documents"], self.streams["passages"]
-        for d in doc_rows.tolist():
-            texts.write(store.text_bytes(d))
-            self.text_offsets.append(texts.size)
-            docs.write(store.documents.read(int(store.doc_offsets[d]), int(store.doc_offsets[d + 1])))
-            self.doc_offsets.append(docs.size)
-        for r in passage_rows.tolist():
-            recs.write(store.passages.read(int(store.pass_offsets[r]), int(store.pass_offsets[r + 1])))
-            self.pass_offsets.append(recs.size)
-            self.pass_bytes.extend(store.passage_bytes[r].tolist())
-            self.pass_doc.append(int(new_doc_of[store.passage_doc_rows[r]]))
+        ``new_doc_of``: the document row in this store of each of ``store``'s document rows. Runs of adjacent
+        rows are copied as one byte range each, a few megabytes at a time."""
+        doc_rows = np.asarray(doc_rows, dtype=np.int64)
+        passage_rows = np.asarray(passage_rows, dtype=np.int64)
+        _copy_runs(self.streams["texts"], store.texts, np.asarray(store.text_offsets), doc_rows, self.text_offsets)
+        _copy_runs(self.streams["documents"], store.documents, np.asarray(store.doc_offsets), doc_rows,
+                   self.doc_offsets)
+        _copy_runs(self.streams["passages"], store.passages, np.asarray(store.pass_offsets), passage_rows,
+                   self.pass_offsets)
+        spans = np.asarray(store.passage_bytes)[passage_rows].astype(np.int64)
+        self.pass_bytes.frombytes(spans.tobytes())
+        docs = np.asarray(new_doc_of)[np.asarray(store.passage_doc_rows)[passage_rows]].astype(np.int32)
+        self.pass_doc.frombytes(docs.tobytes())
 
     def close(self) -> dict[str, int]:
         """Writes everything; returns each stream's logical size (for the segment's meta)."""

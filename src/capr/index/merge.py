@@ -63,54 +63,94 @@ def merge_columns(cols: Sequence[Column | None], sizes: Sequence[int]) -> Column
 
 
 # -- merging segments ----------------------------------------------------------------------------
-def _live_matrix(parts: Sequence[tuple[TermMatrix, np.ndarray]]) -> TermMatrix:
-    """The live rows of several term matrices, in order, as one matrix over the terms that still have a live
-    posting (a fresh rebuild of the same passages has exactly this vocabulary and these postings)."""
-    vocab: dict[str, int] = {}
-    rows, cols, tfs, lens = [], [], [], []
+def _write_live_postings(directory: Path, parts: Sequence[tuple["Segment", np.ndarray]]) -> int:
+    """Writes the postings of the live rows of several segments, in order, as one segment's, term by term (one
+    term's postings in memory at a time); returns the rows written. The vocabulary is the terms that still have a
+    live posting (a fresh rebuild of the same passages has exactly these terms and postings), numbered in order
+    of the first segment holding them live, then of their id there."""
+    from capr.index.postings import PostingsWriter
+
+    new_rows, offsets, where = [], [], {}
+    order: list[str] = []
     offset = 0
-    for m, live in parts:
+    for p, (seg, live) in enumerate(parts):
         live = np.asarray(live, dtype=bool)
-        indptr = np.asarray(m.indptr)
-        new_row = np.cumsum(live, dtype=np.int64) - 1 + offset  # old row → new row (for live rows)
-        local_cols = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-        indices = np.asarray(m.indices)
-        keep = live[indices]
-        kept_cols = local_cols[keep]
-        used = np.unique(kept_cols)
-        id_to_term = np.empty(len(m.vocab), dtype=object)
-        for t, i in m.vocab.items():
-            id_to_term[i] = t
-        remap = np.zeros(len(indptr) - 1, dtype=np.int64)
-        remap[used] = np.fromiter((vocab.setdefault(t, len(vocab)) for t in id_to_term[used]), dtype=np.int64, count=len(used))
-        cols.append(remap[kept_cols])
-        rows.append(new_row[indices[keep]])
-        tfs.append(np.asarray(m.tf)[keep])
-        lens.append(np.asarray(m.doc_len)[live])
-        offset += int(live.sum())
-    csc = sp.csc_matrix((np.concatenate(tfs).astype(np.float32), (np.concatenate(rows), np.concatenate(cols))),
-                        shape=(offset, len(vocab)))
-    csc.sort_indices()
-    return TermMatrix(vocab, csc.indptr.astype(np.int64), csc.indices.astype(np.int32), csc.data.astype(np.float32),
-                      np.concatenate(lens).astype(np.float32))
+        postings = seg.postings
+        indptr = np.asarray(postings.indptr)
+        counts = np.diff(indptr)
+        if live.all():
+            has_live = counts > 0
+        else:
+            has_live = np.zeros(len(counts), dtype=bool)
+            for j in np.flatnonzero(counts > 0).tolist():
+                has_live[j] = live[postings._decode(j)].any()
+        terms = postings.vocab.terms()
+        for j in np.flatnonzero(has_live).tolist():
+            t = terms[j]
+            if t not in where:
+                where[t] = []
+                order.append(t)
+            where[t].append((p, j))
+        new_rows.append(np.cumsum(live, dtype=np.int64) - 1 + offset)
+        offsets.append(offset)
+        offset += int(np.count_nonzero(live))
+    writer = PostingsWriter(directory)
+    try:
+        for t in order:
+            rows_parts, tf_parts = [], []
+            for p, j in where.pop(t):
+                seg, live = parts[p]
+                rows = seg.postings._decode(j)
+                lo, hi = int(seg.postings.indptr[j]), int(seg.postings.indptr[j + 1])
+                tf = np.asarray(seg.postings.tf[lo:hi])
+                keep = np.asarray(live)[rows]
+                rows_parts.append(new_rows[p][rows[keep]])
+                tf_parts.append(tf[keep])
+            writer.add(t, np.concatenate(rows_parts), np.concatenate(tf_parts))
+        doc_len = np.concatenate([np.asarray(seg.postings.doc_len)[np.asarray(live, dtype=bool)] for seg, live in parts])
+        writer.close(doc_len)
+    except BaseException:
+        writer.abort()
+        raise
+    return offset
 
 
 def _merged_columns(parts: Sequence[tuple["Segment", np.ndarray, np.ndarray]]) -> dict[str, Column]:
+    """The filter columns of the live rows of ``parts``, as ``Column.build`` over their values row by row would
+    make them (values numbered in order of first appearance, each spelled as its first live passage has it),
+    computed a segment's distinct values at a time."""
     from capr.index.segment import BUILTIN_FIELDS
 
     fields = sorted(set().union(*(seg.fields for seg, _, _ in parts)))
     columns = {}
     for f in fields:
-        raw: list[Any] = []
+        values: list[Any] = []
+        index: dict[str, int] = {}
+        codes: list[np.ndarray] = []
+
+        def code(v: Any) -> int:
+            k = Column._key(v) if v is not None else "\x00missing"
+            if k not in index:
+                index[k] = len(values)
+                values.append(v)
+            return index[k]
+
         for seg, live, _ in parts:
+            live = np.asarray(live, dtype=bool)
             n = int(np.count_nonzero(live))
-            if f in seg.fields:
-                values = seg.spellings(f, live)  # a value spelled as a deleted passage had it is not kept
-                raw.extend(values[c] for c in np.asarray(seg.column(f).codes)[live].tolist())
-            else:
-                raw.extend([None] * n)
-        if f in BUILTIN_FIELDS or any(v is not None for v in raw):  # a field only deleted passages had is gone
-            columns[f] = Column.build(raw)
+            if f not in seg.fields:
+                if n:
+                    codes.append(np.full(n, code(None), dtype=np.int32))
+                continue
+            spelled = seg.spellings(f, live)  # a value spelled as a deleted passage had it is not kept
+            own = np.asarray(seg.column(f).codes)[live]
+            seen, first = np.unique(own, return_index=True)
+            remap = np.zeros(len(spelled), dtype=np.int32)
+            for c in seen[np.argsort(first)].tolist():
+                remap[c] = code(spelled[c])
+            codes.append(remap[own])
+        if f in BUILTIN_FIELDS or any(v is not None for v in values):  # a field only deleted passages had is gone
+            columns[f] = Column(values, np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32))
     return columns
 
 
@@ -121,6 +161,7 @@ def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.n
     a generation naming the merged segment in place of its sources gives every search the same result (ties
     included)."""
     from capr.index.docstore import DocStoreWriter
+    from capr.index.postings import LEXICAL
     from capr.index.segment import new_segment_dir, publish_segment, write_segment_files
 
     name, tmp = new_segment_dir(root)
@@ -138,14 +179,14 @@ def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.n
             new_row = np.cumsum(live, dtype=np.int64) - 1 + rows_before
             sourced.update((pid, int(new_row[r])) for pid, r in seg.sourced.items() if live[r])
             rows_before += len(kept)
-        matrix = _live_matrix([(seg.matrix, live) for seg, live, _ in parts])
+        n_rows = _write_live_postings(tmp / LEXICAL, [(seg, live) for seg, live, _ in parts])
         columns = _merged_columns(parts)
         vectors = None
         svs = [seg.vectors() for seg, _, _ in parts]
         if all(sv is not None for sv in svs) and svs:
             vectors = np.concatenate([np.asarray(sv.vectors)[live] for sv, (_, live, _) in zip(svs, parts)])
         sizes = store.close()
-        write_segment_files(tmp, sizes, matrix, len(matrix.doc_len), columns, doc_ids, sourced, vectors, hnsw_threshold)
+        write_segment_files(tmp, sizes, None, n_rows, columns, doc_ids, sourced, vectors, hnsw_threshold)
         return publish_segment(root, tmp, name)
     except BaseException:
         store.abort()
@@ -167,10 +208,12 @@ class MergePolicy:
 
     Bound: successive bands' highest levels differ by more than one, so there are at most
     ⌈log_F(N / floor)⌉ + 1 bands for N live passages, each with at most F−1 segments after merging:
-    at most ``bound(N)`` segments when no segment has ``max_passages`` or more live passages. Such large
-    segments are never merged at commit (`capr compact` merges everything); they split the list into runs,
-    each bounded as above. A segment with more than ``max_deleted`` of its rows deleted is rewritten (alone
-    if nothing else is due), so deleted rows do not accumulate.
+    at most ``bound(N)`` segments when no segment has ``max_passages`` or more rows. Such large segments are
+    never merged with others at commit (`capr compact` merges everything), however many of their rows are
+    deleted: deleting a few notes from a full segment must not rewrite it with its neighbours (at 10M passages
+    that rewrote the whole index). They split the list into runs, each bounded as above. Any segment with more
+    than ``max_deleted`` of its rows deleted is rewritten alone (if nothing else is due), so deleted rows do
+    not accumulate.
     """
 
     merge_factor: int = 5
@@ -193,7 +236,7 @@ class MergePolicy:
     def find_merges(self, live: Sequence[int], rows: Sequence[int]) -> list[tuple[int, int]]:
         """Windows [start, end) of adjacent segments to merge, given each segment's live and total rows."""
         merges: list[tuple[int, int]] = []
-        big = [n >= self.max_passages for n in live]
+        big = [max(n, r) >= self.max_passages for n, r in zip(live, rows)]
         # runs of mergeable segments between segments too large to merge
         start = 0
         while start < len(live):
@@ -207,7 +250,7 @@ class MergePolicy:
             start = end
         merged = {i for a, b in merges for i in range(a, b)}
         for i, (n, r) in enumerate(zip(live, rows)):  # reclaim deletes
-            if i not in merged and not big[i] and r and (r - n) / r > self.max_deleted:
+            if i not in merged and r and (r - n) / r > self.max_deleted:
                 merges.append((i, i + 1))
         return sorted(merges)
 
