@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from capr.corpus.passages import index_text
 from capr.errors import CaprError
@@ -64,6 +63,8 @@ class TermCounter:
         kept = ids >= 0
         rows, ids = rows[kept], ids[kept]
         doc_len = np.bincount(rows, minlength=n).astype(np.float32)
+        import scipy.sparse as sp  # at build time only
+
         m = sp.coo_matrix((np.ones(len(ids), dtype=np.float32), (rows, ids)), shape=(n, len(self.vocab))).tocsc()
         m.sum_duplicates()
         m.sort_indices()

@@ -130,6 +130,12 @@ class BlockReader:
         off = start - first * b
         return data[off:off + end - start]
 
+    def release(self) -> None:
+        """Unmaps the pages read so far (they stay in the page cache): a merge that reads whole streams once does not
+        keep them resident."""
+        if self._mm is not None and hasattr(mmap, "MADV_DONTNEED"):
+            self._mm.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         if self._mm is not None:
             self._mm.close()

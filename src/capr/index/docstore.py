@@ -214,6 +214,11 @@ class DocStore:
                        sentences=None if sents is None else [(int(x), int(y)) for x, y in sents],
                        title=head.get("title", ""), heading=heading, metadata=dict(head.get("metadata") or {}))
 
+    def release(self) -> None:
+        """Unmaps the stream pages read so far (see BlockReader.release)."""
+        for s in (self.texts, self.documents, self.passages):
+            s.release()
+
     def close(self) -> None:
         for s in (self.texts, self.documents, self.passages):
             s.close()

@@ -45,16 +45,17 @@ def _nothing() -> None:
 
 def _live_terms(seg: Segment, live: np.ndarray) -> list[str] | int:
     """The terms of segment ``seg`` with at least one live posting (``live``: its mask); just their number when
-    every row is live (then every term of the segment has one)."""
+    every row is live (then every term of the segment has one). A term with more postings than the segment has
+    deleted rows has a live one; only the rarer terms' postings are read."""
     vocab = seg.postings.vocab
     if live.all():
         return len(vocab)
-    indptr = np.asarray(seg.postings.indptr)
-    counts = np.diff(indptr)
-    live_postings = np.concatenate([[0], np.cumsum(live[seg.postings.all_rows()], dtype=np.int64)])
-    has_live = (live_postings[indptr[1:]] - live_postings[indptr[:-1]]) > 0
+    counts = np.diff(np.asarray(seg.postings.indptr))
+    has_live = counts > int(np.count_nonzero(~live))
+    for j in np.flatnonzero((counts > 0) & ~has_live).tolist():
+        has_live[j] = bool(live[seg.postings._decode(j)].any())
     terms = vocab.terms()
-    return [terms[i] for i in np.flatnonzero(has_live & (counts > 0)).tolist()]
+    return [terms[i] for i in np.flatnonzero(has_live).tolist()]
 
 
 class _MergedColumns(Mapping):

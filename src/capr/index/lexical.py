@@ -10,15 +10,17 @@ method (tested in tests/test_lexical.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from capr.index.atomic import write_json, write_npy
 from capr.index.reading import load_npy, read_json
 from capr.text import bm25
 from capr.text.bm25 import BM25Params
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 class TermMatrix:
@@ -57,6 +59,8 @@ class TermMatrix:
     @classmethod
     def from_coo(cls, rows: np.ndarray, cols: np.ndarray, doc_len: np.ndarray, vocab: dict[str, int]) -> "TermMatrix":
         """From one (row, term id) pair per token occurrence; duplicates are summed into tf."""
+        import scipy.sparse as sp  # only when a matrix is built: a search never needs scipy
+
         m = sp.csc_matrix(
             (np.ones(len(rows), dtype=np.float32), (rows.astype(np.int64), cols.astype(np.int64))),
             shape=(len(doc_len), len(vocab)),
@@ -72,12 +76,16 @@ class TermMatrix:
         # int32 offsets while they fit: scipy would otherwise upcast the (large) term-id array to int64
         indptr = np.zeros(len(nnz) + 1, dtype=np.int32 if int(np.sum(nnz, dtype=np.int64)) < 2**31 - 1 else np.int64)
         np.cumsum(nnz, out=indptr[1:])
+        import scipy.sparse as sp
+
         m = sp.csr_matrix((tf, cols, indptr), shape=(len(doc_len), len(vocab))).tocsc()
         m.sort_indices()
         return cls(vocab, m.indptr.astype(np.int64), m.indices.astype(np.int32, copy=False), m.data.astype(np.float32, copy=False),
                    np.asarray(doc_len, dtype=np.float32))
 
-    def to_csc(self) -> sp.csc_matrix:
+    def to_csc(self) -> "sp.csc_matrix":
+        import scipy.sparse as sp
+
         return sp.csc_matrix((self.tf, self.indices, self.indptr), shape=(len(self.doc_len), len(self.vocab)))
 
     # -- persistence -------------------------------------------------------

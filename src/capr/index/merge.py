@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from capr.index.lexical import TermMatrix
 from capr.index.store import Column
@@ -34,6 +33,8 @@ def merge_matrices(mats: Sequence[TermMatrix], live: np.ndarray) -> TermMatrix:
         tfs.append(np.asarray(m.tf))
         lens.append(np.asarray(m.doc_len))
         offset += len(m.doc_len)
+    import scipy.sparse as sp  # merged matrices are built for TF-IDF and case search only
+
     csc = sp.csc_matrix((np.concatenate(tfs), (np.concatenate(rows), np.concatenate(cols))), shape=(offset, len(vocab)))
     csc.sort_indices()
     return TermMatrix(vocab, csc.indptr.astype(np.int64), csc.indices.astype(np.int32), csc.data.astype(np.float32), np.concatenate(lens), live)
@@ -65,53 +66,58 @@ def merge_columns(cols: Sequence[Column | None], sizes: Sequence[int]) -> Column
 # -- merging segments ----------------------------------------------------------------------------
 def _write_live_postings(directory: Path, parts: Sequence[tuple["Segment", np.ndarray]]) -> int:
     """Writes the postings of the live rows of several segments, in order, as one segment's, term by term (one
-    term's postings in memory at a time); returns the rows written. The vocabulary is the terms that still have a
-    live posting (a fresh rebuild of the same passages has exactly these terms and postings), numbered in order
-    of the first segment holding them live, then of their id there."""
-    from capr.index.postings import PostingsWriter
+    term's postings in memory at a time, read from the files, not their maps); returns the rows written. The
+    vocabulary is the terms that still have a live posting (a fresh rebuild of the same passages has exactly these
+    terms and postings), numbered in order of the first segment holding them live, then of their id there."""
+    from capr.index.postings import PostingsFile, PostingsWriter
 
-    new_rows, offsets, where = [], [], {}
-    order: list[str] = []
-    offset = 0
-    for p, (seg, live) in enumerate(parts):
-        live = np.asarray(live, dtype=bool)
-        postings = seg.postings
-        indptr = np.asarray(postings.indptr)
-        counts = np.diff(indptr)
-        if live.all():
-            has_live = counts > 0
-        else:
-            has_live = np.zeros(len(counts), dtype=bool)
-            for j in np.flatnonzero(counts > 0).tolist():
-                has_live[j] = live[postings._decode(j)].any()
-        terms = postings.vocab.terms()
-        for j in np.flatnonzero(has_live).tolist():
-            t = terms[j]
-            if t not in where:
-                where[t] = []
-                order.append(t)
-            where[t].append((p, j))
-        new_rows.append(np.cumsum(live, dtype=np.int64) - 1 + offset)
-        offsets.append(offset)
-        offset += int(np.count_nonzero(live))
-    writer = PostingsWriter(directory)
+    files = [PostingsFile(seg.postings) for seg, _ in parts]
     try:
-        for t in order:
-            rows_parts, tf_parts = [], []
-            for p, j in where.pop(t):
-                seg, live = parts[p]
-                rows = seg.postings._decode(j)
-                lo, hi = int(seg.postings.indptr[j]), int(seg.postings.indptr[j + 1])
-                tf = np.asarray(seg.postings.tf[lo:hi])
-                keep = np.asarray(live)[rows]
-                rows_parts.append(new_rows[p][rows[keep]])
-                tf_parts.append(tf[keep])
-            writer.add(t, np.concatenate(rows_parts), np.concatenate(tf_parts))
-        doc_len = np.concatenate([np.asarray(seg.postings.doc_len)[np.asarray(live, dtype=bool)] for seg, live in parts])
-        writer.close(doc_len)
-    except BaseException:
-        writer.abort()
-        raise
+        new_rows, where, order = [], {}, []
+        offset = n_postings = tf_max = 0
+        for p, ((seg, live), file) in enumerate(zip(parts, files)):
+            live = np.asarray(live, dtype=bool)
+            counts = np.diff(np.asarray(seg.postings.indptr))
+            if live.all():
+                has_live = counts > 0
+                n_postings += int(counts.sum())
+                tf_max = max(tf_max, file.tf_max())
+            else:
+                has_live = np.zeros(len(counts), dtype=bool)
+                for j in np.flatnonzero(counts > 0).tolist():
+                    rows, tf = file.read(j)
+                    kept = live[rows]
+                    if kept.any():
+                        has_live[j] = True
+                        n_postings += int(np.count_nonzero(kept))
+                        tf_max = max(tf_max, int(tf[kept].max()))
+            terms = seg.postings.vocab.terms()
+            for j in np.flatnonzero(has_live).tolist():
+                t = terms[j]
+                if t not in where:
+                    where[t] = []
+                    order.append(t)
+                where[t].append((p, j))
+            new_rows.append(np.cumsum(live, dtype=np.int64) - 1 + offset)
+            offset += int(np.count_nonzero(live))
+        writer = PostingsWriter(directory, n_postings, tf_max)
+        try:
+            for t in order:
+                rows_parts, tf_parts = [], []
+                for p, j in where.pop(t):
+                    rows, tf = files[p].read(j)
+                    keep = np.asarray(parts[p][1])[rows]
+                    rows_parts.append(new_rows[p][rows[keep]])
+                    tf_parts.append(tf[keep])
+                writer.add(t, np.concatenate(rows_parts), np.concatenate(tf_parts))
+            writer.close(np.concatenate([np.asarray(seg.postings.doc_len)[np.asarray(live, dtype=bool)]
+                                         for seg, live in parts]))
+        except BaseException:
+            writer.abort()
+            raise
+    finally:
+        for file in files:
+            file.close()
     return offset
 
 
@@ -174,6 +180,7 @@ def merge_segments(root: Path, parts: Sequence[tuple["Segment", np.ndarray, np.n
             new_doc = np.cumsum(dlive, dtype=np.int64) - 1 + len(doc_ids)
             kept = np.flatnonzero(live)
             store.copy(seg.store, np.flatnonzero(dlive), kept, new_doc)
+            seg.store.release()
             ids = seg.doc_ids.strings()
             doc_ids.extend(ids[i] for i in np.flatnonzero(dlive).tolist())
             new_row = np.cumsum(live, dtype=np.int64) - 1 + rows_before

@@ -129,20 +129,24 @@ def write_postings(directory: Path, matrix: TermMatrix) -> None:
 
 class PostingsWriter:
     """Writes the layout of :func:`write_postings` one term at a time, in term-id order, holding no more than one
-    term's postings in memory (a merge of millions of passages): each width class's gaps and the frequencies go to
-    temporary files, joined in place by :meth:`close`. The files equal write_postings' for the same postings."""
+    term's postings in memory (a merge of millions of passages): each width class's gaps go to a temporary file,
+    joined in place by :meth:`close`; the frequencies, whose number and type the caller knows, go straight to
+    tf.npy. The files equal write_postings' for the same postings, byte for byte."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, n_postings: int, tf_max: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
+        self.n_postings = n_postings
+        self.tf_type = _smallest_uint(tf_max)
         self.terms: list[str] = []
         self.counts: list[int] = []
         self.first: list[int] = []
         self.width: list[int] = []
         self.at: list[int] = []  # within the term's width class, until close
         self._gaps = {w: open(directory / f".rows.{w}.tmp", "wb") for w in _WIDTH_TYPES}
-        self._tf = open(directory / ".tf.tmp", "wb")
-        self._tf_max = 0
+        self._tf = open(directory / "tf.npy", "wb")
+        np.lib.format.write_array_header_1_0(self._tf, {"descr": np.lib.format.dtype_to_descr(np.dtype(self.tf_type)),
+                                                        "fortran_order": False, "shape": (n_postings,)})
 
     def add(self, term: str, rows: np.ndarray, tf: np.ndarray) -> None:
         """Term ``term``'s postings: ascending rows (at least one) and their frequencies."""
@@ -157,15 +161,19 @@ class PostingsWriter:
         self.width.append(w)
         self.at.append(fh.tell())
         fh.write(gaps.astype(_WIDTH_TYPES[w]).tobytes())
-        tf = np.asarray(tf)
-        self._tf_max = max(self._tf_max, int(tf.max()))
-        self._tf.write(tf.astype(np.uint32).tobytes())
+        self._tf.write(np.asarray(tf).astype(self.tf_type).tobytes())
 
     def close(self, doc_len: np.ndarray) -> None:
-        """Joins the parts into rows.bin and tf.npy, and writes the per-term arrays and ``doc_len``."""
+        """Joins the gaps into rows.bin, and writes the per-term arrays and ``doc_len``."""
         d = self.directory
-        for fh in (*self._gaps.values(), self._tf):
+        for fh in self._gaps.values():
             fh.close()
+        written = sum(self.counts)
+        if written != self.n_postings:
+            raise ValueError(f"{d}: {written} postings written, {self.n_postings} announced")
+        self._tf.flush()
+        os.fsync(self._tf.fileno())
+        self._tf.close()
         width = np.asarray(self.width, dtype=np.uint8)
         at = np.asarray(self.at, dtype=np.int64)
         pos = 0
@@ -188,20 +196,57 @@ class PostingsWriter:
         for name, arr in (("indptr", indptr), ("first", np.asarray(self.first, dtype=np.int64)), ("width", width),
                           ("at", at), ("doc_len", np.asarray(doc_len, dtype=np.float32))):
             write_npy(d / f"{name}.npy", arr, atomic=False)
-        raw = np.memmap(d / ".tf.tmp", dtype=np.uint32, mode="r") if indptr[-1] else np.zeros(0, np.uint32)
-        kind = _smallest_uint(self._tf_max)
-        tf = np.lib.format.open_memmap(d / "tf.npy", mode="w+", dtype=kind, shape=(int(indptr[-1]),))
-        for lo in range(0, len(raw), 1 << 24):
-            tf[lo:lo + (1 << 24)] = raw[lo:lo + (1 << 24)]
-        tf.flush()
-        del tf, raw
-        with open(d / "tf.npy", "rb+") as fh:
-            os.fsync(fh.fileno())
-        (d / ".tf.tmp").unlink()
 
     def abort(self) -> None:
         for fh in (*self._gaps.values(), self._tf):
             fh.close()
+
+
+class PostingsFile:
+    """A segment's postings read with plain file reads, not through its memory maps: a merge reads every list once,
+    and mapped pages would stay resident (counted in its memory) until it ends."""
+
+    def __init__(self, postings: "Postings") -> None:
+        self.postings = postings
+        d = postings.directory
+        self._rows = open(d / "rows.bin", "rb")
+        self._tf = open(d / "tf.npy", "rb")
+        version = np.lib.format.read_magic(self._tf)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        _, _, dtype = header(self._tf)
+        self.tf_type = np.dtype(dtype)
+        self._tf_at = self._tf.tell()
+
+    def read(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows as int64, term frequencies as stored) of term ``j``."""
+        p = self.postings
+        lo, hi = int(p.indptr[j]), int(p.indptr[j + 1])
+        n = hi - lo
+        rows = np.empty(n, dtype=np.int64)
+        if n:
+            rows[0] = p.first[j]
+            if n > 1:
+                w = int(p.width[j])
+                raw = os.pread(self._rows.fileno(), w * (n - 1), int(p.at[j]))
+                np.cumsum(np.frombuffer(raw, dtype=_WIDTH_TYPES[w]), dtype=np.int64, out=rows[1:])
+                rows[1:] += rows[0]
+        size = self.tf_type.itemsize
+        tf = np.frombuffer(os.pread(self._tf.fileno(), size * n, self._tf_at + size * lo), dtype=self.tf_type)
+        return rows, tf
+
+    def tf_max(self) -> int:
+        """The largest term frequency of any posting, read a few megabytes at a time."""
+        top, size, at = 0, self.tf_type.itemsize, self._tf_at
+        total = int(self.postings.indptr[-1])
+        for lo in range(0, total, 1 << 22):
+            n = min(1 << 22, total - lo)
+            chunk = np.frombuffer(os.pread(self._tf.fileno(), size * n, at + size * lo), dtype=self.tf_type)
+            top = max(top, int(chunk.max()) if len(chunk) else 0)
+        return top
+
+    def close(self) -> None:
+        self._rows.close()
+        self._tf.close()
 
 
 class Postings:

@@ -7,6 +7,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from capr.errors import CaprError
@@ -32,6 +33,27 @@ def _marked_token_re() -> re.Pattern[str]:
 
 
 _MEMO_WORDS = 50_000  # distinct surface words analyze_words remembers (a few MB)
+
+@lru_cache(maxsize=1)
+def _bm25s_stopwords() -> Any:
+    """bm25s' stopword lists, read from their own module file: ``import bm25s.stopwords`` would first run the
+    bm25s package, which imports scipy (a third of a cold search's time) for lists that need nothing."""
+    import importlib.util
+    import sys
+
+    mod = sys.modules.get("bm25s.stopwords")
+    if mod is not None:
+        return mod
+    spec = importlib.util.find_spec("bm25s")
+    where = spec.submodule_search_locations if spec is not None else None
+    if not where:
+        raise CaprError("capr's analyser needs the bm25s package for its stopword lists: pip install bm25s")
+    path = Path(list(where)[0]) / "stopwords.py"
+    file_spec = importlib.util.spec_from_file_location("capr._bm25s_stopwords", path)
+    mod = importlib.util.module_from_spec(file_spec)
+    file_spec.loader.exec_module(mod)
+    return mod
+
 
 _STOPWORD_LISTS = {
     "english": "STOPWORDS_EN",
@@ -138,9 +160,7 @@ class Analyzer:
                     f"no stopword list for language {lang!r}; known: {sorted(_STOPWORD_LISTS)}. "
                     "Disable stopwords or pass extra_stopwords"
                 )
-            import bm25s.stopwords
-
-            words |= {w.lower() for w in getattr(bm25s.stopwords, name)}
+            words |= {w.lower() for w in getattr(_bm25s_stopwords(), name)}
         if self.config.fold_accents:  # "été" is a stopword as "ete" once the text's accents are folded
             words = {fold_latin_accents(w) for w in words}
         return words
