@@ -123,3 +123,28 @@ def test_top_rows_of_a_long_array_equals_a_plain_selection(share):
             want = _reference_top(scores, k, allowed)
             got = top_rows(scores, k, allowed)
             assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]), (share, k)
+
+
+def test_finding_a_few_rows_in_long_posting_lists_equals_decoding_them(tmp_path):
+    """Postings.find decodes only the blocks that may hold the asked rows: the same answer as the whole list, for
+    lists of every gap width, keys before, inside, between and after the postings."""
+    from capr.index.lexical import TermMatrix
+    from capr.index.postings import SKIP, Postings, write_postings
+
+    rng = np.random.default_rng(4)
+    n_rows = 3_000_000
+    lists = [np.sort(rng.choice(n_rows, size, replace=False)) for size in (1, 5, SKIP, SKIP + 1, 20_000, 400_000)]
+    lists.append(np.arange(0, n_rows, 70_001))  # 4-byte gaps
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in lists])])
+    matrix = TermMatrix({f"t{i}": i for i in range(len(lists))}, indptr, np.concatenate(lists).astype(np.int32),
+                        np.ones(int(indptr[-1]), dtype=np.float32), np.ones(n_rows, dtype=np.float32))
+    write_postings(tmp_path, matrix)
+    postings = Postings(tmp_path)
+    for j, rows in enumerate(lists):
+        for n_keys in (1, 3, 40, 300):
+            keys = np.unique(np.concatenate([rng.choice(rows, min(n_keys, len(rows))), rng.integers(0, n_rows, n_keys),
+                                             [0, n_rows - 1]]))
+            hit, pos = postings.find(j, keys)
+            want = np.isin(keys, rows)
+            assert np.array_equal(hit, want), (j, n_keys)
+            assert np.array_equal(rows[pos[hit]], keys[hit]), (j, n_keys)

@@ -32,6 +32,7 @@ from capr.index.reading import load_npy, reading
 from capr.index.strings import StringTable, TermTable, write_strings
 
 _WIDTH_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+SKIP = 128  # postings per block when a few rows are looked up in a long list (Postings.find)
 LEXICAL = "lexical"
 
 
@@ -263,6 +264,7 @@ class Postings:
         with reading(directory / "rows.bin"):
             size = (directory / "rows.bin").stat().st_size
         self._rows = np.asarray(np.memmap(directory / "rows.bin", dtype=np.uint8, mode="r")) if size else np.zeros(0, np.uint8)
+        self._skip_rows: dict[int, np.ndarray] = {}
         self._owner = next(_OWNERS)  # never reused, unlike id(): a new segment cannot read an old one's rows
         weakref.finalize(self, DECODED.forget, self._owner)
 
@@ -292,6 +294,43 @@ class Postings:
                 np.cumsum(gaps, dtype=np.int64, out=out[1:])
                 out[1:] += out[0]
         return out
+
+    def find(self, j: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of ``keys`` (ascending rows) hold term j (a bool each), and where among its postings they are.
+        A long list is not decoded whole for a few keys: its rows are kept every ``SKIP`` postings, and only the
+        blocks that may hold a key are decoded."""
+        n = self.count(j)
+        if n <= SKIP or len(keys) * SKIP * 4 > n:
+            held = self.rows(j)
+            pos = np.searchsorted(held, keys)
+            pos[pos == n] = 0
+            return (held[pos] == keys) if n else np.zeros(len(keys), dtype=bool), pos
+        skips = self._skips(j)
+        blocks = np.unique(np.searchsorted(skips, keys, "right") - 1)
+        blocks = blocks[blocks >= 0]
+        starts = blocks * SKIP  # position of each block's first posting
+        offsets = np.arange(SKIP - 1)
+        idx = starts[:, None] + offsets  # the gaps before each block's 2nd..SKIP-th postings
+        valid = idx < n - 1
+        w = int(self.width[j])
+        gaps_all = self._rows[int(self.at[j]):int(self.at[j]) + w * (n - 1)].view(_WIDTH_TYPES[w])
+        gaps = np.where(valid, gaps_all[np.minimum(idx, n - 2)], 0).astype(np.int64)
+        block_rows = np.concatenate([skips[blocks][:, None], skips[blocks][:, None] + np.cumsum(gaps, axis=1)], axis=1)
+        block_pos = starts[:, None] + np.arange(SKIP)
+        kept = block_pos < n
+        flat_rows, flat_pos = block_rows[kept], block_pos[kept]  # ascending: blocks ascend, rows within them
+        if not len(flat_rows):
+            return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
+        at = np.searchsorted(flat_rows, keys)
+        at[at == len(flat_rows)] = 0
+        return flat_rows[at] == keys, flat_pos[at]
+
+    def _skips(self, j: int) -> np.ndarray:
+        """Term j's row at every SKIP-th posting (decoded once, kept: 1/SKIP of the list)."""
+        got = self._skip_rows.get(j)
+        if got is None:
+            got = self._skip_rows[j] = np.ascontiguousarray(self.rows(j)[::SKIP])
+        return got
 
     def postings(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies as float32) of term ``j``."""

@@ -75,10 +75,7 @@ class SegmentedBM25:
             found = True
             df += seg.postings.count(j)
             if len(dead):
-                post = seg.postings.rows(j)
-                pos = np.searchsorted(post, dead)
-                ok = pos < len(post)
-                df -= int(np.count_nonzero(post[pos[ok]] == dead[ok]))
+                df -= int(np.count_nonzero(seg.postings.find(j, dead)[0]))
         return float(df) if found else None
 
     def idf(self, terms: list[str]) -> dict[str, np.float32]:
@@ -138,10 +135,7 @@ class SegmentedBM25:
     def _at(self, si: int, j: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which of a segment's ``local`` rows hold term j (a bool each), and their term frequencies as float32."""
         postings = self.index.segments[si].postings
-        held = postings.rows(j)
-        pos = np.searchsorted(held, local)
-        pos[pos == len(held)] = 0
-        hit = held[pos] == local
+        hit, pos = postings.find(j, local)
         tf = np.asarray(postings.tf[int(postings.indptr[j]) + pos[hit]], dtype=np.float32)
         return hit, tf
 

@@ -228,7 +228,8 @@ class Segment:
     def document_passage_rows(self, drow: int) -> range:
         """The rows of document ``drow``'s passages (consecutive)."""
         pdr = self.passage_doc_rows
-        return range(int(np.searchsorted(pdr, drow, "left")), int(np.searchsorted(pdr, drow, "right")))
+        key = pdr.dtype.type(drow)  # of the array's type: another would make numpy convert the whole array first
+        return range(int(np.searchsorted(pdr, key, "left")), int(np.searchsorted(pdr, key, "right")))
 
     def row_of_pid(self, pid: str) -> int | None:
         """The row of passage ``pid`` in this segment (live or not): a pid capr made ("DOC#sN", "DOC#sN#pK") is looked
