@@ -260,3 +260,22 @@ def test_lay_words_find_a_profile_written_in_clinical_terms(tmp_path):
     gout = CaseFinder(idx).differential().find("gout")
     assert pm.shares[[f.text for f in res.findings.findings].index("swollen testicle"), gout] == 0
 
+
+def test_a_subtype_is_listed_under_its_condition(tmp_path):
+    """GARD lists "Thrombotic thrombocytopenic purpura, congenital" beside the condition: a differential names the
+    condition once, at the better place of the two, with the sources of both."""
+    import capr
+    from capr.cases.similar import CaseFinder
+
+    idx = capr.build_index([
+        _article("ttp", "Thrombotic thrombocytopenic purpura", [
+            ("What are the symptoms?", "symptoms", "Petechiae, fever and confusion with low platelets.")]),
+        _article("ttp-c", "Thrombotic thrombocytopenic purpura, congenital", [
+            ("What are the symptoms?", "symptoms", "Schistocytes, petechiae and low platelets from birth.")]),
+        _article("itp", "Immune thrombocytopenia", [("Symptoms", "symptoms", "Petechiae and bruising.")]),
+    ], tmp_path / "idx")
+    res = CaseFinder(idx).similar("Petechiae, schistocytes and low platelets.", k=1, diagnoses=5)
+    names = [d.name for d in res.diagnoses]
+    assert names[0] == "Thrombotic thrombocytopenic purpura" and "Thrombotic thrombocytopenic purpura, congenital" \
+        not in names and "Immune thrombocytopenia" in names
+    assert "profile" in res.diagnoses[0].sources and res.diagnoses[0].supporting
