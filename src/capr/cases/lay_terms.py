@@ -15,7 +15,7 @@ says which exposures a disease's "causes" section calls an ingested cheese. Thre
   carry Brucella and Listeria, which is why a cheese counts as unpasteurized dairy whatever it is called.
 
 The tables are general clinical vocabulary (the terms a clinician would write for the lay words), not tuned to any
-benchmark question. Matching is on lower-case words (capr.cases.findings.american first: British spellings)."""
+benchmark question. Matching is on lower-case words."""
 
 from __future__ import annotations
 
@@ -126,10 +126,9 @@ _EXPOSURE_RE = tuple((re.compile(rf"\b(?:{p})\b"), terms) for p, terms in EXPOSU
 
 def clinical_terms(clause: str) -> list[str]:
     """The clinical terms the clause's lay words stand for, organs first, then phrases, then exposures (none when
-    it has none)."""
-    from capr.cases.findings import american
-
-    text = american(" ".join(clause.split()))
+    it has none). The clause in American spelling, as capr.cases.findings hands it over ("diarrhoea" → "diarrhea"
+    there: this module stays below findings)."""
+    text = " ".join(clause.lower().split())
     out: list[str] = []
     swollen, painful = bool(_SWELLING.search(text)), bool(_PAIN.search(text))
     if swollen or painful:
