@@ -103,7 +103,7 @@ _PHRASE_RE = tuple((re.compile(rf"\b(?:{p})\b"), terms) for p, terms in PHRASES)
 
 # an exposure (regex) → the risk a disease's causes passage names
 EXPOSURES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (r"cheeses?|(?<!breast )milk|dairy|yogh?urts?", ("unpasteurized dairy products", "unpasteurized milk",
+    (r"cheeses?|(?<!breast )milk(?![- ]alkali| of magnesia)|dairy|yogh?urts?", ("unpasteurized dairy products", "unpasteurized milk",
                                                        "raw milk", "dairy products")),
     (r"raw meat|undercooked|rare (?:meat|beef|steak|hamburgers?)|hamburgers?|ground beef",
      ("undercooked meat", "raw meat", "undercooked beef")),
