@@ -11,10 +11,10 @@ Runs, side by side:
   names-minilm   the same names ranked by MiniLM cosine
   hybrid+names   the cases of hybrid; the codes: its votes fused with names-bm25 and names-minilm by weighted
                  reciprocal rank (--fusion, weights chosen with --tune on CodiEsp train, never on dev)
-  RUN+likely     the cases of RUN (each hybrid run); the codes: what `capr cases similar` lists as likely
-                 diagnoses (capr.cases.diagnose: votes fused with the codes' names by BM25, the library's weights)
+  RUN+likely     the cases of RUN (each hybrid run); the codes: what `capr cases similar` lists as likely codes
+                 (capr.cases.diagnose.likely_codes: votes fused with the codes' names by BM25, the library's weights)
   capr-bm25      `capr cases similar --retriever bm25 --labelled` itself (CaseFinder.similar on the index): its
-                 10 cases and its likely diagnoses, end to end
+                 10 cases and its likely codes (the coder's list; the differential lists symptoms last), end to end
   --model NAME=DIR  a fine-tuned encoder: NAME (as minilm), hybrid-NAME (as hybrid), names-NAME (as names-minilm)
                  and hybrid-NAME+names (as hybrid+names, with names-NAME for names-minilm)
 Paired randomisation test (capr.eval.significance.paired_randomisation_p, 10,000 sign flips) of every run against
@@ -125,12 +125,12 @@ class Measure:
         self.say(f"{name} done")
 
     def product(self) -> None:
-        """`capr cases similar --retriever bm25 --labelled` end to end: its cases and its likely diagnoses."""
+        """`capr cases similar --retriever bm25 --labelled` end to end: its cases and its likely codes."""
         out = []
         for d in self.queries:
             found = self.finder.similar(d.text, k=10, retriever="bm25", evidence=0, labelled_only=True, diagnoses=10**6)
             case_codes = [[x.code for x in c.diagnoses] for c in found.cases]
-            out.append(score_code_ranking(d.doc_id, d.metadata["diagnoses"], [x.code for x in found.diagnoses],
+            out.append(score_code_ranking(d.doc_id, d.metadata["diagnoses"], [x.code for x in found.codes],
                                           case_codes))
         self.results["capr-bm25"] = out
         self.say("capr cases similar (bm25) done")
@@ -150,7 +150,7 @@ class Measure:
         for run in [r for r in ranked if r.startswith("hybrid")]:
             res[f"{run}+likely"] = [
                 score_code_ranking(d.doc_id, d.metadata["diagnoses"],
-                                   [x.code for x in self.finder.likely_diagnoses(d.text, cases, 10**6)], cases)
+                                   [x.code for x in self.finder.likely_codes(d.text, cases, 10**6)], cases)
                 for d, cases in zip(self.queries, ranked[run])]
         if fusion:
             for run in [r for r in ranked if r.startswith("hybrid")]:

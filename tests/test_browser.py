@@ -294,6 +294,7 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         expect(page.locator("#cases-status.error")).to_contain_text("missing bearer token")
         assert page.locator("#cases li.case").count() == 0 and page.locator("#likely-diagnoses > li").count() == 0
         expect(page.locator("#likely")).to_be_hidden()
+        expect(page.locator("#codes")).to_be_hidden()
         page.fill("#token", TOKEN)
         page.click("#cases-button")
         # (the first request loads the ICD-10-CM names: allow it time on a loaded machine)
@@ -305,6 +306,10 @@ def test_similar_cases_view_shows_what_the_cli_returns(browser, tmp_path):
         assert page.locator("#likely-diagnoses > li").evaluate_all("els => els.map(e => e.dataset.code)") == \
             [d["code"] or "" for d in likely]
         assert page.locator("#likely-diagnoses > li .dx-head .name").all_inner_texts() == [d["name"] for d in likely]
+        # the coder's list beside it, in the order the CLI's --json gives
+        expect(page.locator("#codes")).to_be_visible()
+        assert page.locator("#likely-codes > li").evaluate_all("els => els.map(e => e.dataset.code)") == \
+            [c["code"] for c in expected_all["codes"]] and expected_all["codes"]
         # each diagnosis with the findings for (+) and against (−) it, and the findings read from the description
         shown_evidence = page.locator("#likely-diagnoses > li").first.locator(".dx-evidence li .finding")
         assert shown_evidence.all_inner_texts() == [e["finding"] for e in likely[0]["supporting"]] + \

@@ -210,3 +210,73 @@ def test_capr_cases_scores_options_by_their_profiles(article_index, runner):
     proc = capr_in_process(runner, "cases", "--index", str(article_index.root), "-d", BRUCELLOSIS, "--options",
                            "Gout", "Brucellosis", "Mumps", "--scorer", "profile", "--json")
     assert json.loads(proc.stdout)["answer"] == "Brucellosis"
+
+
+# ------------------------------------------------------------------------------------------ lay words
+def test_lay_words_stand_for_the_clinical_terms_profiles_use():
+    from capr.cases.lay_terms import clinical_terms
+
+    assert {"orchitis", "epididymitis", "testicular swelling"} <= set(clinical_terms("swollen testicle"))
+    assert "arthralgia" in clinical_terms("joint pain") and "arthritis" in clinical_terms("swollen knees")
+    assert "unpasteurized dairy products" in clinical_terms("fresh cheese")
+    assert "syncope" in clinical_terms("passed out twice") and "hematuria" in clinical_terms("blood in the urine")
+    # what a word denies or does not say is no finding: not "abdominal pain" for a non-tender abdomen, nor dairy for
+    # breast milk, nor poultry for chicken pox, nor an inflammation for a mass
+    assert clinical_terms("non-tender abdomen") == [] and clinical_terms("no swelling of the knee") == []
+    assert clinical_terms("breast milk") == [] and clinical_terms("chicken pox") == []
+    assert clinical_terms("milk-alkali syndrome") == [] and clinical_terms("milk of magnesia") == []
+    assert "orchitis" not in clinical_terms("testicular mass")
+    assert "lymphadenopathy" not in clinical_terms("swollen salivary glands")
+    assert clinical_terms("dry cough") == []
+
+
+def test_lay_words_find_a_profile_written_in_clinical_terms(tmp_path):
+    """The README's example against profiles that, like a textbook's, never say "swollen testicle" nor "fresh
+    cheese": brucellosis comes first, with the orchitis and the unpasteurized dairy products its profile names."""
+    import capr
+    from capr.cases.findings import FindingNames
+    from capr.cases.similar import CaseFinder
+
+    textbook = [
+        Document("bru", "Bacterial Zoonoses — Brucellosis", "Brucellosis is an undulant fever. Human infections are "
+                 "primarily associated with the ingestion of unpasteurized dairy products from infected goats. "
+                 "Complications include arthralgia, sacroiliitis and epididymo-orchitis."),
+        Document("mumps", "Viral Infections — Mumps", "Mumps causes fever and parotitis; orchitis follows in "
+                 "adolescent boys."),
+        Document("lac", "Digestive Disorders — Lactose Intolerance", "Bloating and diarrhea after milk, cheese and "
+                 "other dairy products."),
+        Document("gout", "Joint Disorders — Gout", "Gout causes sudden arthralgia and swelling of the big toe."),
+    ]
+    idx = capr.build_index(textbook, tmp_path / "idx")
+    names = {f.text: f.names for f in extract_findings(BRUCELLOSIS, FindingNames()).findings}
+    assert "orchitis" in names["swollen testicle"] and "unpasteurized dairy products" in names["fresh cheese"]
+    assert [d.name for d in CaseFinder(idx).similar(BRUCELLOSIS, k=1, diagnoses=4).diagnoses][:1] == ["Brucellosis"]
+    res = CaseFinder(idx).similar("A 37-year-old man with a swollen testicle after fresh cheese.", k=1, diagnoses=4)
+    first = res.diagnoses[0]
+    assert first.name == "Brucellosis" and first.code == "A23"
+    support = {e.finding: e.sentence for e in first.supporting}
+    assert "orchitis" in support["swollen testicle"] and "unpasteurized dairy products" in support["fresh cheese"]
+    # another name with a word this corpus never uses matches nothing: "scrotal swelling" is not Gout's "swelling"
+    pm = CaseFinder(idx).differential().match(res.findings.findings)
+    gout = CaseFinder(idx).differential().find("gout")
+    assert pm.shares[[f.text for f in res.findings.findings].index("swollen testicle"), gout] == 0
+
+
+def test_a_subtype_is_listed_under_its_condition(tmp_path):
+    """GARD lists "Thrombotic thrombocytopenic purpura, congenital" beside the condition: a differential names the
+    condition once, at the better place of the two, with the sources of both."""
+    import capr
+    from capr.cases.similar import CaseFinder
+
+    idx = capr.build_index([
+        _article("ttp", "Thrombotic thrombocytopenic purpura", [
+            ("What are the symptoms?", "symptoms", "Petechiae, fever and confusion with low platelets.")]),
+        _article("ttp-c", "Thrombotic thrombocytopenic purpura, congenital", [
+            ("What are the symptoms?", "symptoms", "Schistocytes, petechiae and low platelets from birth.")]),
+        _article("itp", "Immune thrombocytopenia", [("Symptoms", "symptoms", "Petechiae and bruising.")]),
+    ], tmp_path / "idx")
+    res = CaseFinder(idx).similar("Petechiae, schistocytes and low platelets.", k=1, diagnoses=5)
+    names = [d.name for d in res.diagnoses]
+    assert names[0] == "Thrombotic thrombocytopenic purpura" and "Thrombotic thrombocytopenic purpura, congenital" \
+        not in names and "Immune thrombocytopenia" in names
+    assert "profile" in res.diagnoses[0].sources and res.diagnoses[0].supporting

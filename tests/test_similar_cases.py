@@ -388,3 +388,38 @@ def test_case_index_options_out_of_range_are_refused_and_the_index_kept(tmp_path
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
     assert message in proc.stderr
     assert (idx / "CURRENT").read_text() == before
+
+
+def test_the_codes_list_ranks_codes_as_the_similar_cases_were_coded(case_index, runner):
+    """Beside the differential, the coder's list: the similar coded cases' votes fused with the codes whose names
+    match, symptom codes (R00–R99) among the rest as coders code them; the same in the library, --json and the
+    service."""
+    from fastapi.testclient import TestClient
+
+    from capr.cases.similar import CaseFinder
+    from capr.cases.similar_eval import fuse_rankings, vote
+    from capr.service import ServiceConfig, create_app
+
+    finder = CaseFinder(case_index)
+    doc, query = _query_case(case_index)
+    res = finder.similar(query, k=3, diagnoses=15)
+    codes = [c.code for c in res.codes]
+    assert [c.rank for c in res.codes] == list(range(1, 16)) and len(set(codes)) == 15
+    voters = [[d.code for d in c.diagnoses] for c in finder.similar(query, k=20, labelled_only=True).cases]
+    names = finder.name_matcher()
+    assert codes == fuse_rankings({"votes": vote(voters), "names": names.ranked(set(names.analyze(query)))},
+                                  {"votes": 1.0, "names": 1.0})[:15]
+    assert all(c.name == code_name(c.code) for c in res.codes)
+    # the case itself is the most similar: its codes lead the codes list, its symptom codes among them
+    assert codes[0] in doc.metadata["diagnoses"]
+    symptoms = [c for c in doc.metadata["diagnoses"] if c.startswith("R")]
+    assert not symptoms or set(symptoms) & set(codes)
+    data = json.loads(capr_in_process(runner, "cases", "similar", query, "--index", str(case_index.root), "-k", "1",
+                                      "--diagnoses", "15", "--json").stdout)
+    assert [c["code"] for c in data["codes"]] == codes and {"name", "rank", "score", "cases"} <= set(data["codes"][0])
+    text = capr_in_process(runner, "cases", "similar", query, "--index", str(case_index.root), "-k", "1").stdout
+    assert "likely codes" in text and f"1. {codes[0]} {code_name(codes[0])}" in text
+    client = TestClient(create_app(case_index.root, ServiceConfig()))
+    served = client.post("/cases/similar", json={"description": query, "k": 3, "diagnoses": 15}).json()
+    assert served["codes"] == [c.to_dict() for c in res.codes]
+    assert finder.similar(query, k=1, diagnoses=0).codes == []

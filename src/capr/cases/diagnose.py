@@ -4,21 +4,46 @@ names sharing a word with the description are ranked, and only the codes the ind
 space a similar-case vote can reach). One of the rankings of the differential (capr.cases.differential), weighted
 ``WEIGHTS["names"]`` there; on CodiEsp, votes and names fused 1 : 1 were chosen on a fifth of CodiEsp *train* as
 queries over the other four fifths (experiments.cases_similar_dev --tune; docs/RESULTS.md, "Fusion weights, chosen on
-CodiEsp TRAIN")."""
+CodiEsp TRAIN").
+
+The codes list (:func:`likely_codes`) is that fusion alone: the similar cases' codes ranked as a coder would assign
+them, symptoms among the rest (CodiEsp's coders code symptoms: R50.9 fever). It stands beside the differential, which
+ranks conditions and puts symptoms last (capr.cases.differential): a clinician's list and a coder's list."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from capr.cases.icd10 import code_name
-from capr.cases.similar_eval import VOTE_K
+from capr.cases.similar_eval import VOTE_K, fuse_scored, vote
 
 if TYPE_CHECKING:
     from capr.index.index import Index
 
 _K1, _B = 1.2, 0.75
+# the codes list: the similar cases' votes and the codes whose names match, fused 1 : 1 (chosen on CodiEsp train:
+# docs/RESULTS.md, "Fusion weights, chosen on CodiEsp TRAIN")
+CODE_WEIGHTS = {"votes": 1.0, "names": 1.0}
+
+
+@dataclass(slots=True)
+class LikelyCode:
+    """One code of the codes list: what a coder would assign the described case, as the most similar coded cases
+    were coded. Symptoms (R00–R99) rank among the diagnoses here, as coders code them."""
+
+    code: str
+    name: str
+    rank: int
+    score: float  # fused reciprocal-rank score of the votes and the names
+    cases: int  # how many of the voting cases carry the code
+    name_words: list[str] = field(default_factory=list)  # analysed words its name shares with the description
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "name": self.name, "rank": self.rank, "score": round(self.score, 6),
+                "cases": self.cases, "name_words": self.name_words}
 
 
 class NameMatcher:
@@ -54,4 +79,14 @@ class NameMatcher:
         return sorted(set(self.terms[self.position[code]]) & query_terms, key=lambda t: -float(self.idf.get(t, 0.0)))
 
 
-__all__ = ["NameMatcher", "VOTE_K"]
+def likely_codes(voters: Sequence[Sequence[str]], names: NameMatcher, query_terms: set[str], n: int) -> list[LikelyCode]:
+    """The ``n`` likeliest codes: the votes of ``voters`` (the codes of the most similar labelled cases, best first)
+    fused with the codes whose names share words with the description (``query_terms``, analysed)."""
+    if n < 1 or not names.codes:
+        return []
+    fused = fuse_scored({"votes": vote(voters), "names": names.ranked(query_terms)}, CODE_WEIGHTS)
+    return [LikelyCode(code, code_name(code) or code, r, score, sum(code in v for v in voters[:VOTE_K]),
+                       names.shared_words(code, query_terms)) for r, (code, score) in enumerate(fused[:n], 1)]
+
+
+__all__ = ["CODE_WEIGHTS", "LikelyCode", "NameMatcher", "VOTE_K", "likely_codes"]

@@ -227,6 +227,16 @@ class Differential:
         self.row_entity[table.rows] = np.repeat(np.arange(len(table)), sizes)
         self._names: dict[str, str] | None = None
         self._rarities: dict[str, float] = {}
+        # a subtype is listed under its condition: "Thrombotic thrombocytopenic purpura, congenital" (GARD) under
+        # "Thrombotic Thrombocytopenic Purpura" — a differential names a condition once, not each of its forms
+        self._parent: dict[str, str] = {}
+        self._children: dict[str, list[str]] = {}
+        for i, e in enumerate(table.entities):
+            head, comma, _ = e.name.partition(",")
+            j = table.find(head) if comma else None
+            if j is not None and j != i:
+                self._parent[f"e{i}"] = f"e{j}"
+                self._children.setdefault(f"e{j}", []).append(f"e{i}")
 
     def names(self) -> dict[str, str]:
         """Surface form → item ("e<entity>" or "c<code>") of every condition a passage may name."""
@@ -355,7 +365,7 @@ class Differential:
                 item = self._item(c)
                 best[item] = max(best.get(item, 0.0), v)
             ties["votes"] = _shared_ranks(best)
-        fused = _fuse(rankings, weights or self.config.weights, self.config.rrf_k, ties)
+        fused = self._folded(_fuse(rankings, weights or self.config.weights, self.config.rrf_k, ties))
         restated = {normalize_name(name) for f in fs for name in f.names}
         first: list[tuple[str, LikelyDiagnosis]] = []
         later: list[tuple[str, LikelyDiagnosis]] = []
@@ -371,8 +381,22 @@ class Differential:
         for r, (item, d) in enumerate(out, 1):
             d.rank = r
             if r <= explain:
-                self._evidence(d, item, fs, pm, voters.get(item, []))
+                self._evidence(d, item, fs, pm, [v for m in self._members(item) for v in voters.get(m, [])])
         return [d for _, d in out]
+
+    def _folded(self, fused: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """The fused list with each subtype replaced by its condition, which keeps the better place of the two."""
+        out, seen = [], set()
+        for item, score in fused:
+            item = self._parent.get(item, item)
+            if item not in seen:
+                seen.add(item)
+                out.append((item, score))
+        return out
+
+    def _members(self, item: str) -> list[str]:
+        """The item and the subtypes listed under it."""
+        return [item, *self._children.get(item, ())]
 
     def option_scores(self, findings: Findings, options: Sequence[str],
                       mentions: Callable[[str], np.ndarray]) -> list[float]:
@@ -413,7 +437,8 @@ class Differential:
 
     def _diagnosis(self, item: str, score: float, rankings: dict[str, list[str]], votes: Sequence[Sequence[str]],
                    case_ids: Sequence[str], restated: set[str] = frozenset()) -> LikelyDiagnosis:
-        sources = [k for k, v in rankings.items() if item in v]
+        members = self._members(item)
+        sources = [k for k, v in rankings.items() if any(m in v for m in members)]
         if item.startswith("e"):
             e = self.table.entities[int(item[1:])]
             name, code, profile = e.name, e.code, list(e.doc_ids)
@@ -424,7 +449,7 @@ class Differential:
             # a code's chapter says whether it is a finding (R00-R99): a description that names a disease states it
             name, profile, finding = code_name(code) or code, [], False
         kind = "finding" if finding or is_symptom_code(code) else "factor" if is_factor_code(code) else "diagnosis"
-        carried = [i for i, codes in enumerate(votes[:20]) if any(self._item(c) == item for c in codes)]
+        carried = [i for i, codes in enumerate(votes[:20]) if any(self._item(c) in members for c in codes)]
         return LikelyDiagnosis(name, code, 0, score, kind, len(carried),
                                [case_ids[i] for i in carried if i < len(case_ids)][:_SENTENCES], profile[:5],
                                sources=sources)

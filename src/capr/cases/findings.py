@@ -9,8 +9,10 @@ A measurement ("calcium 11.8 mg/dL", "pulse 112/min", "temperature 39.4°C") is 
 becomes the abnormality it shows ("hypercalcemia", "tachycardia", "fever"); a normal one is no finding. A final
 exam question ("Which of the following is the most likely diagnosis?") is not part of the patient and is left out.
 
-Each finding carries the names it may be written as: its own words, the HPO synonyms of the phenotype it names
-("joint pain" → arthralgia), British spellings in American form ("hypercalcaemia" → hypercalcemia)."""
+Each finding carries the names it may be written as: its own words, the clinical terms its lay words stand for
+("swollen testicle" → orchitis, "fresh cheese" → unpasteurized dairy products: capr.cases.lay_terms), the HPO synonyms
+of the phenotype it names ("joint pain" → arthralgia), British spellings in American form ("hypercalcaemia" →
+hypercalcemia)."""
 
 from __future__ import annotations
 
@@ -256,9 +258,10 @@ def _ends_negative(words: str) -> bool:
 
 
 class FindingNames:
-    """A clause's other names: for each longest run of its words that names an HPO phenotype (or a drug), that
-    concept's EXACT and RELATED synonyms (capr.labels.synonyms: HPO's own file and the drug recogniser's
-    dictionary, no ontology load), shortest first."""
+    """A clause's other names: first the clinical terms its lay words stand for (capr.cases.lay_terms: "swollen
+    testicle" → orchitis; HPO has no such phrase), then, for each longest run of its words that names an HPO
+    phenotype (or a drug), that concept's EXACT and RELATED synonyms (capr.labels.synonyms: HPO's own file and the
+    drug recogniser's dictionary, no ontology load), shortest first."""
 
     def __init__(self) -> None:
         from capr.labels.synonyms import entity_synonyms
@@ -267,10 +270,11 @@ class FindingNames:
         self.longest = max((len(k.split()) for k in self.synonyms.groups_of), default=1)
 
     def __call__(self, clause: str) -> list[str]:
+        from capr.cases.lay_terms import clinical_terms
         from capr.labels.gazetteer import normalize_name
 
         words = normalize_name(clause).split()
-        out: list[str] = []
+        out: list[str] = clinical_terms(clause)
         i = 0
         while i < len(words):
             for n in range(min(self.longest, len(words) - i), 0, -1):

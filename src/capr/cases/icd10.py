@@ -80,10 +80,17 @@ def _names() -> dict[str, str]:
     load its XML, most of a cold `capr cases similar`)."""
     def build() -> dict[str, str]:
         icd = _icd()
-        return {c: str(icd.get_description(c)) for c in icd.get_all_codes(with_dots=True)
-                if not icd.is_chapter_or_block(c)}
+        return {c: str(icd.get_description(c)) for c in icd.get_all_codes(with_dots=True) if _is_code(icd, c)}
 
     return _cached_table("icd10-names", build)
+
+
+def _is_code(icd: Any, code: str) -> bool:
+    """A category or a code under one, not a chapter or a block. simple-icd-10-cm reads the 39 categories that are
+    a block of their own ("B20 Human immunodeficiency virus [HIV] disease", "C50 Malignant neoplasm of breast") as
+    blocks too: they are codes with names, and CodiEsp codes them (B20 without its name cost the codes list 0.1 MAP
+    on CodiEsp dev)."""
+    return icd.is_category(code) or not icd.is_chapter_or_block(code)
 
 
 def _dotted(code: str) -> str:
@@ -141,7 +148,7 @@ def lookup_forms(name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-MENTION_TABLE_VERSION = 2
+MENTION_TABLE_VERSION = 3  # 3: the names of categories that are their own block
 
 
 @lru_cache(maxsize=1)
@@ -183,6 +190,7 @@ def _build_mention_table(forms: Callable[[str], list[str]] = name_forms) -> dict
     icd = _icd()
     table: dict[str, str] = {}
     for code in icd.get_all_codes(with_dots=True):
+        # (not the categories that are their own block either: "neoplasms" would name D49, every cancer's profile)
         if icd.is_chapter_or_block(code) or not code.startswith(_MENTION_CHAPTERS):
             continue
         for form in forms(str(icd.get_description(code))):

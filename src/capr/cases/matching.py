@@ -61,11 +61,14 @@ class CoverageScorer:
         return out
 
     def coverage(self, names: Sequence[str]) -> np.ndarray:
+        """Per row, the best share over ``names`` (the finding's own words first, then its other names)."""
         best = np.zeros(len(self.index), dtype=np.float32)
-        for terms in self.name_terms(names):
+        for j, terms in enumerate(self.name_terms(names)):
             idf = self.index.term_idf(terms)
             total = float(sum(idf.get(t, 0.0) for t in terms))
-            if total <= 0:
+            if total <= 0 or (j and len(idf) < len(terms)):
+                # another name holding a word no passage has is not what this corpus calls the finding: its other
+                # words alone would match in full ("swelling" of "scrotal swelling"; "53" of the brand "53-32c")
                 continue
             acc = np.zeros(len(self.index), dtype=np.float32)
             for t in terms:

@@ -11,8 +11,11 @@ Diagnoses: the ICD-10-CM codes a case is labelled with (``metadata["diagnoses"]`
 Evidence: each case sentence is matched with the description sentence it shares the most rare words with
 (idf-weighted overlap of analysed terms) and the best few are kept, each with the words they share.
 
-Likely diagnoses: the codes of the most similar labelled cases, voted and fused with the codes whose names match
-the description (capr.cases.diagnose). Negated findings count there too: CodiEsp's coders code 77 % of the
+Two lists come with the cases. Likely diagnoses: the differential (capr.cases.differential), conditions ranked by
+how well their profiles, the passages naming them and the similar coded cases match the description's findings,
+symptom codes after every diagnosis, labelled as findings. Likely codes: what a coder would assign, the codes of the
+most similar labelled cases voted and fused with the codes whose names match the description (capr.cases.diagnose),
+symptoms among the rest as coders code them. Negated findings count in both: CodiEsp's coders code 77 % of the
 findings a case mentions only negated ("without fever" → R50.9), and leaving them out cost 0.5 MAP on its dev set."""
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from capr.cases.diagnose import VOTE_K, NameMatcher
+from capr.cases.diagnose import VOTE_K, LikelyCode, NameMatcher, likely_codes
 from capr.cases.differential import Differential, LikelyDiagnosis
 from capr.cases.findings import FindingNames, Findings, extract_findings
 from capr.cases.icd10 import Diagnosis, diagnoses_of
@@ -92,11 +95,14 @@ class SimilarCases:
     notices: list[str] = field(default_factory=list)
     diagnoses: list[LikelyDiagnosis] = field(default_factory=list)  # the differential of the described patient
     findings: Findings | None = None  # what the description says the patient has and has not
+    # the codes a coder would assign, as the similar coded cases were coded (symptoms among them: capr.cases.diagnose)
+    codes: list[LikelyCode] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"retriever": self.retriever, "notices": self.notices,
                 "findings": self.findings.to_dict() if self.findings is not None else None,
-                "diagnoses": [d.to_dict() for d in self.diagnoses], "cases": [c.to_dict() for c in self.cases]}
+                "diagnoses": [d.to_dict() for d in self.diagnoses], "codes": [c.to_dict() for c in self.codes],
+                "cases": [c.to_dict() for c in self.cases]}
 
 
 def split_sentences(text: str) -> list[str]:
@@ -127,10 +133,12 @@ class CaseFinder:
             parts, base = [], 0
             for si, seg in enumerate(self.index.segments):
                 parts.append(np.asarray(seg.passage_doc_rows, dtype=np.int64) + base)
-                self._doc_names += [(si, i) for i in range(len(seg.doc_ids))]
-                base += len(seg.doc_ids)
+                # every name decoded at once: one by one, a segment's string table costs a cold search 0.1 s
+                ids = list(seg.doc_ids)
+                self._doc_names += [(si, i) for i in range(len(ids))]
+                self._key_of.update((doc_id, base + i) for i, doc_id in enumerate(ids))
+                base += len(ids)
             self._doc_keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-            self._key_of = {self.doc_id(k): k for k in range(len(self._doc_names))}
         return self._doc_keys
 
     def doc_id(self, key: int) -> str:
@@ -263,6 +271,14 @@ class CaseFinder:
             named = [c for c in named if set(names.terms[names.position[c]]) <= terms]
         return diff.rank(found, voters, case_ids, named, n, self.allowed_rows(exclude_docs))
 
+    def likely_codes(self, description: str, voters: Sequence[Sequence[str]], n: int = 10) -> list[LikelyCode]:
+        """The ``n`` likeliest ICD-10-CM codes for coding the described case (capr.cases.diagnose.likely_codes): the
+        votes of ``voters`` (the codes of the most similar labelled cases, best first) fused with the label space's
+        codes whose names share words with the description. None when the index has no labelled case."""
+        names = self.name_matcher()
+        voters = [[str(c).upper() for c in codes] for codes in voters[:VOTE_K]]
+        return likely_codes(voters, names, set(names.analyze(description)), n)
+
     # -- scores -------------------------------------------------------------------------------
     def _doc_best(self, rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(document keys, best score) ordered best first, ties by key."""
@@ -384,15 +400,17 @@ class CaseFinder:
             if len(cases) >= k:
                 break
         likely: list[LikelyDiagnosis] = []
+        codes: list[LikelyCode] = []
         if diagnoses > 0:
             self.name_matcher()  # the label space
             # the most similar labelled cases, best first (read from the label space, not per document)
             voting = [key for key in keys.tolist() if key in self._codes_of and key not in skipped][:VOTE_K]
             # the description itself (a case of the index pasted whole) is no passage to vote either
             unseen = exclude_docs | {self.doc_id(key) for key in skipped}
-            likely = self.likely_diagnoses(found, [self._codes_of[key] for key in voting], diagnoses,
-                                           [self.doc_id(key) for key in voting], unseen)
-        return SimilarCases(description, retriever, cases, notices, likely, found)
+            voters = [self._codes_of[key] for key in voting]
+            likely = self.likely_diagnoses(found, voters, diagnoses, [self.doc_id(key) for key in voting], unseen)
+            codes = self.likely_codes(description, voters, diagnoses)
+        return SimilarCases(description, retriever, cases, notices, likely, found, codes)
 
 
 def _same_words(text: str) -> str:

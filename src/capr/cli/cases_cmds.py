@@ -166,13 +166,15 @@ def similar_cmd(
                                       "OpenStax and PubMedQA)."),
     labelled: bool = typer.Option(False, "--labelled", help="Only cases that carry diagnosis codes."),
     evidence: int = typer.Option(2, "--evidence", help="Sentences per case that make it similar."),
-    diagnoses: int = typer.Option(10, "--diagnoses", help="Likely diagnoses to list (0: none): the conditions whose "
-                                  "profiles, passages and similar coded cases match the description's findings."),
+    diagnoses: int = typer.Option(10, "--diagnoses", help="Likely diagnoses and likely codes to list (0: none): the "
+                                  "conditions whose profiles, passages and similar coded cases match the description's "
+                                  "findings, and the codes a coder would assign as the similar coded cases were coded."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Patients like this one: first the findings read from the description and the differential diagnosis (the
     conditions whose profiles, passages and similar coded cases match them, each with the findings for and against
-    it), then the most similar cases, their diagnoses (ICD-10-CM codes and names where labelled, the ICD-10-CM names
+    it), the likely codes (for coding: as the most similar coded cases were coded, symptoms included), then the most
+    similar cases, their diagnoses (ICD-10-CM codes and names where labelled, the ICD-10-CM names
     the text mentions otherwise) and the sentences that make them similar."""
 
     def body() -> None:
@@ -190,6 +192,7 @@ def similar_cmd(
             out.print(f"note: {escape(note)}")
         _print_findings(res.findings)
         _print_differential(res.diagnoses)
+        _print_codes(res.codes)
         if not res.cases:
             out.print("no similar case found")
         for c in res.cases:
@@ -211,6 +214,16 @@ def _print_findings(found) -> None:
     who = ", ".join(x for x in (f"{ctx.age:g} years" if ctx.age is not None else "", ctx.sex or "") if x)
     out.print(f"[bold]findings[/]{f' ({escape(who)})' if who else ''}: "
               + "; ".join(escape(("no " if f.negated else "") + f.label) for f in found.findings))
+
+
+def _print_codes(codes) -> None:
+    """The coder's list: codes as the most similar coded cases were coded, symptoms among them."""
+    if not codes:
+        return
+    out.print("[bold]likely codes[/] (for coding: as the most similar coded cases were coded, symptoms included):")
+    for c in codes:
+        carried = f" [dim](carried by {c.cases} of the 20 most similar coded cases)[/]" if c.cases else ""
+        out.print(f"  {c.rank}. {escape(c.code)} {escape(c.name)}{carried}")
 
 
 def _print_differential(diagnoses) -> None:

@@ -376,6 +376,15 @@ class PatientFindingsOut(BaseModel):
     findings: list[PatientFindingOut]
 
 
+class LikelyCodeOut(BaseModel):
+    code: str = Field(description="ICD-10-CM code.")
+    name: str = Field(description="Its ICD-10-CM name.")
+    rank: int
+    score: float = Field(description="Fused reciprocal-rank score of the similar cases' votes and the name matches.")
+    cases: int = Field(description="How many of the 20 most similar coded cases carry the code.")
+    name_words: list[str] = Field(description="Analysed words its name shares with the description.")
+
+
 class SimilarCasesResponse(BaseModel):
     retriever: str
     generation: str
@@ -386,6 +395,9 @@ class SimilarCasesResponse(BaseModel):
     diagnoses: list[LikelyDiagnosisOut] = Field(description="The differential diagnosis: conditions whose profiles, "
                                                 "passages and similar coded cases match the findings, best first; "
                                                 "coded symptoms after them, labelled kind=finding.")
+    codes: list[LikelyCodeOut] = Field(default_factory=list, description="Likely codes, for coding: the codes of the "
+                                       "most similar coded cases voted and fused with the codes whose names match the "
+                                       "description, symptoms among them as coders code them; best first.")
     cases: list[SimilarCaseOut]
 
 

@@ -69,7 +69,8 @@ def cases(req: S.CaseRequest, state: State) -> S.CaseResponse:
 @router.post("/cases/similar", response_model=S.SimilarCasesResponse)
 def cases_similar(req: S.SimilarCasesRequest, state: State) -> S.SimilarCasesResponse:
     """Patients like this one: the findings read from the description, the differential diagnosis (conditions
-    whose profiles, passages and similar coded cases match them, each with the findings for and against it), and
+    whose profiles, passages and similar coded cases match them, each with the findings for and against it), the
+    likely codes (for coding, as the most similar coded cases were coded), and
     the most similar cases with the diagnoses they carry and the sentences that make them similar."""
     t0 = time.perf_counter()
     store = state.holder.store
@@ -85,4 +86,5 @@ def cases_similar(req: S.SimilarCasesRequest, state: State) -> S.SimilarCasesRes
         took_ms=round((time.perf_counter() - t0) * 1e3, 2), notices=res.notices,
         findings=res.findings.to_dict() if res.findings is not None else None,
         diagnoses=[S.LikelyDiagnosisOut(**d.to_dict()) for d in res.diagnoses],
+        codes=[S.LikelyCodeOut(**c.to_dict()) for c in res.codes],
         cases=[S.SimilarCaseOut(**c.to_dict(), document_url=document_url(c.doc_id)) for c in res.cases])

@@ -417,6 +417,10 @@ async function findCases(ev) {
     $("patient-findings").hidden = !findings.length;
     $("likely-diagnoses").replaceChildren(...data.diagnoses.map(renderLikely));
     $("likely").hidden = !data.diagnoses.length;
+    const codes = data.codes || [];
+    $("likely-codes").replaceChildren(...codes.map((c) => el("li", { "data-code": c.code },
+      `${c.code} ${c.name}` + (c.cases ? ` (carried by ${c.cases} of the 20 most similar coded cases)` : ""))));
+    $("codes").hidden = !codes.length;
     $("cases").replaceChildren(...data.cases.map(renderCase));
     const notes = data.notices.length ? " — " + data.notices.join("; ") : "";
     setCasesStatus((data.cases.length
@@ -426,6 +430,8 @@ async function findCases(ev) {
     $("cases").replaceChildren();
     $("likely-diagnoses").replaceChildren();
     $("likely").hidden = true;
+    $("likely-codes").replaceChildren();
+    $("codes").hidden = true;
     $("finding-list").replaceChildren();
     $("patient-findings").hidden = true;
     setCasesStatus(e.message, true);
