@@ -101,7 +101,9 @@ def hybrid_rows(h: dict[str, Any], text: int) -> list[str]:
         rows.append(f"| index on disk | {_mb(h['index_bytes'])} ({h['index_bytes'] / text:.2f}× the text){extra} |")
     if "recall_at_10" in h:
         rows += [f"| recall@10 of capr's ANN vs exact ({h['ann_search']['queries_timed']} free-text queries, "
-                 f"{h['passages']:,} passages, {h['dim']}-d) | {h['recall_at_10']:.3f} (lowest query {h['recall_at_10_min']:.1f}) |",
+                 f"{h['passages']:,} passages, {h['dim']}-d) | {h['recall_at_10']:.3f} (lowest query {h['recall_at_10_min']:.1f})"
+                 + (f"; {h['recall_at_10_ties']:.3f} counting a passage tied with the 10th best"
+                    if "recall_at_10_ties" in h else "") + " |",
                  f"| ANN / exact search alone, p50 | {h['ann_search']['p50_ms']:.1f} / {h['exact_search']['p50_ms']:.1f} ms |"]
         rows += [f"| `search(..., retriever={r!r})` p50 / p95 | {_lat(h[r])} |" for r in ("dense", "hybrid", "bm25")]
         rows.append(f"| RSS: loaded, after the queries | {h['rss_loaded_mb']:,} MB, {h['rss_after_queries_mb']:,} MB |")
@@ -127,6 +129,8 @@ def milvus_rows(m: dict[str, Any]) -> list[str]:
             a = r[f"{part}_agreement"]
             rows.append(f"| dense {part}, {kind}: p50 / p95 | {_lat(r[f'embedded_{part}'])} | {_lat(r[f'milvus_{part}'])}; "
                         f"same top 10 {a['same_top10']:.0%} (as a set {a['same_top10_set']:.0%}, overlap {a['mean_overlap']:.3f}) |")
+    if m.get("queries_without_passages"):
+        rows.append(f"| queries left out: their patient has no note | {m['queries_without_passages']} | |")
     return rows
 
 

@@ -403,7 +403,8 @@ class ValueTable:
 
 def column_lookup(values: Sequence[Any]) -> dict[str, int]:
     """:func:`value_key` → position of each present value of a column's distinct values."""
-    return {value_key(v): i for i, v in enumerate(values) if v is not None}
+    # text is keyed inline: a column of patient ids has as many values as patients, and this runs on a cold search
+    return {("s:" + v) if type(v) is str else value_key(v): i for i, v in enumerate(values) if v is not None}
 
 
 def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,

@@ -36,6 +36,15 @@ SKIP = 128  # postings per block when a few rows are looked up in a long list (P
 LEXICAL = "lexical"
 
 
+def _rows_of(first: int, gaps: np.ndarray) -> np.ndarray:
+    """A posting list's rows (int64) from its first row and the gaps after it."""
+    out = np.empty(len(gaps) + 1, dtype=np.int64)
+    out[0] = first
+    np.cumsum(gaps, dtype=np.int64, out=out[1:])
+    out[1:] += first
+    return out
+
+
 class DecodedRows:
     """The most recently used decoded postings of every open segment, up to a budget of bytes shared by the
     process (``CAPR_DECODED_MB``, default 256; 0 keeps none). A common word's rows are decoded once, not once per
@@ -223,14 +232,10 @@ class PostingsFile:
         p = self.postings
         lo, hi = int(p.indptr[j]), int(p.indptr[j + 1])
         n = hi - lo
-        rows = np.empty(n, dtype=np.int64)
-        if n:
-            rows[0] = p.first[j]
-            if n > 1:
-                w = int(p.width[j])
-                raw = os.pread(self._rows.fileno(), w * (n - 1), int(p.at[j]))
-                np.cumsum(np.frombuffer(raw, dtype=_WIDTH_TYPES[w]), dtype=np.int64, out=rows[1:])
-                rows[1:] += rows[0]
+        w = int(p.width[j])
+        gaps = np.frombuffer(os.pread(self._rows.fileno(), w * (n - 1), int(p.at[j])) if n > 1 else b"",
+                             dtype=_WIDTH_TYPES[w])
+        rows = _rows_of(int(p.first[j]), gaps) if n else np.zeros(0, dtype=np.int64)
         size = self.tf_type.itemsize
         tf = np.frombuffer(os.pread(self._tf.fileno(), size * n, self._tf_at + size * lo), dtype=self.tf_type)
         return rows, tf
@@ -282,18 +287,11 @@ class Postings:
         return out
 
     def _decode(self, j: int) -> np.ndarray:
-        lo, hi = int(self.indptr[j]), int(self.indptr[j + 1])
-        n = hi - lo
-        out = np.empty(n, dtype=np.int64)
-        if n:
-            out[0] = self.first[j]
-            if n > 1:
-                w = int(self.width[j])
-                at = int(self.at[j])
-                gaps = self._rows[at:at + w * (n - 1)].view(_WIDTH_TYPES[w])
-                np.cumsum(gaps, dtype=np.int64, out=out[1:])
-                out[1:] += out[0]
-        return out
+        n = int(self.indptr[j + 1] - self.indptr[j])
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        w, at = int(self.width[j]), int(self.at[j])
+        return _rows_of(int(self.first[j]), self._rows[at:at + w * (n - 1)].view(_WIDTH_TYPES[w]))
 
     def find(self, j: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which of ``keys`` (ascending rows) hold term j (a bool each), and where among its postings they are.
