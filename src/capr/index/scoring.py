@@ -160,12 +160,12 @@ class SegmentedBM25:
         if kept is not None and kept[0] >= k:
             rows, vals = kept[1], kept[2]
             if len(rows) <= k:
-                return rows, vals
+                return rows.copy(), vals.copy()  # callers own what they are given
             sel = np.sort(np.lexsort((rows, -vals))[:k])  # the k best, ties to the first rows, in row order
             return rows[sel], vals[sel]
         rows, vals = self._top(tokens, k, allowed)
         with self._recent_lock:
-            self._recent[key] = (k, rows, vals)
+            self._recent[key] = (k, rows.copy(), vals.copy())
             while len(self._recent) > _RECENT_TOPS:
                 self._recent.popitem(last=False)
         return rows, vals
