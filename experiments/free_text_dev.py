@@ -33,6 +33,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from capr.records import Retriever
 from capr.records import qrels_as_dict
 from capr.search.fusion import FusionConfig, FusionMethod
 from capr.search.second_stage import load_reranker
+from capr.search.strength import SHARES as PROBE_SHARES, measure_strength
 
 from experiments.common import DEFAULT_DATA
 
@@ -69,6 +71,20 @@ VARIANTS = {
     "share off": {"fusion_by_question": False},
     "synonyms off": {"entity_synonyms": False},
 }
+
+
+def share_name(share: float) -> str:
+    """The variant of the default pipeline with a fixed RRF at this BM25 share ("rrf 1:4" for 0.2)."""
+    from fractions import Fraction
+
+    f = Fraction(share).limit_denominator(10)
+    return f"rrf {f.numerator}:{f.denominator - f.numerator}"
+
+
+# --fusions (issue 53): the default's parts on, the fusion fixed at each BM25 share the index probe can choose
+# (capr.search.strength.SHARES; an explicit fusion also leaves BM25's share by question out)
+SHARE_VARIANTS = {share_name(s): {"fusion": FusionConfig(FusionMethod.rrf, weights=(s, 1.0 - s))} for s in PROBE_SHARES}
+VARIANTS.update({k: v for k, v in SHARE_VARIANTS.items() if k not in VARIANTS})
 # the default's parts a free-text question meets, each switched off in the decision table (--parts)
 PARTS = {"question focus": "focus off", "BM25 share by question": "share off", "aspect prior": "prior off",
          "entity synonyms": "synonyms off"}
@@ -85,6 +101,12 @@ def measure(name: str, args: argparse.Namespace, variants: list[str], backend: s
     data = load_benchmark(config)
     qrels = qrels_as_dict(data.qrels)
     bench = BenchmarkSearcher(data, config.query_field)
+    probe = None
+    if args.fusions:
+        t = time.time()
+        strength = measure_strength(bench.searcher.store)
+        probe = None if strength is None else {**strength.to_dict(), "by_share": {str(k): v for k, v in strength.by_share.items()}}
+        print(json.dumps({"probe": name, "encoder": backend, **(probe or {}), "seconds": round(time.time() - t, 1)}), flush=True)
     systems = {"BM25 alone": bench.scorer(Retriever.bm25, config.template, FusionConfig()),
                "dense alone": bench.scorer(Retriever.dense, config.template, FusionConfig())}
     for v in variants:
@@ -114,7 +136,7 @@ def measure(name: str, args: argparse.Namespace, variants: list[str], backend: s
     qids = sorted(qrels)
     parsed = {q.qid: bench.parsed[q.qid] for q in data.queries}
     kept = {"qids": qids, "idf": {qid: data.index.term_idf(parsed[qid].terms) for qid in qids},
-            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index),
+            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index), "probe": probe,
             "scores": {sy: {m: v.tolist() for m, v in sc.items()} for sy, sc in scores.items()}}
     return scores, kept
 
@@ -161,12 +183,65 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
     return lines
 
 
+PROBE_TOLERANCES = (0.0, 0.02, 0.05, 0.1)  # capr.search.strength.probe_share's tolerance, each a candidate rule
+
+
+def probe_rules_table(results: dict[tuple[str, str], dict], probes: dict[tuple[str, str], Any], sets: list[str],
+                      encoders: list[str]) -> list[str]:
+    """--fusions: each set's probe (MRR@10 of BM25, dense, and the BM25 share each rule chooses) and, per rule, the
+    default with the chosen fixed fusion (a --fusions variant) against BM25 alone, dense alone, the 1 : 1 glue and the
+    default; the issue's rule (≥ all three on nDCG@10 and P@1 on every set, both encoders) checked."""
+    from capr.search.strength import Strength, probe_share
+
+    lines = ["", "| encoder | set | probe MRR@10 BM25 / dense | by share | " + " | ".join(f"share, tol {t}" for t in PROBE_TOLERANCES) + " |",
+             "|---|---|---|---|" + "---|" * len(PROBE_TOLERANCES)]
+    chosen: dict[tuple[str, str, float], str] = {}
+    for enc in encoders:
+        for name in sets:
+            p = probes.get((name, enc))
+            if not p:
+                lines.append(f"| {enc} | {name} | — | | " + "| " * len(PROBE_TOLERANCES))
+                continue
+            st = Strength(p["questions"], {float(k): v for k, v in p["by_share"].items()})
+            cells = []
+            for t in PROBE_TOLERANCES:
+                share = probe_share(st, t)
+                chosen[(name, enc, t)] = share_name(share)
+                cells.append(share_name(share))
+            by = " ".join(f"{v:.3f}" for _, v in sorted(st.by_share.items()))
+            lines.append(f"| {enc} | {name} | {st.bm25:.3f} / {st.dense:.3f} | {by} | " + " | ".join(cells) + " |")
+    for t in PROBE_TOLERANCES:
+        lines += ["", f"tolerance {t}: candidate (nDCG@10 / P@1) and candidate − each", "",
+                  "| encoder | set | fusion | candidate | − BM25 alone | − dense alone | − glue 1:1 | − default | rule |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        passed = True
+        for enc in encoders:
+            for name in sets:
+                if (name, enc, t) not in chosen:
+                    continue
+                sc, v = results[(name, enc)], chosen[(name, enc, t)]
+                cand = {m: float(np.mean(sc[v][m])) for m in METRICS}
+
+                def d(other: str) -> str:
+                    return " / ".join(f"{cand[m] - float(np.mean(sc[other][m])):+.2f}" for m in METRICS)
+                ok = all(cand[m] >= float(np.mean(sc[o][m])) - 1e-9 for o in ("BM25 alone", "dense alone", "glue 1:1") for m in METRICS)
+                if name == "medicationqa-dev" and enc == "torch":
+                    ok &= cand["nDCG@10"] >= float(np.mean(sc["dense alone"]["nDCG@10"])) + 3.0
+                passed &= ok
+                lines.append(f"| {enc} | {name} | {v} | " + " / ".join(f"{cand[m]:.2f}" for m in METRICS)
+                             + f" | {d('BM25 alone')} | {d('dense alone')} | {d('glue 1:1')} | {d('default')} | {'pass' if ok else 'FAIL'} |")
+        lines.append(f"\ntolerance {t}: the issue's rule {'PASSES' if passed else 'fails'}")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--variants", default="default", help=f"comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--parts", action="store_true", help="the decision table: the default, each part off, the glue")
+    ap.add_argument("--fusions", action="store_true", help="issue 53: the index probe (capr.search.strength) per set "
+                    "and encoder, and the default with its fusion fixed at each BM25 share the probe can choose")
     ap.add_argument("--encoders", default="torch", help="comma-separated encoder backends each set is indexed with "
                     "(torch: MiniLM; static: the model2vec model distilled from it)")
     ap.add_argument("--protocol", default=None, help="full or rerank64 (default: the benchmark's own)")
@@ -177,14 +252,16 @@ def main() -> None:
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
     args = ap.parse_args()
-    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])))
+    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])
+                                         + (["default", "glue 1:1", *SHARE_VARIANTS] if args.fusions else [])))
     sets, encoders = args.sets.split(","), args.encoders.split(",")
-    rows, dump, results = [], {}, {}
+    rows, dump, results, probes = [], {}, {}, {}
     for enc in encoders:
         for name in sets:
             t = time.time()
             scores, kept = measure(name, args, variants, enc)
             results[(name, enc)] = scores
+            probes[(name, enc)] = kept["probe"]
             if args.dump:
                 dump[name if enc == "torch" else f"{name} [{enc}]"] = kept
                 args.dump.write_text(json.dumps(dump))
@@ -210,6 +287,8 @@ def main() -> None:
         print(f"| {r['set']} | {r['encoder']} | {r['system']} | {r['queries']} | {r['nDCG@10']:.2f} | {r['P@1']:.2f} | {ps[0]} | {ps[1]} |")
     if args.parts:
         print("\n".join(decision_table(results, sets, encoders)))
+    if args.fusions:
+        print("\n".join(probe_rules_table(results, probes, sets, encoders)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,174 @@
+"""The index probe of issue 53 (capr.search.strength): inverse-cloze questions drawn from the index itself, answered by
+BM25, dense and their fusion. On a small synthetic index (no model: a store whose BM25 is capr's own arithmetic and
+whose "encoders" are a bag of words and random vectors) the measure must be deterministic, must never let the
+answer be found by the sentence taken out of it, and must order a strong and a weak encoder correctly."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import numpy as np
+import pytest
+
+from capr.records import Passage
+from capr.search.fusion import FusionMethod
+from capr.search.strength import SHARES, cloze_questions, measure_strength, probe_fusion, probe_share
+from capr.store.protocol import Capability
+from capr.text import bm25
+
+DIM = 4096
+
+
+def analyzer(text: str) -> list[str]:
+    return [w.strip(".,").lower() for w in text.split() if w.strip(".,")]
+
+
+def concepts(texts: list[str]) -> np.ndarray:
+    """A strong encoder: hashed counts of the words' concepts ("t3w1_a" and "t3w1_b" are one), which BM25 cannot
+    see (for it they are different words); words every passage has carry no concept."""
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for w in (w for w in analyzer(t) if "_" in w):
+            out[i, zlib.crc32(w.split("_")[0].encode()) % DIM] += 1.0
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def noise(texts: list[str]) -> np.ndarray:
+    """A weak encoder: a random unit vector per text (nothing about its words)."""
+    out = np.stack([np.random.default_rng(int(hashlib.sha1(t.encode()).hexdigest()[:8], 16)).standard_normal(DIM)
+                    for t in texts]).astype(np.float32)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+class FakeEncoder:
+    def __init__(self, encode) -> None:
+        self.encode = encode
+
+    def encode_queries(self, texts):
+        return self.encode(list(texts))
+
+    def encode_passages(self, texts):
+        return self.encode(list(texts))
+
+    def passage_text(self, passage, index_text):
+        return index_text
+
+
+def corpus(n: int = 80, seed: int = 7) -> list[Passage]:
+    """Passages of four sentences each, about their own topic words, each written in one of three forms (and words
+    every passage shares)."""
+    rng = np.random.default_rng(seed)
+    common = ["patients", "often", "report", "symptoms", "doctor", "treatment", "daily", "people", "may", "feel"]
+    passages = []
+    for i in range(n):
+        topic = [f"t{i}w{j}" for j in range(6)]
+        sents = []
+        for _ in range(4):
+            words = [f"{w}_{rng.choice(list('abc'))}" for w in rng.choice(topic, 3, replace=False)]
+            words += list(rng.choice(common, 4, replace=False))
+            rng.shuffle(words)
+            sents.append(" ".join(words).capitalize() + ".")
+        text, spans, pos = "", [], 0
+        for s in sents:
+            spans.append((pos, pos + len(s)))
+            text += s + " "
+            pos += len(s) + 1
+        passages.append(Passage(f"p{i}", f"d{i}", text.rstrip(), None, 0, len(text.rstrip()), spans))
+    return passages
+
+
+class FakeStore:
+    """The Store methods the probe uses, over ``passages``: BM25 as capr scores it, dense from the index's encoder."""
+
+    capabilities = frozenset({Capability.bm25, Capability.dense, Capability.exhaustive})
+    bm25_params = bm25.BM25Params()
+
+    def __init__(self, passages: list[Passage], encoder: FakeEncoder) -> None:
+        self.ps = passages
+        self.analyzer = analyzer
+        self.enc = encoder
+        self.tokens = [analyzer(p.text) for p in passages]
+        self.avgdl = float(np.mean([len(t) for t in self.tokens]))
+        self.vectors = encoder.encode_passages([p.text for p in passages])
+
+    def row_count(self) -> int:
+        return len(self.ps)
+
+    def live_count(self) -> int:
+        return len(self.ps)
+
+    def passing(self, flt, keys):
+        return np.ones(len(keys), dtype=bool)
+
+    def includes_titles(self) -> bool:
+        return False
+
+    def passages(self, keys):
+        return [self.ps[int(k)] for k in keys]
+
+    def encoder(self):
+        return self.enc
+
+    def term_idf(self, terms):
+        df = {t: sum(t in toks for toks in self.tokens) for t in terms}
+        return {t: bm25.idf(len(self.ps), d) for t, d in df.items() if d}
+
+    def lexical_top(self, terms, k, flt, method):
+        idf = self.term_idf(set(terms))
+        scores = np.zeros(len(self.ps), dtype=np.float64)
+        for r, toks in enumerate(self.tokens):
+            norm = bm25.length_norm(len(toks), self.avgdl, self.bm25_params)
+            scores[r] = sum(bm25.term_score(idf[t], toks.count(t), norm) for t in terms if t in idf and t in toks)
+        rows = np.flatnonzero(scores > 0)
+        order = np.lexsort((rows, -scores[rows]))[:k]
+        return rows[order], scores[rows][order]
+
+    def dense_top(self, qvec, k, flt):
+        scores = self.vectors @ qvec
+        order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+        return order.astype(np.int64), scores[order]
+
+
+@pytest.fixture(scope="module")
+def passages():
+    return corpus()
+
+
+def test_a_cloze_question_is_not_in_its_answer_and_the_draw_is_fixed_by_the_seed(passages):
+    store = FakeStore(passages, FakeEncoder(concepts))
+    questions, avgdl = cloze_questions(store, 30)
+    assert len(questions) == 30 and avgdl > 0
+    for q in questions:
+        assert q.question not in q.answer_text  # the sentence was taken out
+        assert q.question in passages[q.row].text
+        assert len(q.question.split()) >= 6
+    again, _ = cloze_questions(store, 30)
+    assert [(q.row, q.question) for q in again] == [(q.row, q.question) for q in questions]
+    other, _ = cloze_questions(store, 30, seed=1)
+    assert [(q.row, q.question) for q in other] != [(q.row, q.question) for q in questions]
+
+
+def test_the_measure_is_deterministic_and_orders_a_strong_and_a_weak_encoder(passages):
+    strong = measure_strength(FakeStore(passages, FakeEncoder(concepts)), 60)
+    weak = measure_strength(FakeStore(passages, FakeEncoder(noise)), 60)
+    assert strong is not None and weak is not None
+    assert strong == measure_strength(FakeStore(passages, FakeEncoder(concepts)), 60)
+    assert set(strong.by_share) == set(SHARES)
+    assert strong.bm25 == pytest.approx(weak.bm25)  # the same BM25 on the same questions
+    assert strong.dense > 0.5 > 0.1 > weak.dense  # concepts find the answers, noise does not
+    # the fusion follows: noise gets BM25 alone, the strong encoder most of the share
+    assert probe_share(weak) == 1.0 and probe_share(strong) <= 0.2
+    fused = probe_fusion(weak)
+    assert fused.method is FusionMethod.rrf and fused.weights == (probe_share(weak), 1.0 - probe_share(weak))
+    # a tolerance leans to dense among shares the probe cannot tell apart, never away from it
+    assert probe_share(strong, 0.1) <= probe_share(strong)
+
+
+def test_no_measure_without_vectors_or_enough_questions(passages):
+    store = FakeStore(passages, FakeEncoder(concepts))
+    store.capabilities = frozenset({Capability.bm25, Capability.exhaustive})
+    assert measure_strength(store) is None
+    assert probe_fusion(None) is None
+    tiny = FakeStore(passages[:5], FakeEncoder(concepts))
+    assert measure_strength(tiny) is None  # five passages give five questions: too few to say anything
