@@ -172,3 +172,47 @@ def test_no_measure_without_vectors_or_enough_questions(passages):
     assert probe_fusion(None) is None
     tiny = FakeStore(passages[:5], FakeEncoder(concepts))
     assert measure_strength(tiny) is None  # five passages give five questions: too few to say anything
+
+
+def test_the_probe_s_fusion_is_used_only_where_asked_and_the_fusion_is_left_to_the_store(passages, monkeypatch):
+    from capr.search import strength
+    from capr.search.config import SearchOptions, SearchProfile
+    from capr.search.fusion import FusionConfig
+    from capr.search.query import parse_query
+
+    store = FakeStore(passages, FakeEncoder(noise))
+    store.name, store.generation_info, store.dense_manifest = "fake", lambda: {"generation": 1}, lambda: {"model": "noise"}
+    calls = []
+    measured = strength.measure_strength
+    monkeypatch.setattr(strength, "measure_strength", lambda s: calls.append(s) or measured(s))
+    probed = strength.probed_fusion(store)
+    assert probed is not None and probed.weights == (1.0, 0.0)  # noise: BM25 alone
+    assert strength.probed_fusion(store) is probed and len(calls) == 1  # once per generation
+
+    profile = SearchProfile.from_manifest({}, dense=True, lexical=True)
+    pq = parse_query("how is t3w1_a treated", analyzer)
+
+    def fusion(**given):
+        options = SearchOptions(**given)
+        return profile.question_options(store, options, profile.resolve(options), pq).fusion
+
+    assert fusion(fusion_probe=True) == probed
+    assert fusion() != probed  # off by default
+    explicit = FusionConfig(weights=(0.5, 0.5))
+    assert fusion(fusion_probe=True, fusion=explicit) == explicit  # the caller's own fusion wins
+    adapted = SearchProfile.from_manifest({"fusion": {"method": "rrf", "weights": [0.3, 0.7]}})
+    options = SearchOptions(fusion_probe=True)
+    assert adapted.question_options(store, options, adapted.resolve(options), pq).fusion.weights == (0.3, 0.7)
+
+
+def test_the_service_and_the_cli_pass_the_switch():
+    from typer.testing import CliRunner
+
+    from capr.cli import app
+    from capr.service import schemas as S
+    from capr.service.config import ServiceConfig
+    from capr.service.routers.search import search_options
+
+    assert search_options(S.SearchRequest(text="gout", fusion_probe=True), ServiceConfig()).fusion_probe is True
+    assert search_options(S.SearchRequest(text="gout"), ServiceConfig()).fusion_probe is False
+    assert "--fusion-probe" in CliRunner().invoke(app, ["search", "--help"], terminal_width=200).output

@@ -20,6 +20,8 @@ with that in mind (docs/RESULTS.md, issue 53: what it was checked against).
 
 from __future__ import annotations
 
+import json
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -41,6 +43,7 @@ MIN_PROBES = 20  # fewer cloze questions than this: no measure (a tiny index, or
 CUTOFF = 10  # MRR@10
 # BM25's share in the reciprocal-rank fusion (dense has the rest): 0 is dense alone, 1 BM25 alone
 SHARES = (0.0, 0.1, 0.2, 1 / 3, 0.5, 2 / 3, 1.0)
+PROBE_TOLERANCE = 0.0  # probe_share's default (docs/RESULTS.md, issue 53: each tolerance measured)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class Strength:
                 **self.extra}
 
 
-def probe_share(strength: Strength, tolerance: float = 0.0) -> float:
+def probe_share(strength: Strength, tolerance: float = PROBE_TOLERANCE) -> float:
     """BM25's share in the fusion, from the index's cloze measure: the most dense-leaning share (lowest) whose MRR@10
     is within ``tolerance`` (relative) of the best share's. ``tolerance`` 0 is the probe's own best; above 0 it leans
     to dense where the probe cannot tell the shares apart, since a cloze sentence favours BM25 (module docstring)."""
@@ -82,7 +85,7 @@ def probe_share(strength: Strength, tolerance: float = 0.0) -> float:
     return min(s for s, v in strength.by_share.items() if v >= top * (1.0 - tolerance) - 1e-12)
 
 
-def probe_fusion(strength: Strength | None, tolerance: float = 0.0, fallback: FusionConfig | None = None) -> FusionConfig | None:
+def probe_fusion(strength: Strength | None, tolerance: float = PROBE_TOLERANCE, fallback: FusionConfig | None = None) -> FusionConfig | None:
     """The RRF the index's cloze measure chooses (:func:`probe_share`), or ``fallback`` without a measure."""
     if strength is None:
         return fallback
@@ -168,8 +171,7 @@ def measure_strength(store: Store, n: int = PROBE_QUESTIONS, seed: int = PROBE_S
     """MRR@10 of ``n`` cloze questions on ``store`` by BM25's share in the fusion (module docstring); None when the
     store cannot score every passage exactly, has no vectors, or yields fewer than ``MIN_PROBES`` questions.
     ``encoder``: the store's own (default) — another one is measured against the store's vectors only in tests."""
-    caps = store.capabilities
-    if Capability.dense not in caps or Capability.bm25 not in caps or Capability.exhaustive not in caps:
+    if not {Capability.dense, Capability.bm25, Capability.exhaustive} <= store.capabilities:
         return None
     encoder = encoder or store.encoder()
     questions, avgdl = cloze_questions(store, n, seed, getattr(encoder, "passage_text", None))
@@ -191,5 +193,23 @@ def measure_strength(store: Store, n: int = PROBE_QUESTIONS, seed: int = PROBE_S
                     {"avgdl": round(avgdl, 1), "passages": int(store.live_count())})
 
 
+_PROBED: dict[str, FusionConfig | None] = {}
+_PROBING = threading.Lock()
+
+
+def probed_fusion(store: Store) -> FusionConfig | None:
+    """:func:`probe_fusion` of this store's :func:`measure_strength`, measured once per index generation and encoder
+    in a process (a service's first such question pays for it: a few hundred queries and passages encoded); None
+    where the store cannot be measured (the caller keeps its own fusion)."""
+    if not {Capability.dense, Capability.bm25, Capability.exhaustive} <= store.capabilities:
+        return None
+    key = json.dumps([store.name, store.generation_info(), store.dense_manifest().get("model")], sort_keys=True,
+                     default=str)
+    with _PROBING:
+        if key not in _PROBED:
+            _PROBED[key] = probe_fusion(measure_strength(store))
+        return _PROBED[key]
+
+
 __all__ = ["CUTOFF", "ClozeQuestion", "MIN_PROBES", "PROBE_QUESTIONS", "PROBE_SEED", "SHARES", "Strength",
-           "cloze_questions", "measure_strength", "probe_fusion", "probe_share"]
+           "cloze_questions", "measure_strength", "probe_fusion", "probe_share", "probed_fusion"]
