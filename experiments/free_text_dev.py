@@ -93,6 +93,15 @@ OFF_PARTS = {"question reading": "reading on"}
 SINGLE = ("BM25 alone", "dense alone")
 
 
+def probe(store: Any, name: str, backend: str) -> dict | None:
+    """The index probe (capr.search.strength) of one set's index, printed as a JSON row; what --dump keeps of it."""
+    t = time.time()
+    strength = measure_strength(store)
+    kept = None if strength is None else {**strength.to_dict(), "by_share": {str(k): v for k, v in strength.by_share.items()}}
+    print(json.dumps({"probe": name, "encoder": backend, **(kept or {}), "seconds": round(time.time() - t, 1)}), flush=True)
+    return kept
+
+
 def measure(name: str, args: argparse.Namespace, variants: list[str], backend: str = "torch") -> tuple[dict, dict]:
     """Every system on one set, its index built with the encoder ``backend``: {system: {metric: per-question
     scores}}, and what --dump keeps of the set."""
@@ -101,12 +110,7 @@ def measure(name: str, args: argparse.Namespace, variants: list[str], backend: s
     data = load_benchmark(config)
     qrels = qrels_as_dict(data.qrels)
     bench = BenchmarkSearcher(data, config.query_field)
-    probe = None
-    if args.fusions:
-        t = time.time()
-        strength = measure_strength(bench.searcher.store)
-        probe = None if strength is None else {**strength.to_dict(), "by_share": {str(k): v for k, v in strength.by_share.items()}}
-        print(json.dumps({"probe": name, "encoder": backend, **(probe or {}), "seconds": round(time.time() - t, 1)}), flush=True)
+    probed = probe(bench.searcher.store, name, backend) if args.fusions else None
     systems = {"BM25 alone": bench.scorer(Retriever.bm25, config.template, FusionConfig()),
                "dense alone": bench.scorer(Retriever.dense, config.template, FusionConfig())}
     for v in variants:
@@ -136,7 +140,7 @@ def measure(name: str, args: argparse.Namespace, variants: list[str], backend: s
     qids = sorted(qrels)
     parsed = {q.qid: bench.parsed[q.qid] for q in data.queries}
     kept = {"qids": qids, "idf": {qid: data.index.term_idf(parsed[qid].terms) for qid in qids},
-            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index), "probe": probe,
+            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index), "probe": probed,
             "scores": {sy: {m: v.tolist() for m, v in sc.items()} for sy, sc in scores.items()}}
     return scores, kept
 
@@ -291,8 +295,10 @@ def tables_from_dumps(paths: list[Path]) -> None:
     for path in paths:
         for key, kept in json.loads(path.read_text()).items():
             name, enc = (key[:-1].split(" [") if key.endswith("]") else (key, "torch"))
-            results[(name, enc)] = {sy: {m: np.asarray(v) for m, v in sc.items()} for sy, sc in kept["scores"].items()}
-            probes[(name, enc)] = kept.get("probe")
+            if "scores" in kept:
+                results[(name, enc)] = {sy: {m: np.asarray(v) for m, v in sc.items()} for sy, sc in kept["scores"].items()}
+            if "scores" not in kept or (name, enc) not in probes:  # a --probe-only file's probe replaces a run's
+                probes[(name, enc)] = kept.get("probe")
             sets += [name] if name not in sets else []
             encoders += [enc] if enc not in encoders else []
     sets = [s for s in sets if all((s, e) in results for e in encoders)]
@@ -316,6 +322,8 @@ def main() -> None:
                     "stage (`capr search --reranker SPEC`), on MiniLM's index and on each --model's (repeatable)")
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
+    ap.add_argument("--probe-only", action="store_true", help="only the index probe of each set and encoder (with "
+                    "--dump: kept there, for --tables-from to use instead of the runs' own)")
     ap.add_argument("--tables-from", help="comma-separated --dump files of --fusions runs: print their tables, run nothing")
     args = ap.parse_args()
     if args.tables_from:
@@ -324,6 +332,17 @@ def main() -> None:
     variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])
                                          + (["default", "glue 1:1", *SHARE_VARIANTS] if args.fusions else [])))
     sets, encoders = args.sets.split(","), args.encoders.split(",")
+    if args.probe_only:
+        probes = {}
+        for enc in encoders:
+            for name in sets:
+                config = EvalConfig(benchmark=name, data_dir=args.data_dir, pipeline="default", query_field=args.query_field,
+                                    protocol=args.protocol, encoder_backend=enc)
+                store = BenchmarkSearcher(load_benchmark(config), config.query_field).searcher.store
+                probes[name if enc == "torch" else f"{name} [{enc}]"] = {"probe": probe(store, name, enc)}
+                if args.dump:
+                    args.dump.write_text(json.dumps(probes))
+        return
     rows, dump, results, probes = [], {}, {}, {}
     for enc in encoders:
         for name in sets:

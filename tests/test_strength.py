@@ -216,3 +216,16 @@ def test_the_service_and_the_cli_pass_the_switch():
     assert search_options(S.SearchRequest(text="gout", fusion_probe=True), ServiceConfig()).fusion_probe is True
     assert search_options(S.SearchRequest(text="gout"), ServiceConfig()).fusion_probe is False
     assert "--fusion-probe" in CliRunner().invoke(app, ["search", "--help"], terminal_width=200).output
+
+
+def test_text_without_sentence_ends_is_asked_in_windows_of_words():
+    """NFCorpus' text is lower-cased and stop-word-free, without a full stop: its passages are cut into windows."""
+    rng = np.random.default_rng(3)
+    passages = []
+    for i in range(30):
+        text = " ".join(f"t{i}w{j}" if rng.random() < 0.3 else f"c{j}" for j in rng.integers(0, 40, 65))
+        passages.append(Passage(f"p{i}", f"d{i}", text, None, 0, len(text), [(0, len(text))]))
+    questions, _ = cloze_questions(FakeStore(passages, FakeEncoder(concepts)), 25)
+    assert len(questions) == 25
+    assert {len(q.question.split()) for q in questions} <= {20, 25}  # a short last window joins the one before
+    assert all(len(q.answer_text.split()) == 65 - len(q.question.split()) for q in questions)

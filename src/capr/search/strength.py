@@ -1,8 +1,8 @@
 """How strong each first-stage retriever is on *this* index, measured without a single label (issue 53): inverse-cloze
 pseudo-questions (Lee et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain Question Answering", ICT).
 
-A few hundred passages are drawn with a fixed seed; from each, one sentence of at least ``MIN_WORDS`` words is taken
-out and asked as a question, and the passage *without that sentence* is the one answer. Every other passage keeps
+A few hundred passages are drawn with a fixed seed; from each, one sentence of at least ``MIN_WORDS`` words (in text
+written without sentence ends, one window of ``WINDOW_WORDS`` words) is taken out and asked as a question, and the passage *without that sentence* is the one answer. Every other passage keeps
 the score the index gives it; the answer is scored on its masked text (BM25 with the index's IDF and parameters, its
 length against the index's mean length estimated from the passages read; dense: the masked text encoded as the index
 encodes passages), so no retriever finds it by the sentence itself. Each retriever's MRR@10 over these questions,
@@ -21,6 +21,7 @@ with that in mind (docs/RESULTS.md, issue 53: what it was checked against).
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
@@ -39,6 +40,7 @@ PROBE_QUESTIONS = 200  # cloze questions drawn per index
 PROBE_SEED = 0
 MIN_SENTENCES = 3  # a passage with fewer keeps too little once a sentence is out
 MIN_WORDS = 6  # a shorter sentence (a heading, "See below.") asks nothing
+WINDOW_WORDS = 20  # a passage written without sentence ends (NFCorpus' stop-word-free text) is cut into such windows
 MIN_PROBES = 20  # fewer cloze questions than this: no measure (a tiny index, or one of single sentences)
 CUTOFF = 10  # MRR@10
 # BM25's share in the reciprocal-rank fusion (dense has the rest): 0 is dense alone, 1 BM25 alone
@@ -97,6 +99,16 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+def _windows(text: str) -> list[tuple[int, int]]:
+    """``WINDOW_WORDS``-word spans of a text that has no sentence ends (a last shorter one joins the one before)."""
+    words = [m.span() for m in re.finditer(r"\S+", text)]
+    cuts = list(range(0, len(words), WINDOW_WORDS))
+    if len(cuts) > 1 and len(words) - cuts[-1] < WINDOW_WORDS // 2:
+        cuts.pop()
+    return [(words[c][0], words[min(c + WINDOW_WORDS, len(words)) - 1 if i + 1 < len(cuts) else len(words) - 1][1])
+            for i, c in enumerate(cuts)]
+
+
 def cloze_questions(store: Store, n: int = PROBE_QUESTIONS, seed: int = PROBE_SEED,
                     dense_text: Any = None) -> tuple[list[ClozeQuestion], float]:
     """Up to ``n`` cloze questions from the store's live passages, drawn in a fixed order from ``seed``; and the mean
@@ -115,6 +127,8 @@ def cloze_questions(store: Store, n: int = PROBE_QUESTIONS, seed: int = PROBE_SE
         for row, p in zip(keys.tolist(), store.passages(keys)):
             lengths.append(len(analyzer(index_text(p.title, p.text, include_title))))
             spans = [(a - p.start, b - p.start) for a, b in p.sentences]
+            if len(spans) < MIN_SENTENCES and not any(c in p.text for c in ".?!"):
+                spans = _windows(p.text)
             if len(spans) < MIN_SENTENCES:
                 continue
             asked = [(a, b) for a, b in spans if _words(p.text[a:b]) >= MIN_WORDS]
