@@ -115,10 +115,10 @@ def search_cmd(
                                  "brand as its generic name ('valium' as diazepam), clinical shorthand ('afib'), a "
                                  "misspelling one letter from a word of the index ('rivatigmine'); said in the output. "
                                  "Off by default: not yet at or above the default on every dev set."),
-    fusion_probe: bool = typer.Option(False, "--fusion-probe/--no-fusion-probe", help="A question's BM25 : dense "
-                                      "shares from this index's own cloze probe of each retriever's strength (measured "
-                                      "at the first such search). Off by default: not at or above the default on every "
-                                      "dev set (docs/RESULTS.md, issue 53)."),
+    fusion_probe: bool = typer.Option(False, "--fusion-probe/--no-fusion-probe", help="Fuse a question as this "
+                                      "index's own cloze probe asks (measured at the first such search): BM25 alone "
+                                      "where the encoder finds fewer answers than BM25 there, else the default. Off by "
+                                      "default: not at or above the default on every dev set (docs/RESULTS.md, issue 53)."),
     entity_scope: EntityScope = typer.Option(EntityScope.document, "--entity-scope", help="document: passages of documents "
                                              "that name the entity first (default); passage: passages that name it first "
                                              "(the only scope of top-list backends such as Milvus)."),

@@ -103,10 +103,11 @@ class SearchOptions:
     # HPO synonyms, one-edit misspellings of the index's words (capr.search.reading). Off by default: on the
     # free-text dev sets it is not at or above the pipeline without it on every set (docs/RESULTS.md, issue 53)
     reading: bool = False
-    # a free-text question's BM25 : dense shares from this index's own cloze probe of each retriever's strength
-    # (capr.search.strength, measured once per index generation in a process) when the fusion is left to the store;
-    # BM25's share by question is then not applied. Off by default: it did not pass the rule every default must
-    # (docs/RESULTS.md, issue 53)
+    # a free-text question is fused as this index's own cloze probe of each retriever's strength asks
+    # (capr.search.strength.probe_fusion, measured once per index generation in a process) when the fusion is left
+    # to the store: BM25 alone where the encoder finds fewer answers than BM25 there (BM25's share by question is then
+    # not applied), else the default. Off by default: it did not pass the rule every default must (docs/RESULTS.md,
+    # issue 53: it passes every dev set with the static encoder, and costs MiniLM on NFCorpus)
     fusion_probe: bool = False
 
     def __post_init__(self) -> None:

@@ -11,8 +11,12 @@ and that of their reciprocal-rank fusion at each BM25 share of ``SHARES`` (the l
 that are not its own — on the user's own corpus, with the index's own encoder.
 
 What it cannot see: how the user's questions are worded. A cloze sentence shares the passage's rare words (drug and
-disease names), which favours BM25 over what a consumer's paraphrase does; :func:`probe_share` reads the measure
-with that in mind (docs/RESULTS.md, issue 53: what it was checked against).
+disease names), which favours BM25 over what a consumer's paraphrase does. On the seven free-text dev sets
+(docs/RESULTS.md, issue 53) it tells the encoders apart — the static encoder loses to BM25 on every index, MiniLM wins
+on six of seven — and within one index its MRR by share follows the questions' nDCG@10 by share (Spearman +0.43 to
++1.00), but across indexes of one encoder it does not say which wants more BM25 (+0.14 with MiniLM).
+:func:`probe_fusion` (BM25 alone where dense loses, else the default) is what ``SearchOptions.fusion_probe`` runs;
+:func:`probe_share` (the share whose fusion found most answers) was measured and is kept for experiments.
 
     strength = measure_strength(store)            # None when the index is too small or has no vectors
     strength.bm25, strength.dense, probe_share(strength)   # MRR@10 of each, and BM25's share it chooses
@@ -87,12 +91,13 @@ def probe_share(strength: Strength, tolerance: float = PROBE_TOLERANCE) -> float
     return min(s for s, v in strength.by_share.items() if v >= top * (1.0 - tolerance) - 1e-12)
 
 
-def probe_fusion(strength: Strength | None, tolerance: float = PROBE_TOLERANCE, fallback: FusionConfig | None = None) -> FusionConfig | None:
-    """The RRF the index's cloze measure chooses (:func:`probe_share`), or ``fallback`` without a measure."""
-    if strength is None:
+def probe_fusion(strength: Strength | None, fallback: FusionConfig | None = None) -> FusionConfig | None:
+    """The fusion the index's cloze measure asks for: BM25 alone (RRF with dense's share 0) where the encoder finds
+    fewer answers than BM25 on the index's own cloze questions — its list would only add noise to the fusion —
+    else ``fallback`` (None: the caller's own, capr's dev-chosen default). Without a measure: ``fallback``."""
+    if strength is None or strength.dense >= strength.bm25:
         return fallback
-    share = probe_share(strength, tolerance)
-    return FusionConfig(FusionMethod.rrf, weights=(share, 1.0 - share))
+    return FusionConfig(FusionMethod.rrf, weights=(1.0, 0.0))
 
 
 def _words(text: str) -> int:
@@ -214,7 +219,7 @@ _PROBING = threading.Lock()
 def probed_fusion(store: Store) -> FusionConfig | None:
     """:func:`probe_fusion` of this store's :func:`measure_strength`, measured once per index generation and encoder
     in a process (a service's first such question pays for it: a few hundred queries and passages encoded); None
-    where the store cannot be measured (the caller keeps its own fusion)."""
+    where the store cannot be measured or the probe leaves the fusion to the caller."""
     if not {Capability.dense, Capability.bm25, Capability.exhaustive} <= store.capabilities:
         return None
     key = json.dumps([store.name, store.generation_info(), store.dense_manifest().get("model")], sort_keys=True,
