@@ -24,6 +24,13 @@ part it leaves off (the question reading), switched on (OFF_PARTS). It prints ea
 system per set and encoder, the pooled questions of all sets, and for each part the default minus the default
 without it (nDCG@10 / P@1) per set and pooled, with the verdict of the rule: a part stays on only if it is at or
 above the pipeline without it on every set, with both encoders, and gains on the pooled questions.
+
+``--fusions`` (issue 53, item 3): each set's index probe (capr.search.strength: MRR@10 of inverse-cloze questions
+drawn from the index, by BM25's share in the fusion) and the default with its fusion fixed at each share the probe
+can choose (SHARE_VARIANTS); then what each candidate rule (probe_rules) chooses per set and encoder, checked
+against the issue's rule (passes), and whether the probe orders the shares and the sets as the questions do.
+``--probe-only`` measures only the probes; ``--tables-from A.json,B.json`` prints the tables from ``--dump`` files
+(a ``--probe-only`` dump's probes replace the runs' own).
 """
 
 from __future__ import annotations
@@ -300,6 +307,16 @@ def agreement_table(results: dict[tuple[str, str], dict], probes: dict[tuple[str
     return lines
 
 
+def grid_table(results: dict[tuple[str, str], dict], sets: list[str], encoders: list[str]) -> list[str]:
+    """--fusions: every system's nDCG@10 / P@1 per set and encoder (the singles, the glue, the default, each share)."""
+    lines = ["", "| encoder | system | " + " | ".join(sets) + " |", "|---|---|" + "---:|" * len(sets)]
+    for enc in encoders:
+        for system in results[(sets[0], enc)]:
+            lines.append(f"| {enc} | {system} | " + " | ".join(
+                " / ".join(f"{float(np.mean(results[(s, enc)][system][m])):.2f}" for m in METRICS) for s in sets) + " |")
+    return lines
+
+
 def tables_from_dumps(paths: list[Path]) -> None:
     """--tables-from: the --fusions tables again from --dump files (one per encoder, or one for both)."""
     results, probes, sets, encoders = {}, {}, [], []
@@ -313,7 +330,8 @@ def tables_from_dumps(paths: list[Path]) -> None:
             sets += [name] if name not in sets else []
             encoders += [enc] if enc not in encoders else []
     sets = [s for s in sets if all((s, e) in results for e in encoders)]
-    print("\n".join(probe_rules_table(results, probes, sets, encoders) + agreement_table(results, probes, sets, encoders)))
+    print("\n".join(grid_table(results, sets, encoders) + probe_rules_table(results, probes, sets, encoders)
+                    + agreement_table(results, probes, sets, encoders)))
 
 
 def main() -> None:
@@ -387,7 +405,8 @@ def main() -> None:
     if args.parts:
         print("\n".join(decision_table(results, sets, encoders)))
     if args.fusions:
-        print("\n".join(probe_rules_table(results, probes, sets, encoders) + agreement_table(results, probes, sets, encoders)))
+        print("\n".join(grid_table(results, sets, encoders) + probe_rules_table(results, probes, sets, encoders)
+                    + agreement_table(results, probes, sets, encoders)))
 
 
 if __name__ == "__main__":
