@@ -296,23 +296,3 @@ def test_an_entity_nothing_mentions_or_matches_shows_nothing_and_says_no_more(tm
     assert res.hits == [] and res.notices == ["no passage mentions 'zorbifen'"]
     res = searcher.search(Query("q", entity="zorbifen colchicine"), SearchOptions(k=5, retriever="bm25"))
     assert res.hits and res.notices == ["no passage mentions 'zorbifen colchicine'; showing the closest matches"]
-
-
-def test_the_index_probe_chooses_the_fusion_of_a_question(runner, demo_index):
-    """--fusion-probe (issue 53): the demo index measures itself once (capr.search.strength), and a free-text question is
-    fused as the probe's switch says — the same hits through the library and `capr search`."""
-    from capr.index import load_index
-    from capr.search.strength import MIN_PROBES, measure_strength, probe_fusion
-
-    searcher = Searcher(load_index(demo_index))
-    strength = measure_strength(searcher.store)
-    assert strength is not None and strength.questions >= MIN_PROBES
-    assert strength == measure_strength(searcher.store)  # the same draw, the same answers
-    fused = probe_fusion(strength)
-    question = "blood thinner for an irregular heartbeat"
-    expected = searcher.search(question, SearchOptions(k=5, fusion=fused))
-    probed = searcher.search(question, SearchOptions(k=5, fusion_probe=True))
-    assert [(h.pid, h.score) for h in probed.hits] == [(h.pid, h.score) for h in expected.hits]
-    res = runner.invoke(app, ["search", str(demo_index), question, "-k", "5", "--json", "--fusion-probe"])
-    assert res.exit_code == 0, res.output
-    assert [r["pid"] for r in json.loads(res.stdout)["results"]] == [h.pid for h in expected.hits]

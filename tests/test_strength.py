@@ -229,3 +229,21 @@ def test_text_without_sentence_ends_is_asked_in_windows_of_words():
     assert len(questions) == 25
     assert {len(q.question.split()) for q in questions} <= {20, 25}  # a short last window joins the one before
     assert all(len(q.answer_text.split()) == 65 - len(q.question.split()) for q in questions)
+
+
+def test_the_answer_s_bm25_is_the_index_s_arithmetic(passages):
+    """The masked answer is scored as the index would score that text: on the whole passage, with the index's mean
+    length, the probe's BM25 equals the index's own score."""
+    from capr.search.query import parse_query
+    from capr.search.strength import _bm25_of_text
+    from capr.records import Query
+
+    store = FakeStore(passages, FakeEncoder(concepts))
+    questions, avgdl = cloze_questions(store, 20)
+    assert avgdl == pytest.approx(store.avgdl, rel=0.1)
+    for q in questions:
+        pq = parse_query(Query("q", text=q.question), analyzer, expand=False)
+        rows, scores = store.lexical_top(pq.terms, len(passages), None, None)
+        own = float(scores[list(rows).index(q.row)])
+        assert _bm25_of_text(store, pq, passages[q.row].text, store.avgdl) == pytest.approx(own, rel=1e-6)
+        assert _bm25_of_text(store, pq, q.answer_text, store.avgdl) < own  # the sentence's own words are gone
