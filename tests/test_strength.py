@@ -247,3 +247,14 @@ def test_the_answer_s_bm25_is_the_index_s_arithmetic(passages):
         own = float(scores[list(rows).index(q.row)])
         assert _bm25_of_text(store, pq, passages[q.row].text, store.avgdl) == pytest.approx(own, rel=1e-6)
         assert _bm25_of_text(store, pq, q.answer_text, store.avgdl) < own  # the sentence's own words are gone
+
+
+def test_an_index_of_one_line_passages_is_not_read_whole():
+    from capr.search.strength import READ_PER_QUESTION
+
+    lines = [Passage(f"p{i}", f"d{i}", f"Line {i} of a note, said once.", None, 0, 30, [(0, 30)]) for i in range(400)]
+    store = FakeStore(lines, FakeEncoder(concepts))
+    read = []
+    store.passages = lambda keys: read.extend(keys) or [lines[int(k)] for k in keys]
+    questions, _ = cloze_questions(store, 2)
+    assert questions == [] and len(read) == 2 * READ_PER_QUESTION

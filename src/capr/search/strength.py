@@ -2,8 +2,8 @@
 pseudo-questions (Lee et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain Question Answering", ICT).
 
 A few hundred passages are drawn with a fixed seed; from each, one sentence of at least ``MIN_WORDS`` words (in text
-written without sentence ends, one window of ``WINDOW_WORDS`` words) is taken out and asked as a question, and the passage *without that sentence* is the one answer. Every other passage keeps
-the score the index gives it; the answer is scored on its masked text (BM25 with the index's IDF and parameters, its
+written without sentence ends, one window of ``WINDOW_WORDS`` words) is taken out and asked as a question, and the
+passage *without that sentence* is the one answer. Every other passage keeps the score the index gives it; the answer is scored on its masked text (BM25 with the index's IDF and parameters, its
 length against the index's mean length estimated from the passages read; dense: the masked text encoded as the index
 encodes passages), so no retriever finds it by the sentence itself. Each retriever's MRR@10 over these questions,
 and that of their reciprocal-rank fusion at each BM25 share of ``SHARES`` (the lists and arithmetic of
@@ -18,8 +18,9 @@ on six of seven — and within one index its MRR by share follows the questions'
 :func:`probe_fusion` (BM25 alone where dense loses, else the default) is what ``SearchOptions.fusion_probe`` runs;
 :func:`probe_share` (the share whose fusion found most answers) was measured and is kept for experiments.
 
-    strength = measure_strength(store)            # None when the index is too small or has no vectors
-    strength.bm25, strength.dense, probe_share(strength)   # MRR@10 of each, and BM25's share it chooses
+    strength = measure_strength(store)        # None when the index is too small or has no vectors
+    strength.bm25, strength.dense             # MRR@10 of each on the index's own cloze questions
+    probe_fusion(strength)                    # BM25 alone where dense loses, else None (the caller's fusion)
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ MIN_SENTENCES = 3  # a passage with fewer keeps too little once a sentence is ou
 MIN_WORDS = 6  # a shorter sentence (a heading, "See below.") asks nothing
 WINDOW_WORDS = 20  # a passage written without sentence ends (NFCorpus' stop-word-free text) is cut into such windows
 MIN_PROBES = 20  # fewer cloze questions than this: no measure (a tiny index, or one of single sentences)
+READ_PER_QUESTION = 50  # passages read at most per question asked (an index of one-line passages is not read whole)
 CUTOFF = 10  # MRR@10
 # BM25's share in the reciprocal-rank fusion (dense has the rest): 0 is dense alone, 1 BM25 alone
 SHARES = (0.0, 0.1, 0.2, 1 / 3, 0.5, 2 / 3, 1.0)
@@ -116,13 +118,14 @@ def _windows(text: str) -> list[tuple[int, int]]:
 
 def cloze_questions(store: Store, n: int = PROBE_QUESTIONS, seed: int = PROBE_SEED,
                     dense_text: Any = None) -> tuple[list[ClozeQuestion], float]:
-    """Up to ``n`` cloze questions from the store's live passages, drawn in a fixed order from ``seed``; and the mean
-    analysed length of the index texts of every passage read (BM25's average passage length, estimated).
+    """Up to ``n`` cloze questions from the store's live passages, drawn in a fixed order from ``seed`` (at most
+    ``READ_PER_QUESTION`` × n passages read); and the mean analysed length of the index texts of every passage read
+    (BM25's average passage length, estimated).
     ``dense_text(passage, index_text)``: what the encoder reads for a passage (default: the index text)."""
     rng = np.random.default_rng(seed)
     rows = np.arange(store.row_count(), dtype=np.int64)
     rows = rows[store.passing(None, rows)]
-    order = rng.permutation(rows)
+    order = rng.permutation(rows)[: n * READ_PER_QUESTION]
     include_title = store.includes_titles()
     analyzer = store.analyzer
     out: list[ClozeQuestion] = []
@@ -186,13 +189,13 @@ def _reciprocal_rank(fused: tuple[np.ndarray, np.ndarray], row: int) -> float:
 
 
 def measure_strength(store: Store, n: int = PROBE_QUESTIONS, seed: int = PROBE_SEED,
-                     shares: Sequence[float] = SHARES, encoder: Any = None) -> Strength | None:
-    """MRR@10 of ``n`` cloze questions on ``store`` by BM25's share in the fusion (module docstring); None when the
-    store cannot score every passage exactly, has no vectors, or yields fewer than ``MIN_PROBES`` questions.
-    ``encoder``: the store's own (default) — another one is measured against the store's vectors only in tests."""
+                     shares: Sequence[float] = SHARES) -> Strength | None:
+    """MRR@10 of ``n`` cloze questions on ``store`` by BM25's share in the fusion (module docstring), with the store's
+    own encoder; None when the store cannot score every passage exactly, has no vectors, or yields fewer than
+    ``MIN_PROBES`` questions."""
     if not {Capability.dense, Capability.bm25, Capability.exhaustive} <= store.capabilities:
         return None
-    encoder = encoder or store.encoder()
+    encoder = store.encoder()
     questions, avgdl = cloze_questions(store, n, seed, getattr(encoder, "passage_text", None))
     if len(questions) < MIN_PROBES:
         return None
