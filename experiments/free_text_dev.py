@@ -24,6 +24,13 @@ part it leaves off (the question reading), switched on (OFF_PARTS). It prints ea
 system per set and encoder, the pooled questions of all sets, and for each part the default minus the default
 without it (nDCG@10 / P@1) per set and pooled, with the verdict of the rule: a part stays on only if it is at or
 above the pipeline without it on every set, with both encoders, and gains on the pooled questions.
+
+``--fusions`` (issue 53, item 3): each set's index probe (capr.search.strength: MRR@10 of inverse-cloze questions
+drawn from the index, by BM25's share in the fusion) and the default with its fusion fixed at each share the probe
+can choose (SHARE_VARIANTS); then what each candidate rule (probe_rules) chooses per set and encoder, checked
+against the issue's rule (passes), and whether the probe orders the shares and the sets as the questions do.
+``--probe-only`` measures only the probes; ``--tables-from A.json,B.json`` prints the tables from ``--dump`` files
+(a ``--probe-only`` dump's probes replace the runs' own).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +52,7 @@ from capr.records import Retriever
 from capr.records import qrels_as_dict
 from capr.search.fusion import FusionConfig, FusionMethod
 from capr.search.second_stage import load_reranker
+from capr.search.strength import SHARES as PROBE_SHARES, measure_strength
 
 from experiments.common import DEFAULT_DATA
 
@@ -69,12 +78,35 @@ VARIANTS = {
     "share off": {"fusion_by_question": False},
     "synonyms off": {"entity_synonyms": False},
 }
+
+
+def share_name(share: float) -> str:
+    """The variant of the default pipeline with a fixed RRF at this BM25 share ("rrf 1:4" for 0.2)."""
+    from fractions import Fraction
+
+    f = Fraction(share).limit_denominator(10)
+    return f"rrf {f.numerator}:{f.denominator - f.numerator}"
+
+
+# --fusions (issue 53): the default's parts on, the fusion fixed at each BM25 share the index probe can choose
+# (capr.search.strength.SHARES; an explicit fusion also leaves BM25's share by question out)
+SHARE_VARIANTS = {share_name(s): {"fusion": FusionConfig(FusionMethod.rrf, weights=(s, 1.0 - s))} for s in PROBE_SHARES}
+VARIANTS.update({k: v for k, v in SHARE_VARIANTS.items() if k not in VARIANTS})
 # the default's parts a free-text question meets, each switched off in the decision table (--parts)
 PARTS = {"question focus": "focus off", "BM25 share by question": "share off", "aspect prior": "prior off",
          "entity synonyms": "synonyms off"}
 # parts the default leaves off, measured switched on: the table shows (with it) − (the default)
 OFF_PARTS = {"question reading": "reading on"}
 SINGLE = ("BM25 alone", "dense alone")
+
+
+def probe(store: Any, name: str, backend: str) -> dict | None:
+    """The index probe (capr.search.strength) of one set's index, printed as a JSON row; what --dump keeps of it."""
+    t = time.time()
+    strength = measure_strength(store)
+    kept = None if strength is None else {**strength.to_dict(), "by_share": {str(k): v for k, v in strength.by_share.items()}}
+    print(json.dumps({"probe": name, "encoder": backend, **(kept or {}), "seconds": round(time.time() - t, 1)}), flush=True)
+    return kept
 
 
 def measure(name: str, args: argparse.Namespace, variants: list[str], backend: str = "torch") -> tuple[dict, dict]:
@@ -85,6 +117,7 @@ def measure(name: str, args: argparse.Namespace, variants: list[str], backend: s
     data = load_benchmark(config)
     qrels = qrels_as_dict(data.qrels)
     bench = BenchmarkSearcher(data, config.query_field)
+    probed = probe(bench.searcher.store, name, backend) if args.fusions else None
     systems = {"BM25 alone": bench.scorer(Retriever.bm25, config.template, FusionConfig()),
                "dense alone": bench.scorer(Retriever.dense, config.template, FusionConfig())}
     for v in variants:
@@ -114,7 +147,7 @@ def measure(name: str, args: argparse.Namespace, variants: list[str], backend: s
     qids = sorted(qrels)
     parsed = {q.qid: bench.parsed[q.qid] for q in data.queries}
     kept = {"qids": qids, "idf": {qid: data.index.term_idf(parsed[qid].terms) for qid in qids},
-            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index),
+            "terms": {qid: parsed[qid].terms for qid in qids}, "passages": len(data.index), "probe": probed,
             "scores": {sy: {m: v.tolist() for m, v in sc.items()} for sy, sc in scores.items()}}
     return scores, kept
 
@@ -161,12 +194,154 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
     return lines
 
 
+PROBE_TOLERANCES = (0.0, 0.02, 0.05, 0.1)  # capr.search.strength.probe_share's tolerance, each a candidate rule
+RIVALS = ("BM25 alone", "dense alone", "glue 1:1")
+MEDICATION_MARGIN = 3.0  # issue 53: on medicationqa-dev the default must be this far above dense alone (nDCG@10)
+
+
+def passes(sc: dict, system: str, name: str) -> bool:
+    """Issue 53's rule on one set and encoder: ``system`` at or above BM25 alone, dense alone and the 1 : 1 glue on
+    nDCG@10 and P@1, and on medicationqa-dev ``MEDICATION_MARGIN`` nDCG@10 above dense alone."""
+    mean = {o: {m: float(np.mean(sc[o][m])) for m in METRICS} for o in (system, *RIVALS)}
+    ok = all(mean[system][m] >= mean[o][m] - 1e-9 for o in RIVALS for m in METRICS)
+    if name == "medicationqa-dev":
+        ok &= mean[system]["nDCG@10"] >= mean["dense alone"]["nDCG@10"] + MEDICATION_MARGIN - 1e-9
+    return ok
+
+
+def probe_rules(st: Any) -> dict[str, str]:
+    """Each candidate rule's choice for one index probe: the system (a --fusions variant, or the default) it runs."""
+    from capr.search.strength import probe_fusion, probe_share
+
+    switch = probe_fusion(st)
+    rules = {f"argmax, tolerance {t}": share_name(probe_share(st, t)) for t in PROBE_TOLERANCES}
+    return {"BM25 alone if dense loses (the option)": "default" if switch is None else share_name(switch.weights[0]), **rules}
+
+
+def probe_rules_table(results: dict[tuple[str, str], dict], probes: dict[tuple[str, str], Any], sets: list[str],
+                      encoders: list[str]) -> list[str]:
+    """--fusions: each set's probe (MRR@10 of BM25, dense, and their fusion by BM25 share) and what each candidate rule
+    (:func:`probe_rules`) chooses; per rule, the chosen system against BM25 alone, dense alone, the 1 : 1 glue and the
+    default, and the issue's rule (:func:`passes`) on every set and encoder."""
+    from capr.search.strength import SHARES, Strength
+
+    chosen: dict[tuple[str, str], dict[str, str]] = {}
+    names: list[str] = []
+    rows = []
+    for enc in encoders:
+        for name in sets:
+            p = probes.get((name, enc))
+            if not p:
+                rows.append(f"| {enc} | {name} | — | — | |")
+                continue
+            st = Strength(p["questions"], {float(k): v for k, v in p["by_share"].items()})
+            chosen[(name, enc)] = probe_rules(st)
+            names = list(chosen[(name, enc)])
+            by = " ".join(f"{st.by_share[s]:.3f}" for s in SHARES)
+            rows.append(f"| {enc} | {name} | {st.questions} | {st.bm25:.3f} / {st.dense:.3f} | {by} | "
+                        + " | ".join(chosen[(name, enc)].values()) + " |")
+    lines = ["", "| encoder | set | cloze questions | probe MRR@10 BM25 / dense | MRR@10 by BM25 share "
+             + " ".join(share_name(s)[4:] for s in SHARES) + " | " + " | ".join(names) + " |",
+             "|---|---|---:|---|---|" + "---|" * len(names), *rows]
+    for rule in names:
+        lines += ["", f"{rule}: the chosen system (nDCG@10 / P@1) and it − each", "",
+                  "| encoder | set | system | nDCG@10 / P@1 | − BM25 alone | − dense alone | − glue 1:1 | − default | rule |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        passed = True
+        for enc in encoders:
+            for name in sets:
+                if (name, enc) not in chosen:
+                    passed = False
+                    continue
+                sc, v = results[(name, enc)], chosen[(name, enc)][rule]
+                cand = {m: float(np.mean(sc[v][m])) for m in METRICS}
+
+                def d(other: str) -> str:
+                    return " / ".join(f"{cand[m] - float(np.mean(sc[other][m])):+.2f}" for m in METRICS)
+                ok = passes(sc, v, name)
+                passed &= ok
+                lines.append(f"| {enc} | {name} | {v} | " + " / ".join(f"{cand[m]:.2f}" for m in METRICS)
+                             + f" | {d('BM25 alone')} | {d('dense alone')} | {d('glue 1:1')} | {d('default')} | {'pass' if ok else 'FAIL'} |")
+        lines.append(f"\n{rule}: the issue's rule {'PASSES' if passed else 'fails'}")
+    return lines
+
+
+def agreement_table(results: dict[tuple[str, str], dict], probes: dict[tuple[str, str], Any], sets: list[str],
+                    encoders: list[str]) -> list[str]:
+    """Does the probe order what the questions order? Per set and encoder: the BM25 shares at which the default with
+    a fixed fusion passes the issue's rule (≥ BM25 alone, dense alone and the 1 : 1 glue on nDCG@10 and P@1), the
+    share the questions like best (nDCG@10), the probe's best, and Spearman's ρ between the probe's MRR@10 and the
+    questions' nDCG@10 over the shares; then, over the sets, ρ between the probe's dense − BM25 MRR@10 and the
+    questions' dense − BM25 nDCG@10."""
+    from capr.search.strength import SHARES, Strength, probe_share
+
+    def rho(a: list[float], b: list[float]) -> float:
+        ra, rb = (np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(float) for x in (a, b))
+        return float(np.corrcoef(ra, rb)[0, 1]) if np.std(ra) and np.std(rb) else float("nan")
+
+    lines = ["", "| encoder | set | shares passing the rule (+ default) | best share (nDCG@10) | probe's best | ρ(probe, questions) over shares |",
+             "|---|---|---|---|---|---|"]
+    gaps: dict[str, tuple[list[float], list[float]]] = {}
+    for enc in encoders:
+        for name in sets:
+            sc, p = results[(name, enc)], probes.get((name, enc))
+            real = {s: float(np.mean(sc[share_name(s)]["nDCG@10"])) for s in SHARES}
+            ok = [share_name(s) for s in SHARES if passes(sc, share_name(s), name)]
+            best = share_name(max(SHARES, key=lambda s: (real[s], -s)))
+            if p:
+                st = Strength(p["questions"], {float(k): v for k, v in p["by_share"].items()})
+                mine = share_name(probe_share(st))
+                r = rho([st.by_share[s] for s in SHARES], [real[s] for s in SHARES])
+                g = gaps.setdefault(enc, ([], []))
+                g[0].append(st.dense - st.bm25)
+                g[1].append(float(np.mean(sc["dense alone"]["nDCG@10"]) - np.mean(sc["BM25 alone"]["nDCG@10"])))
+            else:
+                mine, r = "—", float("nan")
+            ok += ["default"] if passes(sc, "default", name) else []
+            lines.append(f"| {enc} | {name} | {', '.join(ok) or 'none'} | {best} | {mine} | {r:+.2f} |")
+    every = ([x for g in gaps.values() for x in g[0]], [y for g in gaps.values() for y in g[1]])
+    lines.append("")
+    for label, (a, b) in [*gaps.items(), ("both encoders", every)]:
+        lines.append(f"ρ over sets ({label}), probe dense − BM25 MRR@10 against the questions' dense − BM25 nDCG@10: "
+                     f"{rho(a, b):+.2f} ({len(a)} indexes)")
+    return lines
+
+
+def grid_table(results: dict[tuple[str, str], dict], sets: list[str], encoders: list[str]) -> list[str]:
+    """--fusions: every system's nDCG@10 / P@1 per set and encoder (the singles, the glue, the default, each share)."""
+    lines = ["", "| encoder | system | " + " | ".join(sets) + " |", "|---|---|" + "---:|" * len(sets)]
+    for enc in encoders:
+        for system in results[(sets[0], enc)]:
+            lines.append(f"| {enc} | {system} | " + " | ".join(
+                " / ".join(f"{float(np.mean(results[(s, enc)][system][m])):.2f}" for m in METRICS) for s in sets) + " |")
+    return lines
+
+
+def tables_from_dumps(paths: list[Path]) -> None:
+    """--tables-from: the --fusions tables again from --dump files (one per encoder, or one for both)."""
+    results, probes, sets, encoders = {}, {}, [], []
+    for path in paths:
+        for key, kept in json.loads(path.read_text()).items():
+            name, enc = (key[:-1].split(" [") if key.endswith("]") else (key, "torch"))
+            if "scores" in kept:
+                results[(name, enc)] = {sy: {m: np.asarray(v) for m, v in sc.items()} for sy, sc in kept["scores"].items()}
+            if "scores" not in kept or (name, enc) not in probes:  # a --probe-only file's probe replaces a run's
+                probes[(name, enc)] = kept.get("probe")
+            sets += [name] if name not in sets else []
+            encoders += [enc] if enc not in encoders else []
+    sets = [s for s in sets if all((s, e) in results for e in encoders)]
+    print("\n".join(grid_table(results, sets, encoders) + probe_rules_table(results, probes, sets, encoders)
+                    + agreement_table(results, probes, sets, encoders)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--variants", default="default", help=f"comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--parts", action="store_true", help="the decision table: the default, each part off, the glue")
+    ap.add_argument("--fusions", action="store_true", help="issue 53: the index probe (capr.search.strength) per set "
+                    "and encoder, and the default with its fusion fixed at each BM25 share the probe can choose")
     ap.add_argument("--encoders", default="torch", help="comma-separated encoder backends each set is indexed with "
                     "(torch: MiniLM; static: the model2vec model distilled from it)")
     ap.add_argument("--protocol", default=None, help="full or rerank64 (default: the benchmark's own)")
@@ -176,15 +351,34 @@ def main() -> None:
                     "stage (`capr search --reranker SPEC`), on MiniLM's index and on each --model's (repeatable)")
     ap.add_argument("--dump", type=Path, help="write every system's per-question scores here (JSON), with each "
                     "question's analysed terms and their IDF in the set's index")
+    ap.add_argument("--probe-only", action="store_true", help="only the index probe of each set and encoder (with "
+                    "--dump: kept there, for --tables-from to use instead of the runs' own)")
+    ap.add_argument("--tables-from", help="comma-separated --dump files of --fusions runs: print their tables, run nothing")
     args = ap.parse_args()
-    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])))
+    if args.tables_from:
+        tables_from_dumps([Path(p) for p in args.tables_from.split(",")])
+        return
+    variants = list(dict.fromkeys(args.variants.split(",") + (["default", "glue 1:1", *PARTS.values(), *OFF_PARTS.values()] if args.parts else [])
+                                         + (["default", "glue 1:1", *SHARE_VARIANTS] if args.fusions else [])))
     sets, encoders = args.sets.split(","), args.encoders.split(",")
-    rows, dump, results = [], {}, {}
+    if args.probe_only:
+        probes = {}
+        for enc in encoders:
+            for name in sets:
+                config = EvalConfig(benchmark=name, data_dir=args.data_dir, pipeline="default", query_field=args.query_field,
+                                    protocol=args.protocol, encoder_backend=enc)
+                store = BenchmarkSearcher(load_benchmark(config), config.query_field).searcher.store
+                probes[name if enc == "torch" else f"{name} [{enc}]"] = {"probe": probe(store, name, enc)}
+                if args.dump:
+                    args.dump.write_text(json.dumps(probes))
+        return
+    rows, dump, results, probes = [], {}, {}, {}
     for enc in encoders:
         for name in sets:
             t = time.time()
             scores, kept = measure(name, args, variants, enc)
             results[(name, enc)] = scores
+            probes[(name, enc)] = kept["probe"]
             if args.dump:
                 dump[name if enc == "torch" else f"{name} [{enc}]"] = kept
                 args.dump.write_text(json.dumps(dump))
@@ -210,6 +404,9 @@ def main() -> None:
         print(f"| {r['set']} | {r['encoder']} | {r['system']} | {r['queries']} | {r['nDCG@10']:.2f} | {r['P@1']:.2f} | {ps[0]} | {ps[1]} |")
     if args.parts:
         print("\n".join(decision_table(results, sets, encoders)))
+    if args.fusions:
+        print("\n".join(grid_table(results, sets, encoders) + probe_rules_table(results, probes, sets, encoders)
+                    + agreement_table(results, probes, sets, encoders)))
 
 
 if __name__ == "__main__":

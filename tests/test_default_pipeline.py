@@ -467,3 +467,25 @@ def test_the_profile_says_what_searches_and_where_it_came_from(tmp_path, demo_di
     assert Searcher.open(load_index(adapted)).reranker is searcher.reranker  # loaded once per process
     asked = Searcher.open(load_index(adapted), reranker="none")
     assert asked.reranker is None and asked.profile.origins["reranker"] is Origin.user
+
+
+def test_the_index_probe_chooses_the_fusion_of_a_question(runner, default_index):
+    """--fusion-probe (issue 53): the demo index measures itself once (capr.search.strength), and a free-text question is
+    fused as the probe's switch says — the same hits through the library and `capr search`."""
+    from capr.cli import app
+    from capr.index import load_index
+    from capr.search import SearchOptions, Searcher
+    from capr.search.strength import MIN_PROBES, measure_strength, probe_fusion
+
+    searcher = Searcher(load_index(default_index))
+    strength = measure_strength(searcher.store)
+    assert strength is not None and strength.questions >= MIN_PROBES
+    assert strength == measure_strength(searcher.store)  # the same draw, the same answers
+    fused = probe_fusion(strength)
+    question = "blood thinner for an irregular heartbeat"
+    expected = searcher.search(question, SearchOptions(k=5, fusion=fused))
+    probed = searcher.search(question, SearchOptions(k=5, fusion_probe=True))
+    assert [(h.pid, h.score) for h in probed.hits] == [(h.pid, h.score) for h in expected.hits]
+    res = runner.invoke(app, ["search", str(default_index), question, "-k", "5", "--json", "--fusion-probe"])
+    assert res.exit_code == 0, res.output
+    assert [r["pid"] for r in json.loads(res.stdout)["results"]] == [h.pid for h in expected.hits]

@@ -132,3 +132,11 @@ def test_medicationqa_dev_is_a_named_free_text_benchmark(runner, data_dir, tmp_p
     out = json.loads(capr_in_process(runner, "eval", "--benchmark", "medicationqa-dev", "--data-dir", str(data_dir),
                                      "-r", "bm25", "--cache-dir", str(tmp_path), "--json").stdout)
     assert out["queries"] == 347 and 40 < out["metrics"]["nDCG@10"] < 60  # BM25 alone: 49.26 (docs/RESULTS.md)
+
+
+def test_fusion_probe_keeps_the_default_on_an_index_too_small_to_measure(runner, answers_index):
+    """`capr search --fusion-probe` (issue 53): a handful of answers gives too few cloze questions for a measure, and the
+    question is fused as without the switch."""
+    question = "how is atrial fibrillation treated"
+    assert search(runner, answers_index, question, "--fusion-probe")["results"] == \
+        search(runner, answers_index, question)["results"]

@@ -103,6 +103,12 @@ class SearchOptions:
     # HPO synonyms, one-edit misspellings of the index's words (capr.search.reading). Off by default: on the
     # free-text dev sets it is not at or above the pipeline without it on every set (docs/RESULTS.md, issue 53)
     reading: bool = False
+    # a free-text question is fused as this index's own cloze probe of each retriever's strength asks
+    # (capr.search.strength.probe_fusion, measured once per index generation in a process) when the fusion is left
+    # to the store: BM25 alone where the encoder finds fewer answers than BM25 there (BM25's share by question is then
+    # not applied), else the default. Off by default: it did not pass the rule every default must (docs/RESULTS.md,
+    # issue 53: it passes every dev set with the static encoder, and costs MiniLM on NFCorpus)
+    fusion_probe: bool = False
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.retriever) if self.retriever is not None else None
@@ -220,10 +226,19 @@ class SearchProfile:
 
     def question_options(self, store: Store, given: SearchOptions, resolved: SearchOptions,
                          pq: ParsedQuery) -> SearchOptions:
-        """``resolved`` with the fusion weights of a free-text question (capr.search.query_weights) when the fusion was
-        left to the store and the store records none."""
-        if (not given.fusion_by_question or given.fusion is not None or resolved.retriever is not Retriever.hybrid
-                or pq.structured or self.origins.get("fusion") is Origin.adapted):
+        """``resolved`` with the fusion weights of a free-text question when the fusion was left to the store and the
+        store records none: the index probe's (``fusion_probe``, capr.search.strength), else by the question's words
+        (capr.search.query_weights)."""
+        if (given.fusion is not None or resolved.retriever is not Retriever.hybrid or pq.structured
+                or self.origins.get("fusion") is Origin.adapted):
+            return resolved
+        if given.fusion_probe:
+            from capr.search.strength import probed_fusion
+
+            probed = probed_fusion(store)
+            if probed is not None:
+                return replace(resolved, fusion=probed)
+        if not given.fusion_by_question:
             return resolved
         from capr.search.query_weights import question_fusion
 

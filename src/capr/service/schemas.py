@@ -117,6 +117,9 @@ class SearchRequest(_Strict):
     reading: bool = Field(False, description="Read a free-text question as a pharmacist would: a drug's brand as its "
                           "generic name ('valium' as diazepam), clinical shorthand ('afib'), a misspelling one letter "
                           "from a word of the index; what was read is in the response's reading.")
+    fusion_probe: bool = Field(False, description="Fuse a free-text question as this index's own cloze probe asks "
+                               "(measured once per index generation): BM25 alone where the encoder finds fewer "
+                               "answers than BM25 there, else the default.")
     group_by: GroupBy = Field(GroupBy.passage, strict=False, description="passage, or doc: one result per document "
                               "(its best passage).")
     reranker: Optional[Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_valid_text)]] = Field(
