@@ -174,9 +174,9 @@ class SegmentedBM25:
         """A filter that keeps few rows is scored at those rows only (a patient's notes, an entity's passages);
         any other is scored over every row. (Pruning by each term's bound, MaxScore, does not pay on notes: the
         rarest words of a sentence-long question alone reach hundreds of thousands of rows of 10 million.)"""
-        if int(np.count_nonzero(allowed)) <= len(self.index) // FEW_ROWS:
-            kept = np.flatnonzero(allowed)
-            return _top_of(kept, self.scores_at(tokens, kept), k)
+        kept = few_rows(allowed)
+        if kept is not None:
+            return top_among(kept, self.scores_at(tokens, kept), k)
         return top_rows(self.scores(tokens), k, allowed)
 
     @property
@@ -192,7 +192,14 @@ _SAMPLED = 1 << 16  # scores sampled to bound the k-th best of a long score arra
 FEW_ROWS = 64  # a filter keeping at most 1/64 of the rows is scored at its rows only
 
 
-def _top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def few_rows(allowed: np.ndarray) -> np.ndarray | None:
+    """The rows a mask keeps when they are few enough (at most 1/FEW_ROWS) to be scored alone, else None."""
+    if int(np.count_nonzero(allowed)) > len(allowed) // FEW_ROWS:
+        return None
+    return np.flatnonzero(allowed)
+
+
+def top_among(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """top_rows over the candidate ``rows`` (ascending) with their exact ``scores``."""
     sel, vals = top_rows(scores, k, np.ones(len(rows), dtype=bool))
     return rows[sel], vals

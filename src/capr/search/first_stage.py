@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from capr.index.scoring import FEW_ROWS, top_rows
+from capr.index.scoring import few_rows, top_among
 from capr.records import LEXICAL, Retriever
 
 from capr.search.query import DEFAULT_TEMPLATE, ParsedQuery
@@ -71,11 +71,9 @@ class LexicalRetriever:
     def top(self, pq: ParsedQuery, k: int, flt: Any = None, keep: Keep | None = None) -> Ranked:
         if pq.dismax is None:
             return _kept(self.store.lexical_top(pq.terms, k, flt, self.method), keep)
-        if flt is not None and np.count_nonzero(flt) <= len(flt) // FEW_ROWS:
-            # a filter or tier that keeps few rows: only those are scored
-            keys = np.flatnonzero(flt)
-            sel, vals = top_rows(self.scores(pq, keys), k, np.ones(len(keys), dtype=bool))
-            return _kept((keys[sel], vals), keep)
+        keys = few_rows(flt) if flt is not None else None
+        if keys is not None:  # a filter or tier that keeps few rows: only those are scored
+            return _kept(top_among(keys, self.scores(pq, keys), k), keep)
         return _kept(self.store.top(self.scores(pq, None), k, flt), keep)
 
 
