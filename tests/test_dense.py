@@ -112,6 +112,32 @@ def test_hnsw_search_with_filters_matches_exact(tmp_path, demo_dir):
         assert len(f) == 5 and all(h.passage.aspect == "treatment" for h in f)
 
 
+def test_hnsw_under_a_narrow_filter_is_exact_at_its_rows(tmp_path):
+    """A filter keeping a few rows (one patient's notes) gets the exact best of those rows, not what a graph walk
+    that mostly meets other rows happens to pass; a wide filter still walks the graph."""
+    from capr.index.vectors import SegmentVectors, save_vectors
+
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((12000, 16)).astype(np.float32)  # the walk alone finds 7 of these 10 (measured)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    save_vectors(tmp_path, vecs, hnsw_threshold=100)
+    sv = SegmentVectors.load(tmp_path)
+    assert sv.hnsw is not None
+    q = vecs[7] + 0.1 * rng.standard_normal(16).astype(np.float32)
+    q /= np.linalg.norm(q)
+    allowed = np.zeros(len(vecs), dtype=bool)
+    allowed[rng.choice(len(vecs), 12, replace=False)] = True
+    rows, scores = sv.search(q, 10, allowed)
+    assert len(rows) == 10
+    kept = np.flatnonzero(allowed)
+    best = kept[np.argsort(-(vecs[kept] @ q))[:10]]
+    assert sorted(rows.tolist()) == sorted(best.tolist())
+    np.testing.assert_allclose(np.sort(scores), np.sort(vecs[best] @ q), rtol=1e-6)
+    wide = np.ones(len(vecs), dtype=bool)
+    rows, _ = sv.search(q, 10, wide)
+    assert 7 in rows.tolist() and len(rows) == 10
+
+
 def test_rrf_and_weighted_fusion():
     bm25 = (np.array([1, 2, 3]), np.array([9.0, 5.0, 1.0]))
     dense = (np.array([3, 1, 4]), np.array([0.9, 0.8, 0.1]))

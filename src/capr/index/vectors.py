@@ -11,7 +11,12 @@ from capr.index.reading import damaged, load_npy
 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
-HNSW_EF_SEARCH = 512  # recall@10 vs exact: 0.856 at 128, 0.94 at 512 (bench_dense, 200k static vectors)
+# recall@10 against exact search of four 250k-passage graphs of static vectors (bench.scale's notes, 200 questions):
+# 0.925 at 512, 0.952 at 768, 0.957 at 1024, 0.964 at 1536, at 3.2 / 4.1 / 4.2 / 6.4 ms a graph
+HNSW_EF_SEARCH = 1024
+# a filter keeping at most this share of a segment's rows is searched exactly at those rows: a graph walk visits
+# about efSearch nodes, and under a narrow filter few of them pass (faiss then returns fewer than k)
+EXACT_SHARE = 1 / 8
 
 
 def save_vectors(directory: Path, vectors: np.ndarray, hnsw_threshold: int) -> None:
@@ -49,10 +54,14 @@ class SegmentVectors:
         """Top-k (rows, scores) among ``allowed`` rows: exact by matrix product, or HNSW with an id selector."""
         if not allowed.any() or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        n_allowed = int(np.count_nonzero(allowed))
+        if self.hnsw is not None and n_allowed <= EXACT_SHARE * len(allowed):
+            rows = np.flatnonzero(allowed)
+            return _best(rows, np.asarray(self.vectors[rows]) @ query, k)
         if self.hnsw is None:
             scores = np.asarray(self.vectors) @ query
             scores = np.where(allowed, scores, -np.inf)
-            k = min(k, int(allowed.sum()))
+            k = min(k, n_allowed)
             top = np.argpartition(-scores, k - 1)[:k]
             return top.astype(np.int64), scores[top].astype(np.float32)
         import faiss
@@ -63,3 +72,9 @@ class SegmentVectors:
         scores, rows = self.hnsw.search(query[None, :].astype(np.float32), k, params=params)
         ok = rows[0] >= 0
         return rows[0][ok].astype(np.int64), scores[0][ok].astype(np.float32)
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    k = min(k, len(rows))
+    top = np.argpartition(-scores, k - 1)[:k]
+    return rows[top].astype(np.int64), scores[top].astype(np.float32)
