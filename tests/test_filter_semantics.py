@@ -149,3 +149,20 @@ def test_milvus_filters_keep_what_sqlites_where_keeps(tmp_path):
         assert result["milvus-lite"]["disagreements"] == 0, shown[:3]
     finally:
         server.stop()
+
+
+def test_value_codes_scanned_or_hashed_give_the_same_codes():
+    """A cold filter finds a text value by scanning the column (no dict of every patient id); later ones hash.
+    Both are exact: case and type are kept apart."""
+    from capr.filters import column_lookup, value_key
+    from capr.index.store import ValueCodes
+
+    values = ["abC1", "ABc1", None, 5, True, "5"]
+    keys = ["s:ABc1", "s:abC1", "s:abc1", "s:5", value_key(5), value_key(True), "s:missing"]
+    want = [column_lookup(values).get(k) for k in keys]
+    assert want == [1, 0, None, 5, 3, 4, None]
+    codes = ValueCodes(values)
+    got = [codes.get(k) for k in keys]  # the first SCANS text keys scanned, then the dict
+    assert got == want and codes._codes is not None
+    fresh = [ValueCodes(values).get(k) for k in keys]  # every key as a cold search's first
+    assert fresh == want

@@ -56,6 +56,22 @@ def test_segment_meta_is_the_golden_one(tiny):
     assert written == _golden("segment.json")
 
 
+def test_a_segment_without_its_summed_lengths_reads_them_from_its_rows(tiny, tmp_path):
+    """Segments written before segment.json recorded ``total_len`` still open, with the same BM25 statistics."""
+    import shutil
+
+    copy = tmp_path / "idx"
+    shutil.copytree(tiny, copy)
+    meta = copy / "segments" / load_index(tiny).segments[0].path.name / "segment.json"
+    raw = json.loads(meta.read_text(encoding="utf-8"))
+    del raw["total_len"]
+    meta.write_text(json.dumps(raw), encoding="utf-8")
+    old, new = load_index(copy), load_index(tiny)
+    assert old.segments[0].meta.total_len is None
+    assert old.segments[0].total_len == new.segments[0].total_len == 19.0
+    assert old.bm25().avgdl == new.bm25().avgdl
+
+
 def test_meta_reads_back_typed(tiny):
     index = load_index(tiny)
     meta = index.meta

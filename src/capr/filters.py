@@ -36,7 +36,7 @@ import re
 from datetime import datetime
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -401,6 +401,12 @@ class ValueTable:
         return good
 
 
+class CodeLookup(Protocol):
+    """Filter key → code of a column's distinct values (the dict :func:`column_lookup` builds, or a lazier one)."""
+
+    def get(self, key: str, default: int | None = None) -> int | None: ...
+
+
 def column_lookup(values: Sequence[Any]) -> dict[str, int]:
     """:func:`value_key` → position of each present value of a column's distinct values."""
     # text is keyed inline: a column of patient ids has as many values as patients, and this runs on a cold search
@@ -408,7 +414,7 @@ def column_lookup(values: Sequence[Any]) -> dict[str, int]:
 
 
 def column_mask(clause: FilterClause, values: Sequence[Any], codes: np.ndarray,
-                normalize: Callable[[Any], Any] | None = None, lookup: Mapping[str, int] | None = None,
+                normalize: Callable[[Any], Any] | None = None, lookup: CodeLookup | None = None,
                 table: Callable[[], ValueTable] | None = None, check: bool = True) -> np.ndarray:
     """Rows of a categorical column (distinct ``values`` + per-row ``codes``) that pass ``clause``.
     The clause is decided per distinct value, then the codes index that table: equality and sets are dict hits in

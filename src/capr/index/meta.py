@@ -117,15 +117,23 @@ class SegmentMeta:
     fields: list[str]
     streams: dict[str, int]  # logical bytes of each compressed stream of the document store (capr.index.docstore)
     block_bytes: int  # logical bytes per compressed block
+    # the rows' summed lengths (BM25's average length), so that opening an index does not read every length array;
+    # None in segments written before it was recorded
+    total_len: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"documents": self.documents, "passages": self.passages, "fields": list(self.fields),
-                "streams": dict(self.streams), "block_bytes": self.block_bytes}
+        d = {"documents": self.documents, "passages": self.passages, "fields": list(self.fields),
+             "streams": dict(self.streams), "block_bytes": self.block_bytes}
+        if self.total_len is not None:
+            d["total_len"] = self.total_len
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SegmentMeta":
+        total = d.get("total_len")
         return cls(documents=int(d["documents"]), passages=int(d["passages"]), fields=list(d["fields"]),
-                   streams={str(k): int(v) for k, v in d["streams"].items()}, block_bytes=int(d["block_bytes"]))
+                   streams={str(k): int(v) for k, v in d["streams"].items()}, block_bytes=int(d["block_bytes"]),
+                   total_len=float(total) if total is not None else None)
 
     def write(self, seg_dir: Path) -> None:
         write_json(seg_dir / SEGMENT_META, self.to_dict(), atomic=False)

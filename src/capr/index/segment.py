@@ -65,8 +65,9 @@ def write_segment_files(tmp: Path, streams: dict[str, int], matrix: TermMatrix |
         from capr.index.vectors import save_vectors
 
         save_vectors(tmp, vectors, hnsw_threshold)
+    lengths = load_npy(tmp / LEXICAL / "doc_len.npy", mmap_mode="r")
     SegmentMeta(documents=len(doc_ids), passages=n_passages, fields=sorted(columns), streams=streams,
-                block_bytes=BLOCK_BYTES).write(tmp)
+                block_bytes=BLOCK_BYTES, total_len=float(np.asarray(lengths, dtype=np.float64).sum())).write(tmp)
     write_strings(tmp, "doc_ids", doc_ids)
     write_json(tmp / "sourced.json", sourced, atomic=False)
     fsync_dir(coldir)
@@ -267,6 +268,8 @@ class Segment:
     @cached_property
     def total_len(self) -> float:
         """Sum of all rows' lengths (exact: lengths are integers, summed in float64)."""
+        if self.meta.total_len is not None:
+            return self.meta.total_len
         return float(np.asarray(self.postings.doc_len, dtype=np.float64).sum())
 
     @cached_property

@@ -21,10 +21,10 @@ class Column:
         self.codes = codes
 
     @cached_property
-    def _lookup(self) -> dict[str, int]:
-        """Filter key → code, built on first use (a column of document ids has as many values as documents);
-        missing values (None) are never matched by a filter."""
-        return column_lookup(self.values)
+    def _lookup(self) -> "ValueCodes":
+        """Filter key → code (a column of document ids has as many values as documents); missing values (None) are
+        never matched by a filter."""
+        return ValueCodes(self.values)
 
     @staticmethod
     def _key(v: Any) -> str:
@@ -68,3 +68,27 @@ class Column:
     def load(cls, directory: Path, name: str) -> "Column":
         values = read_json(directory / f"{name}.values.json")
         return cls(values, load_npy(directory / f"{name}.codes.npy", mmap_mode="r"))
+
+
+class ValueCodes:
+    """A column's filter key → code, as :func:`capr.filters.column_lookup`'s dict gives it. The first few text keys
+    are found by scanning the values (one C-speed pass, exact: text equals only the same text), so that a cold
+    one-patient search does not hash every patient id of every segment; from then on the dict is built and kept."""
+
+    SCANS = 2
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+        self._codes: dict[str, int] | None = None
+        self._scanned = 0
+
+    def get(self, key: str, default: int | None = None) -> int | None:
+        if self._codes is None:
+            if key.startswith("s:") and self._scanned < self.SCANS:
+                self._scanned += 1
+                try:
+                    return self.values.index(key[2:])
+                except ValueError:
+                    return default
+            self._codes = column_lookup(self.values)
+        return self._codes.get(key, default)
