@@ -59,11 +59,8 @@ class SegmentVectors:
             rows = np.flatnonzero(allowed)
             return _best(rows, np.asarray(self.vectors[rows]) @ query, k)
         if self.hnsw is None:
-            scores = np.asarray(self.vectors) @ query
-            scores = np.where(allowed, scores, -np.inf)
-            k = min(k, n_allowed)
-            top = np.argpartition(-scores, k - 1)[:k]
-            return top.astype(np.int64), scores[top].astype(np.float32)
+            scores = np.where(allowed, np.asarray(self.vectors) @ query, -np.inf)
+            return _best(np.arange(len(scores)), scores, min(k, n_allowed))
         import faiss
 
         bitmap = np.packbits(allowed.astype(np.uint8), bitorder="little")
@@ -75,6 +72,7 @@ class SegmentVectors:
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of ``rows`` by ``scores`` (one per row), in no order."""
     k = min(k, len(rows))
     top = np.argpartition(-scores, k - 1)[:k]
     return rows[top].astype(np.int64), scores[top].astype(np.float32)
