@@ -330,6 +330,16 @@ class Postings:
             got = self._skip_rows[j] = np.ascontiguousarray(self.rows(j)[::SKIP])
         return got
 
+    def stored(self, j: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """Term ``j``'s postings as stored, nothing decoded: its first row, the gaps after it and its term
+        frequencies (read-only views of the maps, in their stored widths)."""
+        lo, hi = int(self.indptr[j]), int(self.indptr[j + 1])
+        n = hi - lo
+        if not n:
+            return 0, self._rows[:0], self.tf[:0]
+        w, at = int(self.width[j]), int(self.at[j])
+        return int(self.first[j]), self._rows[at:at + w * (n - 1)].view(_WIDTH_TYPES[w]), self.tf[lo:hi]
+
     def postings(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies as float32) of term ``j``."""
         lo, hi = int(self.indptr[j]), int(self.indptr[j + 1])

@@ -9,6 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
+from capr.index import compiled
 from capr.index.segment import Segment
 from capr.text import bm25
 from capr.text.bm25 import BM25Params
@@ -96,12 +97,18 @@ class SegmentedBM25:
         idf = self.idf(list(dict.fromkeys(tokens)))
         if not idf:
             return out
+        accumulate = compiled.accumulator()
         for si, seg in enumerate(index.segments):
             ids = [(j, idf[t]) for t in tokens if t in idf and (j := self.term_id(si, t)) is not None]
             if not ids:
                 continue
             o = out[int(index.offsets[si]):int(index.offsets[si + 1])]
             norm = self.norm(si)
+            if accumulate is not None:
+                for j, w in ids:
+                    first, gaps, tf = seg.postings.stored(j)
+                    accumulate(o, first, gaps, tf, norm, w)
+                continue
             for j, w in ids:
                 docs, tf = seg.postings.postings(j)
                 # a term's rows are distinct, so this is ``o[docs] += …`` to the bit, in one pass instead of three

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 from capr.errors import QueryError
+from capr.index import compiled
 from capr.records import Query, Run, ScoredPassage
 from capr.search.config import GroupBy, SearchOptions
 from capr.search.searcher import Searcher
@@ -18,6 +19,8 @@ def search_each(searcher: Searcher, queries: Sequence[Query], options: SearchOpt
     """Every query through ``searcher`` as one run: passage ids, or document ids when ``options`` groups by
     document. A question the pipeline cannot search (only stopwords) gets an empty ranking and its reason under its
     id, as `capr eval` scores it; any other refusal (a bad filter) ends the run, naming the question."""
+    if len(queries) * searcher.store.row_count() >= _COMPILE_AT:
+        compiled.enable()  # a few hundred milliseconds once, against tens per question at millions of passages
     run = Run(name=name)
     unsearchable: dict[str, str] = {}
     ids_only = replace(options, highlights=False)
@@ -33,6 +36,9 @@ def search_each(searcher: Searcher, queries: Sequence[Query], options: SearchOpt
         run.results[q.qid] = [ScoredPassage(pid=h.passage.doc_id if by_doc else h.pid, score=h.score, rank=h.rank)
                               for h in hits]
     return run, unsearchable
+
+
+_COMPILE_AT = 50_000_000  # questions × passages: 50 questions over a million passages
 
 
 __all__ = ["search_each"]

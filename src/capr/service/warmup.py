@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from capr.errors import CaprError
+from capr.index import compiled
 from capr.service import schemas as S
 from capr.service.errors import ApiError
 from capr.service.routers.search import open_searcher, run_search
@@ -26,6 +27,8 @@ def warm_up(state: ServiceState) -> None:
         log.error("warm-up failed: cannot load a model: %s: %s", type(e).__name__, e)
         readiness.finish(f"cannot load a model: {type(e).__name__}: {e}")
         return
+    if not compiled.enable():
+        log.info("BM25 scores with numpy alone (no numba): slower on millions of passages, the same scores")
     try:
         from capr.labels.synonyms import entity_synonyms
 

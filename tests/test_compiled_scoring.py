@@ -1,0 +1,82 @@
+"""The compiled BM25 loop (capr.index.compiled, numba) gives numpy's scores to the bit: on stored postings of every
+gap width and frequency type, and through an index of several segments with deleted rows."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from capr import build_index, load_index
+from capr.index import IndexWriter, compiled
+from capr.index.lexical import TermMatrix
+from capr.index.postings import Postings, write_postings
+from capr.records import Document
+from capr.text import bm25
+from capr.text.bm25 import BM25Params
+
+pytest.importorskip("numba", reason="numba is not installed")
+
+
+@pytest.fixture
+def compiled_loop():
+    assert compiled.enable()
+    yield compiled.accumulator()
+    compiled.disable()
+
+
+def _matrix(rng: np.random.Generator, n_rows: int, tf_max: int) -> TermMatrix:
+    """Terms whose largest gap needs 1, 2 and 4 bytes, one with a single posting, one with none."""
+    lists = [np.arange(0, n_rows, 3), np.sort(rng.choice(n_rows, 2_000, replace=False)),
+             np.asarray([5, 70_000, n_rows - 1]), np.asarray([n_rows // 2]), np.zeros(0, dtype=np.int64)]
+    indptr = np.cumsum([0] + [len(r) for r in lists])
+    rows = np.concatenate(lists).astype(np.int64)
+    tf = rng.integers(1, tf_max + 1, size=len(rows)).astype(np.float32)
+    doc_len = rng.integers(1, 400, size=n_rows).astype(np.float32)
+    return TermMatrix({f"t{i}": i for i in range(len(lists))}, indptr, rows, tf, doc_len)
+
+
+@pytest.mark.parametrize("tf_max", [200, 3_000, 70_000])
+def test_compiled_loop_equals_numpy_on_every_stored_layout(tmp_path, compiled_loop, tf_max):
+    rng = np.random.default_rng(tf_max)
+    n_rows = 1 << 18
+    write_postings(tmp_path, _matrix(rng, n_rows, tf_max))
+    postings = Postings(tmp_path)
+    assert {int(w) for w in postings.width[:3]} == {1, 2, 4}
+    norm = bm25.length_norm(np.asarray(postings.doc_len), 123.4, BM25Params())
+    expected = np.zeros(n_rows, dtype=np.float32)
+    got = np.zeros(n_rows, dtype=np.float32)
+    for j in range(len(postings.indptr) - 1):
+        idf = np.float32(rng.uniform(0.1, 9.0))
+        docs, tf = postings.postings(j)
+        np.add.at(expected, docs, bm25.term_score(idf, tf, norm[docs]))
+        compiled_loop(got, *postings.stored(j), norm, idf)
+    assert expected.any()
+    assert np.array_equal(expected.view(np.uint32), got.view(np.uint32))
+
+
+def _doc(rng: random.Random, i: int) -> Document:
+    words = [f"w{int(rng.paretovariate(1.1)) % 300}" for _ in range(rng.randint(3, 80))]
+    return Document(f"d{i}", "a title", "SECTION:\n" + " ".join(words) + ".", {"patient_id": f"p{i % 5}"})
+
+
+def test_an_index_scores_the_same_with_and_without_the_compiled_loop(tmp_path):
+    rng = random.Random(11)
+    root = tmp_path / "idx"
+    build_index([_doc(rng, i) for i in range(250)], root, segment_passages=100)
+    with IndexWriter(root, mode="update") as w:
+        for i in range(0, 250, 7):
+            w.delete(f"d{i}")
+    queries = [[f"w{rng.randint(0, 40)}" for _ in range(rng.randint(1, 12))] for _ in range(60)] + [["w1", "w1"]]
+    index = load_index(root)
+    assert len(index.segments) > 1 and not index.live.all()
+    plain = [index.bm25().scores(q) for q in queries]
+    assert compiled.enable()
+    try:
+        fast = [load_index(root).bm25().scores(q) for q in queries]
+    finally:
+        compiled.disable()
+    assert all(p.any() for p in plain[:-1])
+    for p, f in zip(plain, fast):
+        assert np.array_equal(p.view(np.uint32), f.view(np.uint32))
