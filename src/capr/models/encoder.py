@@ -23,12 +23,14 @@ from capr.models.cache import EmbeddingCache
 from capr.models.card import card_context, read_card
 from capr.models.context import PassageContext, parse_context, read_passage
 from capr.models.loading import local_path, pick_device, quiet_transformers, resolve_model
+from capr.models.pipelined import GPU_BATCH, PipelinedEncoder
 
 if TYPE_CHECKING:
     from capr.records import Passage
 
 logger = logging.getLogger(__name__)
 _UNSET = object()
+GPU_CHUNK = 64 * GPU_BATCH  # passages handed to a GPU encoder at once (cache lookups and progress between chunks)
 
 
 class Backend(str, Enum):
@@ -185,6 +187,12 @@ class _Side:
             _distill_static(self.path, target)
         return StaticModel.from_pretrained(str(target))
 
+    @property
+    def on_gpu(self) -> bool:
+        """Whether this side's model is loaded, in torch, on a GPU (it encodes through
+        :class:`~capr.models.pipelined.PipelinedEncoder`)."""
+        return self.backend is Backend.torch and self._model is not None and self._model.device.type == "cuda"
+
     def encode(self, texts: Sequence[str], prefix: str, show_progress: bool = False) -> np.ndarray:
         model = self._load()
         texts = [prefix + t for t in texts]
@@ -192,6 +200,8 @@ class _Side:
             vecs = model.encode(list(texts), batch_size=max(self.config.batch_size, 256), show_progress_bar=show_progress)
         elif self.backend in (Backend.onnx, Backend.onnx_int8):
             vecs = model.encode(list(texts), batch_size=self.config.batch_size)
+        elif self.on_gpu:
+            vecs = PipelinedEncoder(model, self.config.batch_size).encode(texts)
         else:
             vecs = model.encode(list(texts), batch_size=self.config.batch_size, show_progress_bar=show_progress, convert_to_numpy=True)
         vecs = np.asarray(vecs, dtype=np.float32)
@@ -336,8 +346,11 @@ class Encoder:
         """Batched, cached: passages already encoded by this model (same text) are not encoded again."""
         side = self.passage_side
         parts = []
-        for lo in range(0, len(texts), chunk):
-            batch = list(texts[lo : lo + chunk])
+        lo = 0
+        while lo < len(texts):
+            # once a GPU holds the model, its pipeline (batches of GPU_BATCH) is given many batches at a time
+            batch = list(texts[lo : lo + (max(chunk, GPU_CHUNK) if side.on_gpu else chunk)])
+            lo += len(batch)
             cached = self.cache.get_many(side.key, batch) if self.cache else [None] * len(batch)
             missing = [i for i, v in enumerate(cached) if v is None]
             if missing:
