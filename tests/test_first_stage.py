@@ -64,3 +64,19 @@ def test_the_searchers_first_stage_is_the_retrievers_top(store):
         keys, vals = first_stage_retriever(store, retriever).top(pq, 5)  # the top k, in key order
         best = keys[np.lexsort((keys, -vals))]
         assert [h.pid for h in hits] == [p.pid for p in store.passages(best)]
+
+
+def test_phrasings_combine_as_base_plus_their_max_without_touching_the_stores_arrays(store):
+    """An aspect's phrasings (disjunction-max, combined in place into an array of the retriever's own): the same bits
+    as base + max over the phrasings, and the store's own score arrays left as the store returned them."""
+    searcher = Searcher(store)
+    for q in (QUERIES[0], Query("q3", entity="cardiomyopathy", aspect="family history")):
+        pq = searcher.parse(q, expand=True)
+        base, phrases = pq.dismax
+        assert len(phrases) >= 3, phrases  # the in-place path runs
+        parts = [store.lexical_scores(p, None, Retriever.bm25) for p in phrases]
+        before = [p.copy() for p in parts]
+        want = store.lexical_scores(base, None, Retriever.bm25) + np.maximum.reduce(parts)
+        got = LexicalRetriever(store).scores(pq)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert all(np.array_equal(p, b) for p, b in zip(parts, before))
