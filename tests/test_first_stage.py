@@ -80,3 +80,35 @@ def test_phrasings_combine_as_base_plus_their_max_without_touching_the_stores_ar
         got = LexicalRetriever(store).scores(pq)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
         assert all(np.array_equal(p, b) for p, b in zip(parts, before))
+
+
+def test_a_search_scores_every_passage_once_per_phrasing_and_keeps_nothing_after(store, monkeypatch):
+    """⟨entity, aspect⟩ tiers ask for every passage's lexical scores more than once in one search: each is computed
+    once (a memo on the parsed query, read-only) and the memo ends with the search; the hits are those without it."""
+    searcher = Searcher(store)
+    queries = [Query("q1", entity="IgA nephropathy", aspect="symptoms"), Query("q4", entity="appendicitis", aspect="diagnosis"),
+               Query("q5", entity="stroke", aspect="treatment")]
+    plain = {}
+    with monkeypatch.context() as m:
+        m.setattr(LexicalRetriever, "scores", lambda self, pq, keys=None: self._scores(pq, keys))
+        for q in queries:
+            plain[q.qid] = [(h.pid, h.score) for h in searcher.search(q, SearchOptions(k=50)).hits]
+    asked: list[tuple] = []
+    original = LexicalRetriever._scores
+
+    def counting(self, pq, keys):
+        if keys is None:
+            asked.append((tuple(pq.terms), repr(pq.dismax), self.method))
+        return original(self, pq, keys)
+
+    monkeypatch.setattr(LexicalRetriever, "_scores", counting)
+    repeated = total = 0
+    for q in queries:
+        pq = searcher.parse(q)
+        asked.clear()
+        got = [(h.pid, h.score) for h in searcher.search(pq, SearchOptions(k=50)).hits]
+        assert got == plain[q.qid] and got
+        repeated += len(asked) - len(set(asked))
+        total += len(asked)
+        assert pq.lexical_memo is None
+    assert total >= 2 and repeated == 0  # without the memo, q4's and q5's are each asked twice

@@ -55,7 +55,19 @@ class LexicalRetriever:
         self.method = method
 
     def scores(self, pq: ParsedQuery, keys: np.ndarray | None = None) -> np.ndarray:
-        """The lexical score of each given passage (``None``: every passage; exhaustive stores only)."""
+        """The lexical score of each given passage (``None``: every passage; exhaustive stores only). Every
+        passage's scores are computed once per search (``pq.lexical_memo``) and handed out read-only."""
+        memo = pq.lexical_memo if keys is None else None
+        if memo is None:
+            return self._scores(pq, keys)
+        key = (id(self.store), self.method, tuple(pq.terms), repr(pq.dismax))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self._scores(pq, None)
+            got.setflags(write=False)
+        return got
+
+    def _scores(self, pq: ParsedQuery, keys: np.ndarray | None) -> np.ndarray:
         store, method = self.store, self.method
         if pq.dismax is None:
             return store.lexical_scores(pq.terms, keys, method)

@@ -148,6 +148,9 @@ class ParsedQuery:
     _dense: dict[str, str] = field(default_factory=dict)
     # what the question was read as (capr.search.reading.Reading): its terms are ``terms``, its text the encoder's
     reading: Any = None
+    # during one search (Searcher.search), every passage's lexical scores, which its entity tiers ask for again
+    # (capr.search.first_stage.LexicalRetriever.scores); None outside a search, so nothing outlives it
+    lexical_memo: dict[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def qid(self) -> str:

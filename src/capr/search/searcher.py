@@ -125,7 +125,11 @@ class Searcher:
         notices, wording_notice = aspect_notices(pq, aspect, options)
         notices[:0] = [pq.reading.notice] if pq.reading is not None and pq.reading.notice else []
         tiers: dict[str, tuple[int, bool]] | None = {} if self.reranker is not None else None
-        pq, first, retriever = self._ranked(pq, options, within, notices, tiers)
+        asked, asked.lexical_memo = pq, {}
+        try:
+            pq, first, retriever = self._ranked(pq, options, within, notices, tiers)
+        finally:
+            asked.lexical_memo = None
         if wording_notice and first and prior_shown(self.store, pq, first, aspect):
             notices.insert(0, wording_notice)
         if self.reranker is not None:
