@@ -93,10 +93,9 @@ def share_name(share: float) -> str:
 SHARE_VARIANTS = {share_name(s): {"fusion": FusionConfig(FusionMethod.rrf, weights=(s, 1.0 - s))} for s in PROBE_SHARES}
 VARIANTS.update({k: v for k, v in SHARE_VARIANTS.items() if k not in VARIANTS})
 # the default's parts a free-text question meets, each switched off in the decision table (--parts)
-PARTS = {"question focus": "focus off", "BM25 share by question": "share off", "aspect prior": "prior off",
-         "entity synonyms": "synonyms off"}
+PARTS = {"question focus": "focus off", "aspect prior": "prior off", "entity synonyms": "synonyms off"}
 # parts the default leaves off, measured switched on: the table shows (with it) − (the default)
-OFF_PARTS = {"question reading": "reading on"}
+OFF_PARTS = {"BM25 share by question": "fusion by question", "question reading": "reading on"}
 SINGLE = ("BM25 alone", "dense alone")
 
 
@@ -163,7 +162,7 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
              "|---|---|" + "---:|" * (len(sets) + 1) + "---|"]
     for part, off in {**PARTS, **OFF_PARTS}.items():
         sign = -1.0 if part in OFF_PARTS else 1.0  # with the part minus without it
-        verdicts = []
+        verdicts, moved = [], False
         for enc in encoders:
             cells, ok = [], True
             pooled = {m: [] for m in METRICS}
@@ -171,6 +170,7 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
                 sc = results[(name, enc)]
                 d = {m: sign * float(np.mean(sc["default"][m]) - np.mean(sc[off][m])) for m in METRICS}
                 ok &= all(v >= -1e-9 for v in d.values())
+                moved |= any(abs(v) > 1e-9 for v in d.values())
                 cells.append(" / ".join(f"{d[m]:+.2f}" for m in METRICS))
                 for m in METRICS:
                     pooled[m].append(sign * (sc["default"][m] - sc[off][m]))
@@ -180,6 +180,8 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
                          + " / ".join(f"{gain[m]:+.2f}" for m in METRICS) + f" | {'on' if verdicts[-1] else 'off'} |")
         verdict = ("stays on" if all(verdicts) else "goes off") if part in PARTS else \
             ("goes on" if all(verdicts) else "stays off")
+        if not moved:  # a part for ⟨entity, aspect⟩ queries (entity synonyms): judged on their dev sets
+            verdict = "no effect on these questions"
         lines.append(f"| **{part}** | both | | " + "| " * (len(sets) - 1) + f"| **{verdict}** |")
     lines += ["", "| encoder | set | default − BM25 alone | default − dense alone | default − glue 1:1 |",
               "|---|---|---|---|---|"]
@@ -318,7 +320,7 @@ def grid_table(results: dict[tuple[str, str], dict], sets: list[str], encoders: 
 
 
 def tables_from_dumps(paths: list[Path]) -> None:
-    """--tables-from: the --fusions tables again from --dump files (one per encoder, or one for both)."""
+    """--tables-from: the --parts and --fusions tables again from --dump files (one per encoder, or one for both)."""
     results, probes, sets, encoders = {}, {}, [], []
     for path in paths:
         for key, kept in json.loads(path.read_text()).items():
@@ -330,8 +332,13 @@ def tables_from_dumps(paths: list[Path]) -> None:
             sets += [name] if name not in sets else []
             encoders += [enc] if enc not in encoders else []
     sets = [s for s in sets if all((s, e) in results for e in encoders)]
-    print("\n".join(grid_table(results, sets, encoders) + probe_rules_table(results, probes, sets, encoders)
-                    + agreement_table(results, probes, sets, encoders)))
+    def has(systems: list[str]) -> bool:
+        return all(sy in results[(s, e)] for s in sets for e in encoders for sy in systems)
+    if has(["glue 1:1", *PARTS.values(), *OFF_PARTS.values()]):  # --parts runs
+        print("\n".join(decision_table(results, sets, encoders)))
+    if has(list(SHARE_VARIANTS)):  # --fusions runs
+        print("\n".join(grid_table(results, sets, encoders) + probe_rules_table(results, probes, sets, encoders)
+                        + agreement_table(results, probes, sets, encoders)))
 
 
 def main() -> None:
@@ -353,7 +360,7 @@ def main() -> None:
                     "question's analysed terms and their IDF in the set's index")
     ap.add_argument("--probe-only", action="store_true", help="only the index probe of each set and encoder (with "
                     "--dump: kept there, for --tables-from to use instead of the runs' own)")
-    ap.add_argument("--tables-from", help="comma-separated --dump files of --fusions runs: print their tables, run nothing")
+    ap.add_argument("--tables-from", help="comma-separated --dump files of --parts or --fusions runs: print their tables, run nothing")
     args = ap.parse_args()
     if args.tables_from:
         tables_from_dumps([Path(p) for p in args.tables_from.split(",")])

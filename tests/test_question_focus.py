@@ -133,3 +133,24 @@ def test_a_notice_of_a_favoured_section_only_when_the_wording_favoured_one(tmp_p
     assert named.hits[0].passage.aspect == "treatment options" and said in named.notices
     explicit = searcher.search(Query("q", entity="wound", aspect="treatment"), SearchOptions(k=3))
     assert said in explicit.notices  # an aspect asked for is favoured everywhere
+
+
+def test_bm25_share_by_question_is_an_option_not_the_default(runner, tmp_path):
+    """BM25 at dense's share for a question of rare words costs medication questions (their rare words are brand
+    names BM25 cannot read: docs/RESULTS.md, issue 53), so `capr search` fuses every question alike unless asked."""
+    from conftest import capr_in_process, write_jsonl
+
+    notes = [{"doc_id": f"n{i}", "text": f"Visit {i}: rest, fluids and a follow-up visit."} for i in range(120)]
+    notes[0]["text"] += " Inhalers were refilled."
+    notes[1]["text"] += " Creams were refilled."
+    index = tmp_path / "idx"
+    capr_in_process(runner, "index", str(write_jsonl(tmp_path / "notes.jsonl", notes)), "--out", str(index),
+                    "--encoder-backend", "static")
+
+    def fusion(question: str, *options: str) -> dict:
+        return json.loads(capr_in_process(runner, "search", str(index), question, "--json", *options).stdout)["fusion"]
+
+    default = fusion("inhalers creams")
+    assert default == fusion("rest and fluids") and default["weights"]["bm25"] < default["weights"]["dense"]
+    assert fusion("inhalers creams", "--fusion-by-question")["weights"] == {"bm25": 0.5, "dense": 0.5}
+    assert fusion("rest and fluids", "--fusion-by-question") == default  # common words: the store's shares

@@ -115,6 +115,10 @@ def search_cmd(
                                  "brand as its generic name ('valium' as diazepam), clinical shorthand ('afib'), a "
                                  "misspelling one letter from a word of the index ('rivatigmine'); said in the output. "
                                  "Off by default: not yet at or above the default on every dev set."),
+    fusion_by_question: bool = typer.Option(False, "--fusion-by-question/--no-fusion-by-question", help="Give BM25 "
+                                            "dense's share for a question whose words are rare in this index (mean "
+                                            "IDF). Off by default: it costs medication and consumer questions, whose "
+                                            "rare words are brand names (docs/RESULTS.md, issue 53)."),
     fusion_probe: bool = typer.Option(False, "--fusion-probe/--no-fusion-probe", help="Fuse a question as this "
                                       "index's own cloze probe asks (measured at the first such search): BM25 alone "
                                       "where the encoder finds fewer answers than BM25 there, else the default. Off by "
@@ -184,7 +188,8 @@ def search_cmd(
             "k": k if k is not None else 100 if queries is not None else None, "retriever": retriever,
             "filters": _parse_filters(filters), "expand": expand, "aspect_boost": aspect_boost, "fusion": fusion,
             "template": template, "group_by": group_by, "entity_first": entity_first, "entity_scope": entity_scope,
-            "entity_synonyms": entity_synonyms, "reading": reading, "fusion_probe": fusion_probe, "rerank_depth": rerank_depth, "rerank_share": rerank_share,
+            "entity_synonyms": entity_synonyms, "reading": reading, "fusion_by_question": fusion_by_question,
+            "fusion_probe": fusion_probe, "rerank_depth": rerank_depth, "rerank_share": rerank_share,
             "evidence": evidence, "thetas": (theta_open, theta_close)})
 
     _run_guarded(body)

@@ -97,8 +97,9 @@ class SearchOptions:
     # tiers, as for an ⟨entity, aspect⟩ query; capr.search.question_focus)
     question_focus: bool = True
     # a free-text question's BM25 : dense shares follow how rare its words are in the index (capr.search.query_weights)
-    # when the fusion is left to the store
-    fusion_by_question: bool = True
+    # when the fusion is left to the store. Off by default: it is below the pipeline without it on medication and
+    # consumer questions with MiniLM, where rare words are brand names BM25 cannot read (docs/RESULTS.md, issue 53)
+    fusion_by_question: bool = False
     # a free-text question is read as a pharmacist or clinician reads it: drug brands as generic names, shorthand,
     # HPO synonyms, one-edit misspellings of the index's words (capr.search.reading). Off by default: on the
     # free-text dev sets it is not at or above the pipeline without it on every set (docs/RESULTS.md, issue 53)

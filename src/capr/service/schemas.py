@@ -117,6 +117,8 @@ class SearchRequest(_Strict):
     reading: bool = Field(False, description="Read a free-text question as a pharmacist would: a drug's brand as its "
                           "generic name ('valium' as diazepam), clinical shorthand ('afib'), a misspelling one letter "
                           "from a word of the index; what was read is in the response's reading.")
+    fusion_by_question: bool = Field(False, description="Give BM25 dense's share for a free-text question whose words "
+                                     "are rare in this index (mean IDF); off by default.")
     fusion_probe: bool = Field(False, description="Fuse a free-text question as this index's own cloze probe asks "
                                "(measured once per index generation): BM25 alone where the encoder finds fewer "
                                "answers than BM25 there, else the default.")

@@ -71,7 +71,8 @@ def search_options(req: S.SearchRequest, config: ServiceConfig) -> SearchOptions
     return SearchOptions.from_mapping({
         "k": req.k, "retriever": req.retriever, "filters": req.filters, "expand": req.expand,
         "aspect_boost": req.aspect_boost, "group_by": req.group_by, "entity_scope": req.entity_scope,
-        "entity_synonyms": req.entity_synonyms, "reading": req.reading, "fusion_probe": req.fusion_probe,
+        "entity_synonyms": req.entity_synonyms, "reading": req.reading, "fusion_by_question": req.fusion_by_question,
+        "fusion_probe": req.fusion_probe,
         "rerank_depth": config.rerank_depth, "rerank_share": req.rerank_share, "evidence": req.evidence})
 
 
