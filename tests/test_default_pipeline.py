@@ -31,11 +31,18 @@ def test_capr_index_writes_vectors_and_search_fuses_by_default(default_index, tm
     res = json.loads(capr_cli("search", str(default_index), "blood thinner for an irregular heartbeat", "-k", "3", "--json").stdout)
     assert res["retriever"] == "hybrid"
     assert "atrial fibrillation" in (res["results"][0]["title"] + res["results"][0]["text"]).lower()
-    # a small index keeps the default shares for a paraphrase (capr.search.query_weights), and says which it used
+    # the default shares, said in the output; every question gets them unless --fusion-by-question is given
     assert res["fusion"] == {"method": "rrf", "weights": {"bm25": 0.2, "dense": 0.8}}
-    # words rare even in absolute terms (each in a passage or two of ~300) weigh BM25 as dense
     rare = json.loads(capr_cli("search", str(default_index), "irregular heartbeat", "-k", "3", "--json").stdout)
+    assert rare["fusion"] == res["fusion"]
+    # asked for, words rare even in absolute terms (each in a passage or two of ~300) weigh BM25 as dense, and a
+    # small index keeps the default shares for a paraphrase (capr.search.query_weights)
+    rare = json.loads(capr_cli("search", str(default_index), "irregular heartbeat", "-k", "3", "--json",
+                               "--fusion-by-question").stdout)
     assert rare["fusion"] == {"method": "rrf", "weights": {"bm25": 0.5, "dense": 0.5}}
+    paraphrase = json.loads(capr_cli("search", str(default_index), "blood thinner for an irregular heartbeat", "-k",
+                                     "3", "--json", "--fusion-by-question").stdout)
+    assert paraphrase["fusion"] == res["fusion"]
     lexical = tmp_path / "lex"
     capr_cli("index", "--lexical-only", str(demo_dir), "--out", str(lexical))
     assert not Index.load(lexical).has_dense

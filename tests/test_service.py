@@ -867,3 +867,12 @@ def test_errors_name_the_index_not_the_servers_path_to_it(tmp_path):
     r = client.post("/search", json={"text": "cough", "retriever": "dense"})
     assert r.status_code == 400 and "notes-idx" in r.json()["detail"], r.text
     assert "ward-7-smith" not in r.text and str(tmp_path) not in r.text
+
+
+def test_a_request_can_ask_for_bm25s_share_by_question():
+    from capr.service import ServiceConfig
+    from capr.service import schemas as S
+    from capr.service.routers.search import search_options
+
+    assert search_options(S.SearchRequest(text="valium"), ServiceConfig()).fusion_by_question is False  # the default
+    assert search_options(S.SearchRequest(text="valium", fusion_by_question=True), ServiceConfig()).fusion_by_question

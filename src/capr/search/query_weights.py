@@ -1,6 +1,9 @@
 """BM25's share in the hybrid fusion of a free-text question, from how rare its words are in this index (issue 36).
 A question whose words are rare here ("ddt", "turmeric curcumin") is one BM25 answers well: its share rises to
-dense's (1 : 1 instead of the default 1 : 4). A word's rarity is its IDF in the index (about log(passages / passages
+dense's (1 : 1 instead of the default 1 : 4). Off unless asked (``SearchOptions(fusion_by_question=True)``,
+`capr search --fusion-by-question`): on medication questions the rarest words are brand names ("eliquis",
+"topamax") that BM25 matches literally while the answer names the generic drug, and the share cost them with
+MiniLM (docs/RESULTS.md, issue 53). A word's rarity is its IDF in the index (about log(passages / passages
 with the word)); a question's is the mean over its distinct terms (a term the index lacks counts 0: BM25 cannot use it).
 
 Two readings of "rare" must agree before BM25's share rises:
