@@ -82,6 +82,37 @@ def test_phrasings_combine_as_base_plus_their_max_without_touching_the_stores_ar
         assert all(np.array_equal(p, b) for p, b in zip(parts, before))
 
 
+def test_phrasings_at_a_few_rows_are_scored_word_by_word_to_the_bit(store):
+    """At a tier's few rows each distinct word of the phrasings is looked up once and a phrasing's score summed
+    from its words: the same bits as scoring each phrasing at those rows, and as every row's scores there."""
+    searcher = Searcher(store)
+    rng = np.random.default_rng(0)
+    every = np.arange(store.row_count())
+    for q in (QUERIES[0], Query("q3", entity="cardiomyopathy", aspect="family history")):
+        pq = searcher.parse(q, expand=True)
+        base, phrases = pq.dismax
+        assert len(phrases) >= 3 and any(set(a) & set(b) for a in phrases for b in phrases if a is not b), phrases
+        whole = LexicalRetriever(store).scores(pq)
+        matched = np.flatnonzero(whole)
+        for keys in (np.concatenate([rng.choice(every, 40, replace=False), matched[:5]]),  # unsorted
+                     np.sort(rng.choice(every, 200, replace=False)), np.repeat(matched[::-1][:5], 2)):
+            parts = [store.lexical_scores(p, keys, Retriever.bm25) for p in phrases]
+            want = store.lexical_scores(base, keys, Retriever.bm25) + np.maximum.reduce(parts)
+            got = LexicalRetriever(store).scores(pq, keys)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+            assert np.array_equal(got.view(np.uint32), whole[keys].view(np.uint32))
+            assert (got > 0).any()
+        asked: list[list[str]] = []
+        real = store.lexical_scores
+        store.lexical_scores = lambda terms, keys=None, method=Retriever.bm25: asked.append(list(terms)) or real(terms, keys, method)
+        try:
+            LexicalRetriever(store).scores(pq, every[:50])
+        finally:
+            del store.lexical_scores
+        words = {t for toks in [base, *phrases] for t in toks}
+        assert sorted(map(tuple, asked)) == sorted((t,) for t in words)  # one lookup per distinct word
+
+
 def test_a_search_scores_every_passage_once_per_phrasing_and_keeps_nothing_after(store, monkeypatch):
     """⟨entity, aspect⟩ tiers ask for every passage's lexical scores more than once in one search: each is computed
     once (a memo on the parsed query, read-only) and the memo ends with the search; the hits are those without it."""

@@ -42,6 +42,28 @@ def _kept(ranked: Ranked, keep: Keep | None) -> Ranked:
     return ranked[0][sel], ranked[1][sel]
 
 
+def _dismax_by_word(store: Store, base: list[str], phrases: list[list[str]], keys: np.ndarray) -> np.ndarray:
+    """BM25 of ``base`` plus the best of ``phrases`` at ``keys``, each distinct word looked up once: an aspect's
+    phrasings share most of their words ("physical examination", "physical exam", "examination"), and at a few rows
+    the lookups are the cost. BM25 adds a query's words one by one in float32, so a phrasing's sum of its words'
+    columns, in its order, is its score to the bit."""
+    columns = {t: store.lexical_scores([t], keys, Retriever.bm25)
+               for t in dict.fromkeys([*base, *(t for toks in phrases for t in toks)])}
+
+    def summed(toks: list[str]) -> np.ndarray:
+        out = np.zeros(len(keys), dtype=np.float32)
+        for t in toks:
+            out += columns[t]
+        return out
+
+    scores = summed(base)
+    best = None
+    for toks in phrases:
+        s = summed(toks)
+        best = s if best is None else np.maximum(best, s, out=best)
+    return scores if best is None else scores + best
+
+
 class LexicalRetriever:
     """BM25 or TF-IDF over an exhaustive store: every passage is scored exactly (a query's phrasings as a
     disjunction-max), then the top k are taken — what a rebuild-equal index can afford."""
@@ -72,6 +94,8 @@ class LexicalRetriever:
         if pq.dismax is None:
             return store.lexical_scores(pq.terms, keys, method)
         base, phrases = pq.dismax
+        if keys is not None and Retriever(method) is Retriever.bm25:
+            return _dismax_by_word(store, base, phrases, keys)
         n = store.row_count() if keys is None else len(keys)
         scores = store.lexical_scores(base, keys, method) if base else np.zeros(n, dtype=np.float32)
         # in place into the one array made here (not into a store's): an array per step of ten million rows costs
