@@ -111,6 +111,18 @@ def test_phrasings_at_a_few_rows_are_scored_word_by_word_to_the_bit(store):
             del store.lexical_scores
         words = {t for toks in [base, *phrases] for t in toks}
         assert sorted(map(tuple, asked)) == sorted((t,) for t in words)  # one lookup per distinct word
+        import capr.search.first_stage as first_stage  # past its memory bound: phrasing by phrasing, the same bits
+
+        bound, first_stage.WORD_COLUMNS = first_stage.WORD_COLUMNS, len(words) * 50 - 1
+        asked.clear()
+        store.lexical_scores = lambda terms, keys=None, method=Retriever.bm25: asked.append(list(terms)) or real(terms, keys, method)
+        try:
+            assert np.array_equal(LexicalRetriever(store).scores(pq, every[:50]).view(np.uint32),
+                                  whole[:50].view(np.uint32))
+        finally:
+            first_stage.WORD_COLUMNS = bound
+            del store.lexical_scores
+        assert sorted(map(tuple, asked)) == sorted(map(tuple, [base, *phrases] if base else phrases))
 
 
 def test_a_search_scores_every_passage_once_per_phrasing_and_keeps_nothing_after(store, monkeypatch):

@@ -42,13 +42,18 @@ def _kept(ranked: Ranked, keep: Keep | None) -> Ranked:
     return ranked[0][sel], ranked[1][sel]
 
 
-def _dismax_by_word(store: Store, base: list[str], phrases: list[list[str]], keys: np.ndarray) -> np.ndarray:
+WORD_COLUMNS = 1 << 24  # scores held at once (64 MB) by _dismax_by_word; a larger tier is scored phrasing by phrasing
+
+
+def _dismax_by_word(store: Store, base: list[str], phrases: list[list[str]], keys: np.ndarray) -> np.ndarray | None:
     """BM25 of ``base`` plus the best of ``phrases`` at ``keys``, each distinct word looked up once: an aspect's
     phrasings share most of their words ("physical examination", "physical exam", "examination"), and at a few rows
     the lookups are the cost. BM25 adds a query's words one by one in float32, so a phrasing's sum of its words'
-    columns, in its order, is its score to the bit."""
-    columns = {t: store.lexical_scores([t], keys, Retriever.bm25)
-               for t in dict.fromkeys([*base, *(t for toks in phrases for t in toks)])}
+    columns, in its order, is its score to the bit. None when the columns would hold more than WORD_COLUMNS scores."""
+    words = list(dict.fromkeys([*base, *(t for toks in phrases for t in toks)]))
+    if len(words) * len(keys) > WORD_COLUMNS:
+        return None
+    columns = {t: store.lexical_scores([t], keys, Retriever.bm25) for t in words}
 
     def summed(toks: list[str]) -> np.ndarray:
         out = np.zeros(len(keys), dtype=np.float32)
@@ -95,7 +100,9 @@ class LexicalRetriever:
             return store.lexical_scores(pq.terms, keys, method)
         base, phrases = pq.dismax
         if keys is not None and Retriever(method) is Retriever.bm25:
-            return _dismax_by_word(store, base, phrases, keys)
+            by_word = _dismax_by_word(store, base, phrases, keys)
+            if by_word is not None:
+                return by_word
         n = store.row_count() if keys is None else len(keys)
         scores = store.lexical_scores(base, keys, method) if base else np.zeros(n, dtype=np.float32)
         # in place into the one array made here (not into a store's): an array per step of ten million rows costs
