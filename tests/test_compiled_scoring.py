@@ -80,3 +80,39 @@ def test_an_index_scores_the_same_with_and_without_the_compiled_loop(tmp_path):
     assert all(p.any() for p in plain[:-1])
     for p, f in zip(plain, fast):
         assert np.array_equal(p.view(np.uint32), f.view(np.uint32))
+
+
+def test_phrasings_scored_by_the_rows_they_reach_give_every_rows_bits(tmp_path):
+    """An aspect's phrasings over every row (SegmentedBM25.dismax): base + the best phrasing, row by row, equal to
+    scoring each phrasing over every row — on several segments with deleted rows, phrasings sharing words, a word
+    twice, words the index lacks, no base — and again on the arrays the last search gave back."""
+    rng = random.Random(5)
+    root = tmp_path / "idx"
+    build_index([_doc(rng, i) for i in range(250)], root, segment_passages=100)
+    with IndexWriter(root, mode="update") as w:
+        for i in range(0, 250, 9):
+            w.delete(f"d{i}")
+    index = load_index(root)
+    assert len(index.segments) > 1 and not index.live.all()
+    cases = [([], [["w1"], ["w2", "w3"], ["w3", "w1"]]), (["w4"], [["w5", "w5"], ["absent"], ["w0", "w6", "w7"]]),
+             (["w2", "w9"], [["w8"]]), ([], [["absent"]])]
+    cases += [([f"w{rng.randint(0, 30)}" for _ in range(rng.randint(0, 3))],
+               [[f"w{rng.randint(0, 40)}" for _ in range(rng.randint(1, 4))] for _ in range(rng.randint(2, 12))])
+              for _ in range(30)]
+    bm = index.bm25()
+    assert bm.dismax(["w1"], [["w2"]]) is None  # numpy alone: the caller scores phrasing by phrasing
+    want = []
+    for base, phrases in cases:
+        parts = [bm.scores(p) for p in phrases]
+        want.append((bm.scores(base) if base else np.zeros(len(index), dtype=np.float32)) + np.maximum.reduce(parts))
+    assert compiled.enable()
+    try:
+        fresh = load_index(root)
+        for (base, phrases), expected in zip(cases, want):
+            got = fresh.lexical_dismax(base, phrases)
+            assert np.array_equal(got.view(np.uint32), expected.view(np.uint32)), (base, phrases)
+            again = fresh.lexical_dismax(base, phrases)  # on the arrays the last call gave back
+            assert np.array_equal(again.view(np.uint32), expected.view(np.uint32))
+    finally:
+        compiled.disable()
+    assert [bool(w.any()) for w in want[:4]] == [True, True, True, False]

@@ -155,3 +155,24 @@ def test_a_search_scores_every_passage_once_per_phrasing_and_keeps_nothing_after
         total += len(asked)
         assert pq.lexical_memo is None
     assert total >= 2 and repeated == 0  # without the memo, q4's and q5's are each asked twice
+
+
+def test_with_the_compiled_loop_phrasings_over_every_row_give_the_same_bits(store):
+    """A long-lived process (the service) scores an aspect's phrasings over every row by the rows they reach
+    (capr.index.compiled): the same bits as base + the best phrasing, through the retriever the searcher uses."""
+    pytest.importorskip("numba", reason="numba is not installed")
+    from capr.index import compiled
+
+    searcher = Searcher(store)
+    assert compiled.enable()
+    try:
+        for q in (QUERIES[0], Query("q3", entity="cardiomyopathy", aspect="family history")):
+            pq = searcher.parse(q, expand=True)
+            base, phrases = pq.dismax
+            want = store.lexical_scores(base, None, Retriever.bm25) + np.maximum.reduce(
+                [store.lexical_scores(p, None, Retriever.bm25) for p in phrases])
+            assert np.array_equal(store.lexical_dismax(base, phrases).view(np.uint32), want.view(np.uint32))
+            assert np.array_equal(LexicalRetriever(store).scores(pq).view(np.uint32), want.view(np.uint32))
+    finally:
+        compiled.disable()
+    assert store.lexical_dismax(base, phrases) is None

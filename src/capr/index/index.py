@@ -382,6 +382,11 @@ class Index:
         scores = self.scorer(method).scores(terms)
         return scores if keys is None else scores[keys]
 
+    def lexical_dismax(self, base: list[str], phrases: list[list[str]]) -> np.ndarray | None:
+        """BM25 of ``base`` plus the best of ``phrases``, one score per row, as ``lexical_scores`` would add them;
+        None where that needs an array per phrasing (SegmentedBM25.dismax)."""
+        return self.bm25().dismax(base, phrases) if self.segments else None
+
     def lexical_top(self, terms: list[str], k: int, flt: np.ndarray | None = None,
                     method: Retriever | str = Retriever.bm25) -> tuple[np.ndarray, np.ndarray]:
         """``top(lexical_scores(terms), k, flt)``; BM25 without scoring every row (SegmentedBM25.top)."""

@@ -124,6 +124,9 @@ class EmbeddedStore:
                        method: Retriever | str = Retriever.bm25) -> np.ndarray:
         return self.index.lexical_scores(terms, keys, method)
 
+    def lexical_dismax(self, base: list[str], phrases: list[list[str]]) -> np.ndarray | None:
+        return self.index.lexical_dismax(base, phrases)
+
     def lexical_top(self, terms: list[str], k: int, flt: np.ndarray | None = None,
                     method: Retriever | str = Retriever.bm25) -> Ranked:
         return self.index.lexical_top(terms, k, flt, method)
