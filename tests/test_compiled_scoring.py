@@ -61,16 +61,22 @@ def _doc(rng: random.Random, i: int) -> Document:
     return Document(f"d{i}", "a title", "SECTION:\n" + " ".join(words) + ".", {"patient_id": f"p{i % 5}"})
 
 
+def _segments_with_deletions(root, rng: random.Random, every: int):
+    """An index of 250 random documents in segments of 100 passages, every ``every``-th document deleted."""
+    build_index([_doc(rng, i) for i in range(250)], root, segment_passages=100)
+    with IndexWriter(root, mode="update") as w:
+        for i in range(0, 250, every):
+            w.delete(f"d{i}")
+    index = load_index(root)
+    assert len(index.segments) > 1 and not index.live.all()
+    return index
+
+
 def test_an_index_scores_the_same_with_and_without_the_compiled_loop(tmp_path):
     rng = random.Random(11)
     root = tmp_path / "idx"
-    build_index([_doc(rng, i) for i in range(250)], root, segment_passages=100)
-    with IndexWriter(root, mode="update") as w:
-        for i in range(0, 250, 7):
-            w.delete(f"d{i}")
+    index = _segments_with_deletions(root, rng, 7)
     queries = [[f"w{rng.randint(0, 40)}" for _ in range(rng.randint(1, 12))] for _ in range(60)] + [["w1", "w1"]]
-    index = load_index(root)
-    assert len(index.segments) > 1 and not index.live.all()
     plain = [index.bm25().scores(q) for q in queries]
     assert compiled.enable()
     try:
@@ -88,12 +94,7 @@ def test_phrasings_scored_by_the_rows_they_reach_give_every_rows_bits(tmp_path):
     twice, words the index lacks, no base — and again on the arrays the last search gave back."""
     rng = random.Random(5)
     root = tmp_path / "idx"
-    build_index([_doc(rng, i) for i in range(250)], root, segment_passages=100)
-    with IndexWriter(root, mode="update") as w:
-        for i in range(0, 250, 9):
-            w.delete(f"d{i}")
-    index = load_index(root)
-    assert len(index.segments) > 1 and not index.live.all()
+    index = _segments_with_deletions(root, rng, 9)
     cases = [([], [["w1"], ["w2", "w3"], ["w3", "w1"]]), (["w4"], [["w5", "w5"], ["absent"], ["w0", "w6", "w7"]]),
              (["w2", "w9"], [["w8"]]), ([], [["absent"]])]
     cases += [([f"w{rng.randint(0, 30)}" for _ in range(rng.randint(0, 3))],
