@@ -80,6 +80,11 @@ class SegmentedBM25:
                 df -= int(np.count_nonzero(seg.postings.find(j, dead)[0]))
         return float(df) if found else None
 
+    def _weighted_ids(self, si: int, tokens: list[str], idf: dict[str, np.float32]) -> list[tuple[int, np.float32]]:
+        """Segment si's (term id, idf) of each token it holds, in the tokens' order (a repeated token twice: BM25
+        adds it twice)."""
+        return [(j, idf[t]) for t in tokens if t in idf and (j := self.term_id(si, t)) is not None]
+
     def idf(self, terms: list[str]) -> dict[str, np.float32]:
         """idf of each known term, float32 as the single-matrix scorer has it."""
         todo = [t for t in terms if t not in self._idf]
@@ -101,7 +106,7 @@ class SegmentedBM25:
             return out
         accumulate = compiled.accumulator()
         for si, seg in enumerate(index.segments):
-            ids = [(j, idf[t]) for t in tokens if t in idf and (j := self.term_id(si, t)) is not None]
+            ids = self._weighted_ids(si, tokens, idf)
             if not ids:
                 continue
             o = out[int(index.offsets[si]):int(index.offsets[si + 1])]
@@ -128,13 +133,13 @@ class SegmentedBM25:
             return None
         touch, settle = kernels
         index = self.index
-        out = self.scores(base) if base else np.zeros(len(index), dtype=np.float32)
+        out = self.scores(base)  # zeros without a base
         idf = self.idf(list(dict.fromkeys(t for toks in phrases for t in toks)))
         best, scratch = self._scratch.take(len(index)), self._scratch.take(len(index))
         try:
             for toks in phrases:
                 for si, seg in enumerate(index.segments):
-                    ids = [(j, idf[t]) for t in toks if t in idf and (j := self.term_id(si, t)) is not None]
+                    ids = self._weighted_ids(si, toks, idf)
                     if not ids:
                         continue
                     lo, hi = int(index.offsets[si]), int(index.offsets[si + 1])
@@ -164,7 +169,7 @@ class SegmentedBM25:
         cuts = np.searchsorted(rows, index.offsets)
         for si, seg in enumerate(index.segments):
             lo, hi = int(cuts[si]), int(cuts[si + 1])
-            ids = [(j, idf[t]) for t in tokens if t in idf and (j := self.term_id(si, t)) is not None]
+            ids = self._weighted_ids(si, tokens, idf)
             if lo == hi or not ids:
                 continue
             local = rows[lo:hi] - int(index.offsets[si])

@@ -99,15 +99,14 @@ class LexicalRetriever:
         if pq.dismax is None:
             return store.lexical_scores(pq.terms, keys, method)
         base, phrases = pq.dismax
-        if keys is not None and Retriever(method) is Retriever.bm25:
-            by_word = _dismax_by_word(store, base, phrases, keys)
-            if by_word is not None:
-                return by_word
-        if keys is None and Retriever(method) is Retriever.bm25:
-            dismax = getattr(store, "lexical_dismax", None)  # an embedded store with the compiled loop
-            whole = dismax(base, phrases) if dismax is not None else None
-            if whole is not None:
-                return whole
+        if Retriever(method) is Retriever.bm25:
+            if keys is not None:
+                fast = _dismax_by_word(store, base, phrases, keys)
+            else:
+                dismax = getattr(store, "lexical_dismax", None)  # an embedded store with the compiled loop
+                fast = dismax(base, phrases) if dismax is not None else None
+            if fast is not None:
+                return fast
         n = store.row_count() if keys is None else len(keys)
         scores = store.lexical_scores(base, keys, method) if base else np.zeros(n, dtype=np.float32)
         # in place into the one array made here (not into a store's): an array per step of ten million rows costs
