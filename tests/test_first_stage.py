@@ -157,6 +157,50 @@ def test_a_search_scores_every_passage_once_per_phrasing_and_keeps_nothing_after
     assert total >= 2 and repeated == 0  # without the memo, q4's and q5's are each asked twice
 
 
+def test_within_a_search_a_row_is_scored_once_however_its_tiers_are_cut(store, monkeypatch):
+    """A tier ranked again without some documents asks for a subset of its rows: within one search they are looked
+    up, and only rows not scored yet are scored; the bits are those of scoring the rows afresh (unsorted and
+    repeated keys too). Once every row is scored, any rows are cut from it."""
+    searcher = Searcher(store)
+    retriever = LexicalRetriever(store)
+    asked: list[np.ndarray] = []
+    original = LexicalRetriever._scores
+
+    def counting(self, pq, keys):
+        asked.append(None if keys is None else np.asarray(keys).copy())
+        return original(self, pq, keys)
+
+    rng = np.random.default_rng(1)
+    n = store.row_count()
+    for q in (QUERIES[0], Query("q3", entity="cardiomyopathy", aspect="family history"), QUERIES[1]):
+        pq = searcher.parse(q, expand=True)
+        tier = np.sort(rng.choice(n, n // 2, replace=False))
+        cut = tier[rng.random(len(tier)) < 0.6]
+        wider = np.concatenate([cut[::-1], rng.choice(n, 30), cut[:5]])  # unsorted, repeated, partly new
+        fresh = {name: original(retriever, pq, keys) for name, keys in (("tier", tier), ("cut", cut), ("wider", wider))}
+        monkeypatch.setattr(LexicalRetriever, "_scores", counting)
+        pq.lexical_memo = {}
+        try:
+            for name, keys in (("tier", tier), ("cut", cut), ("wider", wider)):
+                asked.clear()
+                got = retriever.scores(pq, keys)
+                assert np.array_equal(got.view(np.uint32), fresh[name].view(np.uint32)), (q.qid, name)
+                if name == "tier":
+                    assert len(asked) == 1 and np.array_equal(asked[0], tier)
+                elif name == "cut":
+                    assert asked == []  # every row was scored with the tier
+                else:
+                    assert len(asked) == 1 and set(asked[0].tolist()) == set(wider.tolist()) - set(tier.tolist())
+            every = retriever.scores(pq)
+            asked.clear()
+            assert np.array_equal(retriever.scores(pq, wider).view(np.uint32), every[wider].view(np.uint32))
+            assert asked == []
+        finally:
+            pq.lexical_memo = None
+            monkeypatch.setattr(LexicalRetriever, "_scores", original)
+        assert (fresh["tier"] > 0).any()
+
+
 def test_with_the_compiled_loop_phrasings_over_every_row_give_the_same_bits(store):
     """A long-lived process (the service) scores an aspect's phrasings over every row by the rows they reach
     (capr.index.compiled): the same bits as base + the best phrasing, through the retriever the searcher uses."""

@@ -82,17 +82,37 @@ class LexicalRetriever:
         self.method = method
 
     def scores(self, pq: ParsedQuery, keys: np.ndarray | None = None) -> np.ndarray:
-        """The lexical score of each given passage (``None``: every passage; exhaustive stores only). Every
-        passage's scores are computed once per search (``pq.lexical_memo``) and handed out read-only."""
-        memo = pq.lexical_memo if keys is None else None
+        """The lexical score of each given passage (``None``: every passage; exhaustive stores only). Within one
+        search (``pq.lexical_memo``) a passage is scored once: every passage's scores are handed out read-only, and
+        a tier ranked again without some documents looks its rows up instead of scoring them again (a passage's
+        score does not depend on which others are asked with it)."""
+        memo = pq.lexical_memo
         if memo is None:
             return self._scores(pq, keys)
         key = (id(self.store), self.method, tuple(pq.terms), repr(pq.dismax))
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = self._scores(pq, None)
-            got.setflags(write=False)
-        return got
+        every = memo.get(key)
+        if keys is not None:
+            return every[keys] if every is not None else self._scores_once(pq, keys, memo, (*key, "rows"))
+        if every is None:
+            every = memo[key] = self._scores(pq, None)
+            every.setflags(write=False)
+        return every
+
+    def _scores_once(self, pq: ParsedQuery, keys: np.ndarray, memo: dict[Any, Any], key: tuple) -> np.ndarray:
+        """:meth:`_scores` at ``keys``, scoring only the rows this search has not scored yet."""
+        keys = np.asarray(keys, dtype=np.int64)
+        held_keys, held = memo.get(key, (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
+        wanted = np.unique(keys)
+        at = np.searchsorted(held_keys, wanted)
+        known = at < len(held_keys)
+        known[known] = held_keys[at[known]] == wanted[known]
+        missing = wanted[~known]
+        if len(missing):
+            held_keys, held = np.concatenate([held_keys, missing]), np.concatenate([held, self._scores(pq, missing)])
+            order = np.argsort(held_keys, kind="stable")
+            held_keys, held = held_keys[order], held[order]
+            memo[key] = (held_keys, held)
+        return held[np.searchsorted(held_keys, keys)]
 
     def _scores(self, pq: ParsedQuery, keys: np.ndarray | None) -> np.ndarray:
         store, method = self.store, self.method
