@@ -101,18 +101,29 @@ class LexicalRetriever:
     def _scores_once(self, pq: ParsedQuery, keys: np.ndarray, memo: dict[Any, Any], key: tuple) -> np.ndarray:
         """:meth:`_scores` at ``keys``, scoring only the rows this search has not scored yet."""
         keys = np.asarray(keys, dtype=np.int64)
-        held_keys, held = memo.get(key, (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
-        wanted = np.unique(keys)
+        ascending = len(keys) < 2 or bool((keys[1:] > keys[:-1]).all())  # as a tier's rows come
+        held = memo.get(key)
+        if held is None:
+            scores = self._scores(pq, keys)
+            if ascending:
+                scores.setflags(write=False)
+                memo[key] = (keys.copy(), scores)
+                return scores
+            held = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=scores.dtype))
+        held_keys, held_scores = held
+        wanted = keys if ascending else np.unique(keys)
         at = np.searchsorted(held_keys, wanted)
         known = at < len(held_keys)
         known[known] = held_keys[at[known]] == wanted[known]
-        missing = wanted[~known]
-        if len(missing):
-            held_keys, held = np.concatenate([held_keys, missing]), np.concatenate([held, self._scores(pq, missing)])
+        if not known.all():
+            missing = wanted[~known]
+            held_keys = np.concatenate([held_keys, missing])
+            held_scores = np.concatenate([held_scores, self._scores(pq, missing)])
             order = np.argsort(held_keys, kind="stable")
-            held_keys, held = held_keys[order], held[order]
-            memo[key] = (held_keys, held)
-        return held[np.searchsorted(held_keys, keys)]
+            held_keys, held_scores = held_keys[order], held_scores[order]
+            held_scores.setflags(write=False)
+            memo[key] = (held_keys, held_scores)
+        return held_scores[np.searchsorted(held_keys, keys)]
 
     def _scores(self, pq: ParsedQuery, keys: np.ndarray | None) -> np.ndarray:
         store, method = self.store, self.method
