@@ -23,7 +23,8 @@ together in twenty lines), the default, and the default with each of its parts s
 part it leaves off (the question reading), switched on (OFF_PARTS). It prints each
 system per set and encoder, the pooled questions of all sets, and for each part the default minus the default
 without it (nDCG@10 / P@1) per set and pooled, with the verdict of the rule: a part stays on only if it is at or
-above the pipeline without it on every set, with both encoders, and gains on the pooled questions.
+above the pipeline without it on every set, with both encoders, and gains on the pooled questions; then the
+default against each rival, and the ceiling of choosing per question (ceiling_table).
 
 ``--fusions`` (issue 53, item 3): each set's index probe (capr.search.strength: MRR@10 of inverse-cloze questions
 drawn from the index, by BM25's share in the fusion) and the default with its fusion fixed at each share the probe
@@ -193,6 +194,22 @@ def decision_table(results: dict[tuple[str, str], dict], sets: list[str], encode
                 sc = results[(name, enc)]
                 return " / ".join(f"{float(np.mean(sc['default'][m]) - np.mean(sc[other][m])):+.2f}" for m in METRICS)
             lines.append(f"| {enc} | {name} | {delta('BM25 alone')} | {delta('dense alone')} | {delta('glue 1:1')} |")
+    return lines + ceiling_table(results, sets, encoders)
+
+
+def ceiling_table(results: dict[tuple[str, str], dict], sets: list[str], encoders: list[str]) -> list[str]:
+    """What choosing per question could reach at best (nDCG@10): each question given the better of dense alone and
+    the default, or the best of those and BM25 alone, as an oracle that knew the judgements would choose — the most
+    any per-question fusion rule or switch between these runs can give."""
+    lines = ["", "| encoder | set | dense alone | default | better of the two, per question | best of BM25, dense, "
+             "default, per question |", "|---|---|---:|---:|---:|---:|"]
+    for enc in encoders:
+        for name in sets:
+            sc = results[(name, enc)]
+            runs = [np.asarray(sc[sy]["nDCG@10"]) for sy in ("dense alone", "default", "BM25 alone")]
+            two, three = np.maximum(runs[0], runs[1]), np.maximum.reduce(runs)
+            lines.append(f"| {enc} | {name} | {mean(runs[0]):.2f} | {mean(runs[1]):.2f} | {mean(two):.2f} | "
+                         f"{mean(three):.2f} |")
     return lines
 
 
