@@ -249,6 +249,16 @@ def test_unknown_aspect_suggests_canonical_and_frequent_headings_only(junk_headi
     with pytest.raises(QueryError, match=r"did you mean symptoms"):  # canonical aspects come first
         index.check_aspect("symptons")
     index.check_aspect("a-1 womac score")  # a corpus aspect is still accepted, just never suggested
+    counted = []
+    real = index.aspect_counts
+    index.aspect_counts = lambda: counted.append(1) or real()  # type: ignore[method-assign]
+    try:
+        index.check_aspect("symptoms")  # the synonym table knows it: the corpus' aspects are not counted
+        assert counted == []
+        index.check_aspect("a-1 womac score")
+        assert counted == [1]
+    finally:
+        del index.aspect_counts
     # the search pipeline (what the CLI and the API call) gives the same message as the index's own check
     with pytest.raises(QueryError) as via_search:
         search(index, Query("q", entity="x", aspect="zzqqxx"))

@@ -76,6 +76,9 @@ def test_drug_names_group_generic_brand_and_salt_names(tmp_path):
     table = EntitySynonyms(groups)
     assert table.forms("Plavix") == ["plavix", "clopidogrel", "clopidogrel bisulfate"]
     assert table.forms("Aspirin") == ["aspirin"]  # a name without synonyms is itself
+    for name in ("plavix", "Clopidogrel Bisulfate", "aspirin", "nothing", ""):
+        # a table's first lookup scans its groups, later ones use the name index: the same forms
+        assert EntitySynonyms(groups).forms(name) == table.forms(name), name
 
 
 def test_the_installed_table_is_cached_and_knows_common_names(tmp_path):

@@ -92,6 +92,22 @@ def test_scores_at_given_rows_equal_every_rows_scores(index):
         assert np.array_equal(index.lexical_scores(tokens, keys), bm25.scores(tokens)[keys]), tokens
 
 
+def test_a_cold_scorer_scores_a_few_rows_with_only_their_length_norms(index):
+    """A process's first search at a tier's rows computes the length norms of those rows alone, not of every row of
+    their segments, and gives the bits every row's scores give."""
+    from capr.index.scoring import SegmentedBM25
+
+    rng = np.random.default_rng(3)
+    warm = index.bm25()
+    for tokens in _queries(index, random.Random(6))[:20]:
+        cold = SegmentedBM25(index)
+        keys = np.unique(rng.integers(0, len(index), 50))
+        got = cold.scores_at(tokens, keys)
+        assert all(n is None for n in cold._norms)
+        assert np.array_equal(got.view(np.uint32), warm.scores(tokens)[keys].view(np.uint32)), tokens
+        assert np.array_equal(got.view(np.uint32), warm.scores_at(tokens, keys).view(np.uint32))
+
+
 def test_term_rows_and_document_keys_equal_their_masks(index):
     for term in ("w0", "w7", "w250", "nothing"):
         rows = index.term_rows(term)

@@ -266,6 +266,12 @@ def test_a_field_or_aspect_only_deleted_documents_had_is_not_present(tmp_path):
     assert len(idx.segments) == 3 and not idx.live.all()
     fresh = build_index([idx.document(d) for d in idx.document_ids()], tmp_path / "fresh")
     assert idx.fields() == fresh.fields() == ["aspect", "doc_id", "grade", "heading", "title"]
+    cold = load_index(root)
+    asked = {a: cold.has_aspect(a) for a in ("social history", "plan", "Plan", "history")}
+    assert "aspect" not in cold._values  # answered segment by segment, no aspect's passages counted
+    cold.aspects()
+    assert asked == {a: cold.has_aspect(a) for a in asked} == {"social history": False, "plan": True, "Plan": False,
+                                                               "history": False}
     assert idx.has_aspect("social history") is fresh.has_aspect("social history") is False
     assert idx.has_aspect("plan") and idx.aspects() == fresh.aspects() == ["plan"]
     assert Searcher(idx).prior_aspect("social history") == Searcher(fresh).prior_aspect("social history")

@@ -420,8 +420,21 @@ class Index:
         return out
 
     def has_aspect(self, aspect: str) -> bool:
-        """Whether a live passage has this aspect (an aspect only deleted passages had is not one, as in a rebuild)."""
-        return Column._key(aspect) in self._value_counts("aspect")
+        """Whether a live passage has this aspect (an aspect only deleted passages had is not one, as in a rebuild).
+        Asked segment by segment until one has it, without counting every aspect's passages (a pass over every row
+        of a large index, which a cold ⟨entity, aspect⟩ search would pay)."""
+        key = Column._key(aspect)
+        counted = self._values.get("aspect")
+        if counted is not None:
+            return key in counted
+        for seg, live in zip(self.segments, self.seg_live):
+            if "aspect" not in seg.fields:
+                continue
+            col = seg.column("aspect")
+            code = col._lookup.get(key)
+            if code is not None and (live.all() or bool((np.asarray(col.codes)[live] == code).any())):
+                return True
+        return False
 
     def restrict(self, flt: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
         """The filter narrowed to the given rows."""

@@ -67,6 +67,14 @@ class SegmentedBM25:
             nrm = self._norms[si] = bm25.length_norm(dl, self.avgdl, self.params)
         return nrm
 
+    def norm_at(self, si: int, local: np.ndarray) -> np.ndarray:
+        """:meth:`norm` at segment si's rows ``local`` (the same bits: the formula is elementwise), without computing
+        the whole segment's when no search has yet: a few rows' scores in a cold process need only theirs."""
+        nrm = self._norms[si]
+        if nrm is not None:
+            return nrm[local]
+        return bm25.length_norm(np.asarray(self.index.segments[si].postings.doc_len)[local], self.avgdl, self.params)
+
     def df(self, term: str) -> float | None:
         """Live passages holding ``term`` (None when no segment has it)."""
         found, df = False, 0
@@ -174,7 +182,7 @@ class SegmentedBM25:
                 continue
             local = rows[lo:hi] - int(index.offsets[si])
             o = out[lo:hi]
-            norm = self.norm(si)[local]
+            norm = self.norm_at(si, local)
             for j, w in ids:
                 hit, tf = self._at(si, j, local)
                 o[hit] += bm25.term_score(w, tf, norm[hit])

@@ -113,10 +113,25 @@ class EntitySynonyms:
 
     def __init__(self, groups: list[list[str]]) -> None:
         self.groups = groups
-        self.groups_of: dict[str, list[int]] = {}
-        for i, names in enumerate(groups):
-            for name in names:
-                self.groups_of.setdefault(name, []).append(i)
+        self._groups_of: dict[str, list[int]] | None = None
+        self._scanned = 0
+
+    @property
+    def groups_of(self) -> dict[str, list[int]]:
+        """name → the groups naming it, built on first use."""
+        if self._groups_of is None:
+            self._groups_of = {}
+            for i, names in enumerate(self.groups):
+                for name in names:
+                    self._groups_of.setdefault(name, []).append(i)
+        return self._groups_of
+
+    def _groups_naming(self, key: str) -> list[int]:
+        # a one-shot command asks once: scanning the groups costs a tenth of building the name index
+        if self._groups_of is None and self._scanned < 1:
+            self._scanned += 1
+            return [i for i, names in enumerate(self.groups) if key in names]
+        return self.groups_of.get(key, [])
 
     @classmethod
     def build(cls, scopes: tuple[str, ...] = HPO_SCOPES) -> "EntitySynonyms":
@@ -145,7 +160,7 @@ class EntitySynonyms:
     def forms(self, entity: str) -> list[str]:
         key = normalize_name(entity)
         out = [key] if key else []
-        for i in self.groups_of.get(key, ()):
+        for i in self._groups_naming(key):
             out.extend(self.groups[i])
         return list(dict.fromkeys(out))
 

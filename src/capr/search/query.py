@@ -185,7 +185,7 @@ def parse_query(query: Query | str, analyzer: Callable[[str], list[str]], expand
     query_text(query)  # rejects empty queries before any work
     q = as_query(query)
     if q.aspect and aspects is not None:
-        check_aspect(q.aspect, aspects(), analyzer, known_terms)
+        check_aspect(q.aspect, aspects, analyzer, known_terms)
     dismax = None
     if expand and q.aspect:
         base = list(dict.fromkeys(analyzer(" ".join(filter(None, [q.entity, q.text])))))

@@ -211,7 +211,7 @@ class EmbeddedStore:
     def check_aspect(self, aspect: str) -> None:
         # the analyser and terms too, so this check accepts what a search accepts (an aspect that reads as one of
         # the corpus' aspects, or whose words the index has), not only the table's and the corpus' own names
-        check_aspect(aspect, self.aspect_counts(), self.analyzer, lambda terms: self.term_idf(terms).keys())
+        check_aspect(aspect, self.aspect_counts, self.analyzer, lambda terms: self.term_idf(terms).keys())
 
     def _writer(self, progress: Any = None, report: Any = None, max_doc_chars: int = DEFAULT_MAX_DOC_CHARS) -> IndexWriter:
         mode = "create" if self._create_args is not None else "update"

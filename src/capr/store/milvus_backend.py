@@ -423,7 +423,7 @@ class MilvusStore:
         return {a: None for a in self.aspects()}
 
     def check_aspect(self, aspect: str) -> None:
-        check_aspect(aspect, self.aspect_counts())
+        check_aspect(aspect, self.aspect_counts)
 
     # -- search primitives --------------------------------------------------------------------
     def _ranked(self, res: Any, lexical: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from capr.errors import QueryError
 
@@ -411,15 +411,21 @@ def searchable_as_words(aspect: str, analyzer: Callable[[str], list[str]], known
     return bool(words) and set(known_terms(words)) >= set(words)
 
 
-def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str],
+def check_aspect(aspect: str, corpus_aspects: Mapping[str, int] | Iterable[str] | Callable[[], Any],
                  analyzer: Callable[[str], list[str]] | None = None, known_terms: KnownTerms | None = None) -> None:
     """An aspect is known when the synonym table or the corpus has it, or (given the corpus' ``analyzer``) it
     reads as one of the corpus' aspects (:func:`nearest_aspect`), or (given also ``known_terms``) every word of it
     occurs in the index (:func:`searchable_as_words`); otherwise a QueryError with close matches (shared by every
-    index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects."""
-    corpus = list(corpus_aspects)
-    known = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v} | set(corpus)
-    if aspect.strip().lower() in known or normalize_aspect(aspect) in known:
+    index backend). ``corpus_aspects``: aspect → live passages, or a list of aspects, or a function giving either,
+    called only when the synonym table does not know the aspect (counting a large index's aspects takes a pass
+    over its rows)."""
+    tabled = set(ASPECT_SYNONYMS) | {s for v in ASPECT_SYNONYMS.values() for s in v}
+    if aspect.strip().lower() in tabled or normalize_aspect(aspect) in tabled:
+        return
+    if callable(corpus_aspects):
+        corpus_aspects = corpus_aspects()
+    corpus = set(corpus_aspects)
+    if aspect.strip().lower() in corpus or normalize_aspect(aspect) in corpus:
         return
     if analyzer is not None and nearest_aspect(aspect, corpus_aspects, analyzer) is not None:
         return
