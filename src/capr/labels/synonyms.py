@@ -108,13 +108,16 @@ def _installed_sources() -> tuple[Path, Path]:
             _package_dir("drug_named_entity_recognition") / "drug_ner_dictionary.pkl.bz2")
 
 
+SCANNED_NAMES = 4  # entities looked up by a scan of the groups before the name index is built
+
+
 class EntitySynonyms:
     """``forms(entity)``: the entity's own name first, then every other name of the concepts it names."""
 
     def __init__(self, groups: list[list[str]]) -> None:
         self.groups = groups
         self._groups_of: dict[str, list[int]] | None = None
-        self._scanned = 0
+        self._scanned: dict[str, list[int]] = {}
 
     @property
     def groups_of(self) -> dict[str, list[int]]:
@@ -127,10 +130,15 @@ class EntitySynonyms:
         return self._groups_of
 
     def _groups_naming(self, key: str) -> list[int]:
-        # a one-shot command asks once: scanning the groups costs a tenth of building the name index
-        if self._groups_of is None and self._scanned < 1:
-            self._scanned += 1
-            return [i for i, names in enumerate(self.groups) if key in names]
+        # a one-shot command asks about one entity: scanning the groups for it costs a tenth of building the name
+        # index, which a process builds once it has asked about a few
+        if self._groups_of is None:
+            found = self._scanned.get(key)
+            if found is not None:
+                return found
+            if len(self._scanned) < SCANNED_NAMES:
+                found = self._scanned[key] = [i for i, names in enumerate(self.groups) if key in names]
+                return found
         return self.groups_of.get(key, [])
 
     @classmethod
