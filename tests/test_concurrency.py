@@ -232,6 +232,29 @@ def test_sigterm_during_index_is_as_clean_as_ctrl_c(tmp_path):
     assert sorted(p.name for p in (root / SEGMENTS).iterdir()) == load_index(root).manifest["segments"]
 
 
+def test_the_analysis_process_ends_quietly_when_the_writer_dies_in_the_middle_of_a_message():
+    """A writer killed while it sends a batch of texts leaves half a message in the pipe: the analysis process ends
+    cleanly (exit 0), not with a traceback that would reach the user's terminal after the one-line "terminated"."""
+    import multiprocessing
+    import struct
+
+    from capr.index.analysis import _serve
+    from capr.text.analyzer import AnalyzerConfig
+
+    ctx = multiprocessing.get_context("spawn")  # as the writer starts it
+    for cut in ("header", "body"):
+        writer, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, AnalyzerConfig().to_dict()), daemon=True)
+        proc.start()
+        child.close()
+        writer.send(["a first batch of text"])
+        partial = struct.pack("!i", 1000)[:2] if cut == "header" else struct.pack("!i", 1000) + b"\x80\x04"
+        os.write(writer.fileno(), partial)
+        writer.close()
+        proc.join(timeout=60)
+        assert proc.exitcode == 0, (cut, proc.exitcode)
+
+
 def test_a_sigterm_landing_in_a_finalizer_is_not_lost(tmp_path):
     """Python drops an exception raised in a finalizer (an index releases its generation pin in one): a SIGTERM
     that lands there still ends the process, a moment later, instead of letting it go on as if none had come."""

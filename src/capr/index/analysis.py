@@ -120,7 +120,7 @@ def _serve(conn: Any, analyzer_config: dict[str, Any]) -> None:
     while True:
         try:
             msg = conn.recv()
-        except EOFError:  # the writer is gone (killed): nothing more to do
+        except (EOFError, OSError):  # the writer is gone (killed, perhaps in the middle of a message): nothing to do
             return
         try:
             if msg is None:
