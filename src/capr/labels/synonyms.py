@@ -121,12 +121,14 @@ class EntitySynonyms:
 
     @property
     def groups_of(self) -> dict[str, list[int]]:
-        """name → the groups naming it, built on first use."""
+        """name → the groups naming it, built on first use (whole before it is shared: the service asks from
+        several threads)."""
         if self._groups_of is None:
-            self._groups_of = {}
+            index: dict[str, list[int]] = {}
             for i, names in enumerate(self.groups):
                 for name in names:
-                    self._groups_of.setdefault(name, []).append(i)
+                    index.setdefault(name, []).append(i)
+            self._groups_of = index
         return self._groups_of
 
     def _groups_naming(self, key: str) -> list[int]:
