@@ -81,6 +81,16 @@ def test_drug_names_group_generic_brand_and_salt_names(tmp_path):
     for name in ("plavix", "Clopidogrel Bisulfate", "aspirin", "nothing", "", "plavix", "asa", "clopidogrel"):
         assert table.forms(name) == indexed.forms(name), name
     assert table._groups_of is not None  # past its first few names a table builds the index
+    seen: list = []
+
+    class Watched(list):  # what another thread would find while the index is being built
+        def __iter__(self):
+            for names in list.__iter__(self):
+                seen.append(watched._groups_of)
+                yield names
+
+    watched = EntitySynonyms(Watched(groups + [["aspirin", "acetylsalicylic acid"]]))
+    assert watched.groups_of["aspirin"] == [1] and seen == [None, None]
 
 
 def test_the_installed_table_is_cached_and_knows_common_names(tmp_path):
